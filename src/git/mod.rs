@@ -1,0 +1,134 @@
+//! The only place that touches gix or runs the git CLI ([`cli`]). Opens the repository the way
+//! git does (from any subdirectory or linked worktree, honouring `GIT_DIR` and `GIT_WORK_TREE`)
+//! and answers the handful of questions the domain modules ask of it.
+
+pub mod cli;
+
+use std::path::{Path, PathBuf};
+
+use gix::bstr::ByteSlice;
+
+use crate::error::{Error, Result, ResultExt};
+
+/// An opened repository and where its parts live.
+pub struct Repo {
+    pub repo: gix::Repository,
+    /// `$GIT_COMMON_DIR`, absolute: shared by all worktrees.
+    pub common_dir: PathBuf,
+    /// This worktree's git dir, absolute.
+    pub git_dir: PathBuf,
+    /// The worktree the command runs in, absolute; `None` in a bare repository.
+    pub work_dir: Option<PathBuf>,
+    /// The main worktree, absolute; `None` when the repository is bare.
+    pub main_work_dir: Option<PathBuf>,
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    let p = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().map(|c| c.join(p)).unwrap_or_else(|_| p.to_path_buf())
+    };
+    std::fs::canonicalize(&p).unwrap_or(p)
+}
+
+impl Repo {
+    /// Discover the repository from the current directory as git would.
+    pub fn discover() -> Result<Repo> {
+        Self::discover_at(Path::new("."))
+    }
+
+    /// Discover the repository starting at `dir`.
+    pub fn discover_at(dir: &Path) -> Result<Repo> {
+        let repo = gix::discover_with_environment_overrides(dir).map_err(|e| {
+            Error::usage(format!("not a git repository (or any parent up to the root): {e}"))
+                .hint("run git boulder inside a git repository, or create one with `git init`")
+        })?;
+        Self::from_gix(repo)
+    }
+
+    /// Open exactly the repository at `path` (a work tree or a git dir), without environment overrides.
+    pub fn open(path: &Path) -> Result<Repo> {
+        let repo =
+            gix::open(path).map_err(|e| Error::usage(format!("cannot open repository at {}: {e}", path.display())))?;
+        Self::from_gix(repo)
+    }
+
+    fn from_gix(mut repo: gix::Repository) -> Result<Repo> {
+        // Keep state writes from ever depending on a configured identity or hooks' environment.
+        repo.object_cache_size_if_unset(4 * 1024 * 1024);
+        let common_dir = absolute(repo.common_dir());
+        let git_dir = absolute(repo.git_dir());
+        let work_dir = repo.workdir().map(absolute);
+        let main_work_dir = if repo.kind() == gix::repository::Kind::LinkedWorkTree {
+            repo.main_repo().ok().and_then(|m| m.workdir().map(absolute))
+        } else {
+            work_dir.clone()
+        };
+        Ok(Repo { repo, common_dir, git_dir, work_dir, main_work_dir })
+    }
+
+    /// True when the repository has no worktree of its own (a bare repository).
+    pub fn is_bare(&self) -> bool {
+        self.main_work_dir.is_none()
+    }
+
+    /// `$GIT_COMMON_DIR/boulder`: per-machine files (locks, actor id).
+    pub fn boulder_dir(&self) -> PathBuf {
+        self.common_dir.join("boulder")
+    }
+
+    /// The object id a full ref name points at (peeled to its target), if the ref exists.
+    pub fn ref_id(&self, name: &str) -> Result<Option<gix::ObjectId>> {
+        match self.repo.try_find_reference(name) {
+            Ok(Some(mut r)) => Ok(Some(r.peel_to_id().internal(format_args!("cannot resolve {name}"))?.detach())),
+            Ok(None) => Ok(None),
+            Err(e) => Err(Error::internal(format!("cannot read ref {name}: {e}"))),
+        }
+    }
+
+    /// The short name of the branch HEAD points at in this worktree, if any (`None` when detached
+    /// or unborn is still named).
+    pub fn head_branch(&self) -> Option<String> {
+        let head = self.repo.head_name().ok()??;
+        head.as_bstr().to_str().ok()?.strip_prefix("refs/heads/").map(str::to_owned)
+    }
+
+    /// The commit a branch (short name) points at, if it exists.
+    pub fn branch_tip(&self, branch: &str) -> Result<Option<gix::ObjectId>> {
+        self.ref_id(&format!("refs/heads/{branch}"))
+    }
+
+    /// Every file path (blobs and links, recursively) in the tree of `commit`, as UTF-8-lossy text.
+    pub fn tree_paths(&self, commit: gix::ObjectId) -> Result<Vec<String>> {
+        let commit = self.repo.find_commit(commit).internal("cannot read commit")?;
+        let tree = commit.tree().internal("cannot read tree")?;
+        let mut rec = gix::traverse::tree::Recorder::default();
+        tree.traverse().breadthfirst(&mut rec).internal("cannot walk tree")?;
+        Ok(rec
+            .records
+            .into_iter()
+            .filter(|e| !e.mode.is_tree())
+            .map(|e| e.filepath.to_str_lossy().into_owned())
+            .collect())
+    }
+
+    /// The bytes of the file at `path` in the tree of `commit`, if it exists there.
+    pub fn file_at(&self, commit: gix::ObjectId, path: &str) -> Result<Option<Vec<u8>>> {
+        let commit = self.repo.find_commit(commit).internal("cannot read commit")?;
+        let tree = commit.tree().internal("cannot read tree")?;
+        let entry = tree.lookup_entry_by_path(path).internal(format_args!("cannot look up {path}"))?;
+        match entry {
+            Some(e) if e.mode().is_blob() => {
+                let obj = e.object().internal(format_args!("cannot read {path}"))?;
+                Ok(Some(obj.detach().data))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A value of git config (e.g. `boulder.actor`), trimmed, if set.
+    pub fn config_string(&self, key: &str) -> Option<String> {
+        self.repo.config_snapshot().string(key).map(|v| v.to_str_lossy().trim().to_owned())
+    }
+}

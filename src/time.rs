@@ -1,0 +1,90 @@
+//! Wall-clock time as RFC 3339 text (UTC), and durations such as `30s`, `5m`, `1h30m`.
+
+use std::time::Duration;
+
+/// Now, as RFC 3339 in UTC with millisecond precision, e.g. `2026-11-22T10:00:00.123Z`.
+/// `BOULDER_NOW` (RFC 3339) overrides the clock, for tests and replays.
+pub fn now_rfc3339() -> String {
+    if let Ok(fixed) = std::env::var("BOULDER_NOW") {
+        if parse_rfc3339(&fixed).is_some() {
+            return fixed;
+        }
+    }
+    let ts = jiff::Timestamp::now();
+    format!("{:.3}", ts)
+}
+
+/// Seconds since the Unix epoch for an RFC 3339 timestamp, or `None` when it does not parse.
+pub fn parse_rfc3339(text: &str) -> Option<f64> {
+    let ts: jiff::Timestamp = text.parse().ok()?;
+    Some(ts.as_millisecond() as f64 / 1000.0)
+}
+
+/// Seconds since the Unix epoch, now (honouring `BOULDER_NOW`).
+pub fn now_secs() -> f64 {
+    parse_rfc3339(&now_rfc3339()).unwrap_or(0.0)
+}
+
+/// Parse `30s`, `5m`, `2h`, `1d`, `500ms`, `1h30m` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err("empty duration".into());
+    }
+    if let Ok(secs) = t.parse::<f64>() {
+        if secs.is_finite() && secs >= 0.0 {
+            return Ok(Duration::from_secs_f64(secs));
+        }
+        return Err(format!("invalid duration {text:?}"));
+    }
+    let mut total = 0f64;
+    let mut rest = t;
+    while !rest.is_empty() {
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        if num_len == 0 {
+            return Err(format!("invalid duration {text:?}: expected a number such as 30s, 5m or 1h"));
+        }
+        let n: f64 = rest[..num_len].parse().map_err(|_| format!("invalid duration {text:?}"))?;
+        rest = &rest[num_len..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let factor = match unit {
+            "ms" => 0.001,
+            "s" | "sec" | "secs" => 1.0,
+            "m" | "min" | "mins" => 60.0,
+            "h" | "hr" | "hours" => 3600.0,
+            "d" | "days" => 86400.0,
+            "" => return Err(format!("invalid duration {text:?}: a unit is missing (ms, s, m, h, d)")),
+            other => return Err(format!("invalid duration {text:?}: unknown unit {other:?} (use ms, s, m, h or d)")),
+        };
+        total += n * factor;
+    }
+    if !total.is_finite() || total > 1e12 {
+        return Err(format!("invalid duration {text:?}: too large"));
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("m").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn timestamps_round_trip() {
+        let now = now_rfc3339();
+        assert!(parse_rfc3339(&now).is_some(), "{now}");
+    }
+}
