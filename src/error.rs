@@ -67,8 +67,15 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// The message of an error that only says stdout was closed (`git boulder status | head`): the
+/// binary exits 0 quietly on it.
+pub const BROKEN_PIPE: &str = "broken pipe";
+
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return Error::internal(BROKEN_PIPE);
+        }
         Error::internal(format!("I/O error: {e}"))
     }
 }

@@ -2,12 +2,20 @@
 //! in git refs and notes.
 
 pub mod cli;
+pub mod doctor;
 pub mod error;
+pub mod fsutil;
 pub mod git;
+pub mod lifecycle;
+pub mod lock;
 pub mod names;
 pub mod plan;
 pub mod prd;
 pub mod state;
+pub mod status;
+pub mod suggest;
 pub mod time;
+pub mod workspace;
+pub mod worktree;
 
 pub use error::{Error, Result};

@@ -1,1 +1,26 @@
-fn main() {}
+use std::process::ExitCode;
+
+use clap::Parser;
+use git_boulder::cli::{self, Cli};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cli::run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) if err.message == git_boulder::error::BROKEN_PIPE => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {}", err.message);
+            for hint in &err.hints {
+                eprintln!("hint: {hint}");
+            }
+            ExitCode::from(err.exit_code())
+        }
+    }
+}

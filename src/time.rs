@@ -32,7 +32,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return Err("empty duration".into());
     }
     if let Ok(secs) = t.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 {
+        if secs.is_finite() && (0.0..1e12).contains(&secs) {
             return Ok(Duration::from_secs_f64(secs));
         }
         return Err(format!("invalid duration {text:?}"));
@@ -80,6 +80,8 @@ mod tests {
         assert!(parse_duration("5x").is_err());
         assert!(parse_duration("m").is_err());
         assert!(parse_duration("").is_err());
+        assert!(parse_duration("1e300").is_err());
+        assert!(parse_duration("1e300s").is_err());
     }
 
     #[test]

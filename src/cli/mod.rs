@@ -1,1 +1,80 @@
-//! Command-line definitions and dispatch.
+//! Command-line definitions and dispatch: one file per command group, each an Args struct and a
+//! `run` function. Commands are thin: parse, open the workspace, call the domain, print.
+
+pub mod demo;
+pub mod doctor;
+pub mod log;
+pub mod output;
+pub mod prd;
+pub mod status;
+pub mod stream;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::Result;
+use crate::workspace::Workspace;
+
+/// Parallel, persistent streams of work in one git repository.
+///
+/// git-boulder gives each stream of a product plan its own branch and linked worktree, keeps all
+/// of its state inside git (refs and notes), records activity with git hooks, and merges finished
+/// streams back after checking for conflicts.
+#[derive(Debug, Parser)]
+#[command(name = "git-boulder", bin_name = "git boulder", version, propagate_version = true)]
+pub struct Cli {
+    /// Use this stream plan instead of the main worktree's .boulder/streams.yaml.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// Say less: no progress or notes on stderr.
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Plan, inspect and manage streams.
+    #[command(subcommand)]
+    Stream(stream::StreamCommand),
+    /// Show every stream: status, progress, branch, last activity, iteration.
+    Status(status::StatusArgs),
+    /// Read the PRD: show stories, the next open one, record completion.
+    #[command(subcommand)]
+    Prd(prd::PrdCommand),
+    /// Show the op history of a stream or boulder.
+    Log(log::LogArgs),
+    /// Find what is out of step (worktrees, state refs, hooks, locks) and say how to fix each.
+    ///
+    /// Exits 1 when something needs fixing.
+    Doctor(doctor::DoctorArgs),
+    /// Run the whole flow on an embedded sample project in a temporary directory.
+    Demo(demo::DemoArgs),
+}
+
+/// Parse the command line and run it.
+pub fn run(cli: Cli) -> Result<()> {
+    let quiet = cli.quiet;
+    if quiet {
+        // SAFETY-free: read by output::progress_enabled in this process only.
+        std::env::set_var("BOULDER_QUIET", "1");
+    }
+    match cli.command {
+        Command::Demo(args) => demo::run(args, quiet),
+        command => {
+            let ws = Workspace::open(cli.config)?;
+            match command {
+                Command::Stream(cmd) => stream::run(&ws, cmd),
+                Command::Status(args) => status::run(&ws, args),
+                Command::Prd(cmd) => prd::run(&ws, cmd),
+                Command::Log(args) => log::run(&ws, args),
+                Command::Doctor(args) => doctor::run(&ws, args),
+                Command::Demo(_) => unreachable!("handled above"),
+            }
+        }
+    }
+}

@@ -132,3 +132,21 @@ impl Repo {
         self.repo.config_snapshot().string(key).map(|v| v.to_str_lossy().trim().to_owned())
     }
 }
+
+/// Delete a ref only if it still points at `expected` (compare-and-swap).
+pub fn delete_ref(repo: &Repo, name: &str, expected: gix::ObjectId) -> Result<()> {
+    use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
+    let full: gix::refs::FullName =
+        name.try_into().map_err(|e| Error::usage(format!("invalid ref name {name:?}: {e}")))?;
+    repo.repo
+        .edit_reference(RefEdit {
+            change: Change::Delete {
+                expected: PreviousValue::MustExistAndMatch(gix::refs::Target::Object(expected)),
+                log: RefLog::AndReference,
+            },
+            name: full,
+            deref: false,
+        })
+        .map_err(|e| Error::refused(format!("cannot delete {name}: {e}")).hint("it moved meanwhile; look again"))?;
+    Ok(())
+}

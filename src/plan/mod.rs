@@ -1,8 +1,28 @@
 //! The stream plan `.boulder/streams.yaml` (DESIGN §5): types, parsing with line-numbered errors,
 //! and validation. Pure: text in, plan or findings out.
+//!
+//! * [`parse`] (in `parse.rs`) turns the YAML text into a [`Plan`], filling in the defaults of
+//!   DESIGN §5. Unknown keys, wrong types and bad values are a [`PlanError`] naming the line.
+//! * [`validate`] (in `validate.rs`) checks a parsed plan against the PRD's story ids and HEAD's
+//!   files: names, branches, stories, globs, dependencies, agents and path overlap.
+//!
+//! ## Globs
+//!
+//! Paths in `paths`, `shared_read` and `copy_into_worktree` are globs relative to the repository
+//! root, matched with `/` as separator: `*`, `?` and `[…]` stay within one path component, `**`
+//! crosses directories (`src/**` is everything below `src/`), `{a,b}` is an alternation. A glob
+//! ending in `/` means the whole directory (`src/auth/` is `src/auth/**`). A glob without
+//! wildcards names exactly one path. Absolute globs and `..` components are rejected.
+//! [`compile_globs`] is the one place those rules live; ownership checks use it too.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+mod parse;
+mod validate;
+
+pub use parse::parse;
+pub use validate::{compile_globs, literal_prefix, topo_order, validate};
 
 /// Where the plan lives inside a work tree.
 pub const PLAN_PATH: &str = ".boulder/streams.yaml";
@@ -153,12 +173,6 @@ pub struct PlanError {
     pub column: Option<usize>,
 }
 
-/// Parse the plan text.
-pub fn parse(text: &str) -> Result<Plan, PlanError> {
-    let _ = text;
-    Err(PlanError { message: "plan parser not built yet".into(), line: None, column: None })
-}
-
 /// How bad a validation finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -172,15 +186,12 @@ pub enum Severity {
 pub struct Finding {
     pub severity: Severity,
     /// A short stable code: `name`, `unknown_story`, `duplicate_story`, `glob`, `depends_on`,
-    /// `cycle`, `overlap`, `potential_overlap`, `agent`, `branch`.
+    /// `cycle`, `overlap`, `potential_overlap`, `shared_read`, `agent`, `branch`, `no_streams`,
+    /// `no_stories`.
     pub code: &'static str,
     pub message: String,
     pub hint: Option<String>,
 }
 
-/// Validate a parsed plan. `story_ids` are the PRD's ids (`None` when there is no PRD to check
-/// against); `tree_paths` are the files of HEAD's tree for concrete overlap.
-pub fn validate(plan: &Plan, story_ids: Option<&[String]>, tree_paths: &[String]) -> Vec<Finding> {
-    let _ = (plan, story_ids, tree_paths);
-    Vec::new()
-}
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Worktree benchmarks (issue: streams come alive):
+#  1. `git boulder stream init` of 8 streams vs `git worktree add` of the same 8, repository of
+#     20,000 files, same run.
+#  2. `git boulder status` with 50 streams in the plan (8 of them with worktrees) vs `git status`.
+# Usage: bench/worktrees.sh [RUNS]   (default 5 runs each; prints medians and ratios)
+source "$(dirname "$0")/common.sh"
+RUNS=${1:-5}
+echo "machine: $(machine)"
+make_repo "$WORK/base" 20000
+mkdir -p "$WORK/base/.boulder" "$WORK/base/.agents/tasks"
+{
+  echo "version: 1"; echo "streams:"
+  for i in $(seq 1 50); do printf '  s%02d:\n    paths: [src/mod%03d/**]\n' "$i" "$i"; done
+  echo "settings:"; echo "  base_branch: main"; echo "  path_overlap: ignore"
+} > "$WORK/base/.boulder/streams.yaml"
+printf '# PRD\n\n### [ ] US-001: x\n' > "$WORK/base/.agents/tasks/prd.md"
+git -C "$WORK/base" add -A && git -C "$WORK/base" commit -q -m plan
+
+names=$(seq -f 's%02g' 1 8)
+gb=() ; gw=()
+for r in $(seq 1 "$RUNS"); do
+  rm -rf "$WORK/a" "$WORK/b"
+  git clone -q "$WORK/base" "$WORK/a"; git clone -q "$WORK/base" "$WORK/b"
+  s=$(date +%s%N)
+  (cd "$WORK/a" && git-boulder stream init $names >/dev/null 2>&1)
+  e=$(date +%s%N); gb+=($(( (e - s) / 1000000 )))
+  s=$(date +%s%N)
+  for n in $names; do git -C "$WORK/b" worktree add -q -b "boulder/$n" ".boulder/worktrees/$n" main >/dev/null 2>&1; done
+  e=$(date +%s%N); gw+=($(( (e - s) / 1000000 )))
+done
+mb=$(median "${gb[@]}"); mw=$(median "${gw[@]}")
+echo "stream init, 8 streams, 20000 files: git-boulder ${mb} ms, git worktree add ${mw} ms, ratio $(python3 -c "print(round($mb/$mw, 2))")"
+
+sb=() ; sg=()
+for r in $(seq 1 "$RUNS"); do
+  sb+=($(cd "$WORK/a" && time_ms git-boulder status))
+  sg+=($(cd "$WORK/a" && time_ms git status))
+done
+mb=$(median "${sb[@]}"); mg=$(median "${sg[@]}")
+echo "status, 50 streams (8 worktrees), 20000 files: git-boulder ${mb} ms, git status ${mg} ms, ratio $(python3 -c "print(round($mb/$mg, 2))")"

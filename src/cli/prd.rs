@@ -1,0 +1,182 @@
+//! `git boulder prd …`: show the PRD, the next open story, record completion.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use serde_json::json;
+
+use crate::error::{Error, Result};
+use crate::prd::{Prd, Status, Story};
+use crate::state::{PrdState, Store, PRD_REF};
+use crate::workspace::{load_prd, Workspace};
+
+#[derive(Debug, Subcommand)]
+pub enum PrdCommand {
+    /// Show the PRD's stories with their status (a stream's view shows only its stories).
+    Show(ShowArgs),
+    /// Show the first open story and its text.
+    ///
+    /// Open means pending or in progress; blocked stories and stories whose dependsOn are not done
+    /// are skipped. JSON: {id, title, status, text, total, remaining} (id null when none is left).
+    Next(ShowArgs),
+    /// Record stories as done in git-boulder's state, without touching the PRD file.
+    Done(DoneArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// Only this stream's stories, with its view of their status.
+    #[arg(long, value_name = "NAME")]
+    pub stream: Option<String>,
+    /// Read this PRD instead of the one the plan names.
+    #[arg(long, value_name = "PATH")]
+    pub prd: Option<PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DoneArgs {
+    /// Story ids, as the PRD spells them.
+    #[arg(required = true, value_name = "ID")]
+    pub ids: Vec<String>,
+    /// Read this PRD instead of the one the plan names (to check the ids).
+    #[arg(long, value_name = "PATH")]
+    pub prd: Option<PathBuf>,
+}
+
+pub fn run(ws: &Workspace, cmd: PrdCommand) -> Result<()> {
+    match cmd {
+        PrdCommand::Show(args) => show(ws, args),
+        PrdCommand::Next(args) => next(ws, args),
+        PrdCommand::Done(args) => done(ws, args),
+    }
+}
+
+/// The stories in view: the whole PRD or one stream's, with recorded completion applied.
+fn stories(ws: &Workspace, args: &ShowArgs) -> Result<(Prd, Vec<Story>)> {
+    // A plan is needed for --stream; otherwise a missing plan just means the default PRD path.
+    let plan = match (&args.stream, ws.plan()) {
+        (_, Ok(plan)) => Some(plan),
+        (Some(_), Err(e)) => return Err(e),
+        (None, Err(e)) if args.prd.is_none() && !e.message.starts_with("no stream plan") => return Err(e),
+        (None, Err(_)) => None,
+    };
+    let path = ws.prd_path(plan.as_ref(), args.prd.as_deref())?;
+    let (_, prd) = load_prd(&path)?;
+    let done = ws.recorded_done()?;
+    let list = match (&args.stream, &plan) {
+        (Some(name), Some(plan)) => {
+            let stream = ws.stream(plan, name)?;
+            ws.stream_stories(plan, stream, &prd, &done)?
+        }
+        _ => prd
+            .stories
+            .iter()
+            .cloned()
+            .map(|mut s| {
+                if done.contains(&s.id) {
+                    s.status = Status::Completed;
+                }
+                s
+            })
+            .collect(),
+    };
+    Ok((prd, list))
+}
+
+fn show(ws: &Workspace, args: ShowArgs) -> Result<()> {
+    let (prd, list) = stories(ws, &args)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let items: Vec<_> = list.iter().map(story_json).collect();
+        let done = list.iter().filter(|s| s.status.is_done()).count();
+        return super::output::json(
+            &mut out,
+            &json!({"title": prd.title, "format": prd.format, "stream": args.stream,
+                    "total": list.len(), "done": done, "stories": items}),
+        );
+    }
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|s| vec![s.id.clone(), s.status.as_str().into(), s.wave.clone().unwrap_or_default(), s.title.clone()])
+        .collect();
+    super::output::table(&mut out, &["ID", "STATUS", "WAVE", "TITLE"], &rows, |col, cell| {
+        if col == 1 {
+            super::output::status_colour(cell)
+        } else {
+            None
+        }
+    })?;
+    let done = list.iter().filter(|s| s.status.is_done()).count();
+    writeln!(out, "{done}/{} done", list.len())?;
+    Ok(())
+}
+
+fn story_json(s: &Story) -> serde_json::Value {
+    json!({"id": s.id, "title": s.title, "status": s.status, "wave": s.wave, "span": s.span,
+           "depends_on": s.depends_on, "priority": s.priority})
+}
+
+/// The first open story: lowest priority number first when the PRD has priorities, else file order.
+pub fn next_open(list: &[Story]) -> Option<&Story> {
+    let done: std::collections::HashSet<&str> =
+        list.iter().filter(|s| s.status.is_done()).map(|s| s.id.as_str()).collect();
+    let ready = |s: &&Story| {
+        matches!(s.status, Status::Pending | Status::InProgress)
+            && s.depends_on.iter().all(|d| done.contains(d.as_str()) || !list.iter().any(|o| &o.id == d))
+    };
+    let mut open: Vec<(usize, &Story)> = list.iter().enumerate().filter(|(_, s)| ready(s)).collect();
+    open.sort_by_key(|(i, s)| (s.priority.unwrap_or(i64::MAX), *i));
+    open.first().map(|(_, s)| *s)
+}
+
+fn next(ws: &Workspace, args: ShowArgs) -> Result<()> {
+    let (_, list) = stories(ws, &args)?;
+    let remaining = list.iter().filter(|s| !s.status.is_done()).count();
+    let story = next_open(&list);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let v = match story {
+            Some(s) => json!({"id": s.id, "title": s.title, "status": s.status, "text": s.text,
+                              "total": list.len(), "remaining": remaining}),
+            None => json!({"id": null, "title": null, "status": null, "text": null,
+                           "total": list.len(), "remaining": remaining}),
+        };
+        return super::output::json(&mut out, &v);
+    }
+    match story {
+        Some(s) => {
+            writeln!(out, "{}: {} [{}] ({remaining} of {} open)", s.id, s.title, s.status.as_str(), list.len())?;
+            writeln!(out)?;
+            out.write_all(s.text.as_bytes())?;
+            if !s.text.ends_with('\n') {
+                writeln!(out)?;
+            }
+        }
+        None if remaining == 0 => writeln!(out, "all {} stories are done", list.len())?,
+        None => writeln!(out, "no story is ready: {remaining} open, all blocked or waiting on dependencies")?,
+    }
+    Ok(())
+}
+
+fn done(ws: &Workspace, args: DoneArgs) -> Result<()> {
+    let plan = ws.plan().ok();
+    let path = ws.prd_path(plan.as_ref(), args.prd.as_deref())?;
+    let (_, prd) = load_prd(&path)?;
+    let unknown: Vec<&String> = args.ids.iter().filter(|id| prd.story(id).is_none()).collect();
+    if !unknown.is_empty() {
+        return Err(Error::usage(format!(
+            "no story {} in {}",
+            unknown.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", "),
+            path.display()
+        ))
+        .hint("see the ids with `git boulder prd show`"));
+    }
+    let store = Store::new(&ws.repo)?;
+    store.append::<PrdState>(PRD_REF, "done", json!({ "ids": args.ids }))?;
+    eprintln!("recorded done: {}", args.ids.join(", "));
+    Ok(())
+}

@@ -1,0 +1,53 @@
+//! `git boulder status` (also `stream list`, `stream status`): the dashboard.
+
+use std::io::Write;
+
+use crate::error::Result;
+use crate::status::{ago, collect};
+use crate::workspace::{load_prd, Workspace};
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Print {"streams":[{name, status, branch, progress:{done,total}, iteration, last_activity, worktree}]}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(ws: &Workspace, args: StatusArgs) -> Result<()> {
+    let plan = ws.plan()?;
+    let prd = match load_prd(&ws.prd_path(Some(&plan), None)?) {
+        Ok((_, prd)) => Some(prd),
+        Err(e) => {
+            eprintln!("warning: {}; progress counts only `prd done` records", e.message);
+            None
+        }
+    };
+    let rows = collect(ws, &plan, prd.as_ref())?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        return super::output::json(&mut out, &serde_json::json!({ "streams": rows }));
+    }
+    if rows.is_empty() {
+        writeln!(out, "no streams in the plan")?;
+        return Ok(());
+    }
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.name.clone(),
+                r.status.clone(),
+                format!("{}/{}", r.progress.done, r.progress.total),
+                r.branch.clone(),
+                ago(r.last_activity.as_deref()),
+                r.iteration.to_string(),
+            ]
+        })
+        .collect();
+    super::output::table(
+        &mut out,
+        &["STREAM", "STATUS", "PROGRESS", "BRANCH", "LAST ACTIVITY", "ITERATION"],
+        &table,
+        |col, cell| if col == 1 { super::output::status_colour(cell) } else { None },
+    )
+}

@@ -1,0 +1,271 @@
+//! `git boulder stream …`: plan, validate and inspect streams.
+
+use std::io::Write;
+
+use clap::Subcommand;
+
+use crate::error::{Error, Result};
+use crate::plan::{self, Severity};
+use crate::workspace::{load_prd, Workspace};
+
+#[derive(Debug, Subcommand)]
+pub enum StreamCommand {
+    /// Propose a stream plan from the PRD.
+    ///
+    /// Groups story ids by prefix (US-AUTH-* → auth), then by the paths each story's text names,
+    /// then by wave. Prints the proposed .boulder/streams.yaml; --write saves it.
+    Suggest(SuggestArgs),
+    /// Check the stream plan against itself, the PRD and HEAD's tree.
+    ///
+    /// Checks names, stories the PRD lacks, stories in two streams, globs, depends_on (unknown or
+    /// cyclic) and path overlap between streams (per settings.path_overlap). Exits 2 on errors.
+    Validate(ValidateArgs),
+    /// Create each stream's branch and linked worktree (all streams when none is named).
+    ///
+    /// The branch is made from the base branch when it does not exist (an existing one is reused
+    /// and never moved); the worktree goes to worktree_dir/NAME, is added to info/exclude, gets the
+    /// copy_into_worktree files, and runs setup once. Idempotent: a second run changes nothing.
+    Init(InitArgs),
+    /// Print a stream's worktree path, for `cd "$(git boulder stream path NAME)"`.
+    Path(PathArgs),
+    /// Remove stream worktrees the way `git worktree remove` would.
+    ///
+    /// Refuses a worktree with uncommitted work, or a branch with commits neither merged nor
+    /// pushed, unless --force, saying what would be lost. --delete-branch deletes merged branches
+    /// only (any with --force).
+    Cleanup(CleanupArgs),
+    /// List the streams with their status (the same table as `git boulder status`).
+    List(super::status::StatusArgs),
+    /// Show every stream's status (alias of `git boulder status`).
+    Status(super::status::StatusArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SuggestArgs {
+    /// Write the proposal to .boulder/streams.yaml (refused when one exists, unless --force).
+    #[arg(long)]
+    pub write: bool,
+    /// Overwrite an existing .boulder/streams.yaml with --write.
+    #[arg(long)]
+    pub force: bool,
+    /// Read this PRD instead of the default .agents/tasks/prd.md.
+    #[arg(long, value_name = "PATH")]
+    pub prd: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InitArgs {
+    /// Streams to initialize; all streams of the plan when none is named.
+    #[arg(value_name = "NAME")]
+    pub names: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PathArgs {
+    /// The stream.
+    pub name: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CleanupArgs {
+    /// Streams to clean up.
+    #[arg(value_name = "NAME")]
+    pub names: Vec<String>,
+    /// Every stream whose branch is merged into the base branch.
+    #[arg(long)]
+    pub merged: bool,
+    /// Every stream whose recorded worktree folder is gone.
+    #[arg(long)]
+    pub stale: bool,
+    /// Every stream.
+    #[arg(long)]
+    pub all: bool,
+    /// Also delete the stream's branch (merged branches only, unless --force).
+    #[arg(long)]
+    pub delete_branch: bool,
+    /// Discard uncommitted or unmerged work.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// Print the findings as JSON: {"ok", "streams", "findings":[{severity, code, message, hint}]}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(ws: &Workspace, cmd: StreamCommand) -> Result<()> {
+    match cmd {
+        StreamCommand::Suggest(args) => suggest(ws, args),
+        StreamCommand::Validate(args) => validate(ws, args),
+        StreamCommand::Init(args) => init(ws, args),
+        StreamCommand::Path(args) => path(ws, args),
+        StreamCommand::Cleanup(args) => cleanup(ws, args),
+        StreamCommand::List(args) | StreamCommand::Status(args) => super::status::run(ws, args),
+    }
+}
+
+fn init(ws: &Workspace, args: InitArgs) -> Result<()> {
+    let plan = ws.plan()?;
+    let streams: Vec<_> = if args.names.is_empty() {
+        plan.streams.iter().collect()
+    } else {
+        args.names.iter().map(|n| ws.stream(&plan, n)).collect::<Result<_>>()?
+    };
+    if streams.is_empty() {
+        return Err(Error::usage("the plan has no streams to initialize").hint("add streams to .boulder/streams.yaml"));
+    }
+    if let Some(bad) = streams.iter().find_map(|s| crate::names::problem(&s.name).map(|why| (s, why))) {
+        return Err(Error::usage(format!("invalid stream name {:?}: {}", bad.0.name, bad.1))
+            .hint("fix it in .boulder/streams.yaml; `git boulder stream validate` lists every problem"));
+    }
+    let mut out = std::io::stdout().lock();
+    let mut failed_setup = Vec::new();
+    let total = streams.len();
+    for (i, stream) in streams.into_iter().enumerate() {
+        super::output::progress(&format!("[{}/{total}] {}", i + 1, stream.name));
+        let report = crate::lifecycle::init(ws, &plan, stream)?;
+        if report.changes.is_empty() {
+            writeln!(out, "{}: already initialized at {} (nothing to do)", report.name, report.path.display())?;
+        } else {
+            writeln!(out, "{}: {}", report.name, report.changes.join("; "))?;
+        }
+        if let Some(e) = report.setup_failed {
+            writeln!(out, "{}: setup failed: {e} (the worktree is kept)", report.name)?;
+            failed_setup.push(report.name);
+        }
+    }
+    super::output::progress_done();
+    if !failed_setup.is_empty() {
+        return Err(Error::refused(format!("setup failed in: {}", failed_setup.join(", ")))
+            .hint("fix the setup command in settings.setup, then run it by hand in the worktree"));
+    }
+    Ok(())
+}
+
+fn path(ws: &Workspace, args: PathArgs) -> Result<()> {
+    let plan = ws.plan()?;
+    let stream = ws.stream(&plan, &args.name)?;
+    let p = ws.worktree_path(&plan, &stream.name)?;
+    if !p.exists() {
+        return Err(Error::usage(format!("stream {} has no worktree at {}", stream.name, p.display()))
+            .hint(format!("create it with `git boulder stream init {}`", stream.name)));
+    }
+    writeln!(std::io::stdout().lock(), "{}", p.display())?;
+    Ok(())
+}
+
+fn cleanup(ws: &Workspace, args: CleanupArgs) -> Result<()> {
+    let plan = ws.plan()?;
+    let opts = crate::lifecycle::CleanupOptions {
+        merged: args.merged,
+        stale: args.stale,
+        all: args.all,
+        delete_branch: args.delete_branch,
+        force: args.force,
+    };
+    let reports = crate::lifecycle::cleanup(ws, &plan, &args.names, &opts)?;
+    let mut out = std::io::stdout().lock();
+    if reports.is_empty() {
+        writeln!(out, "nothing to clean up")?;
+    }
+    for r in reports {
+        let mut what = Vec::new();
+        if r.worktree_removed {
+            what.push("worktree removed".to_string());
+        }
+        if r.branch_deleted {
+            what.push("branch deleted".to_string());
+        }
+        if let Some(n) = r.note {
+            what.push(n);
+        }
+        writeln!(out, "{}: {}", r.name, what.join("; "))?;
+    }
+    Ok(())
+}
+
+fn suggest(ws: &Workspace, args: SuggestArgs) -> Result<()> {
+    // The PRD path comes from an existing plan when it parses, else the default.
+    let existing = ws.plan().ok();
+    let prd_path = ws.prd_path(existing.as_ref(), args.prd.as_deref())?;
+    let (_, prd) = load_prd(&prd_path)?;
+    let root = ws.root()?;
+    let prd_rel = prd_path.strip_prefix(root).unwrap_or(&prd_path).to_string_lossy().replace('\\', "/");
+    let base = existing
+        .as_ref()
+        .map(|p| p.settings.base_branch.clone())
+        .or_else(|| ws.repo.head_branch())
+        .unwrap_or_else(|| "main".into());
+    let text = crate::suggest::propose(&prd, &prd_rel, &base);
+    if !args.write {
+        std::io::stdout().lock().write_all(text.as_bytes())?;
+        return Ok(());
+    }
+    let target = root.join(plan::PLAN_PATH);
+    if target.exists() && !args.force {
+        return Err(Error::usage(format!("{} already exists", plan::PLAN_PATH))
+            .hint("pass --force to overwrite it, or run without --write to see the proposal"));
+    }
+    crate::fsutil::write_atomic(&target, text.as_bytes())?;
+    eprintln!("wrote {}; check it with `git boulder stream validate`", plan::PLAN_PATH);
+    Ok(())
+}
+
+fn validate(ws: &Workspace, args: ValidateArgs) -> Result<()> {
+    let plan = ws.plan()?;
+    let mut findings = Vec::new();
+    let prd_path = ws.prd_path(Some(&plan), None)?;
+    let ids = match load_prd(&prd_path) {
+        Ok((_, prd)) => Some(prd.stories.iter().map(|s| s.id.clone()).collect::<Vec<_>>()),
+        Err(e) => {
+            findings.push(plan::Finding {
+                severity: Severity::Error,
+                code: "prd",
+                message: e.message.clone(),
+                hint: e.hints.first().cloned(),
+            });
+            None
+        }
+    };
+    let tree_paths = match ws.repo.ref_id("HEAD")? {
+        Some(head) => ws.repo.tree_paths(head)?,
+        None => Vec::new(),
+    };
+    findings.extend(plan::validate(&plan, ids.as_deref(), &tree_paths));
+    let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        super::output::json(
+            &mut out,
+            &serde_json::json!({"ok": errors == 0, "streams": plan.streams.len(), "findings": findings}),
+        )?;
+    } else {
+        let on = super::output::color_stdout();
+        for f in &findings {
+            let (label, code) = match f.severity {
+                Severity::Error => ("error", "31"),
+                Severity::Warning => ("warning", "33"),
+            };
+            writeln!(out, "{}: {}", super::output::paint(on, code, label), f.message)?;
+            if let Some(h) = &f.hint {
+                writeln!(out, "  hint: {h}")?;
+            }
+        }
+        let warnings = findings.len() - errors;
+        let stories: usize = plan.streams.iter().map(|s| s.stories.len()).sum();
+        writeln!(
+            out,
+            "{}: {} streams, {} stories assigned, {errors} errors, {warnings} warnings",
+            if errors == 0 { "plan ok" } else { "plan has errors" },
+            plan.streams.len(),
+            stories
+        )?;
+    }
+    if errors > 0 {
+        return Err(Error::usage(format!("the stream plan has {errors} error(s)"))
+            .hint("fix them in .boulder/streams.yaml and run `git boulder stream validate` again"));
+    }
+    Ok(())
+}

@@ -1,0 +1,282 @@
+//! A stream's life on this machine: `stream init` (branch + linked worktree + setup, recorded as
+//! INITIALIZED) and `stream cleanup` (worktree removed, branch deleted when merged, recorded).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use crate::error::{Error, Result};
+use crate::lock;
+use crate::plan::{Plan, StreamDef};
+use crate::state::{self, BoulderState, Store, StreamState};
+use crate::workspace::Workspace;
+use crate::worktree::{self, AddOutcome};
+
+/// What `init` did for one stream.
+#[derive(Debug)]
+pub struct InitReport {
+    pub name: String,
+    pub path: PathBuf,
+    /// Human lines saying what changed; empty when nothing did.
+    pub changes: Vec<String>,
+    /// The setup command's failure, if it failed (the worktree is kept).
+    pub setup_failed: Option<String>,
+}
+
+/// Create (or finish, or confirm) one stream's branch and worktree, and record INITIALIZED.
+pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitReport> {
+    let repo = &ws.repo;
+    let path = ws.worktree_path(plan, &stream.name)?;
+    let store = Store::new(repo)?;
+    let sref = state::stream_ref(&stream.name);
+    let recorded = store.read::<StreamState>(&sref)?;
+    let recorded_live = recorded.as_ref().is_some_and(|e| is_live(&e.state.status));
+    let mut changes = Vec::new();
+
+    let _guard = lock::acquire(repo, &format!("stream-{}", stream.name), false, "stream init")?;
+    if worktree::exclude(repo, &plan.settings.worktree_dir)? {
+        changes.push(format!("added /{}/ to info/exclude", plan.settings.worktree_dir.trim_matches('/')));
+    }
+    let outcome = worktree::add(repo, &path, &stream.branch, &plan.settings.base_branch)?;
+    match &outcome {
+        AddOutcome::Created { branch_created, recovered, .. } => {
+            for r in recovered {
+                changes.push(format!("removed leftover of an interrupted run: {r}"));
+            }
+            if *branch_created {
+                changes.push(format!("created branch {} from {}", stream.branch, plan.settings.base_branch));
+            }
+            changes.push(format!("created worktree {}", path.display()));
+        }
+        AddOutcome::Repaired { branch_created, what } => {
+            if *branch_created {
+                changes.push(format!("created branch {} from {}", stream.branch, plan.settings.base_branch));
+            }
+            changes.push(format!("finished the interrupted worktree {} ({})", path.display(), what.join(", ")));
+        }
+        AddOutcome::AlreadyPresent => {}
+    }
+
+    let mut setup_failed = None;
+    // Copy and set up whenever the stream is not yet recorded as initialized: a run killed
+    // between checkout and the record does it again (setup commands are expected to be rerunnable).
+    if !recorded_live || outcome != AddOutcome::AlreadyPresent {
+        let main = ws.root()?;
+        let copied = worktree::copy_files(main, &path, &plan.settings.copy_into_worktree)?;
+        if !copied.is_empty() {
+            changes.push(format!("copied {} file(s) into the worktree", copied.len()));
+        }
+        if !plan.settings.setup.trim().is_empty() {
+            match run_shell(&plan.settings.setup, &path, &stream.name) {
+                Ok(()) => changes.push(format!("ran setup: {}", plan.settings.setup)),
+                Err(e) => setup_failed = Some(e),
+            }
+        }
+        store.append::<StreamState>(
+            &sref,
+            "initialized",
+            json!({"branch": stream.branch, "worktree": path.display().to_string(), "base": plan.settings.base_branch}),
+        )?;
+        changes.push("recorded INITIALIZED".into());
+    }
+    ensure_root_boulder(&store, &stream.name)?;
+    Ok(InitReport { name: stream.name.clone(), path, changes, setup_failed })
+}
+
+/// Every stream has a root boulder of its name; create it once.
+pub fn ensure_root_boulder(store: &Store, name: &str) -> Result<()> {
+    let bref = state::boulder_ref(name);
+    store.append_if::<BoulderState>(&bref, |current| {
+        Ok(match current {
+            Some(_) => None,
+            None => Some(("created".to_string(), json!({"stream": name, "parent": null, "depth": 0}))),
+        })
+    })?;
+    Ok(())
+}
+
+/// States in which the stream's worktree is expected to exist.
+fn is_live(status: &str) -> bool {
+    matches!(status, "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED")
+}
+
+/// Run a plan command (`setup`) with `sh -c` in `dir`; the error text says how it failed.
+pub fn run_shell(command: &str, dir: &Path, stream: &str) -> std::result::Result<(), String> {
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .env("BOULDER_STREAM", stream)
+        .status()
+        .map_err(|e| format!("cannot run `{command}`: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{command}` failed ({status})"))
+    }
+}
+
+/// Which streams `cleanup` should touch.
+#[derive(Debug, Default, Clone)]
+pub struct CleanupOptions {
+    pub merged: bool,
+    pub stale: bool,
+    pub all: bool,
+    pub delete_branch: bool,
+    pub force: bool,
+}
+
+/// What `cleanup` did for one stream.
+#[derive(Debug)]
+pub struct CleanupReport {
+    pub name: String,
+    pub worktree_removed: bool,
+    pub branch_deleted: bool,
+    pub note: Option<String>,
+}
+
+/// True when `branch` exists and its tip is contained in the base branch.
+pub fn is_merged(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<bool> {
+    let (Some(tip), Some(base)) =
+        (ws.repo.branch_tip(&stream.branch)?, ws.repo.branch_tip(&plan.settings.base_branch)?)
+    else {
+        return Ok(false);
+    };
+    let (ahead, _) = worktree::ahead_behind(&ws.repo, tip, base)?;
+    Ok(ahead == 0)
+}
+
+/// Commits on the stream branch that neither the base branch nor any remote-tracking branch has.
+fn unpushed_unmerged(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<usize> {
+    let repo = &ws.repo.repo;
+    let Some(tip) = ws.repo.branch_tip(&stream.branch)? else { return Ok(0) };
+    let mut hidden = Vec::new();
+    if let Some(base) = ws.repo.branch_tip(&plan.settings.base_branch)? {
+        hidden.push(base);
+    }
+    if let Ok(refs) = repo.references() {
+        if let Ok(remotes) = refs.prefixed("refs/remotes/") {
+            for mut r in remotes.flatten() {
+                if let Ok(id) = r.peel_to_id() {
+                    hidden.push(id.detach());
+                }
+            }
+        }
+    }
+    let walk = repo
+        .rev_walk([tip])
+        .with_hidden(hidden)
+        .all()
+        .map_err(|e| Error::internal(format!("cannot walk {}: {e}", stream.branch)))?;
+    Ok(walk.filter_map(|c| c.ok()).count())
+}
+
+/// Remove the selected streams' worktrees (and branches with `delete_branch`).
+pub fn cleanup(ws: &Workspace, plan: &Plan, names: &[String], opts: &CleanupOptions) -> Result<Vec<CleanupReport>> {
+    let selected: Vec<&StreamDef> = if !names.is_empty() {
+        names.iter().map(|n| ws.stream(plan, n)).collect::<Result<_>>()?
+    } else if opts.all || opts.merged || opts.stale {
+        plan.streams.iter().collect()
+    } else {
+        return Err(Error::usage("say which streams to clean up").hint("name them, or pass --merged, --stale or --all"));
+    };
+    let store = Store::new(&ws.repo)?;
+    let mut reports = Vec::new();
+    for stream in selected {
+        let path = ws.worktree_path(plan, &stream.name)?;
+        let known = worktree::find(&ws.repo, &path)?;
+        let exists = path.exists();
+        let merged = is_merged(ws, plan, stream)?;
+        if names.is_empty() && !opts.all {
+            let stale = known.as_ref().is_some_and(|w| w.missing) || (!exists && recorded_live(&store, &stream.name)?);
+            let pick = (opts.merged && merged) || (opts.stale && stale);
+            if !pick {
+                continue;
+            }
+        }
+        if known.is_none() && !exists && !opts.delete_branch {
+            if recorded_live(&store, &stream.name)? {
+                store.append::<StreamState>(
+                    &state::stream_ref(&stream.name),
+                    "cleaned",
+                    json!({"worktree_removed": false, "branch_deleted": false}),
+                )?;
+                reports.push(CleanupReport {
+                    name: stream.name.clone(),
+                    worktree_removed: false,
+                    branch_deleted: false,
+                    note: Some("worktree was already gone; recorded".into()),
+                });
+            }
+            continue;
+        }
+        let _guard = lock::acquire(&ws.repo, &format!("stream-{}", stream.name), false, "stream cleanup")?;
+        if !opts.force && exists {
+            let dirt = worktree::dirt(&path, 10)?;
+            if !dirt.is_clean() {
+                return Err(Error::refused(format!(
+                    "stream {}: the worktree {} has uncommitted work that removing it would lose ({})",
+                    stream.name,
+                    path.display(),
+                    dirt.describe()
+                ))
+                .hint("commit or stash it, or pass --force to discard it"));
+            }
+        }
+        if !opts.force && !merged {
+            let n = unpushed_unmerged(ws, plan, stream)?;
+            if n > 0 {
+                return Err(Error::refused(format!(
+                    "stream {}: branch {} has {n} commit(s) that are neither merged into {} nor pushed",
+                    stream.name, stream.branch, plan.settings.base_branch
+                ))
+                .hint(format!("merge it (`git boulder stream merge {}`), push it, or pass --force", stream.name)));
+            }
+        }
+        let mut removed = false;
+        if let Some(info) = &known {
+            if info.missing {
+                worktree::prune_missing(&ws.repo)?;
+            } else {
+                worktree::remove(&ws.repo, &path, opts.force)?;
+            }
+            removed = true;
+        } else if exists {
+            return Err(Error::usage(format!(
+                "{} is not a worktree git knows; git-boulder will not delete it",
+                path.display()
+            ))
+            .hint("move or delete the folder yourself"));
+        }
+        let mut deleted = false;
+        if opts.delete_branch {
+            if let Some(tip) = ws.repo.branch_tip(&stream.branch)? {
+                if !merged && !opts.force {
+                    return Err(Error::refused(format!(
+                        "branch {} is not merged into {}; deleting it would lose its commits",
+                        stream.branch, plan.settings.base_branch
+                    ))
+                    .hint("merge it first, or pass --force with --delete-branch"));
+                }
+                crate::git::delete_ref(&ws.repo, &format!("refs/heads/{}", stream.branch), tip)?;
+                deleted = true;
+            }
+        }
+        store.append::<StreamState>(
+            &state::stream_ref(&stream.name),
+            "cleaned",
+            json!({"worktree_removed": removed, "branch_deleted": deleted}),
+        )?;
+        reports.push(CleanupReport {
+            name: stream.name.clone(),
+            worktree_removed: removed,
+            branch_deleted: deleted,
+            note: None,
+        });
+    }
+    Ok(reports)
+}
+
+fn recorded_live(store: &Store, name: &str) -> Result<bool> {
+    Ok(store.read::<StreamState>(&state::stream_ref(name))?.is_some_and(|e| is_live(&e.state.status)))
+}

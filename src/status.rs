@@ -1,0 +1,77 @@
+//! The dashboard: one row per stream of the plan, from its state ref, its root boulder and its
+//! view of the PRD. Reading state is one blob per ref.
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::plan::Plan;
+use crate::prd::Prd;
+use crate::state::{self, BoulderState, Store, StreamState};
+use crate::workspace::Workspace;
+
+/// Stories done and total of a stream.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Progress {
+    pub done: usize,
+    pub total: usize,
+}
+
+/// One stream's row (the `--json` fields of `git boulder status`).
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamRow {
+    pub name: String,
+    /// DEFINED until the stream is initialized; then what its op-log says.
+    pub status: String,
+    pub branch: String,
+    pub progress: Progress,
+    /// Commits recorded on the stream's root boulder.
+    pub iteration: u64,
+    /// RFC 3339 time of the last recorded commit, if any.
+    pub last_activity: Option<String>,
+    /// The worktree path, computed locally, when the folder exists.
+    pub worktree: Option<String>,
+}
+
+/// Compute the rows for every stream of `plan`. `prd` is the main PRD when it could be read.
+pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<StreamRow>> {
+    let store = Store::new(&ws.repo)?;
+    let done = ws.recorded_done()?;
+    let mut rows = Vec::with_capacity(plan.streams.len());
+    for stream in &plan.streams {
+        let st = store.read::<StreamState>(&state::stream_ref(&stream.name))?;
+        let boulder = store.read::<BoulderState>(&state::boulder_ref(&stream.name))?;
+        let progress = match prd {
+            Some(prd) => {
+                let stories = ws.stream_stories(plan, stream, prd, &done)?;
+                Progress { done: stories.iter().filter(|s| s.status.is_done()).count(), total: stream.stories.len() }
+            }
+            None => Progress {
+                done: stream.stories.iter().filter(|id| done.contains(*id)).count(),
+                total: stream.stories.len(),
+            },
+        };
+        let wt = ws.worktree_path(plan, &stream.name).ok().filter(|p| p.exists());
+        rows.push(StreamRow {
+            name: stream.name.clone(),
+            status: st.map(|e| e.state.status).filter(|s| !s.is_empty()).unwrap_or_else(|| "DEFINED".into()),
+            branch: stream.branch.clone(),
+            progress,
+            iteration: boulder.as_ref().map(|b| b.state.iteration).unwrap_or(0),
+            last_activity: boulder.and_then(|b| b.state.last_activity),
+            worktree: wt.map(|p| p.display().to_string()),
+        });
+    }
+    Ok(rows)
+}
+
+/// "12s ago", "5m ago", "3h ago", "2d ago" for an RFC 3339 time; "-" when none.
+pub fn ago(at: Option<&str>) -> String {
+    let Some(secs) = at.and_then(crate::time::parse_rfc3339) else { return "-".into() };
+    let d = (crate::time::now_secs() - secs).max(0.0) as u64;
+    match d {
+        0..=59 => format!("{d}s ago"),
+        60..=3599 => format!("{}m ago", d / 60),
+        3600..=86399 => format!("{}h ago", d / 3600),
+        _ => format!("{}d ago", d / 86400),
+    }
+}

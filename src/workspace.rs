@@ -1,0 +1,180 @@
+//! The workspace a command runs in: the repository, the stream plan in force (DESIGN §5) and the
+//! PRD it names, with each stream's view of its stories.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::git::Repo;
+use crate::plan::{self, Plan, StreamDef};
+use crate::prd::{self, Prd, Status, Story};
+use crate::state::{PrdState, Store, PRD_REF};
+
+/// An opened repository plus where its plan comes from.
+pub struct Workspace {
+    pub repo: Repo,
+    /// `--config PATH`, when given.
+    pub config_override: Option<PathBuf>,
+}
+
+/// Where the plan in force was read from, for messages.
+#[derive(Debug, Clone)]
+pub struct PlanSource {
+    pub label: String,
+}
+
+impl Workspace {
+    /// Discover the repository from the current directory.
+    pub fn open(config_override: Option<PathBuf>) -> Result<Workspace> {
+        let repo = Repo::discover()?;
+        Ok(Workspace { repo, config_override })
+    }
+
+    /// The root that relative plan paths (PRD, worktree_dir) are resolved against: the main worktree.
+    pub fn root(&self) -> Result<&Path> {
+        self.repo.main_work_dir.as_deref().ok_or_else(|| {
+            Error::usage("this command needs a work tree, but the repository is bare")
+                .hint("run it in a clone with a work tree")
+        })
+    }
+
+    /// The text of the plan in force and where it came from: `--config PATH`, else the main
+    /// worktree's `.boulder/streams.yaml` on disk, else (bare repository) the file at HEAD's tip.
+    pub fn plan_text(&self) -> Result<(String, PlanSource)> {
+        if let Some(path) = &self.config_override {
+            let bytes = std::fs::read(path)
+                .map_err(|e| Error::usage(format!("cannot read the stream plan {}: {e}", path.display())))?;
+            let label = path.display().to_string();
+            return Ok((utf8(bytes, &label)?, PlanSource { label }));
+        }
+        if let Some(root) = &self.repo.main_work_dir {
+            let path = root.join(plan::PLAN_PATH);
+            return match std::fs::read(&path) {
+                Ok(bytes) => Ok((utf8(bytes, plan::PLAN_PATH)?, PlanSource { label: plan::PLAN_PATH.into() })),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(no_plan(&path.display().to_string())),
+                Err(e) => Err(Error::usage(format!("cannot read {}: {e}", path.display()))),
+            };
+        }
+        let head = self.repo.ref_id("HEAD")?.ok_or_else(|| no_plan("HEAD (the repository has no commits)"))?;
+        let bytes = self.repo.file_at(head, plan::PLAN_PATH)?.ok_or_else(|| no_plan("HEAD's tree"))?;
+        let label = format!("HEAD:{}", plan::PLAN_PATH);
+        Ok((utf8(bytes, &label)?, PlanSource { label }))
+    }
+
+    /// Parse the plan in force; errors name the file and the line.
+    pub fn plan(&self) -> Result<Plan> {
+        let (text, source) = self.plan_text()?;
+        plan::parse(&text).map_err(|e| {
+            Error::usage(format!("{}: {}", source.label, e.message))
+                .hint("fix the stream plan, then check it with `git boulder stream validate`")
+        })
+    }
+
+    /// The stream named `name`, or a usage error listing the streams there are.
+    pub fn stream<'p>(&self, plan: &'p Plan, name: &str) -> Result<&'p StreamDef> {
+        crate::names::validate("stream", name)?;
+        plan.stream(name).ok_or_else(|| {
+            let known: Vec<&str> = plan.streams.iter().map(|s| s.name.as_str()).collect();
+            Error::usage(format!("no stream {name:?} in the stream plan")).hint(if known.is_empty() {
+                "the plan has no streams yet; add one to .boulder/streams.yaml".to_string()
+            } else {
+                format!("streams: {}", known.join(", "))
+            })
+        })
+    }
+
+    /// Absolute path of the PRD: `explicit` (relative to the current directory) or the plan's
+    /// `prd` relative to the main worktree.
+    pub fn prd_path(&self, plan: Option<&Plan>, explicit: Option<&Path>) -> Result<PathBuf> {
+        if let Some(p) = explicit {
+            return Ok(std::env::current_dir()?.join(p));
+        }
+        let rel = plan.map(|p| p.prd.as_str()).unwrap_or(plan::DEFAULT_PRD);
+        Ok(self.root()?.join(rel))
+    }
+
+    /// The worktree path of a stream, always computed locally from the plan.
+    pub fn worktree_path(&self, plan: &Plan, stream: &str) -> Result<PathBuf> {
+        Ok(self.root()?.join(&plan.settings.worktree_dir).join(stream))
+    }
+
+    /// Story ids recorded done with `git boulder prd done`.
+    pub fn recorded_done(&self) -> Result<std::collections::BTreeSet<String>> {
+        let store = Store::new(&self.repo)?;
+        Ok(store.read::<PrdState>(PRD_REF)?.map(|e| e.state.done).unwrap_or_default())
+    }
+
+    /// A stream's stories with their status: as its own copy of the PRD says (its worktree on
+    /// disk, else its branch tip, else the main PRD), completed when `prd done` recorded them.
+    pub fn stream_stories(
+        &self,
+        plan: &Plan,
+        stream: &StreamDef,
+        prd_main: &Prd,
+        done: &std::collections::BTreeSet<String>,
+    ) -> Result<Vec<Story>> {
+        let own = self.stream_prd(plan, stream)?;
+        let source = own.as_ref().unwrap_or(prd_main);
+        Ok(stream
+            .stories
+            .iter()
+            .filter_map(|id| source.story(id).or_else(|| prd_main.story(id)))
+            .cloned()
+            .map(|mut s| {
+                if done.contains(&s.id) {
+                    s.status = Status::Completed;
+                }
+                s
+            })
+            .collect())
+    }
+
+    /// The PRD as the stream sees it, when its worktree or branch has one.
+    fn stream_prd(&self, plan: &Plan, stream: &StreamDef) -> Result<Option<Prd>> {
+        let Ok(root) = self.root() else { return Ok(None) };
+        let wt_file = self.worktree_path(plan, &stream.name)?.join(&plan.prd);
+        if let Ok(bytes) = std::fs::read(&wt_file) {
+            if let Ok(text) = String::from_utf8(bytes) {
+                return Ok(prd::parse(&plan.prd, &text).ok());
+            }
+        }
+        let _ = root;
+        if let Some(tip) = self.repo.branch_tip(&stream.branch)? {
+            if let Some(bytes) = self.repo.file_at(tip, &plan.prd)? {
+                if let Ok(text) = String::from_utf8(bytes) {
+                    return Ok(prd::parse(&plan.prd, &text).ok());
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Read and parse a PRD file; errors name the file and line.
+pub fn load_prd(path: &Path) -> Result<(String, Prd)> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        let err = Error::usage(format!("cannot read the PRD {}: {e}", path.display()));
+        if e.kind() == std::io::ErrorKind::NotFound {
+            err.hint("set `prd:` in .boulder/streams.yaml to your PRD's path, or pass --prd PATH")
+        } else {
+            err
+        }
+    })?;
+    let label = path.display().to_string();
+    let text = utf8(bytes, &label)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let prd = prd::parse(&name, &text)
+        .map_err(|e| Error::usage(format!("{label}: {e}")).hint("fix the PRD at the place named"))?;
+    Ok((text, prd))
+}
+
+fn utf8(bytes: Vec<u8>, label: &str) -> Result<String> {
+    String::from_utf8(bytes).map_err(|e| {
+        Error::usage(format!("{label} is not valid UTF-8 (first bad byte at offset {})", e.utf8_error().valid_up_to()))
+            .hint("save the file as UTF-8")
+    })
+}
+
+fn no_plan(place: &str) -> Error {
+    Error::usage(format!("no stream plan: {} not found in {place}", plan::PLAN_PATH))
+        .hint("write one with `git boulder stream suggest --write`, or pass --config PATH")
+}

@@ -1,0 +1,1019 @@
+//! Linked worktrees of streams, built and removed with gix so that plain git accepts them as its
+//! own (`git worktree list`, `git status`, `git worktree remove/prune`), plus the questions the
+//! dashboard asks of them: dirty or clean, ahead/behind the base branch.
+//!
+//! Layout is git's: a worktree at `path` has a `.git` file (`gitdir: <admin dir>`) and an admin dir
+//! `$GIT_COMMON_DIR/worktrees/<id>` (`gitdir`, `commondir`, `HEAD`, `index`, …). gix names `<id>`
+//! after the destination's basename and appends `1`, `2`, … when that name is taken — e.g. by the
+//! leftover admin dir of a killed run, which [`add`] removes first so the id stays the stream name.
+//!
+//! Callers serialize [`add`] and [`remove`] of one path (the stream lock of [`crate::lock`]).
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use gix::bstr::{BStr, ByteSlice};
+use gix::ObjectId;
+
+use crate::error::{Error, Result, ResultExt};
+use crate::git::Repo;
+
+/// What [`add`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AddOutcome {
+    /// A new worktree was made. `recovered` lists leftovers of an earlier, killed run that were
+    /// removed first (empty normally).
+    Created { branch_created: bool, files: usize, recovered: Vec<String> },
+    /// A worktree of this branch was already registered at the path but incomplete (killed run);
+    /// it was finished in place. `what` says what was repaired.
+    Repaired { branch_created: bool, what: Vec<String> },
+    /// A complete worktree of this branch is already there; nothing changed.
+    AlreadyPresent,
+}
+
+/// One linked worktree as git knows it (`$GIT_COMMON_DIR/worktrees/<admin_id>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorktreeInfo {
+    /// The worktree folder (from the admin dir's `gitdir` file); may not exist.
+    pub path: PathBuf,
+    /// The short branch name HEAD is attached to (`None` when detached or unreadable).
+    pub branch: Option<String>,
+    /// The commit HEAD resolves to (`None` when unborn or unreadable).
+    pub head: Option<ObjectId>,
+    /// The admin dir's name under `$GIT_COMMON_DIR/worktrees/`.
+    pub admin_id: String,
+    /// `Some(reason)` (possibly empty) when the worktree is locked (`git worktree lock`; also
+    /// `initializing` while — or after a killed — `worktree add`).
+    pub locked: Option<String>,
+    /// The worktree folder (or its `.git` file) is missing.
+    pub missing: bool,
+    /// `git worktree prune` would remove it: missing and not locked.
+    pub prunable: bool,
+}
+
+/// Uncommitted work in a worktree, as `git status --porcelain` would list it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Dirt {
+    /// Tracked paths that differ from HEAD or the index (staged, modified, deleted, conflicted).
+    pub modified: Vec<String>,
+    /// Untracked paths (an untracked folder is one entry ending in `/`); ignored files never count.
+    pub untracked: Vec<String>,
+    /// More changes exist than were collected (the limit was reached).
+    pub more: bool,
+}
+
+impl Dirt {
+    pub fn is_clean(&self) -> bool {
+        self.modified.is_empty() && self.untracked.is_empty() && !self.more
+    }
+
+    /// `modified: a, b; untracked: c/` — for messages.
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        if !self.modified.is_empty() {
+            let _ = write!(s, "modified: {}", self.modified.join(", "));
+        }
+        if !self.untracked.is_empty() {
+            if !s.is_empty() {
+                s.push_str("; ");
+            }
+            let _ = write!(s, "untracked: {}", self.untracked.join(", "));
+        }
+        if self.more {
+            s.push_str(" …and more");
+        }
+        s
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// paths and admin dirs
+
+fn gix_err(context: impl std::fmt::Display, e: gix::Error) -> Error {
+    Error::internal(format!("{context}: {e:#}"))
+}
+
+/// Absolute, with symlinks in existing components resolved (as gix and git record worktree paths).
+fn normalize(path: &Path) -> PathBuf {
+    let abs = if path.is_absolute() {
+        path.to_owned()
+    } else {
+        std::env::current_dir().map(|c| c.join(path)).unwrap_or_else(|_| path.to_owned())
+    };
+    gix::path::realpath(&abs).unwrap_or(abs)
+}
+
+fn read_trimmed(path: &Path) -> Option<String> {
+    let bytes = std::fs::read(path).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    Some(text.trim_end_matches(['\n', '\r']).to_owned())
+}
+
+/// The admin dir a worktree folder's `.git` file points at (normalized), if it is such a file.
+fn dot_git_target(work_dir: &Path) -> Option<PathBuf> {
+    let dot_git = work_dir.join(".git");
+    let meta = std::fs::symlink_metadata(&dot_git).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let text = read_trimmed(&dot_git)?;
+    let target = text.strip_prefix("gitdir:")?.trim();
+    let p = Path::new(target);
+    Some(normalize(&if p.is_relative() { work_dir.join(p) } else { p.to_owned() }))
+}
+
+/// A registration under `$GIT_COMMON_DIR/worktrees/<id>`.
+#[derive(Debug, Clone)]
+struct Reg {
+    id: String,
+    admin: PathBuf,
+    /// The worktree folder, from `gitdir` (normalized); `None` when `gitdir` is missing/unreadable.
+    base: Option<PathBuf>,
+    /// `ref: refs/heads/x` → `Some("refs/heads/x")`.
+    head_ref: Option<String>,
+    head_id: Option<ObjectId>,
+    locked: Option<String>,
+}
+
+impl Reg {
+    fn initializing(&self) -> bool {
+        self.locked.as_deref() == Some("initializing")
+    }
+    fn user_locked(&self) -> bool {
+        self.locked.is_some() && !self.initializing()
+    }
+    fn branch(&self) -> Option<String> {
+        self.head_ref.as_deref().and_then(|r| r.strip_prefix("refs/heads/")).map(str::to_owned)
+    }
+}
+
+fn read_reg(repo: &Repo, admin: PathBuf) -> Option<Reg> {
+    let id = admin.file_name()?.to_string_lossy().into_owned();
+    if !admin.is_dir() {
+        return None;
+    }
+    let base = read_trimmed(&admin.join("gitdir")).filter(|s| !s.is_empty()).map(|s| {
+        let p = Path::new(&s);
+        let dot_git = if p.is_relative() { admin.join(p) } else { p.to_owned() };
+        let base = if dot_git.file_name().map(|n| n == ".git").unwrap_or(false) {
+            dot_git.parent().map(Path::to_owned).unwrap_or(dot_git)
+        } else {
+            dot_git
+        };
+        normalize(&base)
+    });
+    let head = read_trimmed(&admin.join("HEAD"));
+    let (head_ref, head_id) = match head.as_deref() {
+        Some(h) if h.starts_with("ref:") => {
+            let r = h["ref:".len()..].trim().to_owned();
+            let id = repo.ref_id(&r).ok().flatten();
+            (Some(r), id)
+        }
+        Some(h) => (None, ObjectId::from_hex(h.trim().as_bytes()).ok()),
+        None => (None, None),
+    };
+    let locked = std::fs::read(admin.join("locked")).ok().map(|b| String::from_utf8_lossy(&b).trim().to_owned());
+    Some(Reg { id, admin: normalize(&admin), base, head_ref, head_id, locked })
+}
+
+/// Every admin dir under `$GIT_COMMON_DIR/worktrees`, sorted by id (including half-made ones).
+fn registrations(repo: &Repo) -> Result<Vec<Reg>> {
+    let dir = repo.common_dir.join("worktrees");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", dir.display()))),
+    };
+    let mut regs: Vec<Reg> = entries.flatten().filter_map(|e| read_reg(repo, e.path())).collect();
+    regs.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(regs)
+}
+
+fn remove_admin(reg: &Reg) -> Result<()> {
+    match std::fs::remove_dir_all(&reg.admin) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::internal(format!("cannot remove {}: {e}", reg.admin.display()))),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Folder {
+    Missing,
+    Empty,
+    NonEmpty,
+}
+
+fn folder_state(path: &Path) -> Result<Folder> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Folder::Missing),
+        Err(e) => Err(Error::internal(format!("cannot read {}: {e}", path.display()))),
+        Ok(m) if !m.is_dir() => Ok(Folder::NonEmpty),
+        Ok(_) => {
+            let mut it =
+                std::fs::read_dir(path).map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))?;
+            Ok(if it.next().is_some() { Folder::NonEmpty } else { Folder::Empty })
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// add
+
+fn full_branch(branch: &str) -> Result<gix::refs::FullName> {
+    let full = format!("refs/heads/{branch}");
+    gix::refs::FullName::try_from(full.as_str()).map_err(|e| {
+        Error::usage(format!("invalid branch name {branch:?}: {e}"))
+            .hint("branch names follow `git check-ref-format --branch`")
+    })
+}
+
+/// Create `refs/heads/<branch>` at `tip` unless it exists (never moving it). Returns whether it was
+/// created by this call.
+fn ensure_branch(repo: &Repo, writer: &gix::Repository, branch: &str, base: &str) -> Result<bool> {
+    let name = full_branch(branch)?;
+    if repo.branch_tip(branch)?.is_some() {
+        return Ok(false);
+    }
+    let tip = match repo.branch_tip(base)? {
+        Some(t) => t,
+        None => {
+            let has_commits = repo.repo.head_id().is_ok()
+                || repo
+                    .repo
+                    .references()
+                    .ok()
+                    .and_then(|r| r.local_branches().ok().map(|mut b| b.next().is_some()))
+                    .unwrap_or(false);
+            return Err(if has_commits {
+                Error::usage(format!(
+                    "the base branch {base:?} does not exist, so branch {branch:?} cannot be created from it"
+                ))
+                .hint("set settings.base_branch in .boulder/streams.yaml to an existing branch (see `git branch`)")
+            } else {
+                Error::usage("the repository has no commits yet, so there is nothing to branch streams from").hint(
+                    format!("make a first commit on {base} (e.g. `git commit --allow-empty -m init`), then rerun"),
+                )
+            });
+        }
+    };
+    use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
+    let edit = RefEdit {
+        change: Change::Update {
+            log: LogChange {
+                mode: RefLog::AndReference,
+                force_create_reflog: false,
+                message: format!("branch: Created from {base}").into(),
+            },
+            expected: PreviousValue::MustNotExist,
+            new: gix::refs::Target::Object(tip),
+        },
+        name,
+        deref: false,
+    };
+    match writer.edit_reference(edit) {
+        Ok(_) => Ok(true),
+        // Someone else created it meanwhile: reuse theirs, never move it.
+        Err(_) if repo.branch_tip(branch)?.is_some() => Ok(false),
+        Err(e) => Err(gix_err(format_args!("cannot create branch {branch}"), e)),
+    }
+}
+
+/// The repository to write refs with: `repo` itself when a committer identity is configured, else
+/// the repository reopened with a fallback identity (`$USER <$USER@host>`, as git would guess) for
+/// the reflog entries of the new branch and the worktree's HEAD.
+fn with_identity(repo: &Repo) -> Result<std::borrow::Cow<'_, gix::Repository>> {
+    if matches!(repo.repo.committer(), Some(Ok(_))) {
+        return Ok(std::borrow::Cow::Borrowed(&repo.repo));
+    }
+    let user = ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
+        .unwrap_or_else(|| "git-boulder".into());
+    let host = crate::lock::hostname();
+    let opts = repo.repo.open_options().clone().config_overrides([
+        format!("gitoxide.committer.nameFallback={user}"),
+        format!("gitoxide.committer.emailFallback={user}@{host}"),
+    ]);
+    let reopened = gix::open_opts(&repo.common_dir, opts)
+        .map_err(|e| gix_err(format_args!("cannot open {}", repo.common_dir.display()), e))?;
+    Ok(std::borrow::Cow::Owned(reopened))
+}
+
+/// Rebuild a missing index of the worktree opened as `wt` from its HEAD tree, checking out only
+/// the files that are missing (existing files are never overwritten; they keep a zero stat so git
+/// and gix compare their content). Returns how many files were written.
+fn rebuild_index(wt: &gix::Repository) -> Result<usize> {
+    let work_dir = wt.workdir().ok_or_else(|| Error::internal("worktree has no work dir"))?.to_owned();
+    let tree = wt.head_tree_id().map_err(|e| gix_err("cannot read the worktree's HEAD tree", e))?.detach();
+    let mut full = wt.index_from_tree(&tree).map_err(|e| gix_err("cannot build an index from HEAD", e))?;
+    let mut missing = full.clone();
+    missing.remove_entries(|_, path, _| {
+        let Ok(rel) = gix::path::from_bstr(path) else { return true };
+        std::fs::symlink_metadata(work_dir.join(rel)).is_ok()
+    });
+    let mut written = 0;
+    if !missing.entries().is_empty() {
+        let mut opts = wt
+            .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
+            .map_err(|e| gix_err("cannot read checkout options", e))?;
+        opts.destination_is_initially_empty = true; // exclusive creation: never overwrite
+        opts.overwrite_existing = false;
+        let objects = wt.objects.clone().into_arc().internal("cannot open the object database")?;
+        let outcome = gix::worktree::state::checkout(
+            &mut missing,
+            &work_dir,
+            objects,
+            &gix::progress::Discard,
+            &gix::progress::Discard,
+            &AtomicBool::new(false),
+            opts,
+        )
+        .map_err(|e| gix_err("cannot check out the missing files", e))?;
+        if let Some(err) = outcome.errors.first() {
+            return Err(Error::internal(format!("cannot check out {}: {:#}", err.path, err.error)));
+        }
+        written = outcome.files_updated;
+        let stats: Vec<(Vec<u8>, gix::index::entry::Stat)> =
+            missing.entries().iter().map(|e| (e.path(&missing).to_vec(), e.stat)).collect();
+        for (path, stat) in stats {
+            if let Some(idx) =
+                full.entry_index_by_path_and_stage(path.as_bstr(), gix::index::entry::Stage::Unconflicted)
+            {
+                full.entries_mut()[idx].stat = stat;
+            }
+        }
+    }
+    full.write(Default::default()).map_err(|e| gix_err("cannot write the worktree index", e))?;
+    Ok(written)
+}
+
+fn open_worktree(path: &Path) -> Result<gix::Repository> {
+    gix::open(path).map_err(|e| gix_err(format_args!("cannot open the worktree at {}", path.display()), e))
+}
+
+/// Make `path` a linked worktree on `branch`, creating `refs/heads/<branch>` from the tip of
+/// `base` if it does not exist (an existing branch is reused and never moved).
+///
+/// * a complete worktree of `branch` already at `path` → [`AddOutcome::AlreadyPresent`], nothing changes;
+/// * leftovers of a killed run at `path` (admin dir still locked `initializing`, admin dir without
+///   its folder, folder without its `.git` file, missing index) are finished or removed and redone;
+/// * `branch` checked out in another worktree → refused, naming it;
+/// * a non-empty folder at `path` that is not a worktree of `branch` → usage error, naming it;
+/// * no `base` branch, or no commits at all → usage error.
+pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutcome> {
+    let target = normalize(path);
+    let name = full_branch(branch)?;
+    let shown = target.display().to_string();
+    let mut recovered = Vec::new();
+
+    let regs = registrations(repo)?;
+    let at_path: Vec<Reg> = regs.iter().filter(|r| r.base.as_deref() == Some(target.as_path())).cloned().collect();
+    let mut dot_git = dot_git_target(&target);
+
+    // 1. Leftovers of a killed `add` at this path: registered but never finished. (An admin dir
+    //    named after this path's basename, still `initializing` and without a `gitdir` file, is
+    //    from a run killed right after reserving it; callers hold the stream lock, so no other
+    //    `add` is making it now.)
+    let basename = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    for r in regs.iter().filter(|r| r.base.is_none() && r.initializing() && r.id == basename) {
+        remove_admin(r)?;
+        recovered.push(format!("removed the unfinished registration worktrees/{}", r.id));
+    }
+    let mut remaining = Vec::new();
+    for r in at_path {
+        if !r.initializing() {
+            remaining.push(r);
+            continue;
+        }
+        if dot_git.as_deref() == Some(r.admin.as_path()) {
+            std::fs::remove_dir_all(&target)
+                .map_err(|e| Error::internal(format!("cannot remove the half-made worktree {shown}: {e}")))?;
+            dot_git = None;
+            recovered.push(format!("removed the half-made worktree folder {shown}"));
+        }
+        remove_admin(&r)?;
+        recovered.push(format!("removed the unfinished registration worktrees/{}", r.id));
+    }
+
+    // 2. A live registration: the folder's `.git` file points at it.
+    let mut live = remaining.iter().find(|r| dot_git.as_deref() == Some(r.admin.as_path())).cloned();
+    let mut folder = folder_state(&target)?;
+    let mut repaired = Vec::new();
+    if live.is_none() {
+        match folder {
+            Folder::Missing | Folder::Empty => {
+                // Registrations whose folder is gone are stale (what `git worktree prune` removes).
+                for r in &remaining {
+                    if r.user_locked() {
+                        return Err(Error::usage(format!(
+                            "{shown} is registered as a locked worktree (worktrees/{}) but its folder is {}",
+                            r.id,
+                            if folder == Folder::Missing { "missing" } else { "empty" }
+                        ))
+                        .hint(format!("if it is gone for good: git worktree unlock {shown} && git worktree prune")));
+                    }
+                    remove_admin(r)?;
+                    recovered.push(format!("removed the stale registration worktrees/{}", r.id));
+                }
+            }
+            Folder::NonEmpty => {
+                if dot_git.is_none() && remaining.len() == 1 && !target.join(".git").exists() {
+                    // The folder lost (or never got) its `.git` file: link it back, like `git worktree repair`.
+                    let r = remaining[0].clone();
+                    std::fs::write(target.join(".git"), format!("gitdir: {}\n", r.admin.display()))
+                        .map_err(|e| Error::internal(format!("cannot write {shown}/.git: {e}")))?;
+                    repaired.push(format!("restored {shown}/.git"));
+                    live = Some(r);
+                } else {
+                    let what = if target.join(".git").exists() {
+                        "a git repository or worktree that does not belong to this stream"
+                    } else {
+                        "a folder that is not a git worktree"
+                    };
+                    return Err(Error::usage(format!(
+                        "{shown} already exists and is {what}, so the worktree of branch {branch} cannot be made there"
+                    ))
+                    .hint(format!("move it away (e.g. `mv {shown} {shown}.bak`) and rerun")));
+                }
+            }
+        }
+    }
+
+    if let Some(live) = live {
+        // Other registrations claiming this path but not linked from it are stale duplicates.
+        for r in remaining.iter().filter(|r| r.admin != live.admin && !r.user_locked()) {
+            remove_admin(r)?;
+            recovered.push(format!("removed the stale registration worktrees/{}", r.id));
+        }
+        if live.head_ref.as_deref() != Some(name.as_bstr().to_str_lossy().as_ref()) {
+            let on = match live.branch() {
+                Some(b) => format!("on branch {b}"),
+                None => "with a detached HEAD".into(),
+            };
+            return Err(Error::usage(format!("{shown} is already a worktree {on}, not of branch {branch}"))
+                .hint(format!("remove it with `git worktree remove {shown}` (or move it away) and rerun")));
+        }
+        if !live.admin.join("index").exists() {
+            let wt = open_worktree(&target)?;
+            let n = rebuild_index(&wt)?;
+            repaired.push(format!("rebuilt the missing index ({n} missing files checked out)"));
+        }
+        if repaired.is_empty() && recovered.is_empty() {
+            return Ok(AddOutcome::AlreadyPresent);
+        }
+        repaired.extend(recovered);
+        return Ok(AddOutcome::Repaired { branch_created: false, what: repaired });
+    }
+
+    // 3. A fresh worktree. The branch must not be checked out anywhere else (unborn HEADs too).
+    folder = folder_state(&target)?;
+    debug_assert!(folder != Folder::NonEmpty);
+    let regs = registrations(repo)?;
+    let full = name.as_bstr().to_str_lossy().into_owned();
+    let main_head = read_trimmed(&repo.common_dir.join("HEAD"));
+    if let (Some(main), Some(h)) = (&repo.main_work_dir, &main_head) {
+        if h.strip_prefix("ref:").map(str::trim) == Some(full.as_str()) {
+            return Err(Error::refused(format!(
+                "branch {branch} is checked out in the main worktree {}",
+                main.display()
+            ))
+            .hint(format!(
+                "switch the main worktree to another branch (e.g. `git -C {} switch {base}`) and rerun",
+                main.display()
+            )));
+        }
+    }
+    if let Some(other) = regs.iter().find(|r| r.head_ref.as_deref() == Some(full.as_str())) {
+        let at =
+            other.base.as_ref().map(|b| b.display().to_string()).unwrap_or_else(|| format!("worktrees/{}", other.id));
+        let gone = other.base.as_ref().map(|b| !b.exists()).unwrap_or(true);
+        let mut err = Error::refused(format!("branch {branch} is already checked out in the worktree {at}"));
+        err = if gone {
+            err.hint("that worktree's folder is gone: `git worktree prune` forgets it, then rerun")
+        } else {
+            err.hint(format!(
+                "remove that worktree (`git worktree remove {at}`) or switch it to another branch, then rerun"
+            ))
+        };
+        return Err(err);
+    }
+
+    let writer = with_identity(repo)?;
+    let branch_created = ensure_branch(repo, &writer, branch, base)?;
+    let interrupt = AtomicBool::new(false);
+    let result =
+        writer.add_worktree(&target, gix::worktree::add::Head::Attached(name), gix::progress::Discard, &interrupt);
+    let (_wt, outcome) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some(gix::worktree::add::Error::CheckedOut { worktree_dirs, .. }) =
+                e.downcast_any_ref::<gix::worktree::add::Error>()
+            {
+                let dirs: Vec<String> = worktree_dirs.iter().map(|d| d.display().to_string()).collect();
+                return Err(Error::refused(format!("branch {branch} is already checked out in {}", dirs.join(", ")))
+                    .hint("remove that worktree or switch it to another branch, then rerun"));
+            }
+            if e.is_conflict() {
+                return Err(Error::refused(format!("cannot make the worktree {shown}: {e:#}")));
+            }
+            return Err(gix_err(format_args!("cannot make the worktree {shown} on branch {branch}"), e));
+        }
+    };
+    if let Some(err) = outcome.errors.first() {
+        return Err(Error::internal(format!("checkout of {shown} failed at {}: {:#}", err.path, err.error)));
+    }
+    if let Some(c) = outcome.collisions.first() {
+        return Err(Error::internal(format!("checkout of {shown} collided at {} ({:?})", c.path, c.error_kind)));
+    }
+    Ok(AddOutcome::Created { branch_created, files: outcome.files_updated, recovered })
+}
+
+// ---------------------------------------------------------------------------------------------
+// exclude, copy
+
+fn escape_ignore(rel: &str) -> String {
+    let mut out = String::with_capacity(rel.len());
+    for (i, c) in rel.chars().enumerate() {
+        if matches!(c, '*' | '?' | '[' | '\\') || (i == 0 && matches!(c, '#' | '!')) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    if out.ends_with(' ') {
+        let trimmed = out.trim_end_matches(' ').len();
+        let spaces = out.len() - trimmed;
+        out.truncate(trimmed);
+        for _ in 0..spaces {
+            out.push_str("\\ ");
+        }
+    }
+    out
+}
+
+/// Add `/<rel_dir>/` to `$GIT_COMMON_DIR/info/exclude` (once), so the main worktree does not show
+/// the stream worktrees as untracked. `rel_dir` is relative to the main worktree (e.g.
+/// `.boulder/worktrees`); a path outside it needs no exclude. Returns whether the file changed.
+pub fn exclude(repo: &Repo, rel_dir: &str) -> Result<bool> {
+    let rel = rel_dir.replace('\\', "/");
+    let rel = rel.trim_start_matches("./").trim_matches('/');
+    if rel.is_empty() || rel == "." {
+        return Ok(false);
+    }
+    if Path::new(rel).is_absolute() || rel.split('/').any(|c| c == "..") {
+        return Ok(false);
+    }
+    let rel = rel.split('/').filter(|c| !c.is_empty() && *c != ".").collect::<Vec<_>>().join("/");
+    let pattern = escape_ignore(&rel);
+    let line = format!("/{pattern}/");
+    let path = repo.common_dir.join("info").join("exclude");
+    let existing = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", path.display()))),
+    };
+    let text = String::from_utf8_lossy(&existing);
+    let alt = format!("/{pattern}");
+    if text.lines().map(str::trim_end).any(|l| l == line || l == alt || l == format!("{alt}/**")) {
+        return Ok(false);
+    }
+    let mut new = existing.clone();
+    if !new.is_empty() && !new.ends_with(b"\n") {
+        new.push(b'\n');
+    }
+    new.extend_from_slice(line.as_bytes());
+    new.push(b'\n');
+    write_atomic(&path, &new)?;
+    Ok(true)
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| Error::internal(format!("cannot write in {}: {e}", dir.display())))?;
+    tmp.write_all(bytes)?;
+    if let Ok(meta) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(tmp.path(), meta.permissions());
+    }
+    tmp.persist(path).map_err(|e| Error::internal(format!("cannot write {}: {}", path.display(), e.error)))?;
+    Ok(())
+}
+
+fn has_glob_meta(s: &str) -> bool {
+    s.contains(['*', '?', '[', '{', '\\'])
+}
+
+/// Files under `dir` (relative to `root`), not following symlinked directories, skipping `.git`
+/// and nested repositories or worktrees (a directory with a `.git` entry).
+fn walk_files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if entry.file_name() == ".git" {
+            continue;
+        }
+        let Ok(ft) = entry.file_type() else { continue };
+        if ft.is_dir() {
+            if std::fs::symlink_metadata(path.join(".git")).is_ok() {
+                continue;
+            }
+            walk_files(root, &path, out);
+        } else if let Ok(rel) = path.strip_prefix(root) {
+            out.push(rel.to_owned());
+        }
+    }
+}
+
+/// Copy the untracked or ignored files matching `globs` (gitignore-like globs relative to the main
+/// worktree `main`, e.g. `.env`, `config/*.local`, `secrets/`; a matching directory copies its
+/// files) into the worktree `wt`, keeping their relative paths and permissions. Never follows a
+/// path out of either tree (symlinks resolving outside `main` are skipped), never descends into
+/// `.git` or nested repositories/worktrees, never overwrites a file that exists in `wt`. Returns
+/// the relative paths copied, sorted.
+pub fn copy_files(main: &Path, wt: &Path, globs: &[String]) -> Result<Vec<PathBuf>> {
+    let main_real =
+        std::fs::canonicalize(main).map_err(|e| Error::internal(format!("cannot read {}: {e}", main.display())))?;
+    let wt_real =
+        std::fs::canonicalize(wt).map_err(|e| Error::internal(format!("cannot read {}: {e}", wt.display())))?;
+    let mut builder = globset::GlobSetBuilder::new();
+    let mut roots: BTreeSet<PathBuf> = BTreeSet::new();
+    for g in globs {
+        let g = g.trim().trim_start_matches("./").trim_end_matches('/');
+        if g.is_empty() {
+            continue;
+        }
+        let bad = Path::new(g).is_absolute() || g.starts_with('/') || g.split('/').any(|c| c == ".." || c == ".git");
+        if bad {
+            return Err(Error::usage(format!(
+                "copy_into_worktree entry {g:?} must be a path inside the repository (no '..', no absolute path, not .git)"
+            )));
+        }
+        let glob = globset::GlobBuilder::new(g)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| Error::usage(format!("copy_into_worktree entry {g:?} is not a valid glob: {e}")))?;
+        builder.add(glob);
+        // Walk only below the literal prefix of the glob.
+        let prefix: PathBuf = g.split('/').take_while(|c| !has_glob_meta(c)).collect();
+        roots.insert(prefix);
+    }
+    let set = builder.build().map_err(|e| Error::usage(format!("invalid copy_into_worktree globs: {e}")))?;
+
+    let mut candidates = Vec::new();
+    for root in &roots {
+        let start = main_real.join(root);
+        match std::fs::symlink_metadata(&start) {
+            Ok(m) if m.is_dir() => {
+                if !root.as_os_str().is_empty() && std::fs::symlink_metadata(start.join(".git")).is_ok() {
+                    continue;
+                }
+                walk_files(&main_real, &start, &mut candidates)
+            }
+            Ok(_) => candidates.push(root.clone()),
+            Err(_) => {}
+        }
+    }
+    candidates.sort();
+    candidates.dedup();
+
+    let mut copied = Vec::new();
+    for rel in candidates {
+        let selected =
+            set.is_match(&rel) || rel.ancestors().skip(1).any(|a| !a.as_os_str().is_empty() && set.is_match(a));
+        if !selected || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+            continue;
+        }
+        let src = main_real.join(&rel);
+        // Follow a symlink only when it stays inside the main worktree.
+        let Ok(real_src) = std::fs::canonicalize(&src) else { continue };
+        if !real_src.starts_with(&main_real) || !real_src.is_file() {
+            continue;
+        }
+        let dest = wt_real.join(&rel);
+        if std::fs::symlink_metadata(&dest).is_ok() {
+            continue;
+        }
+        // Every existing ancestor inside the worktree must be a real directory (no symlink out).
+        let mut ok = true;
+        let mut cur = wt_real.clone();
+        for c in rel.parent().map(|p| p.components().collect::<Vec<_>>()).unwrap_or_default() {
+            cur.push(c);
+            match std::fs::symlink_metadata(&cur) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    ok = false;
+                    break;
+                }
+                Err(_) => {
+                    if std::fs::create_dir(&cur).is_err() {
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+        }
+        if !ok {
+            continue;
+        }
+        let mut from = std::fs::File::open(&real_src)
+            .map_err(|e| Error::internal(format!("cannot read {}: {e}", src.display())))?;
+        let mut to = match std::fs::OpenOptions::new().write(true).create_new(true).open(&dest) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::internal(format!("cannot write {}: {e}", dest.display()))),
+        };
+        std::io::copy(&mut from, &mut to)
+            .map_err(|e| Error::internal(format!("cannot write {}: {e}", dest.display())))?;
+        if let Ok(meta) = from.metadata() {
+            let _ = to.set_permissions(meta.permissions());
+        }
+        copied.push(rel);
+    }
+    Ok(copied)
+}
+
+// ---------------------------------------------------------------------------------------------
+// list, dirt, ahead/behind
+
+/// The linked worktrees git knows (`git worktree list` without the main worktree), sorted by admin id.
+pub fn list(repo: &Repo) -> Result<Vec<WorktreeInfo>> {
+    Ok(registrations(repo)?
+        .into_iter()
+        .map(|r| {
+            let missing = match &r.base {
+                Some(b) => std::fs::symlink_metadata(b.join(".git")).is_err(),
+                None => true,
+            };
+            WorktreeInfo {
+                path: r.base.clone().unwrap_or_default(),
+                branch: r.branch(),
+                head: r.head_id,
+                admin_id: r.id.clone(),
+                prunable: missing && r.locked.is_none(),
+                locked: r.locked.clone(),
+                missing,
+            }
+        })
+        .collect())
+}
+
+/// The registered worktree whose folder is `path`, if any.
+pub fn find(repo: &Repo, path: &Path) -> Result<Option<WorktreeInfo>> {
+    let target = normalize(path);
+    Ok(list(repo)?.into_iter().find(|w| w.path == target))
+}
+
+fn collect_dirt(path: &Path, limit: usize, all_untracked: bool, want_more: bool) -> Result<Dirt> {
+    use gix::status::plumbing::index_as_worktree::EntryStatus;
+    use gix::status::{index_worktree, Item, UntrackedFiles};
+    let repo = open_worktree(path)?;
+    let mut platform = repo
+        .status(gix::progress::Discard)
+        .map_err(|e| gix_err("cannot prepare status", e))?
+        .index_worktree_rewrites(None)
+        .index_worktree_submodules(gix::status::Submodule::AsConfigured { check_dirty: true });
+    if all_untracked {
+        let dirwalk = repo.dirwalk_options().map_err(|e| gix_err("cannot prepare status", e))?;
+        platform = platform
+            .index_worktree_options_mut(|o| o.dirwalk_options = Some(dirwalk))
+            .untracked_files(UntrackedFiles::Collapsed);
+    }
+    // HEAD vs index: when the index's cache-tree is valid for all entries and its root is HEAD's
+    // tree, nothing is staged (git trusts the cache-tree the same way), so skip that diff.
+    let index = repo.index_or_empty().map_err(|e| gix_err("cannot read the index", e))?;
+    let nothing_staged = match (index.tree(), repo.head_tree_id()) {
+        (Some(tree), Ok(head_tree)) => {
+            tree.id == head_tree.detach()
+                && tree.num_entries == Some(index.entries().len() as u32)
+                && index.entries().iter().all(|e| e.stage_raw() == 0)
+        }
+        _ => false,
+    };
+    platform = platform.index(gix::worktree::IndexPersistedOrInMemory::Persisted(index));
+    let iter: Box<dyn Iterator<Item = std::result::Result<Item, gix::Error>>> = if nothing_staged {
+        Box::new(
+            platform
+                .into_index_worktree_iter(Vec::new())
+                .map_err(|e| gix_err("cannot compute status", e))?
+                .map(|r| r.map(Item::IndexWorktree)),
+        )
+    } else {
+        Box::new(platform.into_iter(None).map_err(|e| gix_err("cannot compute status", e))?)
+    };
+    let mut dirt = Dirt::default();
+    let mut seen_modified = BTreeSet::new();
+    for item in iter {
+        let item = item.map_err(|e| gix_err(format_args!("cannot compute the status of {}", path.display()), e))?;
+        let (untracked, rela): (bool, &BStr) = match &item {
+            Item::TreeIndex(change) => (false, change.location()),
+            Item::IndexWorktree(index_worktree::Item::Modification { status, rela_path, .. }) => {
+                if matches!(status, EntryStatus::NeedsUpdate(_)) {
+                    continue;
+                }
+                (false, rela_path.as_ref())
+            }
+            Item::IndexWorktree(index_worktree::Item::DirectoryContents { entry, .. }) => {
+                if entry.status != gix::dir::entry::Status::Untracked {
+                    continue;
+                }
+                (true, entry.rela_path.as_ref())
+            }
+            Item::IndexWorktree(index_worktree::Item::Rewrite { dirwalk_entry, .. }) => {
+                (false, dirwalk_entry.rela_path.as_ref())
+            }
+        };
+        let mut p = rela.to_str_lossy().into_owned();
+        if untracked {
+            if let Item::IndexWorktree(index_worktree::Item::DirectoryContents { entry, .. }) = &item {
+                if matches!(entry.disk_kind, Some(gix::dir::entry::Kind::Directory | gix::dir::entry::Kind::Repository))
+                    && !p.ends_with('/')
+                {
+                    p.push('/');
+                }
+            }
+        }
+        if !untracked && !seen_modified.insert(p.clone()) {
+            continue; // staged and modified: one path
+        }
+        if dirt.modified.len() + dirt.untracked.len() >= limit {
+            dirt.more = true;
+            break;
+        }
+        if untracked {
+            dirt.untracked.push(p);
+        } else {
+            dirt.modified.push(p);
+        }
+        if !want_more && dirt.modified.len() + dirt.untracked.len() >= limit {
+            break; // dropping the iterator interrupts the remaining work
+        }
+    }
+    dirt.modified.sort();
+    dirt.untracked.sort();
+    Ok(dirt)
+}
+
+/// Uncommitted work in the worktree at `path`, up to `limit` paths (then `more` is set). Untracked
+/// files always count here (even with `status.showUntrackedFiles=no`): they would be lost by removal.
+pub fn dirt(path: &Path, limit: usize) -> Result<Dirt> {
+    collect_dirt(path, limit.max(1), true, true)
+}
+
+/// True when `git status --porcelain` in the worktree at `path` would print anything: staged or
+/// unstaged changes, conflicts, untracked files (ignored files do not count). Stops at the first
+/// change found.
+pub fn dirty(path: &Path) -> Result<bool> {
+    Ok(!collect_dirt(path, 1, false, false)?.is_clean())
+}
+
+/// [`dirty`] for many worktrees at once, checked in parallel; results in the order of `paths`.
+pub fn dirty_many(paths: &[PathBuf]) -> Vec<Result<bool>> {
+    if paths.len() <= 1 {
+        return paths.iter().map(|p| dirty(p)).collect();
+    }
+    let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8).min(paths.len());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<Result<bool>>>> =
+        paths.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= paths.len() {
+                    break;
+                }
+                let r = dirty(&paths[i]);
+                *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|m| {
+            m.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_else(|| Err(Error::internal("not checked")))
+        })
+        .collect()
+}
+
+/// Commits on `branch_tip` not on `base_tip` (ahead), and on `base_tip` not on `branch_tip` (behind).
+pub fn ahead_behind(repo: &Repo, branch_tip: ObjectId, base_tip: ObjectId) -> Result<(usize, usize)> {
+    if branch_tip == base_tip {
+        return Ok((0, 0));
+    }
+    let count = |tip: ObjectId, hidden: ObjectId| -> Result<usize> {
+        let walk =
+            repo.repo.rev_walk([tip]).with_hidden([hidden]).all().map_err(|e| gix_err("cannot walk history", e))?;
+        let mut n = 0;
+        for info in walk {
+            info.map_err(|e| gix_err("cannot walk history", e))?;
+            n += 1;
+        }
+        Ok(n)
+    };
+    Ok((count(branch_tip, base_tip)?, count(base_tip, branch_tip)?))
+}
+
+// ---------------------------------------------------------------------------------------------
+// remove, prune
+
+/// Remove the linked worktree at `path` the way `git worktree remove` does: its folder and its
+/// admin dir `$GIT_COMMON_DIR/worktrees/<id>`; the branch is kept. Refuses (exit 1) when the
+/// worktree has modified or untracked files, listing up to 10 of them, unless `force`; refuses a
+/// worktree locked with `git worktree lock` (a lock left by a killed `add` does not count).
+pub fn remove(repo: &Repo, path: &Path, force: bool) -> Result<()> {
+    let target = normalize(path);
+    let shown = target.display().to_string();
+    let regs = registrations(repo)?;
+    let Some(reg) = regs.iter().find(|r| r.base.as_deref() == Some(target.as_path())) else {
+        return Err(Error::usage(format!("{shown} is not a registered worktree of this repository"))
+            .hint("`git worktree list` shows the registered worktrees"));
+    };
+    if reg.user_locked() {
+        let why = reg.locked.as_deref().filter(|r| !r.is_empty()).map(|r| format!(" ({r})")).unwrap_or_default();
+        return Err(Error::refused(format!("the worktree {shown} is locked{why}"))
+            .hint(format!("unlock it first with `git worktree unlock {shown}`")));
+    }
+    let present = target.join(".git").exists();
+    if present && !force && !reg.initializing() {
+        let d = dirt(&target, 10)?;
+        if !d.is_clean() {
+            return Err(Error::refused(format!(
+                "the worktree {shown} has uncommitted work that removing it would lose — {}",
+                d.describe()
+            ))
+            .hint("commit or stash it in that worktree, or rerun with --force to discard it"));
+        }
+    }
+    let force_kind = if reg.initializing() {
+        gix::worktree::remove::Force::OverrideLock
+    } else {
+        gix::worktree::remove::Force::DiscardChanges
+    };
+    let proxy = repo
+        .repo
+        .worktrees()
+        .map_err(|e| gix_err("cannot list worktrees", e))?
+        .into_iter()
+        .find(|p| normalize(p.git_dir()) == reg.admin);
+    match proxy {
+        Some(proxy) => {
+            if let Err(e) = proxy.remove(force_kind, gix::progress::Discard) {
+                if e.is_corrupted() {
+                    return Err(Error::usage(format!("cannot remove the worktree {shown}: {e:#}"))
+                        .hint(format!("`git worktree repair {shown}` fixes the links between the folder and git")));
+                }
+                return Err(gix_err(format_args!("cannot remove the worktree {shown}"), e));
+            }
+        }
+        None => {
+            // No readable `gitdir` file: only the admin dir is left to remove.
+            remove_admin(reg)?;
+        }
+    }
+    Ok(())
+}
+
+/// Forget worktrees whose folder is gone (what `git worktree prune` does): remove their admin
+/// dirs, except locked ones. Returns the admin ids removed.
+pub fn prune_missing(repo: &Repo) -> Result<Vec<String>> {
+    let mut removed = Vec::new();
+    for r in registrations(repo)? {
+        if r.locked.is_some() {
+            continue;
+        }
+        let missing = match &r.base {
+            Some(b) => std::fs::symlink_metadata(b.join(".git")).is_err(),
+            None => true,
+        };
+        if missing {
+            remove_admin(&r)?;
+            removed.push(r.id);
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worktree_escape_ignore_patterns() {
+        assert_eq!(escape_ignore(".boulder/worktrees"), ".boulder/worktrees");
+        assert_eq!(escape_ignore("a*b"), "a\\*b");
+        assert_eq!(escape_ignore("#x"), "\\#x");
+        assert_eq!(escape_ignore("x "), "x\\ ");
+    }
+
+    #[test]
+    fn worktree_dirt_describe() {
+        let d = Dirt { modified: vec!["a".into()], untracked: vec!["b/".into()], more: false };
+        assert_eq!(d.describe(), "modified: a; untracked: b/");
+        assert!(!d.is_clean());
+        assert!(Dirt::default().is_clean());
+    }
+}

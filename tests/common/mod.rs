@@ -1,0 +1,179 @@
+//! Test harness: real repositories made with the git CLI in temp dirs under a cleared, fixed
+//! environment, and the real `git-boulder` binary run against them.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// What a command printed and how it exited.
+#[derive(Debug)]
+pub struct Run {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: i32,
+}
+
+impl Run {
+    fn from(out: Output) -> Run {
+        Run {
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            code: out.status.code().unwrap_or(-1),
+        }
+    }
+    /// Assert exit 0 and return self.
+    #[track_caller]
+    pub fn ok(self) -> Run {
+        assert_eq!(self.code, 0, "expected success\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        self
+    }
+    /// Assert the exit code and return self.
+    #[track_caller]
+    pub fn code(self, code: i32) -> Run {
+        assert_eq!(self.code, code, "expected exit {code}\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        self
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", self.stdout))
+    }
+}
+
+/// A temporary git repository with a fixed environment.
+pub struct TestRepo {
+    pub tmp: tempfile::TempDir,
+    /// The main worktree.
+    pub dir: PathBuf,
+    pub home: PathBuf,
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_git-boulder")
+}
+
+/// Environment every command in tests gets: no user or system config, fixed identity and dates.
+pub fn fixed_env(cmd: &mut Command, home: &Path) {
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("TZ", "UTC")
+        .env("LANG", "C")
+        .env("GIT_AUTHOR_NAME", "Test Author")
+        .env("GIT_AUTHOR_EMAIL", "author@example.com")
+        .env("GIT_COMMITTER_NAME", "Test Committer")
+        .env("GIT_COMMITTER_EMAIL", "committer@example.com")
+        .stdin(Stdio::null());
+}
+
+impl TestRepo {
+    /// An empty repository on branch `main`, no commits.
+    pub fn empty() -> TestRepo {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(tmp.path()).expect("canonical tmp");
+        let dir = root.join("repo");
+        let home = root.join("home");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        let repo = TestRepo { tmp, dir, home };
+        repo.git(&["init", "-q", "-b", "main"]).ok();
+        repo
+    }
+
+    /// A repository with one commit holding `files` (path, content).
+    pub fn with_files(files: &[(&str, &str)]) -> TestRepo {
+        let repo = TestRepo::empty();
+        for (p, c) in files {
+            repo.write(p, c);
+        }
+        repo.commit_all("initial");
+        repo
+    }
+
+    /// Write a file in the main worktree (creating directories).
+    pub fn write(&self, path: &str, content: &str) {
+        let p = self.dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+
+    pub fn read(&self, path: &str) -> String {
+        std::fs::read_to_string(self.dir.join(path)).unwrap()
+    }
+
+    pub fn commit_all(&self, msg: &str) {
+        self.git(&["add", "-A"]).ok();
+        self.git(&["commit", "-q", "-m", msg]).ok();
+    }
+
+    /// Run git in the main worktree.
+    pub fn git(&self, args: &[&str]) -> Run {
+        self.git_in(&self.dir, args)
+    }
+
+    pub fn git_in(&self, dir: &Path, args: &[&str]) -> Run {
+        let mut cmd = Command::new("git");
+        fixed_env(&mut cmd, &self.home);
+        Run::from(cmd.args(args).current_dir(dir).output().expect("run git"))
+    }
+
+    /// Trimmed stdout of a git command that must succeed.
+    pub fn git_out(&self, args: &[&str]) -> String {
+        self.git(args).ok().stdout.trim().to_string()
+    }
+
+    /// Run git-boulder in the main worktree.
+    pub fn boulder(&self, args: &[&str]) -> Run {
+        self.boulder_in(&self.dir, args)
+    }
+
+    pub fn boulder_in(&self, dir: &Path, args: &[&str]) -> Run {
+        self.boulder_env(dir, args, &[])
+    }
+
+    pub fn boulder_env(&self, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut cmd = Command::new(bin());
+        fixed_env(&mut cmd, &self.home);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Run::from(cmd.args(args).current_dir(dir).output().expect("run git-boulder"))
+    }
+
+    /// `git fsck --strict` must be clean.
+    #[track_caller]
+    pub fn assert_fsck(&self) {
+        let r = self.git(&["fsck", "--strict", "--no-progress"]);
+        assert_eq!(r.code, 0, "fsck failed:\n{}{}", r.stdout, r.stderr);
+        assert!(!r.stderr.contains("error"), "fsck reported:\n{}", r.stderr);
+    }
+
+    /// The refs under a prefix, as `git for-each-ref` sees them.
+    pub fn refs(&self, prefix: &str) -> Vec<String> {
+        self.git_out(&["for-each-ref", "--format=%(refname)", prefix]).lines().map(str::to_string).collect()
+    }
+}
+
+/// A standard sample: a Ralph PRD with six stories, a plan of three streams, some source files.
+pub const SAMPLE_PRD: &str = "# PRD: Sample\n\n## Stories\n\n\
+### [ ] US-001: Login form\nBuild `src/auth/login.rs`.\n\n#### Acceptance Criteria\n- [ ] renders\n\n\
+### [x] US-002: Logout\nIn `src/auth/logout.rs`.\n\n\
+### [ ] US-003: List endpoint\nIn `src/api/list.rs`.\n\n\
+### [ ] US-004: Create endpoint\nIn `src/api/create.rs`.\n\n\
+### [ ] US-005: User guide\nWrite `docs/guide.md`.\n\n\
+### [ ] US-006: Unassigned polish\nAnywhere.\n";
+
+pub const SAMPLE_PLAN: &str = "version: 1\nprd: .agents/tasks/prd.md\nstreams:\n  auth:\n    stories: [US-001, US-002]\n    paths: [src/auth/**]\n  api:\n    stories: [US-003, US-004]\n    paths: [src/api/**]\n    depends_on: [auth]\n  docs:\n    stories: [US-005]\n    paths: [docs/**]\nsettings:\n  base_branch: main\n  shared_read: [src/types/**]\n";
+
+/// A repository holding the sample PRD, plan and a few files, committed.
+pub fn sample() -> TestRepo {
+    TestRepo::with_files(&[
+        (".agents/tasks/prd.md", SAMPLE_PRD),
+        (".boulder/streams.yaml", SAMPLE_PLAN),
+        ("src/auth/mod.rs", "// auth\n"),
+        ("src/api/mod.rs", "// api\n"),
+        ("src/types/user.rs", "// shared types\n"),
+        ("docs/index.md", "# docs\n"),
+        ("README.md", "# sample\n"),
+    ])
+}

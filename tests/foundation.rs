@@ -1,0 +1,291 @@
+//! The foundation commands, driven as a user would: validate, status, prd show/next/done, log,
+//! suggest, discovery from subdirectories and worktrees, and hostile input.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn validate_accepts_the_sample_plan() {
+    let repo = sample();
+    let r = repo.boulder(&["stream", "validate"]).ok();
+    assert!(r.stdout.contains("plan ok: 3 streams, 5 stories assigned"), "{}", r.stdout);
+}
+
+#[test]
+fn validate_reports_each_problem_and_exits_2() {
+    let repo = sample();
+    repo.write(
+        ".boulder/streams.yaml",
+        "version: 1\nprd: .agents/tasks/prd.md\nstreams:\n  auth:\n    stories: [US-001, US-999]\n    paths: [src/**]\n    depends_on: [api]\n  api:\n    stories: [US-001]\n    paths: ['src/auth/**', 'src/[x']\n    depends_on: [auth, ghost]\nsettings:\n  path_overlap: error\n",
+    );
+    let r = repo.boulder(&["stream", "validate"]).code(2);
+    let out = format!("{}{}", r.stdout, r.stderr);
+    for needle in ["US-999", "US-001", "src/[x", "ghost", "cycle", "src/auth/mod.rs"] {
+        assert!(out.contains(needle), "missing {needle:?} in:\n{out}");
+    }
+    let j = repo.boulder(&["stream", "validate", "--json"]).code(2).json();
+    assert_eq!(j["ok"], false);
+    let codes: Vec<&str> = j["findings"].as_array().unwrap().iter().map(|f| f["code"].as_str().unwrap()).collect();
+    for code in ["unknown_story", "duplicate_story", "glob", "depends_on", "cycle", "overlap"] {
+        assert!(codes.contains(&code), "no {code} in {codes:?}");
+    }
+}
+
+#[test]
+fn overlap_follows_the_path_overlap_setting() {
+    let repo = sample();
+    let plan = |level: &str| {
+        format!("version: 1\nstreams:\n  a:\n    stories: [US-001]\n    paths: [src/**]\n  b:\n    stories: [US-003]\n    paths: [src/api/**]\nsettings:\n  path_overlap: {level}\n")
+    };
+    repo.write(".boulder/streams.yaml", &plan("error"));
+    repo.boulder(&["stream", "validate"]).code(2);
+    repo.write(".boulder/streams.yaml", &plan("warn"));
+    let r = repo.boulder(&["stream", "validate"]).ok();
+    assert!(r.stdout.contains("warning") && r.stdout.contains("src/api/mod.rs"), "{}", r.stdout);
+    repo.write(".boulder/streams.yaml", &plan("ignore"));
+    let r = repo.boulder(&["stream", "validate"]).ok();
+    assert!(!r.stdout.contains("src/api/mod.rs"), "{}", r.stdout);
+}
+
+#[test]
+fn unknown_key_names_line_and_closest_key() {
+    let repo = sample();
+    repo.write(".boulder/streams.yaml", "version: 1\nstreams:\n  auth:\n    stories: [US-001]\n    pahts: [src/**]\n");
+    let r = repo.boulder(&["stream", "validate"]).code(2);
+    assert!(r.stderr.contains("pahts") && r.stderr.contains("line 5") && r.stderr.contains("paths"), "{}", r.stderr);
+}
+
+#[test]
+fn syntax_error_names_line_and_column() {
+    let repo = sample();
+    repo.write(".boulder/streams.yaml", "version: 1\nstreams:\n  auth: [\n");
+    let r = repo.boulder(&["status"]).code(2);
+    assert!(r.stderr.contains("line") && r.stderr.contains("column"), "{}", r.stderr);
+}
+
+#[test]
+fn status_lists_streams_as_defined() {
+    let repo = sample();
+    let r = repo.boulder(&["status"]).ok();
+    assert!(r.stdout.starts_with("STREAM"), "{}", r.stdout);
+    assert!(!r.stdout.contains('\x1b'), "colour on a pipe");
+    let j = repo.boulder(&["status", "--json"]).ok().json();
+    let streams = j["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 3);
+    assert_eq!(streams[0]["name"], "auth");
+    assert_eq!(streams[0]["status"], "DEFINED");
+    assert_eq!(streams[0]["branch"], "boulder/auth");
+    assert_eq!(streams[0]["progress"]["done"], 1);
+    assert_eq!(streams[0]["progress"]["total"], 2);
+    assert_eq!(streams[0]["iteration"], 0);
+    assert!(streams[0]["last_activity"].is_null());
+    // `stream list` and `stream status` are the same table.
+    assert_eq!(repo.boulder(&["stream", "list", "--json"]).ok().json(), j);
+    assert_eq!(repo.boulder(&["stream", "status", "--json"]).ok().json(), j);
+}
+
+#[test]
+fn prd_show_next_done() {
+    let repo = sample();
+    let all = repo.boulder(&["prd", "show", "--json"]).ok().json();
+    assert_eq!(all["total"], 6);
+    assert_eq!(all["done"], 1);
+    let auth = repo.boulder(&["prd", "show", "--stream", "auth", "--json"]).ok().json();
+    let ids: Vec<&str> = auth["stories"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["US-001", "US-002"]);
+
+    let next = repo.boulder(&["prd", "next", "--stream", "api", "--json"]).ok().json();
+    assert_eq!(next["id"], "US-003");
+    assert_eq!(next["total"], 2);
+    assert_eq!(next["remaining"], 2);
+    assert!(next["text"].as_str().unwrap().contains("src/api/list.rs"));
+
+    let before = repo.read(".agents/tasks/prd.md");
+    repo.boulder(&["prd", "done", "US-003"]).ok();
+    assert_eq!(repo.read(".agents/tasks/prd.md"), before, "prd done must not touch the file");
+    let next = repo.boulder(&["prd", "next", "--stream", "api", "--json"]).ok().json();
+    assert_eq!(next["id"], "US-004");
+    assert_eq!(next["remaining"], 1);
+    // Recorded in git, readable with plain git.
+    let state = repo.git_out(&["cat-file", "-p", "refs/boulder/prd:state.json"]);
+    assert!(state.contains("US-003"), "{state}");
+    repo.assert_fsck();
+
+    // Unknown ids are refused and nothing is written.
+    let tip = repo.git_out(&["rev-parse", "refs/boulder/prd"]);
+    let r = repo.boulder(&["prd", "done", "US-404"]).code(2);
+    assert!(r.stderr.contains("US-404"), "{}", r.stderr);
+    assert_eq!(repo.git_out(&["rev-parse", "refs/boulder/prd"]), tip);
+}
+
+#[test]
+fn prd_next_when_all_done() {
+    let repo = sample();
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    let next = repo.boulder(&["prd", "next", "--stream", "auth", "--json"]).ok().json();
+    assert!(next["id"].is_null());
+    assert_eq!(next["remaining"], 0);
+    let r = repo.boulder(&["prd", "next", "--stream", "auth"]).ok();
+    assert!(r.stdout.contains("all 2 stories are done"), "{}", r.stdout);
+}
+
+#[test]
+fn log_prints_history() {
+    let repo = sample();
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    repo.boulder(&["prd", "done", "US-003"]).ok();
+    let r = repo.boulder(&["log", "prd"]).ok();
+    assert_eq!(r.stdout.lines().count(), 2, "{}", r.stdout);
+    let j = repo.boulder(&["log", "prd", "--json"]).ok().json();
+    assert_eq!(j[0]["op"]["kind"], "done");
+    assert_eq!(j[0]["op"]["data"]["ids"][0], "US-003");
+    let r = repo.boulder(&["log", "nosuch"]).code(2);
+    assert!(r.stderr.contains("nosuch"), "{}", r.stderr);
+}
+
+#[test]
+fn state_writes_need_no_git_identity() {
+    let repo = sample();
+    let r = repo.boulder_env(
+        &repo.dir,
+        &["prd", "done", "US-001"],
+        &[("GIT_AUTHOR_NAME", ""), ("GIT_AUTHOR_EMAIL", ""), ("GIT_COMMITTER_NAME", ""), ("GIT_COMMITTER_EMAIL", "")],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(repo.git_out(&["log", "-1", "--format=%an", "refs/boulder/prd"]), "git-boulder");
+}
+
+#[test]
+fn suggest_groups_by_id_prefix_and_paths() {
+    let repo = TestRepo::with_files(&[(
+        ".agents/tasks/prd.md",
+        "# PRD\n\n### [ ] US-AUTH-01: Login\nx\n\n### [ ] US-AUTH-02: Logout\ny\n\n### [ ] US-010: Billing page\nEdit `src/billing/page.ts`.\n\n### [ ] US-011: Invoices\nIn src/billing/invoice.ts.\n",
+    )]);
+    let r = repo.boulder(&["stream", "suggest"]).ok();
+    assert!(r.stdout.contains("auth:") && r.stdout.contains("US-AUTH-01, US-AUTH-02"), "{}", r.stdout);
+    assert!(r.stdout.contains("billing:") && r.stdout.contains("src/billing/**"), "{}", r.stdout);
+    assert!(!repo.dir.join(".boulder/streams.yaml").exists(), "suggest without --write wrote");
+    repo.boulder(&["stream", "suggest", "--write"]).ok();
+    assert!(repo.read(".boulder/streams.yaml").contains("billing:"));
+    repo.boulder(&["stream", "validate"]).ok();
+    // A second --write refuses to overwrite.
+    repo.boulder(&["stream", "suggest", "--write"]).code(2);
+}
+
+#[test]
+fn discovery_from_subdirectory_git_dir_and_dash_c() {
+    let repo = sample();
+    let sub = repo.dir.join("src/auth");
+    let j = repo.boulder_in(&sub, &["status", "--json"]).ok().json();
+    assert_eq!(j["streams"].as_array().unwrap().len(), 3);
+    // GIT_DIR + GIT_WORK_TREE from elsewhere.
+    let git_dir = repo.dir.join(".git");
+    let r = repo.boulder_env(
+        &repo.home,
+        &["status", "--json"],
+        &[("GIT_DIR", git_dir.to_str().unwrap()), ("GIT_WORK_TREE", repo.dir.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // `git -C dir boulder …` through git itself, with the binary on PATH.
+    let bin_dir = std::path::Path::new(bin()).parent().unwrap();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap());
+    let mut cmd = std::process::Command::new("git");
+    fixed_env(&mut cmd, &repo.home);
+    let out = cmd
+        .env("PATH", path)
+        .args(["-C", repo.dir.to_str().unwrap(), "boulder", "status", "--json"])
+        .current_dir(&repo.home)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn discovery_from_a_linked_worktree_uses_the_main_plan() {
+    let repo = sample();
+    let wt = repo.tmp.path().join("wt");
+    repo.git(&["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]).ok();
+    // Edit the plan in the main worktree only: it takes effect at once in the linked one.
+    let plan = repo.read(".boulder/streams.yaml").replace("  docs:\n    stories: [US-005]\n    paths: [docs/**]\n", "");
+    repo.write(".boulder/streams.yaml", &plan);
+    let j = repo.boulder_in(&wt, &["status", "--json"]).ok().json();
+    assert_eq!(j["streams"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn hostile_input_exits_2_without_panic() {
+    let repo = sample();
+    for bad in ["../x", "a..b", "HEAD", "x.lock", "-rf"] {
+        let r = repo.boulder(&["prd", "show", "--stream", bad]);
+        assert_eq!(r.code, 2, "{bad}: {}", r.stderr);
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+        let r = repo.boulder(&["log", bad]);
+        assert_eq!(r.code, 2, "{bad}: {}", r.stderr);
+    }
+    // A stream named badly in the plan.
+    repo.write(".boulder/streams.yaml", "version: 1\nstreams:\n  ../x:\n    stories: []\n");
+    let r = repo.boulder(&["stream", "validate"]).code(2);
+    assert!(r.stdout.contains("../x") || r.stderr.contains("../x"), "{}{}", r.stdout, r.stderr);
+    // Not UTF-8.
+    std::fs::write(repo.dir.join(".boulder/streams.yaml"), b"version: 1\nstreams: \xff\xfe\n").unwrap();
+    let r = repo.boulder(&["status"]).code(2);
+    assert!(r.stderr.contains("UTF-8"), "{}", r.stderr);
+    // Broken YAML of every sort.
+    for text in ["{{{{", "version: [", "streams: 5", "- a\n- b", "version: 2", "\t\tx: y"] {
+        repo.write(".boulder/streams.yaml", text);
+        let r = repo.boulder(&["stream", "validate"]);
+        assert_eq!(r.code, 2, "{text:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    }
+    assert!(repo.refs("refs/boulder/").is_empty(), "hostile input wrote state");
+}
+
+#[test]
+fn missing_prd_and_missing_plan_exit_2() {
+    let repo = TestRepo::with_files(&[("README.md", "x\n")]);
+    let r = repo.boulder(&["status"]).code(2);
+    assert!(r.stderr.contains("streams.yaml") && r.stderr.contains("suggest"), "{}", r.stderr);
+    let r = repo.boulder(&["prd", "show"]).code(2);
+    assert!(r.stderr.contains("prd.md"), "{}", r.stderr);
+    let r = repo.boulder(&["stream", "suggest"]).code(2);
+    assert!(r.stderr.contains("PRD"), "{}", r.stderr);
+}
+
+#[test]
+fn empty_repository_and_no_repository() {
+    let repo = TestRepo::empty();
+    repo.write(".boulder/streams.yaml", SAMPLE_PLAN);
+    repo.write(".agents/tasks/prd.md", SAMPLE_PRD);
+    // No commits: reading works, and nothing panics.
+    let r = repo.boulder(&["stream", "validate"]);
+    assert!(r.code == 0 || r.code == 2, "{}", r.stderr);
+    repo.boulder(&["status", "--json"]).ok();
+    let outside = tempfile::tempdir().unwrap();
+    let r = repo.boulder_in(outside.path(), &["status"]).code(2);
+    assert!(r.stderr.contains("not a git repository"), "{}", r.stderr);
+}
+
+#[test]
+fn usage_errors_exit_2_and_help_exits_0() {
+    let repo = sample();
+    repo.boulder(&["no-such-command"]).code(2);
+    repo.boulder(&["prd", "done"]).code(2);
+    let r = repo.boulder(&["--help"]).ok();
+    assert!(r.stdout.contains("stream"), "{}", r.stdout);
+}
+
+#[test]
+fn demo_runs_end_to_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let dir = tmp.path().join("demo");
+    let mut cmd = std::process::Command::new(bin());
+    fixed_env(&mut cmd, &home);
+    let out = cmd.args(["demo", dir.to_str().unwrap()]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("plan ok") && stdout.contains("STREAM"), "{stdout}");
+    assert!(dir.join("notes/.boulder/streams.yaml").exists());
+}
