@@ -50,8 +50,11 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
         for stream in &plan.streams {
             let Ok(path) = ws.worktree_path(plan, &stream.name) else { continue };
             let git_has = known.iter().find(|w| w.path == path);
+            // An invalid ref is reported above; read it here as "nothing recorded".
             let recorded = store
-                .read::<StreamState>(&state::stream_ref(&stream.name))?
+                .read::<StreamState>(&state::stream_ref(&stream.name))
+                .ok()
+                .flatten()
                 .map(|e| e.state.status)
                 .unwrap_or_default();
             let live = matches!(recorded.as_str(), "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED");

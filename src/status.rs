@@ -30,6 +30,12 @@ pub struct StreamRow {
     pub last_activity: Option<String>,
     /// The worktree path, computed locally, when the folder exists.
     pub worktree: Option<String>,
+    /// Commits on the stream branch that the base branch lacks (`None` without both branches).
+    pub ahead: Option<usize>,
+    /// Commits on the base branch that the stream branch lacks.
+    pub behind: Option<usize>,
+    /// Uncommitted changes in the worktree (`None` without a worktree).
+    pub dirty: Option<bool>,
 }
 
 /// Compute the rows for every stream of `plan`. `prd` is the main PRD when it could be read.
@@ -37,9 +43,19 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
     let store = Store::new(&ws.repo)?;
     let done = ws.recorded_done()?;
     let mut rows = Vec::with_capacity(plan.streams.len());
+    let base_tip = ws.repo.branch_tip(&plan.settings.base_branch)?;
     for stream in &plan.streams {
-        let st = store.read::<StreamState>(&state::stream_ref(&stream.name))?;
-        let boulder = store.read::<BoulderState>(&state::boulder_ref(&stream.name))?;
+        // Invalid state (e.g. garbage pushed by others) shows as INVALID, not as a failed dashboard.
+        let mut invalid = false;
+        let st = store.read::<StreamState>(&state::stream_ref(&stream.name)).unwrap_or_else(|e| {
+            eprintln!("warning: {}", e.message);
+            invalid = true;
+            None
+        });
+        let boulder = store.read::<BoulderState>(&state::boulder_ref(&stream.name)).unwrap_or_else(|e| {
+            eprintln!("warning: {}", e.message);
+            None
+        });
         let progress = match prd {
             Some(prd) => {
                 let stories = ws.stream_stories(plan, stream, prd, &done)?;
@@ -51,15 +67,43 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
             },
         };
         let wt = ws.worktree_path(plan, &stream.name).ok().filter(|p| p.exists());
+        let mut status = st.map(|e| e.state.status).filter(|s| !s.is_empty()).unwrap_or_else(|| "DEFINED".into());
+        if invalid {
+            status = "INVALID".into();
+        } else if wt.is_none()
+            && matches!(status.as_str(), "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED")
+        {
+            status = "STALE".into();
+        }
+        let (ahead, behind) = match (ws.repo.branch_tip(&stream.branch)?, base_tip) {
+            (Some(tip), Some(base)) => {
+                let (a, b) = crate::worktree::ahead_behind(&ws.repo, tip, base)?;
+                (Some(a), Some(b))
+            }
+            _ => (None, None),
+        };
         rows.push(StreamRow {
             name: stream.name.clone(),
-            status: st.map(|e| e.state.status).filter(|s| !s.is_empty()).unwrap_or_else(|| "DEFINED".into()),
+            status,
             branch: stream.branch.clone(),
             progress,
             iteration: boulder.as_ref().map(|b| b.state.iteration).unwrap_or(0),
             last_activity: boulder.and_then(|b| b.state.last_activity),
             worktree: wt.map(|p| p.display().to_string()),
+            ahead,
+            behind,
+            dirty: None,
         });
+    }
+    // Dirty checks run in parallel: one scan per worktree, not fifty in a row.
+    let paths: Vec<(usize, std::path::PathBuf)> = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.worktree.as_ref().map(|w| (i, std::path::PathBuf::from(w))))
+        .collect();
+    let results = crate::worktree::dirty_many(&paths.iter().map(|(_, p)| p.clone()).collect::<Vec<_>>());
+    for ((i, _), dirty) in paths.into_iter().zip(results) {
+        rows[i].dirty = dirty.ok();
     }
     Ok(rows)
 }

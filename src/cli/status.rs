@@ -8,7 +8,8 @@ use crate::workspace::{load_prd, Workspace};
 
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
-    /// Print {"streams":[{name, status, branch, progress:{done,total}, iteration, last_activity, worktree}]}.
+    /// Print {"streams":[{name, status, branch, progress:{done,total}, iteration, last_activity,
+    /// worktree, ahead, behind, dirty}]}.
     #[arg(long)]
     pub json: bool,
 }
@@ -39,6 +40,15 @@ pub fn run(ws: &Workspace, args: StatusArgs) -> Result<()> {
                 r.status.clone(),
                 format!("{}/{}", r.progress.done, r.progress.total),
                 r.branch.clone(),
+                match (r.ahead, r.behind) {
+                    (Some(a), Some(b)) => format!("+{a}/-{b}"),
+                    _ => "-".into(),
+                },
+                match r.dirty {
+                    Some(true) => "dirty".into(),
+                    Some(false) => "clean".into(),
+                    None => "-".into(),
+                },
                 ago(r.last_activity.as_deref()),
                 r.iteration.to_string(),
             ]
@@ -46,8 +56,12 @@ pub fn run(ws: &Workspace, args: StatusArgs) -> Result<()> {
         .collect();
     super::output::table(
         &mut out,
-        &["STREAM", "STATUS", "PROGRESS", "BRANCH", "LAST ACTIVITY", "ITERATION"],
+        &["STREAM", "STATUS", "PROGRESS", "BRANCH", "AHEAD/BEHIND", "WORKTREE", "LAST ACTIVITY", "ITERATION"],
         &table,
-        |col, cell| if col == 1 { super::output::status_colour(cell) } else { None },
+        |col, cell| match col {
+            1 => super::output::status_colour(cell),
+            5 if cell == "dirty" => Some("33"),
+            _ => None,
+        },
     )
 }
