@@ -81,6 +81,8 @@ impl Repo {
     /// The object id a full ref name points at (peeled to its target), if the ref exists.
     pub fn ref_id(&self, name: &str) -> Result<Option<gix::ObjectId>> {
         match self.repo.try_find_reference(name) {
+            // A symbolic ref to a branch with no commits yet (HEAD of an empty repository) is absent.
+            Ok(Some(mut r)) if r.target().try_id().is_none() => Ok(r.peel_to_id().ok().map(|id| id.detach())),
             Ok(Some(mut r)) => Ok(Some(r.peel_to_id().internal(format_args!("cannot resolve {name}"))?.detach())),
             Ok(None) => Ok(None),
             Err(e) => Err(Error::internal(format!("cannot read ref {name}: {e}"))),

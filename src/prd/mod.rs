@@ -3,6 +3,11 @@
 //!
 //! Parsing is pure (text in, [`Prd`] or [`PrdError`] out) so property tests can hammer it.
 
+mod json;
+mod markdown;
+#[cfg(test)]
+mod tests;
+
 use serde::{Deserialize, Serialize};
 
 /// A story's status in all output.
@@ -67,6 +72,21 @@ pub struct Story {
     pub depends_on: Vec<String>,
     /// JSON `priority`, when present.
     pub priority: Option<i64>,
+    /// Where the status marks are, for [`set_status`].
+    #[serde(skip)]
+    pub marks: Marks,
+}
+
+/// Byte offsets of a story's status marks in the text it was parsed from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Marks {
+    /// Offsets of the character inside each `[ ]` box that decides the status (heading box or
+    /// checklist items).
+    pub boxes: Vec<usize>,
+    /// A heading without a box: where `[x] ` would be inserted.
+    pub insert_at: Option<usize>,
+    /// JSON: the byte range of the `passes`/`status` value.
+    pub value: Option<(usize, usize)>,
 }
 
 /// A parsed PRD.
@@ -76,6 +96,8 @@ pub struct Prd {
     /// The document's title (first `# ` heading or JSON `project`/`title`/`branchName`), if any.
     pub title: Option<String>,
     pub stories: Vec<Story>,
+    /// Things worth telling the user that did not stop parsing (e.g. a repeated story id).
+    pub warnings: Vec<String>,
 }
 
 /// Why a PRD could not be parsed or rewritten; messages name the line (and column) involved.
@@ -98,14 +120,22 @@ impl Prd {
 /// Parse a PRD. `name` is the file name (used only to prefer JSON for `*.json`); content that
 /// starts with `{` is parsed as JSON whatever its name.
 pub fn parse(name: &str, text: &str) -> Result<Prd, PrdError> {
-    let _ = (name, text);
-    Err(PrdError::Invalid("PRD parser not built yet".into()))
+    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if body.trim_start().starts_with('{') || (name.ends_with(".json") && !body.trim().is_empty()) {
+        json::parse(text)
+    } else {
+        Ok(markdown::parse(text))
+    }
 }
 
 /// Return `text` with story `id`'s status changed to `status`, touching only its status marks
 /// (markdown: the heading box and, for wave stories, the `- [ ]` items; JSON: only that story's
-/// `passes`/`status` value). Every other byte is kept.
+/// `passes`/`status` value). Every other byte is kept. A Ralph heading without a box gets one
+/// (`[x] ` inserted after the `###`) — the only insertion this makes.
 pub fn set_status(text: &str, prd: &Prd, id: &str, status: Status) -> Result<String, PrdError> {
-    let _ = (text, prd, id, status);
-    Err(PrdError::Invalid("PRD rewrite not built yet".into()))
+    let story = prd.story(id).ok_or_else(|| PrdError::NoSuchStory(id.to_string()))?;
+    match prd.format {
+        Format::Markdown => markdown::set_status(text, story, status),
+        Format::UserStoriesJson | Format::StoriesJson => json::set_status(text, prd.format, story, status),
+    }
 }
