@@ -352,12 +352,15 @@ impl<'r> Store<'r> {
         }
         ops.sort_by(|(a, ia), (b, ib)| (a.lamport, &a.at, &a.actor, ia).cmp(&(b.lamport, &b.at, &b.actor, ib)));
         let mut state = base_state;
+        // The clock after a merge is the highest of all ops merged: the same whatever the order
+        // or grouping of merges, and below whatever is appended next.
+        let mut lamport = state.lamport();
         for (op, id) in &ops {
             state.apply(op).map_err(|e| Error::usage(format!("op {id}: {e}")))?;
+            lamport = lamport.max(op.lamport);
         }
         let ours_e = self.entry::<S>(ours).map_err(Error::usage)?;
         let theirs_e = self.entry::<S>(theirs).map_err(Error::usage)?;
-        let lamport = ours_e.state.lamport().max(theirs_e.state.lamport()) + 1;
         state.set_lamport(lamport);
         let mut parents = [ours, theirs];
         parents.sort();
