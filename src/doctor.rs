@@ -109,7 +109,11 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
     }
 
     // Hooks.
-    // (filled in when the hooks module lands)
+    for h in crate::hooks::status(&ws.repo)? {
+        if let Some((message, fix)) = h.problem() {
+            problems.push(Problem { area: "hooks", message, fix });
+        }
+    }
 
     // Held locks.
     for (name, holder) in crate::lock::holders(&ws.repo) {

@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod error;
 pub mod fsutil;
 pub mod git;
+pub mod hooks;
 pub mod lifecycle;
 pub mod lock;
 pub mod names;

@@ -3,6 +3,7 @@
 
 pub mod demo;
 pub mod doctor;
+pub mod hooks;
 pub mod log;
 pub mod output;
 pub mod prd;
@@ -48,6 +49,12 @@ pub enum Command {
     Prd(prd::PrdCommand),
     /// Show the op history of a stream or boulder.
     Log(log::LogArgs),
+    /// Install, remove or inspect git-boulder's git hooks.
+    #[command(subcommand)]
+    Hooks(hooks::HooksCommand),
+    /// Run one hook (called by the installed hook shims).
+    #[command(hide = true)]
+    Hook(hooks::HookArgs),
     /// Find what is out of step (worktrees, state refs, hooks, locks) and say how to fix each.
     ///
     /// Exits 1 when something needs fixing.
@@ -65,6 +72,14 @@ pub fn run(cli: Cli) -> Result<()> {
     }
     match cli.command {
         Command::Demo(args) => demo::run(args, quiet),
+        Command::Hooks(cmd) => hooks::run(cmd),
+        Command::Hook(args) => {
+            let code = hooks::hook(args)?;
+            if code != 0 {
+                std::process::exit(code);
+            }
+            Ok(())
+        }
         command => {
             let ws = Workspace::open(cli.config)?;
             match command {
@@ -73,7 +88,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 Command::Prd(cmd) => prd::run(&ws, cmd),
                 Command::Log(args) => log::run(&ws, args),
                 Command::Doctor(args) => doctor::run(&ws, args),
-                Command::Demo(_) => unreachable!("handled above"),
+                Command::Demo(_) | Command::Hooks(_) | Command::Hook(_) => unreachable!("handled above"),
             }
         }
     }

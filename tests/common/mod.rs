@@ -52,8 +52,12 @@ pub fn bin() -> &'static str {
 
 /// Environment every command in tests gets: no user or system config, fixed identity and dates.
 pub fn fixed_env(cmd: &mut Command, home: &Path) {
+    // The binary's folder comes first on PATH, so git finds `git-boulder` for hooks and `git boulder`.
+    let bin_dir = Path::new(bin()).parent().expect("binary folder").to_path_buf();
+    let mut paths = vec![bin_dir];
+    paths.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
     cmd.env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("PATH", std::env::join_paths(paths).expect("PATH"))
         .env("HOME", home)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")

@@ -1,0 +1,27 @@
+#!/bin/sh
+# git-boulder @HOOK@ hook shim. Written by `git boulder hooks install`;
+# `git boulder hooks uninstall` puts back what was here before (kept as @HOOK@.boulder-orig).
+# The previous hook runs first, with the same arguments and the same stdin; its failure fails
+# the git command. BOULDER_SKIP_HOOKS=1 skips git-boulder's part for one command.
+orig="$(dirname "$0")/@HOOK@.boulder-orig"
+input=""
+if [ @STDIN@ = 1 ]; then
+  input=$(mktemp "${TMPDIR:-/tmp}/git-boulder-hook.XXXXXX") || exit 1
+  trap 'rm -f "$input"' EXIT
+  cat > "$input"
+fi
+if [ -x "$orig" ]; then
+  if [ -n "$input" ]; then "$orig" "$@" < "$input"; else "$orig" "$@"; fi
+  status=$?
+  [ $status -eq 0 ] || exit $status
+fi
+[ "${BOULDER_SKIP_HOOKS:-}" = 1 ] && exit 0
+if ! command -v git-boulder >/dev/null 2>&1; then
+  echo "git-boulder: not found on PATH; its @HOOK@ hook did nothing" >&2
+  exit 0
+fi
+if [ -n "$input" ]; then
+  git-boulder hook @HOOK@ "$@" < "$input"
+else
+  git-boulder hook @HOOK@ "$@"
+fi

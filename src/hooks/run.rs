@@ -1,0 +1,323 @@
+//! The hook bodies, called by the shims as `git-boulder hook NAME ARGS…`. Post hooks never fail
+//! the git command: an internal error prints one warning line. The hot path returns early (not a
+//! stream branch, a rebase or cherry-pick in progress) before reading anything it does not need.
+
+use std::io::Read;
+
+use gix::bstr::ByteSlice;
+use gix::ObjectId;
+use serde_json::json;
+
+use super::ownership::{check_paths, report, Violation};
+use crate::error::{Error, Result};
+use crate::git::Repo;
+use crate::plan::{Level, Plan};
+use crate::state::{self, BoulderState, Store, NOTES_REF};
+use crate::workspace::Workspace;
+
+/// Run hook `name`; the exit code to give git.
+pub fn run(name: &str, args: &[String]) -> Result<i32> {
+    let outcome = match name {
+        "post-commit" => post_commit().map(|_| 0),
+        "post-rewrite" => post_rewrite(args).map(|_| 0),
+        "pre-push" => pre_push(args),
+        "pre-commit" => pre_commit(),
+        other => {
+            return Err(Error::usage(format!("unknown hook {other:?}"))
+                .hint("hooks are post-commit, post-rewrite, pre-push and pre-commit"))
+        }
+    };
+    match outcome {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            // Never break the user's git command over an internal problem.
+            eprintln!("git-boulder {name} hook: {} (git continues)", e.message);
+            Ok(0)
+        }
+    }
+}
+
+/// Whether git is replaying commits (rebase, cherry-pick or revert sequences, am).
+fn replaying(repo: &Repo) -> bool {
+    let g = &repo.git_dir;
+    ["rebase-merge", "rebase-apply", "sequencer", "CHERRY_PICK_HEAD", "REVERT_HEAD"].iter().any(|p| g.join(p).exists())
+        || std::env::var("GIT_REFLOG_ACTION")
+            .is_ok_and(|a| a.starts_with("rebase") || a.starts_with("cherry-pick") || a.starts_with("am"))
+}
+
+/// The plan in force and the stream whose branch HEAD is on, if any.
+fn stream_of_head(ws: &Workspace) -> Result<Option<(Plan, String)>> {
+    let Some(branch) = ws.repo.head_branch() else { return Ok(None) };
+    let plan = ws.plan()?;
+    let name = plan.stream_for_branch(&branch).map(|s| s.name.clone());
+    Ok(name.map(|n| (plan, n)))
+}
+
+/// The boulder this worktree's commits count for: `$GIT_DIR/boulder-current` when set (by
+/// `git boulder switch`), else the stream's root boulder.
+pub fn current_boulder(repo: &Repo, stream: &str) -> String {
+    std::fs::read_to_string(repo.git_dir.join("boulder-current"))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| crate::names::problem(s).is_none())
+        .unwrap_or_else(|| stream.to_string())
+}
+
+fn ensure_identity(repo: &mut gix::Repository) {
+    if repo.committer().is_none() {
+        let mut config = repo.config_snapshot_mut();
+        let _ = config.set_raw_value(gix::config::tree::User::NAME, "git-boulder");
+        let _ = config.set_raw_value(gix::config::tree::User::EMAIL, "git-boulder@localhost");
+    }
+}
+
+/// Write (or replace) the note of `commit`, retrying when another writer moved the notes ref.
+fn write_note(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<()> {
+    let mut last = String::new();
+    for _ in 0..200 {
+        let mut notes = repo
+            .notes()
+            .map_err(|e| Error::internal(format!("notes: {e}")))?
+            .with_commit_message("Notes added by git-boulder");
+        match notes.replace(NOTES_REF, commit, text.as_bytes()) {
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                last = e.to_string();
+                std::thread::sleep(std::time::Duration::from_micros(fastrand::u64(200..3000)));
+            }
+        }
+    }
+    Err(Error::internal(format!("cannot write the note of {commit}: {last}")))
+}
+
+fn read_note(repo: &gix::Repository, commit: ObjectId) -> Option<Vec<u8>> {
+    let mut notes = repo.notes().ok()?.with_refs([NOTES_REF]).ok()?;
+    let found = notes.get(commit).ok()?;
+    found.into_iter().next().map(|n| n.blob.data.clone())
+}
+
+fn post_commit() -> Result<()> {
+    let repo = Repo::discover()?;
+    if replaying(&repo) {
+        return Ok(());
+    }
+    let ws = Workspace { repo, config_override: None };
+    let Some((_plan, stream)) = stream_of_head(&ws)? else { return Ok(()) };
+    let head = ws.repo.ref_id("HEAD")?.ok_or_else(|| Error::internal("HEAD has no commit"))?;
+    let store = Store::new(&ws.repo)?;
+    let story = std::env::var("BOULDER_STORY").ok().filter(|s| !s.is_empty());
+    let boulder = current_boulder(&ws.repo, &stream);
+    // The commit counts for the current boulder and each of its ancestors.
+    let mut id = Some(boulder.clone());
+    let mut iteration = 0;
+    let mut first = true;
+    let mut seen = std::collections::HashSet::new();
+    while let Some(b) = id.take() {
+        if !seen.insert(b.clone()) {
+            break;
+        }
+        let e = store.append_if::<BoulderState>(&state::boulder_ref(&b), |cur| {
+            Ok(Some(match cur {
+                Some(_) => ("activity".to_string(), json!({"commit": head.to_string(), "story": story})),
+                // A root boulder made on first use.
+                None if b == stream => ("created".to_string(), json!({"stream": stream, "depth": 0})),
+                None => return Ok(None),
+            }))
+        })?;
+        let e = match e {
+            Some(e) if e.op.kind == "created" => store.append::<BoulderState>(
+                &state::boulder_ref(&b),
+                "activity",
+                json!({"commit": head.to_string(), "story": story}),
+            )?,
+            Some(e) => e,
+            None => break,
+        };
+        if first {
+            iteration = e.state.iteration;
+            first = false;
+        }
+        id = e.state.parent.clone();
+    }
+    let note = json!({"stream": stream, "boulder": boulder, "story": story, "iteration": iteration,
+                      "at": crate::time::now_rfc3339()});
+    let mut g = ws.repo.repo.clone();
+    ensure_identity(&mut g);
+    write_note(&g, head, &format!("{note}\n"))
+}
+
+fn post_rewrite(args: &[String]) -> Result<()> {
+    let mut input = String::new();
+    std::io::stdin().read_to_string(&mut input)?;
+    let _kind = args.first();
+    let repo = Repo::discover()?;
+    let mut g = repo.repo.clone();
+    ensure_identity(&mut g);
+    for line in input.lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(old), Some(new)) = (parts.next(), parts.next()) else { continue };
+        let (Ok(old), Ok(new)) = (ObjectId::from_hex(old.as_bytes()), ObjectId::from_hex(new.as_bytes())) else {
+            continue;
+        };
+        if let Some(note) = read_note(&g, old) {
+            if read_note(&g, new).is_none() {
+                write_note(&g, new, &String::from_utf8_lossy(&note))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Paths changed by `commit` against its first parent (all of its tree for a root commit).
+/// Renames show as a deletion and an addition, so both paths count.
+fn changed_paths(repo: &gix::Repository, commit: ObjectId) -> Result<Vec<String>> {
+    let c = repo.find_commit(commit).map_err(|e| Error::internal(format!("commit {commit}: {e}")))?;
+    let new_tree = c.tree().map_err(|e| Error::internal(format!("commit {commit}: {e}")))?;
+    let old_tree = match c.parent_ids().next() {
+        Some(p) => repo
+            .find_commit(p)
+            .and_then(|p| p.tree())
+            .map_err(|e| Error::internal(format!("parent of {commit}: {e}")))?,
+        None => repo.empty_tree(),
+    };
+    let mut out = Vec::new();
+    let mut changes = old_tree.changes().map_err(|e| Error::internal(format!("diff {commit}: {e}")))?;
+    changes.options(|o| {
+        o.track_path().track_rewrites(None);
+    });
+    changes
+        .for_each_to_obtain_tree(&new_tree, |ch| {
+            if !ch.entry_mode().is_tree() {
+                out.push(ch.location().to_str_lossy().into_owned());
+            }
+            Ok(std::ops::ControlFlow::Continue(()))
+        })
+        .map_err(|e| Error::internal(format!("diff {commit}: {e}")))?;
+    Ok(out)
+}
+
+const ZERO: &str = "0000000000000000000000000000000000000000";
+
+fn pre_push(args: &[String]) -> Result<i32> {
+    let mut input = String::new();
+    std::io::stdin().read_to_string(&mut input)?;
+    let remote = args.first().cloned().unwrap_or_default();
+    let repo = Repo::discover()?;
+    let ws = Workspace { repo, config_override: None };
+    let mut plan: Option<Plan> = None;
+    let mut code = 0;
+    for line in input.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let [local_ref, local_sha, _remote_ref, remote_sha] = parts[..] else { continue };
+        if local_sha == ZERO || local_sha.chars().all(|c| c == '0') {
+            continue;
+        }
+        let Some(branch) = local_ref.strip_prefix("refs/heads/") else { continue };
+        if plan.is_none() {
+            plan = Some(ws.plan()?);
+        }
+        let plan = plan.as_ref().expect("loaded above");
+        if plan.settings.ownership == Level::Off {
+            return Ok(0);
+        }
+        let Some(stream) = plan.stream_for_branch(branch) else { continue };
+        let tip = ObjectId::from_hex(local_sha.as_bytes())
+            .map_err(|e| Error::internal(format!("bad sha {local_sha}: {e}")))?;
+        let g = &ws.repo.repo;
+        let mut hidden: Vec<ObjectId> = Vec::new();
+        if let Ok(id) = ObjectId::from_hex(remote_sha.as_bytes()) {
+            if remote_sha != ZERO && g.find_object(id).is_ok() {
+                hidden.push(id);
+            }
+        }
+        let base = &plan.settings.base_branch;
+        for r in [format!("refs/heads/{base}"), format!("refs/remotes/{remote}/{base}")] {
+            if let Some(id) = ws.repo.ref_id(&r)? {
+                hidden.push(id);
+            }
+        }
+        if !remote.is_empty() {
+            if let Ok(refs) = g.references() {
+                if let Ok(iter) = refs.prefixed(format!("refs/remotes/{remote}/").as_str()) {
+                    for mut r in iter.flatten() {
+                        if let Ok(id) = r.peel_to_id() {
+                            hidden.push(id.detach());
+                        }
+                    }
+                }
+            }
+        }
+        let walk = g
+            .rev_walk([tip])
+            .with_hidden(hidden)
+            .all()
+            .map_err(|e| Error::internal(format!("cannot walk {branch}: {e}")))?;
+        let mut changes = Vec::new();
+        for info in walk {
+            let info = info.map_err(|e| Error::internal(format!("cannot walk {branch}: {e}")))?;
+            for p in changed_paths(g, info.id)? {
+                changes.push((info.id.to_string(), p));
+            }
+        }
+        let found: Vec<Violation> = check_paths(plan, &stream.name, &changes);
+        if found.is_empty() {
+            continue;
+        }
+        let refuse = plan.settings.ownership == Level::Error;
+        eprint!("{}", report(&stream.name, &found, refuse));
+        if refuse && found.iter().any(|v| v.refused) {
+            code = 1;
+        }
+    }
+    Ok(code)
+}
+
+fn pre_commit() -> Result<i32> {
+    let repo = Repo::discover()?;
+    let ws = Workspace { repo, config_override: None };
+    let Some((plan, stream)) = stream_of_head(&ws)? else { return Ok(0) };
+    if plan.settings.ownership == Level::Off {
+        return Ok(0);
+    }
+    let g = &ws.repo.repo;
+    // Staged paths: index entries that differ from HEAD's tree, and tree entries the index lacks.
+    let index = g.index_or_empty().map_err(|e| Error::internal(format!("cannot read the index: {e}")))?;
+    let mut head_entries = std::collections::HashMap::new();
+    if let Some(head) = ws.repo.ref_id("HEAD")? {
+        let tree = g.find_commit(head).and_then(|c| c.tree()).map_err(|e| Error::internal(format!("HEAD: {e}")))?;
+        let mut rec = gix::traverse::tree::Recorder::default();
+        tree.traverse().breadthfirst(&mut rec).map_err(|e| Error::internal(format!("HEAD tree: {e}")))?;
+        for e in rec.records {
+            if !e.mode.is_tree() {
+                head_entries.insert(e.filepath.to_str_lossy().into_owned(), e.oid);
+            }
+        }
+    }
+    let mut changes = Vec::new();
+    let mut in_index = std::collections::HashSet::new();
+    for entry in index.entries() {
+        let path = entry.path(&index).to_str_lossy().into_owned();
+        if head_entries.get(&path) != Some(&entry.id) {
+            changes.push(("staged".to_string(), path.clone()));
+        }
+        in_index.insert(path);
+    }
+    for path in head_entries.keys() {
+        if !in_index.contains(path) {
+            changes.push(("staged".to_string(), path.clone()));
+        }
+    }
+    let found = check_paths(&plan, &stream, &changes);
+    if found.is_empty() {
+        return Ok(0);
+    }
+    let refuse = plan.settings.ownership == Level::Error;
+    let mut text = report(&stream, &found, false);
+    if refuse && found.iter().any(|v| v.refused) {
+        text.push_str("Commit refused (settings.ownership: error); bypass once with `git commit --no-verify`.\n");
+        eprint!("{text}");
+        return Ok(1);
+    }
+    eprint!("{text}");
+    Ok(0)
+}

@@ -1,0 +1,314 @@
+//! Hooks: install/uninstall beside user hooks and under core.hooksPath, notes and iterations from
+//! commits in stream worktrees, notes kept through amend and rebase, pushes refused and allowed
+//! for each ownership rule, and parallel commits that lose nothing.
+
+mod common;
+
+use common::*;
+
+fn with_hooks() -> TestRepo {
+    let repo = sample();
+    repo.boulder(&["hooks", "install"]).ok();
+    repo
+}
+
+fn commit_in(repo: &TestRepo, dir: &std::path::Path, file: &str, content: &str, msg: &str) -> Run {
+    let p = dir.join(file);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, content).unwrap();
+    repo.git_in(dir, &["add", "-A"]).ok();
+    repo.git_in(dir, &["commit", "-q", "-m", msg])
+}
+
+fn state(repo: &TestRepo, r: &str) -> serde_json::Value {
+    serde_json::from_str(&repo.git_out(&["cat-file", "-p", &format!("{r}:state.json")])).unwrap()
+}
+
+#[test]
+fn install_is_idempotent_and_uninstall_restores_user_hooks() {
+    let repo = sample();
+    let hooks = repo.dir.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let user = "#!/bin/sh\n# my hook\necho user-post-commit >> \"$(git rev-parse --git-common-dir)/user.log\"\n";
+    std::fs::write(hooks.join("post-commit"), user).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(hooks.join("post-commit"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    }
+    let r = repo.boulder(&["hooks", "install"]).ok();
+    assert!(r.stdout.contains("previous hook runs first"), "{}", r.stdout);
+    let snapshot = |dir: &std::path::Path| {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    let once = snapshot(&hooks);
+    let r = repo.boulder(&["hooks", "install"]).ok();
+    assert!(r.stdout.contains("already installed"), "{}", r.stdout);
+    assert_eq!(snapshot(&hooks), once, "a second install changed something");
+    let st = repo.boulder(&["hooks", "status", "--json"]).ok().json();
+    assert_eq!(st[0]["name"], "post-commit");
+    assert_eq!(st[0]["state"], "installed");
+    assert!(st[0]["chained"].as_str().unwrap().ends_with("post-commit.boulder-orig"));
+
+    // The user's hook still runs.
+    repo.write("x.txt", "x\n");
+    repo.commit_all("x");
+    assert!(std::fs::read_to_string(repo.dir.join(".git/user.log")).unwrap().contains("user-post-commit"));
+
+    repo.boulder(&["hooks", "uninstall"]).ok();
+    assert_eq!(std::fs::read_to_string(hooks.join("post-commit")).unwrap(), user);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(hooks.join("post-commit")).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o750);
+    }
+    assert!(!hooks.join("pre-push").exists());
+    assert!(!hooks.join("post-commit.boulder-orig").exists());
+}
+
+#[test]
+fn install_under_core_hooks_path() {
+    let repo = sample();
+    repo.git(&["config", "core.hooksPath", ".githooks"]).ok();
+    repo.boulder(&["hooks", "install", "--pre-commit"]).ok();
+    for h in ["post-commit", "post-rewrite", "pre-push", "pre-commit"] {
+        assert!(repo.dir.join(".githooks").join(h).exists(), "{h}");
+    }
+    assert!(!repo.dir.join(".git/hooks/post-commit").exists());
+    let st = repo.boulder(&["hooks", "status"]).ok().stdout;
+    assert!(st.contains(".githooks/pre-commit"), "{st}");
+}
+
+#[test]
+fn commits_in_stream_worktrees_get_notes_and_iterations() {
+    let repo = with_hooks();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    for i in 0..3 {
+        let r = commit_in(&repo, &wt, &format!("src/auth/f{i}.rs"), "x\n", &format!("auth {i}"));
+        assert_eq!(r.code, 0);
+        assert_eq!(r.stderr, "", "post-commit must be silent");
+    }
+    let note: serde_json::Value =
+        serde_json::from_str(&repo.git_in(&wt, &["notes", "--ref=boulder", "show", "HEAD"]).ok().stdout).unwrap();
+    assert_eq!(note["stream"], "auth");
+    assert_eq!(note["boulder"], "auth");
+    assert_eq!(note["iteration"], 3);
+    assert!(note["at"].is_string());
+    let log = repo.git_in(&wt, &["log", "--notes=boulder", "-1"]).ok().stdout;
+    assert!(log.contains("\"stream\":\"auth\""), "{log}");
+    let s = state(&repo, "refs/boulder/boulders/auth");
+    assert_eq!(s["iteration"], 3);
+    assert_eq!(s["last_commit"], repo.git_in(&wt, &["rev-parse", "HEAD"]).ok().stdout.trim());
+    // Commits on main record nothing.
+    repo.write("y.txt", "y\n");
+    repo.commit_all("main work");
+    assert!(repo.git(&["notes", "--ref=boulder", "show", "HEAD"]).code != 0);
+    let status = repo.boulder(&["status", "--json"]).ok().json();
+    assert_eq!(status["streams"][0]["iteration"], 3);
+    assert!(status["streams"][0]["last_activity"].is_string());
+    repo.assert_fsck();
+}
+
+#[test]
+fn skip_env_and_rebase_record_nothing() {
+    let repo = with_hooks();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    std::fs::write(wt.join("src/auth/a.rs"), "a\n").unwrap();
+    repo.git_in(&wt, &["add", "-A"]).ok();
+    let mut cmd = std::process::Command::new("git");
+    fixed_env(&mut cmd, &repo.home);
+    let out =
+        cmd.env("BOULDER_SKIP_HOOKS", "1").args(["commit", "-q", "-m", "skipped"]).current_dir(&wt).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(state(&repo, "refs/boulder/boulders/auth")["iteration"], 0, "BOULDER_SKIP_HOOKS=1 recorded");
+    assert!(repo.git_in(&wt, &["notes", "--ref=boulder", "show", "HEAD"]).code != 0);
+
+    commit_in(&repo, &wt, "src/auth/b.rs", "b\n", "b").ok();
+    commit_in(&repo, &wt, "src/auth/c.rs", "c\n", "c").ok();
+    let before = state(&repo, "refs/boulder/boulders/auth")["iteration"].clone();
+    let notes_before = repo.git_out(&["notes", "--ref=boulder", "list"]).lines().count();
+    // main moves, then the stream rebases: replayed commits record nothing, notes follow.
+    repo.write("m.txt", "m\n");
+    repo.commit_all("main moves");
+    repo.git_in(&wt, &["rebase", "-q", "main"]).ok();
+    assert_eq!(state(&repo, "refs/boulder/boulders/auth")["iteration"], before);
+    let head_note = repo.git_in(&wt, &["notes", "--ref=boulder", "show", "HEAD"]).ok().stdout;
+    assert!(head_note.contains("\"stream\":\"auth\""), "rebase lost the note: {head_note}");
+    let notes_after = repo.git_out(&["notes", "--ref=boulder", "list"]).lines().count();
+    assert!(notes_after >= notes_before);
+}
+
+#[test]
+fn amend_keeps_the_note() {
+    let repo = with_hooks();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    commit_in(&repo, &wt, "src/auth/a.rs", "a\n", "a").ok();
+    repo.git_in(&wt, &["commit", "-q", "--amend", "-m", "a amended"]).ok();
+    let note = repo.git_in(&wt, &["notes", "--ref=boulder", "show", "HEAD"]).ok().stdout;
+    assert!(note.contains("\"stream\":\"auth\""), "{note}");
+}
+
+fn bare_remote(repo: &TestRepo) -> std::path::PathBuf {
+    let bare = repo.tmp.path().join("remote.git");
+    repo.git(&["init", "-q", "--bare", bare.to_str().unwrap()]).ok();
+    repo.git(&["remote", "add", "origin", bare.to_str().unwrap()]).ok();
+    repo.git(&["push", "-q", "origin", "main"]).ok();
+    bare
+}
+
+#[test]
+fn pre_push_refuses_and_allows_per_rule() {
+    let repo = with_hooks();
+    bare_remote(&repo);
+    repo.boulder(&["stream", "init", "auth", "api"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    // Own paths and the PRD pass.
+    commit_in(&repo, &wt, "src/auth/login.rs", "x\n", "own").ok();
+    commit_in(&repo, &wt, ".agents/tasks/prd.md", &SAMPLE_PRD.replace("[ ] US-001", "[x] US-001"), "prd").ok();
+    repo.git_in(&wt, &["push", "-q", "origin", "boulder/auth"]).ok();
+    // Another stream's path is refused, naming commit, path and owner, and the bypass.
+    commit_in(&repo, &wt, "src/api/hack.rs", "x\n", "other").ok();
+    let r = repo.git_in(&wt, &["push", "-q", "origin", "boulder/auth"]);
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("src/api/hack.rs") && r.stderr.contains("(api)"), "{}", r.stderr);
+    assert!(r.stderr.contains("--no-verify"), "{}", r.stderr);
+    let short = repo.git_in(&wt, &["rev-parse", "--short=10", "HEAD"]).ok().stdout;
+    assert!(r.stderr.contains(short.trim()), "{}", r.stderr);
+    // --no-verify bypasses.
+    repo.git_in(&wt, &["push", "-q", "--no-verify", "origin", "boulder/auth"]).ok();
+    // shared_read is refused; a deletion of another stream's file counts; renames count both paths.
+    commit_in(&repo, &wt, "src/types/user.rs", "changed\n", "shared").ok();
+    let r = repo.git_in(&wt, &["push", "-q", "origin", "boulder/auth"]);
+    assert!(r.code != 0 && r.stderr.contains("shared_read"), "{}", r.stderr);
+    repo.git_in(&wt, &["reset", "-q", "--hard", "HEAD~1"]).ok();
+    repo.git_in(&wt, &["rm", "-q", "src/api/mod.rs"]).ok();
+    repo.git_in(&wt, &["commit", "-q", "-m", "delete other"]).ok();
+    let r = repo.git_in(&wt, &["push", "-q", "origin", "boulder/auth"]);
+    assert!(r.code != 0 && r.stderr.contains("src/api/mod.rs"), "{}", r.stderr);
+    repo.git_in(&wt, &["reset", "-q", "--hard", "HEAD~1"]).ok();
+    repo.git_in(&wt, &["mv", "src/auth/login.rs", "src/api/login.rs"]).ok();
+    repo.git_in(&wt, &["commit", "-q", "-m", "rename into api"]).ok();
+    let r = repo.git_in(&wt, &["push", "-q", "origin", "boulder/auth"]);
+    assert!(r.code != 0 && r.stderr.contains("src/api/login.rs"), "{}", r.stderr);
+    repo.git_in(&wt, &["reset", "-q", "--hard", "HEAD~1"]).ok();
+    // Undeclared paths warn by default, and the push goes through.
+    commit_in(&repo, &wt, "tools/x.sh", "x\n", "undeclared").ok();
+    let r = repo.git_in(&wt, &["push", "-q", "origin", "boulder/auth"]).ok();
+    assert!(r.stderr.contains("tools/x.sh") && r.stderr.contains("warning"), "{}", r.stderr);
+}
+
+#[test]
+fn undeclared_error_and_ownership_warn_and_off() {
+    let repo = with_hooks();
+    bare_remote(&repo);
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    let plan = repo.read(".boulder/streams.yaml");
+    repo.write(".boulder/streams.yaml", &plan.replace("settings:\n", "settings:\n  undeclared_paths: error\n"));
+    commit_in(&repo, &wt, "tools/x.sh", "x\n", "undeclared").ok();
+    let r = repo.git_in(&wt, &["push", "-q", "origin", "boulder/auth"]);
+    assert!(r.code != 0 && r.stderr.contains("undeclared"), "{}", r.stderr);
+    repo.write(".boulder/streams.yaml", &plan.replace("settings:\n", "settings:\n  undeclared_paths: allow\n"));
+    let r = repo.git_in(&wt, &["push", "-q", "origin", "boulder/auth"]).ok();
+    assert!(!r.stderr.contains("tools/x.sh"), "{}", r.stderr);
+    commit_in(&repo, &wt, "src/api/x.rs", "x\n", "other").ok();
+    repo.write(".boulder/streams.yaml", &plan.replace("settings:\n", "settings:\n  ownership: warn\n"));
+    let r = repo.git_in(&wt, &["push", "-q", "origin", "boulder/auth"]).ok();
+    assert!(r.stderr.contains("src/api/x.rs"), "{}", r.stderr);
+    commit_in(&repo, &wt, "src/api/y.rs", "x\n", "other").ok();
+    repo.write(".boulder/streams.yaml", &plan.replace("settings:\n", "settings:\n  ownership: 'off'\n"));
+    let r = repo.git_in(&wt, &["push", "-q", "origin", "boulder/auth"]).ok();
+    assert_eq!(r.stderr, "");
+}
+
+#[test]
+fn user_pre_push_hook_gets_the_same_stdin_and_its_failure_counts() {
+    let repo = sample();
+    bare_remote(&repo);
+    let hooks = repo.dir.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let log = repo.tmp.path().join("user-pre-push.log");
+    std::fs::write(
+        hooks.join("pre-push"),
+        format!(
+            "#!/bin/sh\necho \"args: $1 $2\" >> {0}\ncat >> {0}\n[ -f {0}.fail ] && exit 1\nexit 0\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(hooks.join("pre-push"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    repo.boulder(&["hooks", "install"]).ok();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    commit_in(&repo, &wt, "src/api/x.rs", "x\n", "other").ok();
+    let r = repo.git_in(&wt, &["push", "-q", "origin", "boulder/auth"]);
+    assert_ne!(r.code, 0, "our check must still run after the user's hook");
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert!(seen.contains("args: origin") && seen.contains("refs/heads/boulder/auth"), "{seen}");
+    // The user's failure fails the push even when ours would pass.
+    repo.git_in(&wt, &["reset", "-q", "--hard", "HEAD~1"]).ok();
+    commit_in(&repo, &wt, "src/auth/ok.rs", "x\n", "own").ok();
+    std::fs::write(format!("{}.fail", log.display()), "").unwrap();
+    assert_ne!(repo.git_in(&wt, &["push", "-q", "origin", "boulder/auth"]).code, 0);
+    std::fs::remove_file(format!("{}.fail", log.display())).unwrap();
+    repo.git_in(&wt, &["push", "-q", "origin", "boulder/auth"]).ok();
+}
+
+#[test]
+fn pre_commit_checks_staged_paths() {
+    let repo = sample();
+    repo.boulder(&["hooks", "install", "--pre-commit"]).ok();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    let r = commit_in(&repo, &wt, "src/api/x.rs", "x\n", "other");
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("src/api/x.rs") && r.stderr.contains("--no-verify"), "{}", r.stderr);
+    repo.git_in(&wt, &["reset", "-q", "--hard"]).ok();
+    commit_in(&repo, &wt, "src/auth/x.rs", "x\n", "own").ok();
+}
+
+#[test]
+fn parallel_commits_in_many_worktrees_lose_nothing() {
+    let repo = with_hooks();
+    let streams = 4;
+    let commits = 15;
+    let mut plan = String::from("version: 1\nstreams:\n");
+    for s in 0..streams {
+        plan.push_str(&format!("  s{s}:\n    paths: [s{s}/**]\n"));
+    }
+    plan.push_str("settings:\n  base_branch: main\n");
+    repo.write(".boulder/streams.yaml", &plan);
+    repo.commit_all("plan");
+    repo.boulder(&["stream", "init"]).ok();
+    std::thread::scope(|scope| {
+        for s in 0..streams {
+            let repo = &repo;
+            scope.spawn(move || {
+                let wt = repo.dir.join(format!(".boulder/worktrees/s{s}"));
+                for i in 0..commits {
+                    commit_in(repo, &wt, &format!("s{s}/f{i}.txt"), "x\n", &format!("s{s} {i}")).ok();
+                }
+            });
+        }
+    });
+    let notes = repo.git_out(&["notes", "--ref=boulder", "list"]).lines().count();
+    assert_eq!(notes, streams * commits);
+    for s in 0..streams {
+        assert_eq!(state(&repo, &format!("refs/boulder/boulders/s{s}"))["iteration"], commits);
+    }
+    repo.assert_fsck();
+}
