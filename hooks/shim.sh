@@ -5,15 +5,16 @@
 # the git command. BOULDER_SKIP_HOOKS=1 skips git-boulder's part for one command.
 orig="$(dirname "$0")/@HOOK@.boulder-orig"
 input=""
-if [ @STDIN@ = 1 ]; then
-  input=$(mktemp "${TMPDIR:-/tmp}/git-boulder-hook.XXXXXX") || exit 1
-  trap 'rm -f "$input"' EXIT
-  cat > "$input"
-fi
 if [ -x "$orig" ]; then
-  if [ -n "$input" ]; then "$orig" "$@" < "$input"; else "$orig" "$@"; fi
-  status=$?
-  [ $status -eq 0 ] || exit $status
+  if [ @STDIN@ = 1 ]; then
+    # Both hooks read the same stdin: keep it in a file and give each a copy.
+    input=$(mktemp "${TMPDIR:-/tmp}/git-boulder-hook.XXXXXX") || exit 1
+    trap 'rm -f "$input"' EXIT
+    cat > "$input"
+    "$orig" "$@" < "$input" || exit $?
+  else
+    "$orig" "$@" || exit $?
+  fi
 fi
 [ "${BOULDER_SKIP_HOOKS:-}" = 1 ] && exit 0
 if ! command -v git-boulder >/dev/null 2>&1; then
@@ -23,5 +24,5 @@ fi
 if [ -n "$input" ]; then
   git-boulder hook @HOOK@ "$@" < "$input"
 else
-  git-boulder hook @HOOK@ "$@"
+  exec git-boulder hook @HOOK@ "$@"
 fi

@@ -180,7 +180,7 @@ fn pre_push_refuses_and_allows_per_rule() {
     commit_in(&repo, &wt, "src/api/hack.rs", "x\n", "other").ok();
     let r = repo.git_in(&wt, &["push", "-q", "origin", "boulder/auth"]);
     assert_ne!(r.code, 0);
-    assert!(r.stderr.contains("src/api/hack.rs") && r.stderr.contains("(api)"), "{}", r.stderr);
+    assert!(r.stderr.contains("src/api/hack.rs") && r.stderr.contains("owned by api"), "{}", r.stderr);
     assert!(r.stderr.contains("--no-verify"), "{}", r.stderr);
     let short = repo.git_in(&wt, &["rev-parse", "--short=10", "HEAD"]).ok().stdout;
     assert!(r.stderr.contains(short.trim()), "{}", r.stderr);
@@ -285,7 +285,7 @@ fn pre_commit_checks_staged_paths() {
 fn parallel_commits_in_many_worktrees_lose_nothing() {
     let repo = with_hooks();
     let streams = 4;
-    let commits = 15;
+    let commits = 25;
     let mut plan = String::from("version: 1\nstreams:\n");
     for s in 0..streams {
         plan.push_str(&format!("  s{s}:\n    paths: [s{s}/**]\n"));
@@ -311,4 +311,107 @@ fn parallel_commits_in_many_worktrees_lose_nothing() {
         assert_eq!(state(&repo, &format!("refs/boulder/boulders/s{s}"))["iteration"], commits);
     }
     repo.assert_fsck();
+}
+
+#[test]
+fn status_says_missing_and_foreign() {
+    let repo = sample();
+    let st = repo.boulder(&["hooks", "status", "--json"]).ok().json();
+    assert!(st.as_array().unwrap().iter().all(|h| h["state"] == "missing"), "{st}");
+    let hooks = repo.dir.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    std::fs::write(hooks.join("pre-push"), "#!/bin/sh\nexit 0\n").unwrap();
+    let st = repo.boulder(&["hooks", "status", "--json"]).ok().json();
+    let pre_push = st.as_array().unwrap().iter().find(|h| h["name"] == "pre-push").unwrap().clone();
+    assert_eq!(pre_push["state"], "foreign");
+    assert!(pre_push["path"].as_str().unwrap().ends_with(".git/hooks/pre-push"));
+    // Uninstall leaves the folder as it was: the foreign hook and git's samples, nothing of ours.
+    let listing = |dir: &std::path::Path| {
+        let mut v: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing(&hooks);
+    repo.boulder(&["hooks", "install"]).ok();
+    assert!(hooks.join("post-commit").exists() && hooks.join("pre-push.boulder-orig").exists());
+    repo.boulder(&["hooks", "uninstall"]).ok();
+    assert_eq!(listing(&hooks), before);
+}
+
+#[test]
+fn post_commit_without_the_binary_warns_once_and_commits() {
+    let repo = with_hooks();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    std::fs::write(wt.join("src/auth/a.rs"), "a\n").unwrap();
+    repo.git_in(&wt, &["add", "-A"]).ok();
+    // PATH without the folder of git-boulder.
+    let bin_dir = std::path::Path::new(bin()).parent().unwrap().to_path_buf();
+    let path: Vec<_> = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .filter(|p| p != &bin_dir && !p.join("git-boulder").exists())
+        .collect();
+    let mut cmd = std::process::Command::new("git");
+    fixed_env(&mut cmd, &repo.home);
+    let out = cmd
+        .env("PATH", std::env::join_paths(path).unwrap())
+        .args(["commit", "-q", "-m", "no binary"])
+        .current_dir(&wt)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("git-boulder: not found on PATH"), "{stderr}");
+    assert_eq!(repo.git_in(&wt, &["log", "-1", "--format=%s"]).ok().stdout.trim(), "no binary");
+}
+
+#[test]
+fn cherry_pick_sequence_records_nothing() {
+    let repo = with_hooks();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    repo.git(&["checkout", "-q", "-b", "side"]).ok();
+    repo.write("src/auth/p1.rs", "1\n");
+    repo.commit_all("p1");
+    repo.write("src/auth/p2.rs", "2\n");
+    repo.commit_all("p2");
+    repo.git(&["checkout", "-q", "main"]).ok();
+    repo.git_in(&wt, &["cherry-pick", "side~1", "side"]).ok();
+    assert_eq!(repo.git_in(&wt, &["log", "-1", "--format=%s"]).ok().stdout.trim(), "p2");
+    assert_eq!(state(&repo, "refs/boulder/boulders/auth")["iteration"], 0);
+    assert!(repo.git_in(&wt, &["notes", "--ref=boulder", "show", "HEAD"]).code != 0);
+}
+
+#[test]
+fn pre_push_judges_the_branch_it_updates_and_pushes_to_urls() {
+    let repo = with_hooks();
+    let bare = bare_remote(&repo);
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    commit_in(&repo, &wt, "src/api/x.rs", "x\n", "other").ok();
+    // HEAD:boulder/auth from a detached HEAD: the local ref is not a branch.
+    repo.git_in(&wt, &["checkout", "-q", "--detach"]).ok();
+    let r = repo.git_in(&wt, &["push", "-q", "origin", "HEAD:refs/heads/boulder/auth"]);
+    assert!(r.code != 0 && r.stderr.contains("src/api/x.rs"), "{}", r.stderr);
+    // To a URL rather than a named remote.
+    let r = repo.git_in(&wt, &["push", "-q", bare.to_str().unwrap(), "HEAD:refs/heads/boulder/auth"]);
+    assert!(r.code != 0 && r.stderr.contains("owned by api"), "{}", r.stderr);
+    // Deleting the remote branch checks nothing.
+    repo.git_in(&wt, &["push", "-q", "--no-verify", "origin", "HEAD:refs/heads/boulder/auth"]).ok();
+    repo.git_in(&wt, &["push", "-q", "origin", ":refs/heads/boulder/auth"]).ok();
+    // A branch that is no stream's is not checked.
+    repo.git_in(&wt, &["push", "-q", "origin", "HEAD:refs/heads/scratch"]).ok();
+}
+
+#[test]
+fn hooks_run_from_the_library() {
+    let repo = sample();
+    let err = git_boulder::hooks::run("no-such-hook", &[]).unwrap_err();
+    assert!(err.message.contains("no-such-hook"), "{}", err.message);
+    let r = repo.boulder(&["hook", "no-such-hook"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
 }

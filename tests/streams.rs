@@ -180,6 +180,9 @@ fn cleanup_refuses_lost_work_then_removes() {
 fn cleanup_stale_and_doctor() {
     let repo = sample();
     repo.boulder(&["stream", "init"]).ok();
+    let r = repo.boulder(&["doctor"]).code(1);
+    assert!(r.stdout.contains("git boulder hooks install"), "{}", r.stdout);
+    repo.boulder(&["hooks", "install"]).ok();
     repo.boulder(&["doctor"]).ok();
     std::fs::remove_dir_all(repo.dir.join(".boulder/worktrees/docs")).unwrap();
     let r = repo.boulder(&["doctor"]).code(1);

@@ -60,25 +60,32 @@ pub struct Checker<'p> {
 
 impl<'p> Checker<'p> {
     /// Compile every stream's globs and `shared_read` into one set. Invalid globs are skipped
-    /// (`stream validate` reports them).
+    /// (`stream validate` reports them); they are looked for only when the whole set fails.
     pub fn new(plan: &'p Plan) -> Checker<'p> {
         let mut globs = Vec::new();
         let mut owners = Vec::new();
         for (i, s) in plan.streams.iter().enumerate() {
             for g in &s.paths {
-                if crate::plan::compile_globs(std::slice::from_ref(g)).is_ok() {
-                    globs.push(g.clone());
-                    owners.push(Some(i));
-                }
+                globs.push(g.clone());
+                owners.push(Some(i));
             }
         }
         for g in &plan.settings.shared_read {
-            if crate::plan::compile_globs(std::slice::from_ref(g)).is_ok() {
-                globs.push(g.clone());
-                owners.push(None);
-            }
+            globs.push(g.clone());
+            owners.push(None);
         }
-        let set = crate::plan::compile_globs(&globs).unwrap_or_else(|_| GlobSet::empty());
+        let set = match crate::plan::compile_globs(&globs) {
+            Ok(set) => set,
+            Err(_) => {
+                let valid: Vec<bool> =
+                    globs.iter().map(|g| crate::plan::compile_globs(std::slice::from_ref(g)).is_ok()).collect();
+                let mut keep = valid.iter();
+                globs.retain(|_| *keep.next().expect("one flag per glob"));
+                let mut keep = valid.iter();
+                owners.retain(|_| *keep.next().expect("one flag per glob"));
+                crate::plan::compile_globs(&globs).unwrap_or_else(|_| GlobSet::empty())
+            }
+        };
         Checker { plan, set, owners }
     }
 
@@ -141,9 +148,12 @@ pub fn report(stream: &str, found: &[Violation], refuse: bool) -> String {
         s.push_str(&format!("git-boulder: stream {stream} changes paths no stream owns:\n"));
     }
     for v in found {
-        let owner = v.owner.as_deref().map(|o| format!(" ({o})")).unwrap_or_default();
+        let rule = match (v.rule, v.owner.as_deref()) {
+            (Rule::OtherStream, Some(o)) => format!("owned by {o}"),
+            (rule, _) => rule.as_str().to_string(),
+        };
         let level = if v.refused { "" } else { " [warning]" };
-        s.push_str(&format!("  {}  {}  {}{owner}{level}\n", short(&v.commit), v.path, v.rule.as_str()));
+        s.push_str(&format!("  {}  {}  {rule}{level}\n", short(&v.commit), v.path));
     }
     if refused > 0 && refuse {
         s.push_str("Push refused (settings.ownership: error). Move these changes to the owning stream, or\n");
@@ -154,4 +164,41 @@ pub fn report(stream: &str, found: &[Violation], refuse: bool) -> String {
 
 fn short(id: &str) -> &str {
     &id[..id.len().min(10)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(extra: &str) -> Plan {
+        let text = format!(
+            "version: 1\nprd: docs/prd.md\nstreams:\n  auth:\n    paths: [src/auth/**, 'src/[']\n  api:\n    \
+             paths: [src/api/**]\nsettings:\n  shared_read: [src/types/**]\n{extra}"
+        );
+        crate::plan::parse(&text).expect("plan parses")
+    }
+
+    #[test]
+    fn verdicts_per_rule() {
+        let p = plan("");
+        let c = Checker::new(&p);
+        assert_eq!(c.verdict("auth", "src/auth/a.rs"), Verdict::Allowed);
+        assert_eq!(c.verdict("auth", "docs/prd.md"), Verdict::Allowed);
+        assert_eq!(c.verdict("auth", "src/api/a.rs"), Verdict::Violation(Rule::OtherStream, Some("api".into())));
+        assert_eq!(c.verdict("auth", "src/types/u.rs"), Verdict::Violation(Rule::SharedRead, None));
+        assert_eq!(c.verdict("auth", "tools/x.sh"), Verdict::Warning(Rule::Undeclared));
+        let p = plan("  undeclared_paths: error\n");
+        assert_eq!(Checker::new(&p).verdict("api", "x"), Verdict::Violation(Rule::Undeclared, None));
+        let p = plan("  undeclared_paths: allow\n");
+        assert_eq!(Checker::new(&p).verdict("api", "x"), Verdict::Allowed);
+    }
+
+    #[test]
+    fn report_names_commit_path_rule_owner_and_bypass() {
+        let p = plan("");
+        let found = check_paths(&p, "auth", &[("0123456789abcdef".into(), "src/api/a.rs".into())]);
+        let text = report("auth", &found, true);
+        assert!(text.contains("0123456789  src/api/a.rs  owned by api"), "{text}");
+        assert!(text.contains("git push --no-verify"), "{text}");
+    }
 }

@@ -196,8 +196,6 @@ fn changed_paths(repo: &gix::Repository, commit: ObjectId) -> Result<Vec<String>
     Ok(out)
 }
 
-const ZERO: &str = "0000000000000000000000000000000000000000";
-
 fn pre_push(args: &[String]) -> Result<i32> {
     let mut input = String::new();
     std::io::stdin().read_to_string(&mut input)?;
@@ -208,11 +206,16 @@ fn pre_push(args: &[String]) -> Result<i32> {
     let mut code = 0;
     for line in input.lines() {
         let parts: Vec<&str> = line.split_whitespace().collect();
-        let [local_ref, local_sha, _remote_ref, remote_sha] = parts[..] else { continue };
-        if local_sha == ZERO || local_sha.chars().all(|c| c == '0') {
+        let [local_ref, local_sha, remote_ref, remote_sha] = parts[..] else { continue };
+        // Deleting a remote branch pushes no commits.
+        if local_sha.chars().all(|c| c == '0') {
             continue;
         }
-        let Some(branch) = local_ref.strip_prefix("refs/heads/") else { continue };
+        let local_branch = local_ref.strip_prefix("refs/heads/");
+        let remote_branch = remote_ref.strip_prefix("refs/heads/");
+        if local_branch.is_none() && remote_branch.is_none() {
+            continue;
+        }
         if plan.is_none() {
             plan = Some(ws.plan()?);
         }
@@ -220,23 +223,34 @@ fn pre_push(args: &[String]) -> Result<i32> {
         if plan.settings.ownership == Level::Off {
             return Ok(0);
         }
-        let Some(stream) = plan.stream_for_branch(branch) else { continue };
+        // The local branch says whose commits these are; `git push origin HEAD:boulder/auth` or a
+        // differently named local branch is judged by the branch it updates.
+        let Some(stream) = local_branch
+            .and_then(|b| plan.stream_for_branch(b))
+            .or_else(|| remote_branch.and_then(|b| plan.stream_for_branch(b)))
+        else {
+            continue;
+        };
+        let branch = &stream.branch;
         let tip = ObjectId::from_hex(local_sha.as_bytes())
             .map_err(|e| Error::internal(format!("bad sha {local_sha}: {e}")))?;
         let g = &ws.repo.repo;
         let mut hidden: Vec<ObjectId> = Vec::new();
         if let Ok(id) = ObjectId::from_hex(remote_sha.as_bytes()) {
-            if remote_sha != ZERO && g.find_object(id).is_ok() {
+            if !id.is_null() && g.find_object(id).is_ok() {
                 hidden.push(id);
             }
         }
         let base = &plan.settings.base_branch;
-        for r in [format!("refs/heads/{base}"), format!("refs/remotes/{remote}/{base}")] {
-            if let Some(id) = ws.repo.ref_id(&r)? {
+        if let Some(id) = ws.repo.branch_tip(base)? {
+            hidden.push(id);
+        }
+        // `remote` is a URL when pushing to one directly: then there are no remote-tracking refs.
+        let named_remote = g.remote_names().iter().any(|n| n.as_bytes() == remote.as_bytes());
+        if named_remote {
+            if let Ok(Some(id)) = ws.repo.ref_id(&format!("refs/remotes/{remote}/{base}")) {
                 hidden.push(id);
             }
-        }
-        if !remote.is_empty() {
             if let Ok(refs) = g.references() {
                 if let Ok(iter) = refs.prefixed(format!("refs/remotes/{remote}/").as_str()) {
                     for mut r in iter.flatten() {

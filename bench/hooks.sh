@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Hook benchmarks (issue: hooks):
+#  1. `git commit` in a stream worktree with the hooks installed vs the same without hooks,
+#     repository of 10,000 files, same run; median of RUNS commits each.
+#  2. pre-push over a stream of 1,000 commits, plan of 20 streams x 5 globs, vs
+#     `git log --name-only` over the same commits.
+# Usage: bench/hooks.sh [RUNS]   (default 30)
+source "$(dirname "$0")/common.sh"
+RUNS=${1:-30}
+echo "machine: $(machine)"
+make_repo "$WORK/r" 10000
+cd "$WORK/r"
+mkdir -p .boulder .agents/tasks
+{
+  echo "version: 1"; echo "streams:"
+  for i in $(seq 1 20); do
+    printf '  s%02d:\n    paths: [src/mod%03d/**, docs/s%02d/**, tests/s%02d/**, "s%02d/*.md", bench/s%02d/**]\n' "$i" "$i" "$i" "$i" "$i" "$i"
+  done
+  echo "settings:"; echo "  base_branch: main"; echo "  path_overlap: ignore"; echo "  undeclared_paths: allow"
+} > .boulder/streams.yaml
+printf '# PRD\n\n### [ ] US-001: x\n' > .agents/tasks/prd.md
+git add -A && git commit -q -m plan
+git-boulder stream init s01 >/dev/null
+wt="$WORK/r/.boulder/worktrees/s01"
+
+commit_times() {  # $1: label; prints median ms of RUNS commits in the worktree
+  local t=() i
+  for i in $(seq 1 "$RUNS"); do
+    echo "$i $1" >> "$wt/src/mod001/bench-$1.txt"
+    git -C "$wt" add -A
+    t+=($(time_ms git -C "$wt" commit -q -m "$1 $i"))
+  done
+  median "${t[@]}"
+}
+# Interleave to share machine noise: warm up, then measure both.
+commit_times warm >/dev/null
+plain=$(commit_times plain)
+git-boulder hooks install >/dev/null
+hooked=$(commit_times hooked)
+echo "git commit, 10000 files: without hooks ${plain} ms, with git-boulder hooks ${hooked} ms, ratio $(python3 -c "print(round($hooked/$plain, 2))")"
+notes=$(git notes --ref=boulder list | wc -l)
+echo "  (notes written by the hooked commits: $notes)"
+
+# A shell-only hook doing the same job, for comparison: a note per commit with `git notes add`.
+git-boulder hooks uninstall >/dev/null
+cat > .git/hooks/post-commit <<'SH'
+#!/bin/sh
+b=$(git rev-parse --abbrev-ref HEAD)
+git notes --ref=shellbench add -f -m "{\"stream\":\"$b\"}" HEAD
+SH
+chmod +x .git/hooks/post-commit
+shell=$(commit_times shell)
+rm .git/hooks/post-commit
+echo "  same job as a shell hook with git notes add: ${shell} ms, ratio $(python3 -c "print(round($shell/$plain, 2))")"
+
+# pre-push over 1000 commits.
+git -C "$wt" checkout -q -b boulder/s02 main 2>/dev/null || true
+git -C "$wt" checkout -q boulder/s01
+python3 - "$wt" <<'PY'
+import subprocess, sys, os
+wt = sys.argv[1]
+# 1000 commits made with fast-import: each touches two files of the stream.
+head = subprocess.check_output(["git", "-C", wt, "rev-parse", "HEAD"], text=True).strip()
+lines = []
+for i in range(1000):
+    lines.append(f"commit refs/heads/boulder/s01\nmark :{i+1}\ncommitter B <b@e> {1700000000+i} +0000\ndata 4\nc{i:03d}\n")
+    if i == 0:
+        lines.append(f"from {head}\n")
+    for f in (f"src/mod001/p{i}.txt", f"docs/s01/p{i % 50}.md"):
+        body = f"{i}\n"
+        lines.append(f"M 100644 inline {f}\ndata {len(body)}\n{body}\n")
+subprocess.run(["git", "-C", wt, "fast-import", "--quiet", "--force"], input="".join(lines), text=True, check=True)
+PY
+git -C "$wt" reset -q --hard boulder/s01
+tip=$(git -C "$wt" rev-parse HEAD)
+zero=0000000000000000000000000000000000000000
+line="refs/heads/boulder/s01 $tip refs/heads/boulder/s01 $zero"
+pp=() ; gl=()
+for i in $(seq 1 5); do
+  s=$(date +%s%N); echo "$line" | (cd "$wt" && git-boulder hook pre-push origin /dev/null) >/dev/null 2>&1; e=$(date +%s%N)
+  pp+=($(( (e - s) / 1000000 )))
+  gl+=($(time_ms git -C "$wt" log --name-only --format=%H main..boulder/s01))
+done
+mp=$(median "${pp[@]}"); mg=$(median "${gl[@]}")
+echo "pre-push, 1000 commits, 20 streams x 5 globs: git-boulder ${mp} ms, git log --name-only ${mg} ms, ratio $(python3 -c "print(round($mp/$mg, 2))")"
