@@ -170,7 +170,13 @@ fn post_rewrite(args: &[String]) -> Result<()> {
 
 /// Paths changed by `commit` against its first parent (all of its tree for a root commit).
 /// Renames show as a deletion and an addition, so both paths count.
-fn changed_paths(repo: &gix::Repository, commit: ObjectId) -> Result<Vec<String>> {
+/// `cache` is made once per walk with `diff_resource_cache_for_tree_diff` and reused, so a walk
+/// of many commits reads attributes and config once, not once per commit.
+fn changed_paths(
+    repo: &gix::Repository,
+    commit: ObjectId,
+    cache: &mut gix::diff::blob::Platform,
+) -> Result<Vec<String>> {
     let c = repo.find_commit(commit).map_err(|e| Error::internal(format!("commit {commit}: {e}")))?;
     let new_tree = c.tree().map_err(|e| Error::internal(format!("commit {commit}: {e}")))?;
     let old_tree = match c.parent_ids().next() {
@@ -186,7 +192,7 @@ fn changed_paths(repo: &gix::Repository, commit: ObjectId) -> Result<Vec<String>
         o.track_path().track_rewrites(None);
     });
     changes
-        .for_each_to_obtain_tree(&new_tree, |ch| {
+        .for_each_to_obtain_tree_with_cache(&new_tree, cache, |ch| {
             if !ch.entry_mode().is_tree() {
                 out.push(ch.location().to_str_lossy().into_owned());
             }
@@ -267,9 +273,11 @@ fn pre_push(args: &[String]) -> Result<i32> {
             .all()
             .map_err(|e| Error::internal(format!("cannot walk {branch}: {e}")))?;
         let mut changes = Vec::new();
+        let mut cache =
+            g.diff_resource_cache_for_tree_diff().map_err(|e| Error::internal(format!("diff setup: {e}")))?;
         for info in walk {
             let info = info.map_err(|e| Error::internal(format!("cannot walk {branch}: {e}")))?;
-            for p in changed_paths(g, info.id)? {
+            for p in changed_paths(g, info.id, &mut cache)? {
                 changes.push((info.id.to_string(), p));
             }
         }
