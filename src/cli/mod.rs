@@ -5,6 +5,7 @@ pub mod demo;
 pub mod doctor;
 pub mod hooks;
 pub mod log;
+pub mod man;
 pub mod output;
 pub mod prd;
 pub mod status;
@@ -23,7 +24,7 @@ use crate::workspace::Workspace;
 /// of its state inside git (refs and notes), records activity with git hooks, and merges finished
 /// streams back after checking for conflicts.
 #[derive(Debug, Parser)]
-#[command(name = "git-boulder", bin_name = "git boulder", version, propagate_version = true)]
+#[command(name = "git-boulder", version, propagate_version = true)]
 pub struct Cli {
     /// Use this stream plan instead of the main worktree's .boulder/streams.yaml.
     #[arg(long, global = true, value_name = "PATH")]
@@ -59,6 +60,14 @@ pub enum Command {
     ///
     /// Exits 1 when something needs fixing.
     Doctor(doctor::DoctorArgs),
+    /// Print the man page, or install every page with --install-dir DIR.
+    Man(man::ManArgs),
+    /// Print shell completions for bash, zsh or fish.
+    ///
+    /// bash: `git-boulder completions bash > ~/.local/share/bash-completion/completions/git-boulder`
+    /// (also defines `_git_boulder`, which git's completion calls for `git boulder <TAB>`);
+    /// zsh: save as `_git-boulder` on your fpath; fish: save in ~/.config/fish/completions/.
+    Completions(man::CompletionsArgs),
     /// Run the whole flow on an embedded sample project in a temporary directory.
     Demo(demo::DemoArgs),
 }
@@ -73,6 +82,8 @@ pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Demo(args) => demo::run(args, quiet),
         Command::Hooks(cmd) => hooks::run(cmd),
+        Command::Man(args) => man::man(args),
+        Command::Completions(args) => man::completions(args),
         Command::Hook(args) => {
             let code = hooks::hook(args)?;
             if code != 0 {
@@ -88,7 +99,9 @@ pub fn run(cli: Cli) -> Result<()> {
                 Command::Prd(cmd) => prd::run(&ws, cmd),
                 Command::Log(args) => log::run(&ws, args),
                 Command::Doctor(args) => doctor::run(&ws, args),
-                Command::Demo(_) | Command::Hooks(_) | Command::Hook(_) => unreachable!("handled above"),
+                Command::Demo(_) | Command::Hooks(_) | Command::Hook(_) | Command::Man(_) | Command::Completions(_) => {
+                    unreachable!("handled above")
+                }
             }
         }
     }
