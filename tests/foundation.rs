@@ -287,5 +287,21 @@ fn demo_runs_end_to_end() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("plan ok") && stdout.contains("STREAM"), "{stdout}");
-    assert!(dir.join("notes/.boulder/streams.yaml").exists());
+    assert!(stdout.contains("Push refused") && stdout.contains("src/auth/backdoor.txt"), "{stdout}");
+    let repo = dir.join("notes");
+    assert!(repo.join(".boulder/worktrees/auth/src/auth/session.txt").exists());
+    // Checked with plain git: notes on the agents' commits, state in refs, the stray commit gone.
+    let git = |args: &[&str]| {
+        let mut cmd = std::process::Command::new("git");
+        fixed_env(&mut cmd, &home);
+        let out = cmd.args(args).current_dir(&repo).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(git(&["notes", "--ref=boulder", "list"]).lines().count(), 4);
+    assert!(git(&["cat-file", "-p", "refs/boulder/boulders/auth:state.json"]).contains("\"iteration\": 2"));
+    assert!(!git(&["ls-remote", "../remote.git"]).is_empty());
+    assert_eq!(
+        git(&["ls-tree", "-r", "--name-only", "boulder/api"]).lines().filter(|l| l.contains("backdoor")).count(),
+        0
+    );
 }

@@ -48,10 +48,50 @@ pub fn run(args: DemoArgs, quiet: bool) -> Result<()> {
     demo.git(&["add", "-A"])?;
     demo.git(&["commit", "-q", "-m", "Sample project with a PRD and a stream plan"])?;
 
+    let remote = dir.join("remote.git");
+    demo.git(&["init", "-q", "--bare", remote.to_str().unwrap_or_default()])?;
+    demo.git(&["remote", "add", "origin", remote.to_str().unwrap_or_default()])?;
+    demo.git(&["push", "-q", "origin", "main"])?;
+
     demo.step("1. Check the stream plan against the PRD and the tree", &["stream", "validate"])?;
     demo.step("2. The PRD's stories", &["prd", "show"])?;
-    demo.step("3. The next open story of the auth stream", &["prd", "next", "--stream", "auth"])?;
-    demo.step("4. The dashboard", &["status"])?;
+    demo.step("3. A branch and a linked worktree for every stream", &["stream", "init"])?;
+    demo.step("4. Hooks that record every commit and guard ownership at push", &["hooks", "install"])?;
+    demo.step("5. The next open story of the auth stream", &["prd", "next", "--stream", "auth"])?;
+
+    demo.say("6. Two scripted agents commit in their streams at the same time");
+    let auth = demo.dir.join(".boulder/worktrees/auth");
+    let api = demo.dir.join(".boulder/worktrees/api");
+    std::thread::scope(|s| -> Result<()> {
+        let a = s.spawn(|| {
+            demo.agent(&auth, &[("src/auth/hash.txt", "salted hashes\n", "auth: password hashing")])?;
+            demo.agent(&auth, &[("src/auth/session.txt", "session tokens\n", "auth: session tokens")])
+        });
+        let b = s.spawn(|| demo.agent(&api, &[("src/api/notes.txt", "GET /notes\n", "api: list notes")]));
+        a.join().map_err(|_| Error::internal("demo agent panicked"))??;
+        b.join().map_err(|_| Error::internal("demo agent panicked"))??;
+        Ok(())
+    })?;
+    if !demo.quiet {
+        println!("auth made 2 commits, api made 1; each commit got a note in refs/notes/boulder");
+    }
+    demo.show_git(&auth, &["log", "--notes=boulder", "-1", "--format=%h %s%n  note: %N"])?;
+
+    demo.say("7. The api agent strays into auth's files: the push is refused");
+    demo.agent(&api, &[("src/auth/backdoor.txt", "not yours\n", "api: touch auth")])?;
+    demo.show_git(&api, &["push", "origin", "boulder/api"])?;
+    demo.git_in(&api, &["reset", "-q", "--hard", "HEAD~1"])?;
+    demo.show_git(&api, &["push", "-q", "origin", "boulder/api"])?;
+    if !demo.quiet {
+        println!("after undoing the stray commit, the push goes through");
+    }
+
+    demo.step(
+        "8. Stories done, recorded in git without editing the PRD",
+        &["prd", "done", "US-AUTH-01", "US-AUTH-02"],
+    )?;
+    demo.step("9. The dashboard", &["status"])?;
+    demo.step("10. The op history of the auth stream", &["log", "auth"])?;
     demo.say(&format!("Done. Explore it yourself: cd {}", demo.dir.display()));
     Ok(())
 }
@@ -70,8 +110,29 @@ impl Demo {
 
     /// The user's own git commands.
     fn git(&self, args: &[&str]) -> Result<()> {
-        let mut cmd = crate::git::cli::git(&self.dir);
+        self.git_in(&self.dir, args)
+    }
+
+    fn git_in(&self, dir: &std::path::Path, args: &[&str]) -> Result<()> {
+        let mut cmd = self.user_git(dir);
         cmd.args(args);
+        crate::git::cli::run(cmd, &format!("run `git {}` for the demo", args.join(" ")))?;
+        Ok(())
+    }
+
+    /// A git command as the demo's user runs it: hooks on, an identity set.
+    fn user_git(&self, dir: &std::path::Path) -> Command {
+        let mut cmd = Command::new("git");
+        cmd.current_dir(dir).stdin(std::process::Stdio::null());
+        // The hooks call `git-boulder`: make sure it is this binary.
+        if let Some(bin_dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(|d| d.to_path_buf())) {
+            let mut paths = vec![bin_dir];
+            paths.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+            if let Ok(joined) = std::env::join_paths(paths) {
+                cmd.env("PATH", joined);
+            }
+        }
+        cmd.env_remove("BOULDER_SKIP_HOOKS");
         // The sample commits need an identity even on a machine without one.
         for (k, v) in [("GIT_AUTHOR_NAME", "Demo User"), ("GIT_AUTHOR_EMAIL", "demo@example.com")] {
             cmd.env(k, v);
@@ -79,7 +140,36 @@ impl Demo {
         for (k, v) in [("GIT_COMMITTER_NAME", "Demo User"), ("GIT_COMMITTER_EMAIL", "demo@example.com")] {
             cmd.env(k, v);
         }
-        crate::git::cli::run(cmd, &format!("run `git {}` for the demo", args.join(" ")))?;
+        cmd
+    }
+
+    /// A scripted agent: write each file and commit it, in its worktree.
+    fn agent(&self, wt: &std::path::Path, work: &[(&str, &str, &str)]) -> Result<()> {
+        for (path, text, msg) in work {
+            let p = wt.join(path);
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&p, text)?;
+            self.git_in(wt, &["add", "-A"])?;
+            self.git_in(wt, &["commit", "-q", "-m", msg])?;
+        }
+        Ok(())
+    }
+
+    /// Run a git command whose output (and refusal) the user should see; its failure is shown,
+    /// not fatal.
+    fn show_git(&self, dir: &std::path::Path, args: &[&str]) -> Result<()> {
+        if !self.quiet {
+            println!("$ git {}", args.join(" "));
+        }
+        let out = self.user_git(dir).args(args).output()?;
+        if !self.quiet {
+            print!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            if !out.status.success() {
+                println!("(git exited with {})", out.status.code().unwrap_or(-1));
+            }
+        }
         Ok(())
     }
 
