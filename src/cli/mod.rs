@@ -1,6 +1,7 @@
 //! Command-line definitions and dispatch: one file per command group, each an Args struct and a
 //! `run` function. Commands are thin: parse, open the workspace, call the domain, print.
 
+pub mod boulder;
 pub mod demo;
 pub mod doctor;
 pub mod hooks;
@@ -48,6 +49,22 @@ pub enum Command {
     /// Read the PRD: show stories, the next open one, record completion.
     #[command(subcommand)]
     Prd(prd::PrdCommand),
+    /// Create a boulder (a unit of continuous work), optionally under a parent.
+    Create(boulder::CreateArgs),
+    /// List the boulder tree with iterations.
+    List(boulder::ListArgs),
+    /// Make a boulder the current one of this worktree: commits count for it and its ancestors.
+    Switch(boulder::SwitchArgs),
+    /// Decide whether to push the agent on (the enforcement gates), and say how.
+    Check(boulder::CheckArgs),
+    /// Record where work stands, so the next session resumes there.
+    Checkpoint(boulder::CheckpointArgs),
+    /// Todos of the current boulder.
+    #[command(subcommand)]
+    Todo(boulder::TodoCommand),
+    /// Everything the next session needs: plan, story, checkpoint, progress, todos.
+    #[command(alias = "start-work")]
+    Resume(boulder::ResumeArgs),
     /// Show the op history of a stream or boulder.
     Log(log::LogArgs),
     /// Install, remove or inspect git-boulder's git hooks.
@@ -98,6 +115,13 @@ pub fn run(cli: Cli) -> Result<()> {
                 Command::Status(args) => status::run(&ws, args),
                 Command::Prd(cmd) => prd::run(&ws, cmd),
                 Command::Log(args) => log::run(&ws, args),
+                Command::Create(args) => boulder::create(&ws, args),
+                Command::List(args) => boulder::list(&ws, args),
+                Command::Switch(args) => boulder::switch(&ws, args),
+                Command::Check(args) => boulder::check(&ws, args),
+                Command::Checkpoint(args) => boulder::checkpoint(&ws, args),
+                Command::Todo(cmd) => boulder::todo(&ws, cmd),
+                Command::Resume(args) => boulder::resume(&ws, args),
                 Command::Doctor(args) => doctor::run(&ws, args),
                 Command::Demo(_) | Command::Hooks(_) | Command::Hook(_) | Command::Man(_) | Command::Completions(_) => {
                     unreachable!("handled above")

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::git::Repo;
 
 pub use ownership::{check_paths, Rule, Verdict, Violation};
-pub use run::run;
+pub use run::{current_boulder, run};
 
 /// The shim template.
 const SHIM: &str = include_str!("../../hooks/shim.sh");
