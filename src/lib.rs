@@ -13,6 +13,7 @@ pub mod lock;
 pub mod names;
 pub mod plan;
 pub mod prd;
+pub mod runloop;
 pub mod state;
 pub mod status;
 pub mod suggest;

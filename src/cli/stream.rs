@@ -34,6 +34,18 @@ pub enum StreamCommand {
     /// pushed, unless --force, saying what would be lost. --delete-branch deletes merged branches
     /// only (any with --force).
     Cleanup(CleanupArgs),
+    /// The loop: next story → run the agent in the worktree → judge progress → back off.
+    ///
+    /// Holds the stream lock (a second run of the same stream is refused), records RUNNING, and
+    /// ends COMPLETED when the stream's stories are done, FAILED after --max-failures iterations
+    /// without a commit or a finished story, or STOPPED at --max-iterations or after
+    /// `git boulder stream stop`. CMD runs without a shell, with BOULDER_STREAM, BOULDER_STORY,
+    /// BOULDER_STORY_TITLE, BOULDER_STORY_FILE, BOULDER_PRD, BOULDER_ITERATION and BOULDER_PROMPT
+    /// set; without CMD the stream's `agent` from settings.agents runs.
+    #[command(alias = "start")]
+    Run(RunArgs),
+    /// Ask a running loop to stop after its current iteration.
+    Stop(PathArgs),
     /// List the streams with their status (the same table as `git boulder status`).
     List(super::status::StatusArgs),
     /// Show every stream's status (alias of `git boulder status`).
@@ -58,6 +70,24 @@ pub struct InitArgs {
     /// Streams to initialize; all streams of the plan when none is named.
     #[arg(value_name = "NAME")]
     pub names: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The stream.
+    pub name: String,
+    /// Stop after this many iterations (default: the stream's max_iterations, else no limit).
+    #[arg(long, value_name = "N")]
+    pub max_iterations: Option<u32>,
+    /// Base wait after an iteration without progress (default: settings.boulder.cooldown).
+    #[arg(long, value_name = "D")]
+    pub cooldown: Option<String>,
+    /// Iterations without progress before the run fails (default: settings.boulder.max_failures).
+    #[arg(long, value_name = "N")]
+    pub max_failures: Option<u32>,
+    /// The agent command and its arguments (after `--`).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -101,6 +131,14 @@ pub fn run(ws: &Workspace, cmd: StreamCommand) -> Result<()> {
         StreamCommand::Validate(args) => validate(ws, args),
         StreamCommand::Init(args) => init(ws, args),
         StreamCommand::Path(args) => path(ws, args),
+        StreamCommand::Run(args) => run_loop(ws, args),
+        StreamCommand::Stop(args) => {
+            let plan = ws.plan()?;
+            let stream = ws.stream(&plan, &args.name)?;
+            crate::runloop::stop(ws, &stream.name)?;
+            eprintln!("asked stream {} to stop after its current iteration", stream.name);
+            Ok(())
+        }
         StreamCommand::Cleanup(args) => cleanup(ws, args),
         StreamCommand::List(args) | StreamCommand::Status(args) => super::status::run(ws, args),
     }
@@ -140,6 +178,36 @@ fn init(ws: &Workspace, args: InitArgs) -> Result<()> {
     if !failed_setup.is_empty() {
         return Err(Error::refused(format!("setup failed in: {}", failed_setup.join(", ")))
             .hint("fix the setup command in settings.setup, then run it by hand in the worktree"));
+    }
+    Ok(())
+}
+
+fn run_loop(ws: &Workspace, args: RunArgs) -> Result<()> {
+    let plan = ws.plan()?;
+    let stream = ws.stream(&plan, &args.name)?;
+    let b = &plan.settings.boulder;
+    let cooldown = match &args.cooldown {
+        Some(c) => crate::time::parse_duration(c).map_err(|e| Error::usage(format!("--cooldown: {e}")))?,
+        None => b.cooldown,
+    };
+    let opts = crate::runloop::Options {
+        max_iterations: args.max_iterations.or(stream.max_iterations),
+        cooldown,
+        multiplier: b.backoff_multiplier,
+        max_failures: args.max_failures.unwrap_or(b.max_failures).max(1),
+        command: args.command,
+    };
+    let outcome = crate::runloop::run(ws, &plan, stream, &opts, |line| eprintln!("{line}"))?;
+    writeln!(
+        std::io::stdout().lock(),
+        "{}: {} after {} iteration(s) ({})",
+        stream.name,
+        outcome.status,
+        outcome.iterations,
+        outcome.reason
+    )?;
+    if outcome.status == "FAILED" {
+        return Err(Error::refused(format!("stream {} failed: {}", stream.name, outcome.reason)));
     }
     Ok(())
 }
