@@ -106,7 +106,7 @@ fn interrupt_records_stopped_and_frees_the_lock() {
     let repo = ready();
     let mut cmd = std::process::Command::new(bin());
     fixed_env(&mut cmd, &repo.home);
-    let mut child = cmd
+    let child = cmd
         .args(["stream", "run", "api", "--cooldown", "10s", "--", "true"])
         .current_dir(&repo.dir)
         .stdout(std::process::Stdio::piped())
