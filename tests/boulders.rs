@@ -128,3 +128,26 @@ fn checkpoint_todos_and_resume() {
     let text = repo.boulder_in(&wt, &["start-work"]).ok().stdout;
     assert!(text.contains("next story: US-001") && text.contains("login form half done"), "{text}");
 }
+
+#[test]
+fn inherit_cooldowns_makes_a_child_wait_for_its_parent() {
+    let repo = initialized();
+    let t0 = "2030-01-01T00:00:00Z";
+    assert_eq!(at(&repo, t0, &["check", "--boulder", "auth", "--json"]).ok().json()["enforce"], true);
+    at(&repo, "2030-01-01T00:00:01Z", &["create", "oauth", "--parent", "auth"]).ok();
+    let later = "2030-01-01T00:00:40Z";
+    // Without inheritance the child has no cooldown of its own yet.
+    let j = at(&repo, later, &["check", "--boulder", "oauth", "--json"]).ok().json();
+    assert_eq!(j["enforce"], true, "{j}");
+    assert_eq!(j["parent_iteration"], 0);
+    assert!(j["message"].as_str().unwrap().starts_with("Boulder [Parent: 0] → [Child: 0]"), "{j}");
+    // With it, the parent's enforcement at t0 (cooldown 30s × 2^1) still holds the child at 40s.
+    let plan = repo.read(".boulder/streams.yaml");
+    repo.write(
+        ".boulder/streams.yaml",
+        &plan.replace("settings:\n", "settings:\n  boulder:\n    inherit_cooldowns: true\n"),
+    );
+    at(&repo, "2030-01-01T00:00:02Z", &["create", "saml", "--parent", "auth"]).ok();
+    let j = at(&repo, later, &["check", "--boulder", "saml", "--json"]).ok().json();
+    assert_eq!(j["gate"], "cooldown", "{j}");
+}

@@ -273,11 +273,20 @@ pub fn check(ws: &Workspace, args: CheckArgs) -> Result<()> {
             .hint("create it with `git boulder create`, or `git boulder stream init`")
     })?;
     let kids: Vec<BoulderState> = children(&store, &id)?.into_iter().map(|(_, c)| c).collect();
-    let mut d = crate::boulder::decide(&b, &kids, crate::time::now_secs(), &t, args.subagent, args.message.as_deref());
     let parent = match &b.parent {
         Some(p) => read(&store, p)?.map(|s| (p.clone(), s)),
         None => None,
     };
+    // inherit_cooldowns: a child waits out its parent's cooldown too.
+    let mut gated = b.clone();
+    if let (true, Some((_, p))) = (t.inherit_cooldowns, &parent) {
+        if p.last_enforcement > gated.last_enforcement {
+            gated.last_enforcement = p.last_enforcement.clone();
+        }
+        gated.failure_count = gated.failure_count.max(p.failure_count);
+    }
+    let mut d =
+        crate::boulder::decide(&gated, &kids, crate::time::now_secs(), &t, args.subagent, args.message.as_deref());
     let mut chain: Vec<(String, &BoulderState)> = vec![(id.clone(), &b)];
     if let Some((p, s)) = &parent {
         chain.push((p.clone(), s));
