@@ -88,6 +88,11 @@ pub fn run(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, say:
         let open = stories.iter().filter(|s| !s.status.is_done()).count();
         if open == 0 {
             record(&store, &stream.name, "COMPLETED", "all stories done")?;
+            store.append::<crate::state::BoulderState>(
+                &state::boulder_ref(&stream.name),
+                "status",
+                json!({"status": "completed"}),
+            )?;
             return Ok(Outcome {
                 status: "COMPLETED".into(),
                 reason: "all stories done".into(),

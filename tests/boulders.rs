@@ -151,3 +151,16 @@ fn inherit_cooldowns_makes_a_child_wait_for_its_parent() {
     let j = at(&repo, later, &["check", "--boulder", "saml", "--json"]).ok().json();
     assert_eq!(j["gate"], "cooldown", "{j}");
 }
+
+#[test]
+fn a_parent_enforces_once_its_children_are_finished() {
+    let repo = initialized();
+    at(&repo, "2030-01-01T00:00:00Z", &["create", "oauth", "--parent", "auth"]).ok();
+    let j = at(&repo, "2030-01-01T01:00:00Z", &["check", "--boulder", "auth", "--json"]).ok().json();
+    assert_eq!(j["gate"], "children", "{j}");
+    repo.boulder(&["finish", "oauth"]).ok();
+    let j = at(&repo, "2030-01-01T01:00:00Z", &["check", "--boulder", "auth", "--json"]).ok().json();
+    assert_eq!(j["enforce"], true, "{j}");
+    let list = repo.boulder(&["list", "--json"]).ok().json();
+    assert_eq!(list[1]["status"], "completed");
+}

@@ -27,6 +27,8 @@ fn finisher_completes_the_stream() {
     let r = repo.boulder(&["stream", "run", "api", "--cooldown", "10ms", "--", "sh", agent.to_str().unwrap()]).ok();
     assert!(r.stdout.contains("COMPLETED after 2 iteration(s)"), "{}{}", r.stdout, r.stderr);
     assert_eq!(stream_state(&repo, "api")["status"], "COMPLETED");
+    let boulder = repo.git_out(&["cat-file", "-p", "refs/boulder/boulders/api:state.json"]);
+    assert!(boulder.contains("\"status\": \"completed\"") && boulder.contains("\"iteration\": 2"), "{boulder}");
     // The commits were made with BOULDER_STORY set: the notes name the stories.
     let wt = repo.dir.join(".boulder/worktrees/api");
     let note = repo.git_in(&wt, &["notes", "--ref=boulder", "show", "HEAD"]).ok().stdout;

@@ -445,3 +445,19 @@ pub fn resume(ws: &Workspace, args: ResumeArgs) -> Result<()> {
     }
     Ok(())
 }
+
+#[derive(Debug, clap::Args)]
+pub struct FinishArgs {
+    /// The boulder (default: this worktree's current boulder).
+    pub id: Option<String>,
+}
+
+/// Mark a boulder completed: its parent's enforcement waits for completed children only.
+pub fn finish(ws: &Workspace, args: FinishArgs) -> Result<()> {
+    let id = target(ws, args.id.as_deref())?;
+    let store = Store::new(&ws.repo)?;
+    ensure(&store, &id)?;
+    store.append::<BoulderState>(&state::boulder_ref(&id), "status", json!({"status": "completed"}))?;
+    eprintln!("boulder {id} completed");
+    Ok(())
+}

@@ -55,6 +55,8 @@ pub enum Command {
     List(boulder::ListArgs),
     /// Make a boulder the current one of this worktree: commits count for it and its ancestors.
     Switch(boulder::SwitchArgs),
+    /// Mark a boulder completed (a parent only enforces once all its children are).
+    Finish(boulder::FinishArgs),
     /// Decide whether to push the agent on (the enforcement gates), and say how.
     Check(boulder::CheckArgs),
     /// Record where work stands, so the next session resumes there.
@@ -119,6 +121,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 Command::List(args) => boulder::list(&ws, args),
                 Command::Switch(args) => boulder::switch(&ws, args),
                 Command::Check(args) => boulder::check(&ws, args),
+                Command::Finish(args) => boulder::finish(&ws, args),
                 Command::Checkpoint(args) => boulder::checkpoint(&ws, args),
                 Command::Todo(cmd) => boulder::todo(&ws, cmd),
                 Command::Resume(args) => boulder::resume(&ws, args),

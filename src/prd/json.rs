@@ -33,7 +33,7 @@ pub fn parse(text: &str) -> Result<Prd, PrdError> {
     } else {
         return Err(PrdError::Invalid("the JSON PRD has no \"userStories\" or \"stories\" array".into()));
     };
-    let title = ["project", "title", "name", "branchName"]
+    let title = ["project", "title", "branchName", "name"]
         .iter()
         .find_map(|k| obj.get(*k).and_then(Value::as_str))
         .map(str::to_string);

@@ -2,8 +2,21 @@
 //! and the deterministic merge of two diverged chains.
 //!
 //! ### Performance
-//! Reading current state is one ref lookup and one blob read (`state.json` at the tip); an append
-//! writes two blobs, a tree and a commit and moves the ref once (plus retries on lost races).
+//! Reading current state is one ref lookup, one commit, one tree and the tip's blobs
+//! ([`Store::read_state`]: exactly one blob, `state.json`; [`Store::read`]: `op.json` too) — no
+//! history walk. An append writes two blobs, a tree and a commit and moves the ref once (plus
+//! retries on lost races).
+//!
+//! ### Identity
+//! Every state commit is made by the fixed identity `git-boulder <git-boulder@localhost>` with the
+//! op's time, and ref updates log as that identity too: no git identity needs to be configured.
+//!
+//! ### Merges
+//! Every stored state is the replay of all the ops reachable from its commit, in the total order
+//! `(lamport, at, actor, op commit id)` (see [`crate::state::op::replay`]). An append keeps that
+//! true because its clock is one more than everything it has seen; [`Store::merge`] keeps it true
+//! by construction. So two diverged chains merge into the same `state.json` whatever the order or
+//! grouping of merges, and the same pair always gives the same merge commit.
 
 use std::time::Duration;
 
@@ -13,15 +26,18 @@ use gix::ObjectId;
 
 use crate::error::{Error, Result};
 use crate::git::Repo;
-use crate::state::op::{Op, State};
+use crate::state::op::{self, Op, State, MERGE_ACTOR, MERGE_KIND};
+use crate::state::{BOULDERS, STREAMS};
 
-/// How often an append retries a lost compare-and-swap race before giving up.
-const MAX_TRIES: u32 = 500;
-/// Most commits [`Store::validate_chain`] and merges will walk.
-const MAX_WALK: usize = 1_000_000;
+/// How often an append tries a compare-and-swap before giving up.
+const MAX_TRIES: u32 = 400;
+/// How often an append retries an error that is neither a lost race nor a held lock.
+const MAX_ODD_TRIES: u32 = 3;
+/// Most commits a validation, a merge or a log will walk.
+pub const MAX_WALK: usize = 100_000;
 /// The identity of every state commit: state never needs a configured git identity.
-const NAME: &str = "git-boulder";
-const EMAIL: &str = "git-boulder@localhost";
+pub const COMMITTER_NAME: &str = "git-boulder";
+pub const COMMITTER_EMAIL: &str = "git-boulder@localhost";
 
 /// One op-log commit read back: its id, its op and the state after it.
 #[derive(Debug, Clone)]
@@ -36,12 +52,27 @@ pub struct Entry<S> {
 pub struct LogEntry {
     pub commit: ObjectId,
     pub op: Op,
+    /// A merge commit (two parents, op kind `merge`).
     pub is_merge: bool,
+}
+
+/// What [`Store::absorb`] did with a fetched tip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Absorbed {
+    /// The ref did not exist; it now points at the fetched tip.
+    Created,
+    /// The ref already contained the fetched tip; nothing changed.
+    UpToDate,
+    /// The fetched tip contained the ref; the ref moved forward to it.
+    FastForward,
+    /// Both had ops of their own; the ref now points at their deterministic merge.
+    Merged,
 }
 
 /// Reads and appends op-logs in one repository as one actor.
 pub struct Store<'r> {
     pub repo: &'r Repo,
+    /// This machine's actor id, written into every op it appends.
     pub actor: String,
 }
 
@@ -50,31 +81,103 @@ fn internal(context: impl std::fmt::Display, e: impl std::fmt::Display) -> Error
 }
 
 /// The actor id of this machine: `git config boulder.actor`, else `$GIT_COMMON_DIR/boulder/actor`
-/// (made once with a random id; racing processes agree on the first one written).
+/// (made once with a random id; processes racing to make it agree on the first one written).
 pub fn actor_id(repo: &Repo) -> Result<String> {
     if let Some(a) = repo.config_string("boulder.actor").filter(|a| !a.is_empty()) {
+        op::valid_actor(&a)
+            .and_then(|()| if a == MERGE_ACTOR { Err(format!("{a:?} is reserved for merges")) } else { Ok(()) })
+            .map_err(|e| {
+                Error::usage(format!("git config boulder.actor: {e}"))
+                    .hint("set it to a short name for this machine: git config boulder.actor my-laptop")
+            })?;
         return Ok(a);
     }
     let dir = repo.boulder_dir();
     let path = dir.join("actor");
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        let id = text.trim();
-        if !id.is_empty() {
-            return Ok(id.to_string());
-        }
+    if let Some(id) = read_actor(&path)? {
+        return Ok(id);
     }
     std::fs::create_dir_all(&dir).map_err(|e| internal(format_args!("cannot create {}", dir.display()), e))?;
-    let id = format!("{:016x}", fastrand::u64(..));
-    let tmp = dir.join(format!("actor.{}.tmp", std::process::id()));
+    let id = format!("{:012x}", fastrand::u64(..) & 0xffff_ffff_ffff);
+    let tmp = dir.join(format!("actor.{}.{:08x}.tmp", std::process::id(), fastrand::u32(..)));
     std::fs::write(&tmp, format!("{id}\n")).map_err(|e| internal("cannot write the actor id", e))?;
-    // A hard link fails when another process won the race; then its id is the one.
-    let won = std::fs::hard_link(&tmp, &path).is_ok();
+    // Publishing a complete file with a hard link is atomic and fails when another process won
+    // the race: then its id is the one. Where hard links are not supported, an exclusive create.
+    let won = match std::fs::hard_link(&tmp, &path) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            if std::fs::read_to_string(&path).is_ok_and(|t| t.trim().is_empty()) {
+                // An empty leftover of a crash: replace it.
+                std::fs::rename(&tmp, &path).is_ok()
+            } else {
+                false
+            }
+        }
+        Err(_) => {
+            use std::io::Write;
+            match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(mut f) => f.write_all(format!("{id}\n").as_bytes()).is_ok(),
+                Err(_) => false,
+            }
+        }
+    };
     let _ = std::fs::remove_file(&tmp);
     if won {
         return Ok(id);
     }
-    let text = std::fs::read_to_string(&path).map_err(|e| internal("cannot read the actor id", e))?;
-    Ok(text.trim().to_string())
+    // Another process won; its file may be a moment from complete (exclusive-create fallback).
+    for _ in 0..100 {
+        if let Some(id) = read_actor(&path)? {
+            return Ok(id);
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Err(Error::internal(format!("cannot read the actor id from {}", path.display())))
+}
+
+fn read_actor(path: &std::path::Path) -> Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if text.trim().is_empty() => Ok(None),
+        Ok(text) => {
+            let id = text.trim().to_string();
+            op::valid_actor(&id).map_err(|e| {
+                Error::usage(format!("{}: {e}", path.display()))
+                    .hint(format!("delete {} and a new actor id is made", path.display()))
+            })?;
+            Ok(Some(id))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(internal(format_args!("cannot read {}", path.display()), e)),
+    }
+}
+
+/// The part of a ref name after the stream or boulder prefix, if it has one.
+fn leaf(refname: &str) -> Option<&str> {
+    refname.strip_prefix(STREAMS).or_else(|| refname.strip_prefix(BOULDERS)).filter(|l| !l.is_empty())
+}
+
+/// The later of two RFC 3339 times (as instants; equal instants by text), whatever the argument order.
+fn later<'a>(a: &'a str, b: &'a str) -> &'a str {
+    let key = |t: &'a str| (crate::time::parse_rfc3339(t).unwrap_or(f64::NEG_INFINITY), t);
+    let (ka, kb) = (key(a), key(b));
+    match ka.0.partial_cmp(&kb.0) {
+        Some(std::cmp::Ordering::Greater) => a,
+        Some(std::cmp::Ordering::Less) => b,
+        _ => std::cmp::max(ka.1, kb.1),
+    }
+}
+
+/// Is this ref-update error worth retrying: a lost race or a lock another writer holds.
+fn transient(e: &gix::Error) -> bool {
+    e.is_conflict() || e.can_retry() || e.is_retryable()
+}
+
+/// The result of computing a merge, before anything is written.
+enum Plan<S> {
+    /// One side contains the other (or they are the same): this is the result.
+    Contained(ObjectId),
+    /// A merge commit is needed.
+    Merge { op: Op, state: S, parents: [ObjectId; 2] },
 }
 
 impl<'r> Store<'r> {
@@ -86,52 +189,84 @@ impl<'r> Store<'r> {
         &self.repo.repo
     }
 
-    /// Read `op.json` and `state.json` of one op commit.
-    pub fn entry<S: State>(&self, commit: ObjectId) -> std::result::Result<Entry<S>, String> {
+    /// The two blobs of an op commit, checking its tree holds exactly `op.json` and `state.json`
+    /// as regular files. `want_op` false skips reading `op.json`.
+    fn blobs(&self, commit: ObjectId, want_op: bool) -> std::result::Result<(Option<Vec<u8>>, Vec<u8>), String> {
         let c = self.git().find_commit(commit).map_err(|e| format!("commit {commit}: {e}"))?;
         let tree = c.tree().map_err(|e| format!("commit {commit}: {e}"))?;
         let mut names = Vec::new();
         for e in tree.iter() {
             let e = e.map_err(|e| format!("commit {commit}: {e}"))?;
-            names.push(e.filename().to_string());
+            let name = e.filename().to_string();
+            if e.mode().kind() != gix::objs::tree::EntryKind::Blob {
+                return Err(format!("commit {commit}: {name} is not a regular file"));
+            }
+            names.push(name);
         }
         names.sort();
         if names != ["op.json", "state.json"] {
-            return Err(format!("commit {commit}: tree must hold exactly op.json and state.json, found {names:?}"));
+            return Err(format!("commit {commit}: its tree must hold exactly op.json and state.json, found {names:?}"));
         }
         let blob = |name: &str| -> std::result::Result<Vec<u8>, String> {
             let entry = tree.find_entry(name).ok_or_else(|| format!("commit {commit}: no {name}"))?;
-            if !entry.mode().is_blob() {
-                return Err(format!("commit {commit}: {name} is not a file"));
-            }
             let obj = entry.object().map_err(|e| format!("commit {commit}: {name}: {e}"))?;
             Ok(obj.detach().data)
         };
-        let op: Op = serde_json::from_slice(&blob("op.json")?).map_err(|e| format!("commit {commit}: op.json: {e}"))?;
+        let op = if want_op { Some(blob("op.json")?) } else { None };
+        Ok((op, blob("state.json")?))
+    }
+
+    fn parse_op(commit: ObjectId, bytes: &[u8]) -> std::result::Result<Op, String> {
+        let op: Op = serde_json::from_slice(bytes).map_err(|e| format!("commit {commit}: op.json: {e}"))?;
         op.validate().map_err(|e| format!("commit {commit}: op.json: {e}"))?;
-        let state: S =
-            serde_json::from_slice(&blob("state.json")?).map_err(|e| format!("commit {commit}: state.json: {e}"))?;
+        Ok(op)
+    }
+
+    fn parse_state<S: State>(commit: ObjectId, bytes: &[u8]) -> std::result::Result<S, String> {
+        let state: S = serde_json::from_slice(bytes).map_err(|e| format!("commit {commit}: state.json: {e}"))?;
+        state.validate().map_err(|e| format!("commit {commit}: state.json: {e}"))?;
+        Ok(state)
+    }
+
+    /// Read `op.json` and `state.json` of one op commit, strictly. The error names the commit.
+    pub fn entry<S: State>(&self, commit: ObjectId) -> std::result::Result<Entry<S>, String> {
+        let (op, state) = self.blobs(commit, true)?;
+        let op = Self::parse_op(commit, &op.unwrap_or_default())?;
+        let state = Self::parse_state(commit, &state)?;
         Ok(Entry { commit, op, state })
+    }
+
+    fn invalid(refname: &str, e: String) -> Error {
+        Error::usage(format!("{refname} holds invalid state: {e}"))
+            .hint("see `git boulder doctor`")
+            .hint(format!("`git update-ref -d {refname}` drops it (its history stays in the reflog, if any)"))
     }
 
     /// The tip of an op-log and the state there, or `None` when the ref does not exist.
     pub fn read<S: State>(&self, refname: &str) -> Result<Option<Entry<S>>> {
         let Some(tip) = self.repo.ref_id(refname)? else { return Ok(None) };
-        self.entry(tip).map(Some).map_err(|e| {
-            Error::usage(format!("{refname} holds invalid state: {e}"))
-                .hint(format!("see `git boulder doctor`; `git update-ref -d {refname}` drops it"))
-        })
+        self.entry(tip).map(Some).map_err(|e| Self::invalid(refname, e))
+    }
+
+    /// The state at the tip of an op-log (and the tip), reading exactly one blob: the fastest way
+    /// to answer "what is the state now".
+    pub fn read_state<S: State>(&self, refname: &str) -> Result<Option<(ObjectId, S)>> {
+        let Some(tip) = self.repo.ref_id(refname)? else { return Ok(None) };
+        let (_, state) = self.blobs(tip, false).map_err(|e| Self::invalid(refname, e))?;
+        Ok(Some((tip, Self::parse_state(tip, &state).map_err(|e| Self::invalid(refname, e))?)))
     }
 
     /// Append one op (compare-and-swap with retry on a lost race).
     pub fn append<S: State>(&self, refname: &str, kind: &str, data: serde_json::Value) -> Result<Entry<S>> {
         let kind = kind.to_string();
         let entry = self.append_if::<S>(refname, |_| Ok(Some((kind.clone(), data.clone()))))?;
-        Ok(entry.expect("the closure always appends"))
+        entry.ok_or_else(|| Error::internal("append: nothing was appended"))
     }
 
-    /// Append the op `decide` returns for the current state (asked again after each lost race),
-    /// or nothing when it returns `None`.
+    /// Append the op `decide` returns for the current state (asked again, with the fresh state,
+    /// after each lost race), or nothing when it returns `None`.
+    ///
+    /// An op the state refuses (unknown kind, bad data) is a usage error and nothing is written.
     pub fn append_if<S: State>(
         &self,
         refname: &str,
@@ -139,92 +274,117 @@ impl<'r> Store<'r> {
     ) -> Result<Option<Entry<S>>> {
         let full: gix::refs::FullName =
             refname.try_into().map_err(|e| Error::usage(format!("invalid ref name {refname:?}: {e}")))?;
+        let mut odd = 0;
         for attempt in 0..MAX_TRIES {
             let tip = self.read::<S>(refname)?;
-            let Some((kind, data)) = decide(tip.as_ref().map(|e| &e.state))? else { return Ok(None) };
+            let Some((kind, mut data)) = decide(tip.as_ref().map(|e| &e.state))? else { return Ok(None) };
+            if kind == MERGE_KIND {
+                return Err(Error::usage(format!("{refname}: merge ops are written only by merging two op-logs")));
+            }
+            if data.is_null() {
+                data = serde_json::json!({});
+            }
+            S::complete_op(leaf(refname), &kind, &mut data);
+            let lamport = tip.as_ref().map_or(0, |e| e.op.lamport.max(e.state.lamport())) + 1;
+            let op = Op { v: 1, kind, lamport, at: crate::time::now_rfc3339(), actor: self.actor.clone(), data };
+            op.validate().map_err(|e| Error::usage(format!("{refname}: {e}")))?;
             let mut state = tip.as_ref().map(|e| e.state.clone()).unwrap_or_default();
-            let op = Op {
-                v: 1,
-                kind,
-                lamport: state.lamport() + 1,
-                at: crate::time::now_rfc3339(),
-                actor: self.actor.clone(),
-                data,
-            };
             state.apply(&op).map_err(|e| Error::usage(format!("{refname}: {e}")))?;
             state.set_lamport(op.lamport);
+            state
+                .validate()
+                .map_err(|e| Error::internal(format!("{refname}: {} op made an invalid state: {e}", op.kind)))?;
             let parents: Vec<ObjectId> = tip.as_ref().map(|e| e.commit).into_iter().collect();
-            let commit = self.write_op_commit(&op, &state, &parents)?;
+            let commit = self.write_op_commit(&op, &state, &parents, true)?;
             let expected = match &tip {
                 Some(e) => PreviousValue::MustExistAndMatch(gix::refs::Target::Object(e.commit)),
                 None => PreviousValue::MustNotExist,
             };
-            match self.set_ref(&full, commit, expected, &format!("boulder: {}", op.kind)) {
+            match self.cas(&full, commit, expected, &format!("boulder: {}", op.kind), &op.at) {
                 Ok(()) => return Ok(Some(Entry { commit, op, state })),
-                Err(_) if attempt + 1 < MAX_TRIES => {
-                    // Lost the race (or the ref was locked by another writer): back off and retry.
-                    std::thread::sleep(Duration::from_micros(fastrand::u64(100..2_000 + 500 * attempt.min(40) as u64)));
+                Err(e) => {
+                    if !transient(&e) {
+                        odd += 1;
+                        if odd > MAX_ODD_TRIES {
+                            return Err(internal(format_args!("cannot update {refname}"), e));
+                        }
+                    }
+                    // Lost the race, or another writer holds the ref's lock: back off and retry
+                    // on the fresh tip.
+                    let cap = 100 + 200 * u64::from(attempt.min(40));
+                    std::thread::sleep(Duration::from_micros(fastrand::u64(20..=cap)));
                 }
-                Err(e) => return Err(Error::internal(format!("cannot update {refname} after {MAX_TRIES} tries: {e}"))),
             }
         }
-        unreachable!("the loop returns")
+        Err(Error::refused(format!("cannot update {refname}: lost the race to other writers {MAX_TRIES} times"))
+            .hint("something is writing to it in a tight loop; try again"))
     }
 
-    /// Move `name` to `new` if it still holds what `expected` says.
-    pub fn set_ref(
+    /// Move `name` to `new` if it still holds what `expected` says, logging as git-boulder.
+    fn cas(
         &self,
         name: &gix::refs::FullName,
         new: ObjectId,
         expected: PreviousValue,
         message: &str,
-    ) -> std::result::Result<(), String> {
+        at: &str,
+    ) -> std::result::Result<(), gix::Error> {
+        let sig = signature(at);
+        let mut buf = gix::date::parse::TimeBuf::default();
         self.git()
-            .edit_reference(RefEdit {
-                change: Change::Update {
-                    log: LogChange { mode: RefLog::AndReference, force_create_reflog: false, message: message.into() },
-                    expected,
-                    new: gix::refs::Target::Object(new),
-                },
-                name: name.clone(),
-                deref: false,
-            })
+            .edit_references_as(
+                [RefEdit {
+                    change: Change::Update {
+                        log: LogChange {
+                            mode: RefLog::AndReference,
+                            force_create_reflog: false,
+                            message: message.into(),
+                        },
+                        expected,
+                        new: gix::refs::Target::Object(new),
+                    },
+                    name: name.clone(),
+                    deref: false,
+                }],
+                Some(sig.to_ref(&mut buf)),
+            )
             .map(|_| ())
-            .map_err(|e| e.to_string())
     }
 
-    /// Write the blobs, tree and commit of one op.
-    fn write_op_commit<S: State>(&self, op: &Op, state: &S, parents: &[ObjectId]) -> Result<ObjectId> {
+    /// Build (and when `write`, store) the blobs, tree and commit of one op; returns the commit id.
+    fn write_op_commit<S: State>(&self, op: &Op, state: &S, parents: &[ObjectId], write: bool) -> Result<ObjectId> {
         let repo = self.git();
+        let hash = repo.object_hash();
         let mut op_json = serde_json::to_vec_pretty(op).map_err(|e| internal("op.json", e))?;
         op_json.push(b'\n');
         let mut state_json = serde_json::to_vec_pretty(state).map_err(|e| internal("state.json", e))?;
         state_json.push(b'\n');
-        let op_id = repo.write_blob(&op_json).map_err(|e| internal("cannot write op.json", e))?.detach();
-        let state_id = repo.write_blob(&state_json).map_err(|e| internal("cannot write state.json", e))?.detach();
+        let blob = |bytes: &[u8], name: &str| -> Result<ObjectId> {
+            if write {
+                Ok(repo.write_blob(bytes).map_err(|e| internal(format_args!("cannot write {name}"), e))?.detach())
+            } else {
+                gix::objs::compute_hash(hash, gix::objs::Kind::Blob, bytes).map_err(|e| internal(name, e))
+            }
+        };
         let entry = |name: &str, oid| gix::objs::tree::Entry {
             mode: gix::objs::tree::EntryKind::Blob.into(),
             filename: name.into(),
             oid,
         };
-        let tree = gix::objs::Tree { entries: vec![entry("op.json", op_id), entry("state.json", state_id)] };
-        let tree_id = repo.write_object(&tree).map_err(|e| internal("cannot write the state tree", e))?.detach();
-        let secs = crate::time::parse_rfc3339(&op.at).unwrap_or(0.0).floor() as i64;
-        let sig = gix::actor::Signature {
-            name: NAME.into(),
-            email: EMAIL.into(),
-            time: gix::date::Time { seconds: secs, offset: 0 },
+        let tree = gix::objs::Tree {
+            entries: vec![
+                entry("op.json", blob(&op_json, "op.json")?),
+                entry("state.json", blob(&state_json, "state.json")?),
+            ],
         };
-        let summary = match &op.data {
-            serde_json::Value::Object(m) if !m.is_empty() => {
-                let s = serde_json::to_string(&op.data).unwrap_or_default();
-                if s.len() > 200 {
-                    format!("{}…", &s[..s.char_indices().take_while(|(i, _)| *i < 200).last().map_or(0, |(i, _)| i)])
-                } else {
-                    s
-                }
-            }
-            _ => String::new(),
+        let tree_id = self.put(&tree, write)?;
+        let sig = signature(&op.at);
+        let summary = serde_json::to_string(&op.data).unwrap_or_default();
+        let summary = if summary.len() > 200 {
+            let cut = summary.char_indices().map(|(i, _)| i).take_while(|i| *i <= 200).last().unwrap_or(0);
+            format!("{}…", &summary[..cut])
+        } else {
+            summary
         };
         let commit = gix::objs::Commit {
             tree: tree_id,
@@ -235,21 +395,41 @@ impl<'r> Store<'r> {
             message: BString::from(format!("boulder: {}\n\n{summary}\n", op.kind)),
             extra_headers: Vec::new(),
         };
-        Ok(repo.write_object(&commit).map_err(|e| internal("cannot write the state commit", e))?.detach())
+        self.put(&commit, write)
     }
 
-    /// The history of an op-log, newest first.
+    /// Write an object, or only compute its id.
+    fn put<T: gix::objs::WriteTo>(&self, object: &T, write: bool) -> Result<ObjectId> {
+        if write {
+            return Ok(self
+                .git()
+                .write_object(object)
+                .map_err(|e| internal("cannot write a state object", e))?
+                .detach());
+        }
+        let mut buf = Vec::new();
+        object.write_to(&mut buf).map_err(|e| internal("cannot encode a state object", e))?;
+        gix::objs::compute_hash(self.git().object_hash(), object.kind(), &buf).map_err(|e| internal("hash", e))
+    }
+
+    /// The history of an op-log, newest first (reverse replay order: by lamport clock, then time,
+    /// actor and commit id, descending — the same on every machine).
     pub fn log(&self, refname: &str) -> Result<Vec<LogEntry>> {
         let Some(tip) = self.repo.ref_id(refname)? else { return Ok(Vec::new()) };
-        let walk = self.git().rev_walk([tip]).all().map_err(|e| internal(format_args!("cannot walk {refname}"), e))?;
+        self.history(tip).map_err(|e| e.context(refname))
+    }
+
+    /// The ops reachable from `tip`, newest first (see [`Store::log`]), at most [`MAX_WALK`].
+    pub fn history(&self, tip: ObjectId) -> Result<Vec<LogEntry>> {
+        let walk = self.git().rev_walk([tip]).all().map_err(|e| internal(format_args!("cannot walk {tip}"), e))?;
         let mut out = Vec::new();
         for info in walk.take(MAX_WALK) {
-            let info = info.map_err(|e| internal(format_args!("cannot walk {refname}"), e))?;
-            let is_merge = info.parent_ids.len() > 1;
-            let op = self.op_of(info.id).map_err(|e| Error::usage(format!("{refname}: {e}")))?;
-            out.push(LogEntry { commit: info.id, op, is_merge });
+            let info = info.map_err(|e| internal(format_args!("cannot walk {tip}"), e))?;
+            let op = self.op_of(info.id).map_err(Error::usage)?;
+            out.push((op, info.id, info.parent_ids.len() > 1));
         }
-        Ok(out)
+        out.sort_by(|a, b| (b.0.lamport, &b.0.at, &b.0.actor, &b.1).cmp(&(a.0.lamport, &a.0.at, &a.0.actor, &a.1)));
+        Ok(out.into_iter().map(|(op, commit, is_merge)| LogEntry { commit, op, is_merge }).collect())
     }
 
     fn op_of(&self, commit: ObjectId) -> std::result::Result<Op, String> {
@@ -257,15 +437,14 @@ impl<'r> Store<'r> {
         let tree = c.tree().map_err(|e| format!("commit {commit}: {e}"))?;
         let entry = tree.find_entry("op.json").ok_or_else(|| format!("commit {commit}: no op.json"))?;
         let obj = entry.object().map_err(|e| format!("commit {commit}: op.json: {e}"))?;
-        let op: Op = serde_json::from_slice(&obj.data).map_err(|e| format!("commit {commit}: op.json: {e}"))?;
-        op.validate().map_err(|e| format!("commit {commit}: {e}"))?;
-        Ok(op)
+        Self::parse_op(commit, &obj.data)
     }
 
-    /// Refs under `prefix` (e.g. `refs/boulder/`) and their ids, sorted by name.
+    /// Refs under `prefix` (e.g. `refs/boulder/`) and the ids they point at, sorted by name.
     pub fn list(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
         let platform = self.git().references().map_err(|e| internal("cannot list refs", e))?;
-        let iter = platform.prefixed(prefix).map_err(|e| internal("cannot list refs", e))?;
+        let iter =
+            platform.prefixed(prefix).map_err(|e| internal(format_args!("cannot list refs under {prefix}"), e))?;
         let mut out = Vec::new();
         for r in iter {
             let mut r = r.map_err(|e| internal("cannot list refs", e))?;
@@ -278,101 +457,264 @@ impl<'r> Store<'r> {
         Ok(out)
     }
 
-    /// Check every commit reachable from `tip`: exactly op.json + state.json, both strict, ops
-    /// valid, and each state what its op says. The error names the commit and the problem.
+    /// Check every commit reachable from `tip` (at most [`MAX_WALK`]): its tree holds exactly
+    /// `op.json` and `state.json`, both parse strictly, its op is valid, and its state is what
+    /// its op makes of its parent's state (a merge commit: exactly the deterministic merge of its
+    /// parents). The error names the commit and the problem.
     pub fn validate_chain<S: State>(&self, tip: ObjectId) -> std::result::Result<(), String> {
-        let walk = self.git().rev_walk([tip]).all().map_err(|e| format!("cannot walk {tip}: {e}"))?;
+        self.validate_since::<S>(tip, &[])
+    }
+
+    /// Like [`Store::validate_chain`], but trusting (not checking) what is reachable from
+    /// `trusted`, e.g. the local tip before a pull.
+    pub fn validate_since<S: State>(&self, tip: ObjectId, trusted: &[ObjectId]) -> std::result::Result<(), String> {
+        let walk = self
+            .git()
+            .rev_walk([tip])
+            .with_hidden(trusted.iter().copied())
+            .all()
+            .map_err(|e| format!("cannot walk {tip}: {e}"))?;
+        // The walk meets a commit right after its child, so the parent read for one check is
+        // usually the entry of the next.
+        let mut cached: Option<Entry<S>> = None;
         for (n, info) in walk.enumerate() {
             if n >= MAX_WALK {
-                return Err(format!("more than {MAX_WALK} commits"));
+                return Err(format!("{tip}: more than {MAX_WALK} commits, too many to check"));
             }
             let info = info.map_err(|e| format!("cannot walk {tip}: {e}"))?;
-            let entry = self.entry::<S>(info.id)?;
-            if info.parent_ids.len() > 2 {
-                return Err(format!("commit {}: more than two parents", info.id));
-            }
-            // Replaying a single op on its parent's state must give the recorded state.
-            if info.parent_ids.len() == 1 {
-                let parent = self.entry::<S>(info.parent_ids[0])?;
-                let mut expect = parent.state.clone();
-                expect.apply(&entry.op).map_err(|e| format!("commit {}: {e}", info.id))?;
-                expect.set_lamport(entry.op.lamport);
-                if expect != entry.state {
-                    return Err(format!("commit {}: state.json does not follow from its op", info.id));
+            let id = info.id;
+            let entry = match cached.take() {
+                Some(e) if e.commit == id => e,
+                _ => self.entry::<S>(id)?,
+            };
+            let parents: Vec<ObjectId> = info.parent_ids.iter().copied().collect();
+            match parents.len() {
+                0 | 1 => {
+                    if entry.op.is_merge() {
+                        return Err(format!("commit {id}: a merge op in a commit with {} parent(s)", parents.len()));
+                    }
+                    let (mut expect, clock) = match parents.first() {
+                        Some(p) => {
+                            let parent = self.entry::<S>(*p)?;
+                            let clock = parent.op.lamport.max(parent.state.lamport());
+                            let state = parent.state.clone();
+                            cached = Some(parent);
+                            (state, clock)
+                        }
+                        None => (S::default(), 0),
+                    };
+                    if entry.op.lamport != clock + 1 {
+                        return Err(format!(
+                            "commit {id}: op clock {} does not follow its parent's clock {clock}",
+                            entry.op.lamport
+                        ));
+                    }
+                    expect.apply(&entry.op).map_err(|e| format!("commit {id}: {e}"))?;
+                    expect.set_lamport(entry.op.lamport);
+                    if expect != entry.state {
+                        return Err(format!("commit {id}: state.json does not follow from its op"));
+                    }
                 }
-            } else if info.parent_ids.is_empty() {
-                let mut expect = S::default();
-                expect.apply(&entry.op).map_err(|e| format!("commit {}: {e}", info.id))?;
-                expect.set_lamport(entry.op.lamport);
-                if expect != entry.state {
-                    return Err(format!("commit {}: state.json does not follow from its op", info.id));
+                2 => {
+                    if !entry.op.is_merge() || entry.op.actor != MERGE_ACTOR {
+                        return Err(format!("commit {id}: a commit with two parents must hold a merge op"));
+                    }
+                    match self.plan::<S>(parents[0], parents[1])? {
+                        Plan::Merge { op, state, parents: ps } => {
+                            let again = self
+                                .write_op_commit(&op, &state, &ps, false)
+                                .map_err(|e| format!("commit {id}: {}", e.message))?;
+                            if again != id {
+                                return Err(format!(
+                                    "commit {id}: state.json does not follow from its op: it is not the deterministic merge of its parents"
+                                ));
+                            }
+                        }
+                        Plan::Contained(_) => {
+                            return Err(format!("commit {id}: merges two commits where one contains the other"));
+                        }
+                    }
                 }
+                n => return Err(format!("commit {id}: {n} parents; op-log commits have at most two")),
             }
         }
         Ok(())
     }
 
-    /// Merge two op-logs deterministically and return the merged tip (not moving any ref).
-    ///
-    /// When one side contains the other, the descendant is the result. Otherwise the ops since
-    /// the merge base on both sides (merge commits excluded) are ordered by
-    /// `(lamport, at, actor, commit id)` and replayed on the base state; the result is one merge
-    /// commit whose parents are sorted and whose time is the later tip's, so every machine that
-    /// merges the same pair writes the very same commit.
-    pub fn merge<S: State>(&self, ours: ObjectId, theirs: ObjectId) -> Result<ObjectId> {
-        if ours == theirs {
-            return Ok(ours);
-        }
-        let repo = self.git();
-        let base =
-            repo.merge_base(ours, theirs).map_err(|e| internal("cannot find the merge base", e))?.map(|id| id.detach());
-        if base == Some(ours) {
-            return Ok(theirs);
-        }
-        if base == Some(theirs) {
-            return Ok(ours);
-        }
-        let base_state = match base {
-            Some(b) => self.entry::<S>(b).map_err(Error::usage)?.state,
-            None => S::default(),
-        };
-        let walk = repo
-            .rev_walk([ours, theirs])
-            .with_hidden(base)
+    /// The ops (non-merge commits) reachable from `tips` but not from `hidden`.
+    fn ops_between(
+        &self,
+        tips: &[ObjectId],
+        hidden: Option<ObjectId>,
+    ) -> std::result::Result<Vec<(Op, ObjectId)>, String> {
+        let walk = self
+            .git()
+            .rev_walk(tips.iter().copied())
+            .with_hidden(hidden)
             .all()
-            .map_err(|e| internal("cannot walk the op-logs", e))?;
-        let mut ops: Vec<(Op, ObjectId)> = Vec::new();
-        for info in walk.take(MAX_WALK) {
-            let info = info.map_err(|e| internal("cannot walk the op-logs", e))?;
+            .map_err(|e| format!("cannot walk the op-logs: {e}"))?;
+        let mut ops = Vec::new();
+        for (n, info) in walk.enumerate() {
+            if n >= MAX_WALK {
+                return Err(format!("more than {MAX_WALK} commits to merge"));
+            }
+            let info = info.map_err(|e| format!("cannot walk the op-logs: {e}"))?;
             if info.parent_ids.len() > 1 {
                 continue;
             }
-            let op = self.op_of(info.id).map_err(Error::usage)?;
-            ops.push((op, info.id));
+            ops.push((self.op_of(info.id)?, info.id));
         }
-        ops.sort_by(|(a, ia), (b, ib)| (a.lamport, &a.at, &a.actor, ia).cmp(&(b.lamport, &b.at, &b.actor, ib)));
-        let mut state = base_state;
-        // The clock after a merge is the highest of all ops merged: the same whatever the order
-        // or grouping of merges, and below whatever is appended next.
-        let mut lamport = state.lamport();
-        for (op, id) in &ops {
-            state.apply(op).map_err(|e| Error::usage(format!("op {id}: {e}")))?;
-            lamport = lamport.max(op.lamport);
+        Ok(ops)
+    }
+
+    fn count_only_in(&self, tip: ObjectId, other: ObjectId) -> std::result::Result<usize, String> {
+        let walk = self
+            .git()
+            .rev_walk([tip])
+            .with_hidden([other])
+            .all()
+            .map_err(|e| format!("cannot walk the op-logs: {e}"))?;
+        let mut n = 0;
+        for info in walk.take(MAX_WALK) {
+            let info = info.map_err(|e| format!("cannot walk the op-logs: {e}"))?;
+            n += usize::from(info.parent_ids.len() <= 1);
         }
-        let ours_e = self.entry::<S>(ours).map_err(Error::usage)?;
-        let theirs_e = self.entry::<S>(theirs).map_err(Error::usage)?;
+        Ok(n)
+    }
+
+    /// Compute the merge of two tips without writing anything.
+    fn plan<S: State>(&self, ours: ObjectId, theirs: ObjectId) -> std::result::Result<Plan<S>, String> {
+        if ours == theirs {
+            return Ok(Plan::Contained(ours));
+        }
+        let repo = self.git();
+        let base = repo
+            .merge_base(ours, theirs)
+            .map_err(|e| format!("cannot find the merge base of {ours} and {theirs}: {e}"))?
+            .map(|id| id.detach());
+        if base == Some(ours) {
+            return Ok(Plan::Contained(theirs));
+        }
+        if base == Some(theirs) {
+            return Ok(Plan::Contained(ours));
+        }
+        let ours_e = self.entry::<S>(ours)?;
+        let theirs_e = self.entry::<S>(theirs)?;
+        // Fast path: replay the ops since the merge base on the base's state. That equals a replay
+        // of everything only when all of them sort after everything the base holds, i.e. have a
+        // higher clock. Otherwise (criss-cross histories, a base that is not the join point of
+        // everything merged, or no common history), replay every op from the start.
+        let mut replayed = None;
+        if let Some(b) = base {
+            let base_e = self.entry::<S>(b)?;
+            let ops = self.ops_between(&[ours, theirs], Some(b))?;
+            if !ops.is_empty() && ops.iter().all(|(o, _)| o.lamport > base_e.state.lamport()) {
+                replayed = Some((base_e.state, ops));
+            }
+        }
+        let (start, ops) = match replayed {
+            Some(r) => r,
+            None => (S::default(), self.ops_between(&[ours, theirs], None)?),
+        };
+        let top = ops.iter().map(|(o, _)| o.lamport).max().unwrap_or(0);
+        let lamport = top + 1;
+        let mut state = op::replay(start, ops).map_err(|e| format!("merging {ours} and {theirs}: {e}"))?;
         state.set_lamport(lamport);
         let mut parents = [ours, theirs];
         parents.sort();
-        let at = std::cmp::max(&ours_e.op.at, &theirs_e.op.at).clone();
+        // Ops only one side had: the same whichever merge base the walk picks.
+        let only = self.count_only_in(ours, theirs)? + self.count_only_in(theirs, ours)?;
         let op = Op {
             v: 1,
-            kind: "merge".into(),
+            kind: MERGE_KIND.into(),
             lamport,
-            at,
-            actor: "merge".into(),
-            data: serde_json::json!({"parents": [parents[0].to_string(), parents[1].to_string()], "ops": ops.len()}),
+            at: later(&ours_e.op.at, &theirs_e.op.at).to_string(),
+            actor: MERGE_ACTOR.into(),
+            data: serde_json::json!({"parents": [parents[0].to_string(), parents[1].to_string()], "ops": only}),
         };
-        self.write_op_commit(&op, &state, &parents)
+        Ok(Plan::Merge { op, state, parents })
+    }
+
+    /// Merge two op-logs deterministically and return the merged tip (moving no ref).
+    ///
+    /// When one side contains the other, the descendant is the result. Otherwise the result is
+    /// one new merge commit: its parents are the two tips sorted by id, its `state.json` the replay
+    /// of every op either side holds in the order `(lamport, at, actor, op commit id)` (computed
+    /// from the merge base when that is exact), its `op.json` a `merge` op by actor `merge` at the
+    /// later tip's time with clock one above the highest op merged and data
+    /// `{"parents": [a, b], "ops": N}` (N: ops only one side had). Every machine merging the same
+    /// pair, in either order, writes the very same commit.
+    ///
+    /// Activity ops carry the commit they record and count once however often they are seen, as
+    /// long as a repeat comes within the last [`crate::state::op::RECENT_COMMITS`] distinct
+    /// commits in replay order — the window a boulder's state keeps, so a merge and a chain of
+    /// appends always agree.
+    pub fn merge<S: State>(&self, ours: ObjectId, theirs: ObjectId) -> Result<ObjectId> {
+        match self.plan::<S>(ours, theirs).map_err(Error::usage)? {
+            Plan::Contained(id) => Ok(id),
+            Plan::Merge { op, state, parents } => self.write_op_commit(&op, &state, &parents, true),
+        }
+    }
+
+    /// Bring a fetched tip into `refname`: check what it adds (trusting what the ref already
+    /// holds), then create the ref, fast-forward it, or move it to the deterministic merge — with
+    /// a compare-and-swap, retried when a local writer moves the ref meanwhile. An invalid
+    /// fetched chain is refused and the ref is left as it was.
+    pub fn absorb<S: State>(&self, refname: &str, theirs: ObjectId) -> Result<Absorbed> {
+        let full: gix::refs::FullName =
+            refname.try_into().map_err(|e| Error::usage(format!("invalid ref name {refname:?}: {e}")))?;
+        let mut checked = false;
+        for attempt in 0..MAX_TRIES {
+            let ours = self.repo.ref_id(refname)?;
+            if !checked {
+                self.validate_since::<S>(theirs, &ours.into_iter().collect::<Vec<_>>()).map_err(|e| {
+                    Error::refused(format!("{refname}: the fetched state is invalid and was not taken: {e}"))
+                        .hint("the local state is unchanged; fix or delete the ref on the other machine")
+                })?;
+                checked = true;
+            }
+            let (new, how, expected) = match ours {
+                None => (theirs, Absorbed::Created, PreviousValue::MustNotExist),
+                Some(ours) => {
+                    let merged = self.merge::<S>(ours, theirs).map_err(|e| e.context(refname))?;
+                    let how = if merged == ours {
+                        return Ok(Absorbed::UpToDate);
+                    } else if merged == theirs {
+                        Absorbed::FastForward
+                    } else {
+                        Absorbed::Merged
+                    };
+                    (merged, how, PreviousValue::MustExistAndMatch(gix::refs::Target::Object(ours)))
+                }
+            };
+            match self.cas(
+                &full,
+                new,
+                expected,
+                &format!("boulder: {how:?}").to_lowercase(),
+                &crate::time::now_rfc3339(),
+            ) {
+                Ok(()) => return Ok(how),
+                Err(e) if transient(&e) || attempt < MAX_ODD_TRIES => {
+                    // The local tip moved: what it gained is local, so only the fetched side
+                    // needed checking, which is done.
+                    std::thread::sleep(Duration::from_micros(fastrand::u64(
+                        20..=100 + 200 * u64::from(attempt.min(40)),
+                    )));
+                }
+                Err(e) => return Err(internal(format_args!("cannot update {refname}"), e)),
+            }
+        }
+        Err(Error::refused(format!("cannot update {refname}: lost the race to other writers {MAX_TRIES} times")))
+    }
+}
+
+/// The fixed identity of state commits and ref updates, at an op's time.
+fn signature(at: &str) -> gix::actor::Signature {
+    let secs = crate::time::parse_rfc3339(at).unwrap_or(0.0).floor() as i64;
+    gix::actor::Signature {
+        name: COMMITTER_NAME.into(),
+        email: COMMITTER_EMAIL.into(),
+        time: gix::date::Time { seconds: secs, offset: 0 },
     }
 }
