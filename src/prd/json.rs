@@ -2,13 +2,24 @@
 //! `prd-*.json` (`stories[]` with `status` open/in_progress/done and `dependsOn`). The rewrite
 //! replaces only the bytes of one story's `passes`/`status` value, found with a small scanner that
 //! records where each value sits, so every other byte stays as it was.
+//!
+//! Rules:
+//! * `userStories` wins over `stories` when both are arrays. The title is the first string of
+//!   `project`, `title`, `branchName`, `name`.
+//! * `passes: true` → completed; `false`, `null` or missing → pending (blocked with
+//!   `"blocked": true`). Another `passes` value is [`PrdError::Invalid`].
+//! * `status` (any case): open/pending/todo → pending, in_progress/in-progress/started/doing →
+//!   in_progress, done/completed/complete/closed → completed, blocked → blocked; missing →
+//!   pending; anything else is [`PrdError::Invalid`].
+//! * A story's `text` is its whole object pretty-printed (description, acceptanceCriteria, notes
+//!   included); `span` is its index in the array.
+//! * A repeated id keeps the first and adds a warning naming both indexes.
 
 use serde_json::Value;
 
 use super::{Format, Marks, Prd, PrdError, Span, Status, Story};
 
-fn syntax(text: &str, e: serde_json::Error) -> PrdError {
-    let _ = text;
+fn syntax(e: serde_json::Error) -> PrdError {
     PrdError::Syntax { line: e.line(), column: e.column(), message: e.to_string() }
 }
 
@@ -22,7 +33,7 @@ fn id_of(v: &Value) -> Option<String> {
 
 pub fn parse(text: &str) -> Result<Prd, PrdError> {
     let body = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let root: Value = serde_json::from_str(body).map_err(|e| syntax(text, e))?;
+    let root: Value = serde_json::from_str(body).map_err(syntax)?;
     let Value::Object(obj) = &root else {
         return Err(PrdError::Invalid("a JSON PRD must be an object with userStories or stories".into()));
     };
@@ -83,8 +94,14 @@ pub fn parse(text: &str) -> Result<Prd, PrdError> {
             Some(Value::Array(a)) => a.iter().filter_map(id_of).collect(),
             _ => Vec::new(),
         };
-        if stories.iter().any(|x: &Story| x.id == id) {
-            warnings.push(format!("story {id} appears again at {key}[{index}]; the first counts"));
+        if let Some(first) = stories.iter().find(|x: &&Story| x.id == id) {
+            let first = match first.span {
+                Span::Index { index } => index,
+                Span::Lines { start, .. } => start,
+            };
+            warnings.push(format!(
+                "story {id} appears again at {key}[{index}] (first at {key}[{first}]); the first counts"
+            ));
             continue;
         }
         stories.push(Story {

@@ -44,6 +44,8 @@ struct Line<'a> {
     raw: &'a str,
     /// Inside (or delimiting) a fenced code block or a multi-line HTML comment.
     hidden: bool,
+    /// The line opens such a block.
+    opens: bool,
 }
 
 /// A fence opener/closer: (char, run length, rest of the line).
@@ -74,6 +76,7 @@ fn lines(text: &str) -> Vec<Line<'_>> {
             }
         }
         let trimmed = t.trim_start_matches([' ', '\t']);
+        let was_hidden = fence.is_some() || comment;
         let hidden = if let Some((c, n)) = fence {
             if let Some((c2, n2, rest)) = fence_marker(trimmed) {
                 if c2 == c && n2 >= n && rest.trim().is_empty() {
@@ -97,7 +100,7 @@ fn lines(text: &str) -> Vec<Line<'_>> {
         } else {
             false
         };
-        out.push(Line { start, text: t, raw, hidden });
+        out.push(Line { start, text: t, raw, hidden, opens: hidden && !was_hidden });
     }
     out
 }
@@ -178,7 +181,8 @@ fn id_and_title(s: &str, loose: bool) -> Option<(String, String)> {
     } else if loose && rest.starts_with([' ', '\t']) {
         rest_t
     } else {
-        return None;
+        // `US-005. Title` after a box.
+        rest.strip_prefix(". ").filter(|_| loose)?
     };
     Some((tok.to_string(), title.trim().to_string()))
 }
@@ -321,7 +325,9 @@ fn tasks(ls: &[Line], headings: &[Option<(usize, &str)>], a: usize, b: usize) ->
         let mut end = starts.get(k + 1).map(|s| s.0).unwrap_or(b);
         if let Some(stop) = (i + 1..end).find(|&j| {
             headings[j].is_some()
-                || (!ls[j].hidden && !ls[j].text.trim().is_empty() && !ls[j].text.starts_with([' ', '\t']))
+                || ((!ls[j].hidden || ls[j].opens)
+                    && !ls[j].text.trim().is_empty()
+                    && !ls[j].text.starts_with([' ', '\t']))
         }) {
             end = stop;
         }

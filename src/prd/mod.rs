@@ -118,7 +118,16 @@ impl Prd {
 }
 
 /// Parse a PRD. `name` is the file name (used only to prefer JSON for `*.json`); content that
-/// starts with `{` is parsed as JSON whatever its name.
+/// starts with `{` is parsed as JSON whatever its name. The forms and their rules are described
+/// in the `markdown` and `json` submodules.
+///
+/// A story id that appears twice never fails the parse and never panics: the first story (in
+/// file order) is kept, and a warning in [`Prd::warnings`] names the id and both lines (JSON:
+/// array indexes), so a half-edited PRD still drives the loop while the user is told.
+///
+/// Markdown never fails (text without stories gives no stories); JSON fails with
+/// [`PrdError::Syntax`] (serde_json's line and column) or [`PrdError::Invalid`] (no stories
+/// array, a story without an id, an unknown status).
 pub fn parse(name: &str, text: &str) -> Result<Prd, PrdError> {
     let body = text.strip_prefix('\u{feff}').unwrap_or(text);
     if body.trim_start().starts_with('{') || (name.ends_with(".json") && !body.trim().is_empty()) {
@@ -128,10 +137,19 @@ pub fn parse(name: &str, text: &str) -> Result<Prd, PrdError> {
     }
 }
 
-/// Return `text` with story `id`'s status changed to `status`, touching only its status marks
-/// (markdown: the heading box and, for wave stories, the `- [ ]` items; JSON: only that story's
-/// `passes`/`status` value). Every other byte is kept. A Ralph heading without a box gets one
-/// (`[x] ` inserted after the `###`) — the only insertion this makes.
+/// Return `text` with story `id`'s status changed to `status`, touching only its status marks.
+/// Every other byte (line endings, a missing trailing newline, a BOM) is kept.
+///
+/// * Markdown: the heading box (`[ ]`, `[x]`, `[~]`, `[!]`), or for a wave story without a box
+///   all of its `- [ ]` items (`[x]` for completed, `[ ]` for pending; other statuses are
+///   refused, the items decide them). A heading without a box gets one only when needed:
+///   `[x] ` (or `[~] `, `[!] `) is inserted right after the `###` and its space; pending leaves
+///   it alone. The result is parsed again and must show the new status, else
+///   [`PrdError::Invalid`] (e.g. a title saying BLOCKED cannot be set to pending by marks).
+/// * JSON: only the bytes of that story's `passes`/`status` value are replaced (found by a small
+///   span scanner; the JSON is never re-serialized). `userStories` has only `passes`, so anything
+///   but completed writes `false`. A story without the field gets `"passes": …, ` /
+///   `"status": …, ` inserted after its `{`.
 pub fn set_status(text: &str, prd: &Prd, id: &str, status: Status) -> Result<String, PrdError> {
     let story = prd.story(id).ok_or_else(|| PrdError::NoSuchStory(id.to_string()))?;
     match prd.format {
