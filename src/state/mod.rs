@@ -3,14 +3,14 @@
 //! operation, whose tree holds `op.json` and `state.json` (the whole state after the op).
 //!
 //! * [`op`]: the op record and the state types with their `apply` (pure).
-//! * [`store`]: read, append (compare-and-swap with retry), log, and the deterministic merge of
-//!   two diverged chains (gix).
+//! * [`store`]: read, append (compare-and-swap with retry), log, validation of chains from
+//!   anywhere, and the deterministic merge of two diverged chains (gix).
 
 pub mod op;
 pub mod store;
 
-pub use op::{BoulderState, Op, PrdState, State, StreamState};
-pub use store::{Entry, Store};
+pub use op::{replay, BoulderState, Checkpoint, Op, PrdState, RunInfo, State, StreamState, Todo};
+pub use store::{Absorbed, Entry, LogEntry, Store};
 
 /// Ref prefix of stream op-logs.
 pub const STREAMS: &str = "refs/boulder/streams/";

@@ -18,6 +18,7 @@
 //! by construction. So two diverged chains merge into the same `state.json` whatever the order or
 //! grouping of merges, and the same pair always gives the same merge commit.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use gix::bstr::BString;
@@ -239,7 +240,7 @@ impl<'r> Store<'r> {
     fn invalid(refname: &str, e: String) -> Error {
         Error::usage(format!("{refname} holds invalid state: {e}"))
             .hint("see `git boulder doctor`")
-            .hint(format!("`git update-ref -d {refname}` drops it (its history stays in the reflog, if any)"))
+            .hint(format!("`git update-ref -d {refname}` drops it"))
     }
 
     /// The tip of an op-log and the state there, or `None` when the ref does not exist.
@@ -301,7 +302,10 @@ impl<'r> Store<'r> {
                 None => PreviousValue::MustNotExist,
             };
             match self.cas(&full, commit, expected, &format!("boulder: {}", op.kind), &op.at) {
-                Ok(()) => return Ok(Some(Entry { commit, op, state })),
+                Ok(true) => return Ok(Some(Entry { commit, op, state })),
+                // Another writer created the ref with the very same commit (same op, same
+                // millisecond): that op is theirs; decide again on the fresh state.
+                Ok(false) => {}
                 Err(e) => {
                     if !transient(&e) {
                         odd += 1;
@@ -321,6 +325,8 @@ impl<'r> Store<'r> {
     }
 
     /// Move `name` to `new` if it still holds what `expected` says, logging as git-boulder.
+    /// `Ok(false)`: the ref was to be created but already held `new` (another writer made the
+    /// very same commit first), so this call did not create it.
     fn cas(
         &self,
         name: &gix::refs::FullName,
@@ -328,7 +334,8 @@ impl<'r> Store<'r> {
         expected: PreviousValue,
         message: &str,
         at: &str,
-    ) -> std::result::Result<(), gix::Error> {
+    ) -> std::result::Result<bool, gix::Error> {
+        let create = matches!(expected, PreviousValue::MustNotExist);
         let sig = signature(at);
         let mut buf = gix::date::parse::TimeBuf::default();
         self.git()
@@ -348,7 +355,14 @@ impl<'r> Store<'r> {
                 }],
                 Some(sig.to_ref(&mut buf)),
             )
-            .map(|_| ())
+            .map(|edits| {
+                // A creation that found the ref already there (with the same value) reports the
+                // value it found as the expected one.
+                !(create
+                    && edits.iter().any(|e| {
+                        matches!(e.change, Change::Update { expected: PreviousValue::MustExistAndMatch(_), .. })
+                    }))
+            })
     }
 
     /// Build (and when `write`, store) the blobs, tree and commit of one op; returns the commit id.
@@ -477,6 +491,7 @@ impl<'r> Store<'r> {
         // The walk meets a commit right after its child, so the parent read for one check is
         // usually the entry of the next.
         let mut cached: Option<Entry<S>> = None;
+        let mut dag = Dag::new(self);
         for (n, info) in walk.enumerate() {
             if n >= MAX_WALK {
                 return Err(format!("{tip}: more than {MAX_WALK} commits, too many to check"));
@@ -519,7 +534,7 @@ impl<'r> Store<'r> {
                     if !entry.op.is_merge() || entry.op.actor != MERGE_ACTOR {
                         return Err(format!("commit {id}: a commit with two parents must hold a merge op"));
                     }
-                    match self.plan::<S>(parents[0], parents[1])? {
+                    match self.plan_in::<S>(&mut dag, parents[0], parents[1])? {
                         Plan::Merge { op, state, parents: ps } => {
                             let again = self
                                 .write_op_commit(&op, &state, &ps, false)
@@ -541,96 +556,87 @@ impl<'r> Store<'r> {
         Ok(())
     }
 
-    /// The ops (non-merge commits) reachable from `tips` but not from `hidden`.
-    fn ops_between(
-        &self,
-        tips: &[ObjectId],
-        hidden: Option<ObjectId>,
-    ) -> std::result::Result<Vec<(Op, ObjectId)>, String> {
-        let walk = self
-            .git()
-            .rev_walk(tips.iter().copied())
-            .with_hidden(hidden)
-            .all()
-            .map_err(|e| format!("cannot walk the op-logs: {e}"))?;
-        let mut ops = Vec::new();
-        for (n, info) in walk.enumerate() {
-            if n >= MAX_WALK {
-                return Err(format!("more than {MAX_WALK} commits to merge"));
-            }
-            let info = info.map_err(|e| format!("cannot walk the op-logs: {e}"))?;
-            if info.parent_ids.len() > 1 {
-                continue;
-            }
-            ops.push((self.op_of(info.id)?, info.id));
-        }
-        Ok(ops)
-    }
-
-    fn count_only_in(&self, tip: ObjectId, other: ObjectId) -> std::result::Result<usize, String> {
-        let walk = self
-            .git()
-            .rev_walk([tip])
-            .with_hidden([other])
-            .all()
-            .map_err(|e| format!("cannot walk the op-logs: {e}"))?;
-        let mut n = 0;
-        for info in walk.take(MAX_WALK) {
-            let info = info.map_err(|e| format!("cannot walk the op-logs: {e}"))?;
-            n += usize::from(info.parent_ids.len() <= 1);
-        }
-        Ok(n)
-    }
-
     /// Compute the merge of two tips without writing anything.
     fn plan<S: State>(&self, ours: ObjectId, theirs: ObjectId) -> std::result::Result<Plan<S>, String> {
+        self.plan_in(&mut Dag::new(self), ours, theirs)
+    }
+
+    /// [`Store::plan`] on a graph that may already know some of the history (validation reuses
+    /// one for every merge commit it checks).
+    ///
+    /// Reachability is computed here from the parent links, not with gix's merge-base or hidden
+    /// walks: those paint by commit time, and op-log commits share their second so often that
+    /// gix 0.90 answered wrongly (a redundant merge base, so an ancestor looked like a diverged
+    /// side). gix's merge base is only taken as a candidate for the fast path, after checking it.
+    fn plan_in<S: State>(
+        &self,
+        dag: &mut Dag<'_, '_>,
+        ours: ObjectId,
+        theirs: ObjectId,
+    ) -> std::result::Result<Plan<S>, String> {
         if ours == theirs {
             return Ok(Plan::Contained(ours));
         }
-        let repo = self.git();
-        let base = repo
-            .merge_base(ours, theirs)
-            .map_err(|e| format!("cannot find the merge base of {ours} and {theirs}: {e}"))?
-            .map(|id| id.detach());
-        if base == Some(ours) {
+        let a = dag.ancestors(ours)?;
+        let t = dag.ancestors(theirs)?;
+        if t.contains(&ours) {
             return Ok(Plan::Contained(theirs));
         }
-        if base == Some(theirs) {
+        if a.contains(&theirs) {
             return Ok(Plan::Contained(ours));
         }
         let ours_e = self.entry::<S>(ours)?;
         let theirs_e = self.entry::<S>(theirs)?;
-        // Fast path: replay the ops since the merge base on the base's state. That equals a replay
-        // of everything only when all of them sort after everything the base holds, i.e. have a
-        // higher clock. Otherwise (criss-cross histories, a base that is not the join point of
-        // everything merged, or no common history), replay every op from the start.
+        // Fast path: replay the ops a merge base does not hold on the base's state. That equals a
+        // replay of everything only when all of them sort after everything the base holds, i.e.
+        // have a higher clock. Otherwise (criss-cross histories, a base that is not the join point
+        // of everything merged, or no common history), replay every op from the start.
+        let base = self
+            .git()
+            .merge_base(ours, theirs)
+            .ok()
+            .flatten()
+            .map(|id| id.detach())
+            .filter(|b| a.contains(b) && t.contains(b));
         let mut replayed = None;
         if let Some(b) = base {
+            let held = dag.ancestors(b)?;
+            let ids: Vec<ObjectId> = a.union(&t).filter(|id| !held.contains(*id)).copied().collect();
+            let ops = dag.ops(&ids)?;
             let base_e = self.entry::<S>(b)?;
-            let ops = self.ops_between(&[ours, theirs], Some(b))?;
             if !ops.is_empty() && ops.iter().all(|(o, _)| o.lamport > base_e.state.lamport()) {
                 replayed = Some((base_e.state, ops));
             }
         }
         let (start, ops) = match replayed {
             Some(r) => r,
-            None => (S::default(), self.ops_between(&[ours, theirs], None)?),
+            None => {
+                let ids: Vec<ObjectId> = a.union(&t).copied().collect();
+                (S::default(), dag.ops(&ids)?)
+            }
         };
         let top = ops.iter().map(|(o, _)| o.lamport).max().unwrap_or(0);
+        // The merged state's clock is the highest op clock merged (like any state's: the clock of
+        // the last op in replay order), so it does not depend on how merges were grouped; the
+        // merge op itself comes after all of them.
         let lamport = top + 1;
         let mut state = op::replay(start, ops).map_err(|e| format!("merging {ours} and {theirs}: {e}"))?;
-        state.set_lamport(lamport);
+        state.set_lamport(top);
         let mut parents = [ours, theirs];
         parents.sort();
-        // Ops only one side had: the same whichever merge base the walk picks.
-        let only = self.count_only_in(ours, theirs)? + self.count_only_in(theirs, ours)?;
+        // Ops only one side had: the same whichever merge base is found.
+        let only: Vec<ObjectId> = a.symmetric_difference(&t).copied().collect();
+        let mut n = 0;
+        for id in only {
+            n += usize::from(!dag.is_merge(id)?);
+        }
         let op = Op {
             v: 1,
             kind: MERGE_KIND.into(),
             lamport,
             at: later(&ours_e.op.at, &theirs_e.op.at).to_string(),
             actor: MERGE_ACTOR.into(),
-            data: serde_json::json!({"parents": [parents[0].to_string(), parents[1].to_string()], "ops": only}),
+            data: serde_json::json!({"parents": [parents[0].to_string(), parents[1].to_string()], "ops": n}),
         };
         Ok(Plan::Merge { op, state, parents })
     }
@@ -694,7 +700,8 @@ impl<'r> Store<'r> {
                 &format!("boulder: {how:?}").to_lowercase(),
                 &crate::time::now_rfc3339(),
             ) {
-                Ok(()) => return Ok(how),
+                Ok(true) => return Ok(how),
+                Ok(false) => return Ok(Absorbed::UpToDate),
                 Err(e) if transient(&e) || attempt < MAX_ODD_TRIES => {
                     // The local tip moved: what it gained is local, so only the fetched side
                     // needed checking, which is done.
@@ -706,6 +713,66 @@ impl<'r> Store<'r> {
             }
         }
         Err(Error::refused(format!("cannot update {refname}: lost the race to other writers {MAX_TRIES} times")))
+    }
+}
+
+/// The commit graph of op-logs, read lazily (each commit and each op once) and kept for one
+/// operation.
+struct Dag<'s, 'r> {
+    store: &'s Store<'r>,
+    parents: HashMap<ObjectId, Vec<ObjectId>>,
+    ops: HashMap<ObjectId, Op>,
+}
+
+impl<'s, 'r> Dag<'s, 'r> {
+    fn new(store: &'s Store<'r>) -> Self {
+        Dag { store, parents: HashMap::new(), ops: HashMap::new() }
+    }
+
+    fn parents(&mut self, id: ObjectId) -> std::result::Result<&[ObjectId], String> {
+        if !self.parents.contains_key(&id) {
+            let c = self.store.git().find_commit(id).map_err(|e| format!("commit {id}: {e}"))?;
+            let ps = c.parent_ids().map(|p| p.detach()).collect();
+            self.parents.insert(id, ps);
+        }
+        Ok(&self.parents[&id])
+    }
+
+    fn is_merge(&mut self, id: ObjectId) -> std::result::Result<bool, String> {
+        Ok(self.parents(id)?.len() > 1)
+    }
+
+    /// `tip` and every commit reachable from it, at most [`MAX_WALK`].
+    fn ancestors(&mut self, tip: ObjectId) -> std::result::Result<HashSet<ObjectId>, String> {
+        let mut seen = HashSet::from([tip]);
+        let mut todo = vec![tip];
+        while let Some(id) = todo.pop() {
+            for p in self.parents(id)?.to_vec() {
+                if seen.insert(p) {
+                    if seen.len() > MAX_WALK {
+                        return Err(format!("{tip}: more than {MAX_WALK} commits, too many to merge or check"));
+                    }
+                    todo.push(p);
+                }
+            }
+        }
+        Ok(seen)
+    }
+
+    /// The ops of the non-merge commits among `ids`, with their commit ids.
+    fn ops(&mut self, ids: &[ObjectId]) -> std::result::Result<Vec<(Op, ObjectId)>, String> {
+        let mut out = Vec::new();
+        for &id in ids {
+            if self.is_merge(id)? {
+                continue;
+            }
+            if !self.ops.contains_key(&id) {
+                let op = self.store.op_of(id)?;
+                self.ops.insert(id, op);
+            }
+            out.push((self.ops[&id].clone(), id));
+        }
+        Ok(out)
     }
 }
 
