@@ -44,6 +44,25 @@ pub fn table(
             .trim_end()
             .to_string()
     };
+    // Pad with plain widths, then paint the whole header line bold.
+    let head = line(header.iter().map(|h| h.to_string()).collect());
+    writeln!(out, "{}", paint(on, "1", &head))?;
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| -> String {
+        let n = cells.len();
+        cells
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| if i + 1 == n { c } else { format!("{c}{}", " ".repeat(widths[i] - c.chars().count())) })
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
     let head: Vec<String> = header.iter().map(|h| paint(on, "1", h)).collect();
     let head_plain: Vec<String> = header.iter().map(|h| h.to_string()).collect();
     if on {
