@@ -69,6 +69,9 @@ fn status_lists_streams_as_defined() {
     let repo = sample();
     let r = repo.boulder(&["status"]).ok();
     assert!(r.stdout.starts_with("STREAM"), "{}", r.stdout);
+    assert_eq!(r.stdout.lines().count(), 4, "one header line and a row per stream:\n{}", r.stdout);
+    let row: Vec<&str> = r.stdout.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[..4], ["auth", "DEFINED", "1/2", "boulder/auth"]);
     assert!(!r.stdout.contains('\x1b'), "colour on a pipe");
     let j = repo.boulder(&["status", "--json"]).ok().json();
     let streams = j["streams"].as_array().unwrap();

@@ -33,64 +33,29 @@ pub fn table(
             widths[i] = widths[i].max(cell.chars().count());
         }
     }
-    let line = |cells: Vec<String>| -> String {
+    // One line: every cell but the last padded to its column's width (colour codes added after
+    // padding, so they do not count), two spaces between columns.
+    let line = |cells: &[String], paint_cell: &dyn Fn(usize, &str) -> String| -> String {
         let n = cells.len();
-        cells
-            .into_iter()
-            .enumerate()
-            .map(|(i, c)| if i + 1 == n { c } else { format!("{c}{}", " ".repeat(widths[i] - c.chars().count())) })
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    // Pad with plain widths, then paint the whole header line bold.
-    let head = line(header.iter().map(|h| h.to_string()).collect());
-    writeln!(out, "{}", paint(on, "1", &head))?;
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            widths[i] = widths[i].max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<String>| -> String {
-        let n = cells.len();
-        cells
-            .into_iter()
-            .enumerate()
-            .map(|(i, c)| if i + 1 == n { c } else { format!("{c}{}", " ".repeat(widths[i] - c.chars().count())) })
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    let head: Vec<String> = header.iter().map(|h| paint(on, "1", h)).collect();
-    let head_plain: Vec<String> = header.iter().map(|h| h.to_string()).collect();
-    if on {
-        // Pad with plain widths, then paint the whole header bold.
-        writeln!(out, "{}", paint(on, "1", &line(head_plain)))?;
-    } else {
-        let _ = head;
-        writeln!(out, "{}", line(head_plain))?;
-    }
-    for row in rows {
-        let cells: Vec<String> = row
+        let parts: Vec<String> = cells
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let pad = " ".repeat(widths[i].saturating_sub(c.chars().count()));
-                let last = i + 1 == row.len();
-                let painted = match colour(i, c) {
-                    Some(code) if on => paint(true, code, c),
-                    _ => c.clone(),
-                };
-                if last {
-                    painted
-                } else {
-                    format!("{painted}{pad}")
-                }
+                let pad =
+                    if i + 1 == n { String::new() } else { " ".repeat(widths[i].saturating_sub(c.chars().count())) };
+                format!("{}{pad}", paint_cell(i, c))
             })
             .collect();
-        writeln!(out, "{}", cells.join("  ").trim_end())?;
+        parts.join("  ").trim_end().to_string()
+    };
+    let head: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    writeln!(out, "{}", paint(on, "1", &line(&head, &|_, c| c.to_string())))?;
+    for row in rows {
+        let painted = |i: usize, c: &str| match colour(i, c) {
+            Some(code) if on => paint(true, code, c),
+            _ => c.to_string(),
+        };
+        writeln!(out, "{}", line(row, &painted))?;
     }
     Ok(())
 }
