@@ -11,7 +11,7 @@ use crate::workspace::Workspace;
 /// One problem and its fix.
 #[derive(Debug, Clone, Serialize)]
 pub struct Problem {
-    /// `worktree`, `state`, `hooks`, `ref` or `lock`.
+    /// `worktree`, `state`, `hooks`, `ref`, `lock` or `merge`.
     pub area: &'static str,
     pub message: String,
     /// The command (or action) that fixes it.
@@ -40,6 +40,23 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
                 area: "ref",
                 message: format!("{name} fails validation: {why}"),
                 fix: format!("git update-ref -d {name}   (after saving it: git branch rescue {tip})"),
+            });
+        }
+    }
+
+    // Merges interrupted part-way (their record is still there).
+    let merges = ws.repo.boulder_dir().join("merge");
+    if let Ok(entries) = std::fs::read_dir(&merges) {
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".json").map(str::to_owned))
+            .collect();
+        names.sort();
+        for name in names {
+            problems.push(Problem {
+                area: "merge",
+                message: format!("an interrupted merge of stream {name} is waiting to be finished"),
+                fix: format!("git boulder stream merge {name}"),
             });
         }
     }

@@ -2,14 +2,17 @@
 //! in git refs and notes.
 
 pub mod boulder;
+pub mod checkout;
 pub mod cli;
 pub mod doctor;
 pub mod error;
+pub mod failpoint;
 pub mod fsutil;
 pub mod git;
 pub mod hooks;
 pub mod lifecycle;
 pub mod lock;
+pub mod merge;
 pub mod names;
 pub mod plan;
 pub mod prd;

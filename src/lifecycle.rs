@@ -135,7 +135,8 @@ pub struct CleanupReport {
     pub note: Option<String>,
 }
 
-/// True when `branch` exists and its tip is contained in the base branch.
+/// True when `branch` exists and its tip is contained in the base branch, or is the tip that a
+/// recorded merge took (a squash merge leaves the stream's own commits off the base).
 pub fn is_merged(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<bool> {
     let (Some(tip), Some(base)) =
         (ws.repo.branch_tip(&stream.branch)?, ws.repo.branch_tip(&plan.settings.base_branch)?)
@@ -143,7 +144,12 @@ pub fn is_merged(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<bool
         return Ok(false);
     };
     let (ahead, _) = worktree::ahead_behind(&ws.repo, tip, base)?;
-    Ok(ahead == 0)
+    if ahead == 0 {
+        return Ok(true);
+    }
+    let store = Store::new(&ws.repo)?;
+    let recorded = store.read::<StreamState>(&state::stream_ref(&stream.name)).ok().flatten();
+    Ok(recorded.is_some_and(|e| e.state.status == "MERGED" && e.state.merged_tip == Some(tip.to_string())))
 }
 
 /// Commits on the stream branch that neither the base branch nor any remote-tracking branch has.

@@ -17,7 +17,7 @@ use std::sync::atomic::AtomicBool;
 use gix::bstr::{BStr, ByteSlice};
 use gix::ObjectId;
 
-use crate::error::{Error, Result, ResultExt};
+use crate::error::{Error, Result};
 use crate::git::Repo;
 
 /// What [`add`] did.
@@ -284,7 +284,7 @@ fn ensure_branch(repo: &Repo, writer: &gix::Repository, branch: &str, base: &str
 /// The repository to write refs with: `repo` itself when a committer identity is configured, else
 /// the repository reopened with a fallback identity (`$USER <$USER@host>`, as git would guess) for
 /// the reflog entries of the new branch and the worktree's HEAD.
-fn with_identity(repo: &Repo) -> Result<std::borrow::Cow<'_, gix::Repository>> {
+pub fn with_identity(repo: &Repo) -> Result<std::borrow::Cow<'_, gix::Repository>> {
     if matches!(repo.repo.committer(), Some(Ok(_))) {
         return Ok(std::borrow::Cow::Borrowed(&repo.repo));
     }
@@ -316,26 +316,8 @@ fn rebuild_index(wt: &gix::Repository) -> Result<usize> {
     });
     let mut written = 0;
     if !missing.entries().is_empty() {
-        let mut opts = wt
-            .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
-            .map_err(|e| gix_err("cannot read checkout options", e))?;
-        opts.destination_is_initially_empty = true; // exclusive creation: never overwrite
-        opts.overwrite_existing = false;
-        let objects = wt.objects.clone().into_arc().internal("cannot open the object database")?;
-        let outcome = gix::worktree::state::checkout(
-            &mut missing,
-            &work_dir,
-            objects,
-            &gix::progress::Discard,
-            &gix::progress::Discard,
-            &AtomicBool::new(false),
-            opts,
-        )
-        .map_err(|e| gix_err("cannot check out the missing files", e))?;
-        if let Some(err) = outcome.errors.first() {
-            return Err(Error::internal(format!("cannot check out {}: {:#}", err.path, err.error)));
-        }
-        written = outcome.files_updated;
+        // Exclusive creation: never overwrite.
+        written = crate::checkout::check_out(wt, &mut missing, &work_dir, false)?;
         let stats: Vec<(Vec<u8>, gix::index::entry::Stat)> =
             missing.entries().iter().map(|e| (e.path(&missing).to_vec(), e.stat)).collect();
         for (path, stat) in stats {
@@ -759,6 +741,22 @@ pub fn list(repo: &Repo) -> Result<Vec<WorktreeInfo>> {
             }
         })
         .collect())
+}
+
+/// The worktree (main or linked) whose HEAD is attached to `branch` and whose folder exists, if any.
+pub fn checked_out(repo: &Repo, branch: &str) -> Result<Option<PathBuf>> {
+    let full = format!("refs/heads/{branch}");
+    if let Some(main) = &repo.main_work_dir {
+        let head = read_trimmed(&repo.common_dir.join("HEAD"));
+        if head.as_deref().and_then(|h| h.strip_prefix("ref:")).map(str::trim) == Some(full.as_str()) {
+            return Ok(Some(main.clone()));
+        }
+    }
+    Ok(registrations(repo)?
+        .into_iter()
+        .find(|r| r.head_ref.as_deref() == Some(full.as_str()))
+        .and_then(|r| r.base)
+        .filter(|b| b.join(".git").exists()))
 }
 
 /// The registered worktree whose folder is `path`, if any.

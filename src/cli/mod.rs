@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod hooks;
 pub mod log;
 pub mod man;
+pub mod merge;
 pub mod output;
 pub mod prd;
 pub mod status;

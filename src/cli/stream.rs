@@ -46,6 +46,17 @@ pub enum StreamCommand {
     Run(RunArgs),
     /// Ask a running loop to stop after its current iteration.
     Stop(PathArgs),
+    /// Merge finished streams into the base branch: check for conflicts first, then change.
+    ///
+    /// Refuses (changing nothing) a stream whose stories are not all done (unless --force),
+    /// whose depends_on streams are not merged, or whose or the base's checked-out worktree has
+    /// uncommitted changes. Replays the stream's commits onto the base tip in memory; any
+    /// conflict prints a table of path, kind and commit and exits 1. The PRD never conflicts: it
+    /// merges story by story. Then rewrites the commits (notes carried over), moves the stream
+    /// branch, runs settings.verify in its worktree, fast-forwards the base, syncs story
+    /// completion into the base's PRD in one commit, and records MERGED. A merge killed at any
+    /// step is finished by running it again.
+    Merge(super::merge::MergeArgs),
     /// List the streams with their status (the same table as `git boulder status`).
     List(super::status::StatusArgs),
     /// Show every stream's status (alias of `git boulder status`).
@@ -140,6 +151,7 @@ pub fn run(ws: &Workspace, cmd: StreamCommand) -> Result<()> {
             Ok(())
         }
         StreamCommand::Cleanup(args) => cleanup(ws, args),
+        StreamCommand::Merge(args) => super::merge::run(ws, args),
         StreamCommand::List(args) | StreamCommand::Status(args) => super::status::run(ws, args),
     }
 }

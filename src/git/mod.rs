@@ -3,6 +3,7 @@
 //! and answers the handful of questions the domain modules ask of it.
 
 pub mod cli;
+pub mod notes;
 
 use std::path::{Path, PathBuf};
 
@@ -151,4 +152,27 @@ pub fn delete_ref(repo: &Repo, name: &str, expected: gix::ObjectId) -> Result<()
         })
         .map_err(|e| Error::refused(format!("cannot delete {name}: {e}")).hint("it moved meanwhile; look again"))?;
     Ok(())
+}
+
+/// Move a ref from `expected` to `new` (compare-and-swap) with a reflog `message`. `Ok(false)`
+/// when the ref no longer points at `expected` (someone moved it meanwhile).
+pub fn move_ref(repo: &Repo, name: &str, expected: gix::ObjectId, new: gix::ObjectId, message: &str) -> Result<bool> {
+    use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
+    let full: gix::refs::FullName =
+        name.try_into().map_err(|e| Error::usage(format!("invalid ref name {name:?}: {e}")))?;
+    let writer = crate::worktree::with_identity(repo)?;
+    let edit = RefEdit {
+        change: Change::Update {
+            log: LogChange { mode: RefLog::AndReference, force_create_reflog: false, message: message.into() },
+            expected: PreviousValue::MustExistAndMatch(gix::refs::Target::Object(expected)),
+            new: gix::refs::Target::Object(new),
+        },
+        name: full,
+        deref: false,
+    };
+    match writer.edit_reference(edit) {
+        Ok(_) => Ok(true),
+        Err(_) if repo.ref_id(name)? != Some(expected) => Ok(false),
+        Err(e) => Err(Error::internal(format!("cannot update {name}: {e}"))),
+    }
 }

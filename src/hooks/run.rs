@@ -10,9 +10,9 @@ use serde_json::json;
 
 use super::ownership::{check_paths, report, Violation};
 use crate::error::{Error, Result};
-use crate::git::Repo;
+use crate::git::{notes, Repo};
 use crate::plan::{Level, Plan};
-use crate::state::{self, BoulderState, Store, NOTES_REF};
+use crate::state::{self, BoulderState, Store};
 use crate::workspace::Workspace;
 
 /// Run hook `name`; the exit code to give git.
@@ -63,39 +63,6 @@ pub fn current_boulder(repo: &Repo, stream: &str) -> String {
         .unwrap_or_else(|| stream.to_string())
 }
 
-fn ensure_identity(repo: &mut gix::Repository) {
-    if repo.committer().is_none() {
-        let mut config = repo.config_snapshot_mut();
-        let _ = config.set_raw_value(gix::config::tree::User::NAME, "git-boulder");
-        let _ = config.set_raw_value(gix::config::tree::User::EMAIL, "git-boulder@localhost");
-    }
-}
-
-/// Write (or replace) the note of `commit`, retrying when another writer moved the notes ref.
-fn write_note(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<()> {
-    let mut last = String::new();
-    for _ in 0..200 {
-        let mut notes = repo
-            .notes()
-            .map_err(|e| Error::internal(format!("notes: {e}")))?
-            .with_commit_message("Notes added by git-boulder");
-        match notes.replace(NOTES_REF, commit, text.as_bytes()) {
-            Ok(_) => return Ok(()),
-            Err(e) => {
-                last = e.to_string();
-                std::thread::sleep(std::time::Duration::from_micros(fastrand::u64(200..3000)));
-            }
-        }
-    }
-    Err(Error::internal(format!("cannot write the note of {commit}: {last}")))
-}
-
-fn read_note(repo: &gix::Repository, commit: ObjectId) -> Option<Vec<u8>> {
-    let mut notes = repo.notes().ok()?.with_refs([NOTES_REF]).ok()?;
-    let found = notes.get(commit).ok()?;
-    found.into_iter().next().map(|n| n.blob.data.clone())
-}
-
 fn post_commit() -> Result<()> {
     let repo = Repo::discover()?;
     if replaying(&repo) {
@@ -141,9 +108,8 @@ fn post_commit() -> Result<()> {
     }
     let note = json!({"stream": stream, "boulder": boulder, "story": story, "iteration": iteration,
                       "at": crate::time::now_rfc3339()});
-    let mut g = ws.repo.repo.clone();
-    ensure_identity(&mut g);
-    write_note(&g, head, &format!("{note}\n"))
+    let g = notes::with_identity(&ws.repo.repo);
+    notes::write(&g, head, &format!("{note}\n"))
 }
 
 fn post_rewrite(args: &[String]) -> Result<()> {
@@ -151,20 +117,17 @@ fn post_rewrite(args: &[String]) -> Result<()> {
     std::io::stdin().read_to_string(&mut input)?;
     let _kind = args.first();
     let repo = Repo::discover()?;
-    let mut g = repo.repo.clone();
-    ensure_identity(&mut g);
+    let g = notes::with_identity(&repo.repo);
+    let mut pairs = Vec::new();
     for line in input.lines() {
         let mut parts = line.split_whitespace();
         let (Some(old), Some(new)) = (parts.next(), parts.next()) else { continue };
         let (Ok(old), Ok(new)) = (ObjectId::from_hex(old.as_bytes()), ObjectId::from_hex(new.as_bytes())) else {
             continue;
         };
-        if let Some(note) = read_note(&g, old) {
-            if read_note(&g, new).is_none() {
-                write_note(&g, new, &String::from_utf8_lossy(&note))?;
-            }
-        }
+        pairs.push((old, new));
     }
+    notes::carry(&g, &pairs)?;
     Ok(())
 }
 

@@ -211,6 +211,10 @@ pub struct StreamState {
     /// The strategy it was merged with (`rebase`, `merge`, `squash`).
     #[serde(default)]
     pub merge_strategy: Option<String>,
+    /// The stream branch's tip when it was merged (for `squash`, the rebased tip the base's
+    /// squashed commit was made from).
+    #[serde(default)]
+    pub merged_tip: Option<String>,
     /// `git boulder stream stop` asked the run loop to stop after its iteration; cleared when a
     /// run starts or ends.
     #[serde(default)]
@@ -245,6 +249,7 @@ impl Default for StreamState {
             base: None,
             merged_commit: None,
             merge_strategy: None,
+            merged_tip: None,
             stop_requested: false,
             reason: None,
             last_run: None,
@@ -314,9 +319,14 @@ impl State for StreamState {
             "merged" => {
                 let commit = commit_id(op, "commit")?;
                 let strategy = string(op, "strategy")?;
+                let tip = match field(op, "stream_tip") {
+                    Some(_) => Some(commit_id(op, "stream_tip")?),
+                    None => None,
+                };
                 self.status = "MERGED".into();
                 self.merged_commit = Some(commit);
                 self.merge_strategy = strategy;
+                self.merged_tip = tip;
                 self.stop_requested = false;
                 self.reason = None;
             }

@@ -1,0 +1,174 @@
+//! `git boulder stream merge (NAME…|--all)`: check first, then change; the work is in
+//! [`crate::merge`].
+
+use std::io::Write;
+
+use crate::error::{Error, Result};
+use crate::merge::{self, Options, Report};
+use crate::plan::MergeStrategy;
+use crate::workspace::Workspace;
+
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// Streams to merge, in the order given.
+    #[arg(value_name = "NAME", required_unless_present = "all", conflicts_with = "all")]
+    pub names: Vec<String>,
+    /// Merge every complete stream in depends_on order; stop at the first that cannot merge.
+    #[arg(long)]
+    pub all: bool,
+    /// Print the commits, the conflict check and the PRD diff; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// How the base receives the stream (default: the stream's merge_strategy, else settings).
+    #[arg(long, value_enum, value_name = "STRATEGY")]
+    pub strategy: Option<StrategyArg>,
+    /// Merge even when the stream's stories are not all done.
+    #[arg(long)]
+    pub force: bool,
+    /// Wait for the merge lock (and the stream's lock) instead of refusing when busy.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum StrategyArg {
+    /// Replay the stream's commits onto the base, then fast-forward the base.
+    Rebase,
+    /// One merge commit of the base tip and the stream tip.
+    Merge,
+    /// One commit on the base with the stream's changes and its story ids in the message.
+    Squash,
+}
+
+fn say(line: &str) {
+    if std::env::var_os("BOULDER_QUIET").is_none() {
+        eprintln!("{line}");
+    }
+}
+
+pub fn run(ws: &Workspace, args: MergeArgs) -> Result<()> {
+    let plan = ws.plan()?;
+    let opts = Options {
+        strategy: args.strategy.map(|s| match s {
+            StrategyArg::Rebase => MergeStrategy::Rebase,
+            StrategyArg::Merge => MergeStrategy::Merge,
+            StrategyArg::Squash => MergeStrategy::Squash,
+        }),
+        dry_run: args.dry_run,
+        force: args.force,
+        wait: args.wait,
+    };
+    let what = if args.all { "--all".to_string() } else { args.names.join(" ") };
+    let _lock = crate::lock::acquire(&ws.repo, "merge", args.wait, &format!("git boulder stream merge {what}"))?;
+    let names: Vec<String> = if args.all {
+        let all: Vec<String> = plan.streams.iter().map(|s| s.name.clone()).collect();
+        merge::order(&plan, &all)?
+    } else {
+        for n in &args.names {
+            ws.stream(&plan, n)?;
+        }
+        args.names.clone()
+    };
+    let mut out = std::io::stdout().lock();
+    let mut merged = Vec::new();
+    for name in &names {
+        let stream = ws.stream(&plan, name)?;
+        if args.all {
+            if ws.repo.branch_tip(&stream.branch)?.is_none() {
+                say(&format!("skipping {name}: no branch {} (not initialized)", stream.branch));
+                continue;
+            }
+            if merge::already_merged(ws, &plan, stream)? {
+                continue;
+            }
+            if !args.force && !merge::complete(ws, &plan, stream)? {
+                say(&format!("skipping {name}: its stories are not all done"));
+                continue;
+            }
+        }
+        let result = merge::merge(ws, &plan, stream, &opts, &say);
+        let report = match result {
+            Ok(r) => r,
+            Err(e) => return Err(stopped(e, &merged, args.all)),
+        };
+        print(&mut out, &report, args.dry_run)?;
+        if !report.conflicts.is_empty() {
+            let e = Error::refused(format!(
+                "stream {name} cannot merge into {}: {} conflict(s) replaying commit {}; nothing was changed",
+                report.base,
+                report.conflicts.len(),
+                &report.conflicts[0].commit[..12]
+            ))
+            .hint(format!(
+                "rebase it yourself and resolve: cd \"$(git boulder stream path {name})\" && git rebase {}",
+                report.base
+            ));
+            return Err(stopped(e, &merged, args.all));
+        }
+        merged.push(name.clone());
+    }
+    if args.all && merged.is_empty() {
+        writeln!(out, "nothing to merge: no complete stream has unmerged work")?;
+    }
+    Ok(())
+}
+
+fn stopped(e: Error, merged: &[String], all: bool) -> Error {
+    if all {
+        let done = if merged.is_empty() { "none".to_string() } else { merged.join(", ") };
+        e.hint(format!("merged before stopping: {done}"))
+    } else {
+        e
+    }
+}
+
+fn print(out: &mut impl Write, r: &Report, dry_run: bool) -> Result<()> {
+    let strategy = merge::strategy_name(r.strategy);
+    if !r.conflicts.is_empty() {
+        writeln!(out, "stream {} → {} ({strategy}): conflicts", r.stream, r.base)?;
+        let rows: Vec<Vec<String>> = r
+            .conflicts
+            .iter()
+            .map(|c| vec![c.path.clone(), c.kind.as_str().to_string(), c.commit[..12].to_string(), c.subject.clone()])
+            .collect();
+        return super::output::table(out, &["PATH", "KIND", "COMMIT", "SUBJECT"], &rows, |col, _| {
+            (col == 1).then_some("31")
+        });
+    }
+    if dry_run {
+        writeln!(out, "stream {} → {} ({strategy}), dry run: nothing changed", r.stream, r.base)?;
+        if r.steps.is_empty() {
+            writeln!(out, "commits: none (the base already holds the stream)")?;
+        } else {
+            writeln!(out, "commits:")?;
+            for s in &r.steps {
+                let to = match s.new {
+                    Some(n) if n == s.original => "kept".to_string(),
+                    Some(n) => format!("→ {}", merge::short(n)),
+                    None => "dropped (already on the base)".to_string(),
+                };
+                writeln!(out, "  {} {to}  {}", merge::short(s.original), s.subject)?;
+            }
+        }
+        writeln!(out, "check: clean")?;
+        match &r.prd_diff {
+            Some(d) => {
+                writeln!(out, "PRD changes:")?;
+                out.write_all(d.as_bytes())?;
+            }
+            None => writeln!(out, "PRD changes: none")?,
+        }
+        return Ok(());
+    }
+    let at = r.commit.map(merge::short).unwrap_or_default();
+    if r.up_to_date && r.prd_commit.is_none() {
+        writeln!(out, "{}: already in {} ({at}); recorded MERGED", r.stream, r.base)?;
+    } else {
+        let resumed = if r.resumed { " (finished an interrupted merge)" } else { "" };
+        writeln!(out, "{}: merged into {} at {at} ({strategy}, {} commit(s)){resumed}", r.stream, r.base, r.gained)?;
+    }
+    if let Some(p) = r.prd_commit {
+        writeln!(out, "{}: PRD completion synced in {}", r.stream, merge::short(p))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,268 @@
+//! `refs/notes/boulder`: one note per recorded commit (JSON lines), written with gix's notes API,
+//! every ref update a compare-and-swap retried on a lost race.
+//!
+//! * [`write`] and [`read`]: one note (the post-commit hook).
+//! * [`carry`]: copy the notes of rewritten commits onto their new ids in one notes commit
+//!   (post-rewrite, merges that rebase).
+//! * [`union`]: merge another notes commit into ours (pull): a commit noted on one side keeps its
+//!   note, a commit noted differently on both sides keeps both records, one line each.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use gix::bstr::ByteSlice;
+use gix::note::plumbing::State;
+use gix::refs::transaction::PreviousValue;
+use gix::ObjectId;
+
+use crate::error::{Error, Result};
+use crate::state::NOTES_REF;
+
+/// How often a notes update is retried after losing a race.
+const TRIES: u32 = 200;
+
+/// The repository, with a committer identity set in memory when git config has none (notes
+/// commits need one; state must never depend on a configured identity).
+pub fn with_identity(repo: &gix::Repository) -> gix::Repository {
+    let mut g = repo.clone();
+    if g.committer().is_none() {
+        let mut config = g.config_snapshot_mut();
+        let _ = config.set_raw_value(gix::config::tree::User::NAME, "git-boulder");
+        let _ = config.set_raw_value(gix::config::tree::User::EMAIL, "git-boulder@localhost");
+    }
+    g
+}
+
+fn backoff() {
+    std::thread::sleep(Duration::from_micros(fastrand::u64(200..3000)));
+}
+
+/// Write (or replace) the note of `commit`, retrying when another writer moved the notes ref.
+pub fn write(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<()> {
+    let mut last = String::new();
+    for _ in 0..TRIES {
+        let mut notes = repo
+            .notes()
+            .map_err(|e| Error::internal(format!("notes: {e}")))?
+            .with_commit_message("Notes added by git-boulder");
+        match notes.replace(NOTES_REF, commit, text.as_bytes()) {
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                last = e.to_string();
+                backoff();
+            }
+        }
+    }
+    Err(Error::internal(format!("cannot write the note of {commit}: {last}")))
+}
+
+/// The note of `commit`, if it has one.
+pub fn read(repo: &gix::Repository, commit: ObjectId) -> Option<Vec<u8>> {
+    let mut notes = repo.notes().ok()?.with_refs([NOTES_REF]).ok()?;
+    let found = notes.get(commit).ok()?;
+    found.into_iter().next().map(|n| n.blob.data.clone())
+}
+
+fn tip(repo: &gix::Repository) -> Result<Option<ObjectId>> {
+    match repo.try_find_reference(NOTES_REF) {
+        Ok(Some(mut r)) => {
+            Ok(Some(r.peel_to_id().map_err(|e| Error::internal(format!("cannot resolve {NOTES_REF}: {e}")))?.detach()))
+        }
+        Ok(None) => Ok(None),
+        Err(e) => Err(Error::internal(format!("cannot read {NOTES_REF}: {e}"))),
+    }
+}
+
+fn state_at(repo: &gix::Repository, commit: Option<ObjectId>) -> Result<State> {
+    let tree = match commit {
+        Some(c) => repo
+            .find_commit(c)
+            .and_then(|c| c.tree_id().map(|t| t.detach()))
+            .map_err(|e| Error::internal(format!("{NOTES_REF}: commit {c}: {e}")))?,
+        None => ObjectId::empty_tree(repo.object_hash()),
+    };
+    State::new(tree, repo).map_err(|e| Error::internal(format!("{NOTES_REF}: cannot read the notes tree {tree}: {e}")))
+}
+
+/// Commit `tree` on top of `parents` and move the notes ref from `expected` to it. `Ok(false)` on
+/// a lost race.
+fn commit(
+    repo: &gix::Repository,
+    message: &str,
+    tree: ObjectId,
+    parents: &[ObjectId],
+    expected: Option<ObjectId>,
+) -> Result<bool> {
+    let id = repo
+        .new_commit(message, tree, parents.iter().copied())
+        .map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")))?
+        .id;
+    let prev = match expected {
+        Some(e) => PreviousValue::MustExistAndMatch(gix::refs::Target::Object(e)),
+        None => PreviousValue::MustNotExist,
+    };
+    Ok(repo.reference(NOTES_REF, id, prev, format!("notes: {message}")).is_ok())
+}
+
+/// Copy the note of each `old` commit onto its `new` commit (unless `new` has one already), in
+/// one notes commit. Returns how many notes were copied.
+pub fn carry(repo: &gix::Repository, pairs: &[(ObjectId, ObjectId)]) -> Result<usize> {
+    for _ in 0..TRIES {
+        let Some(tip) = tip(repo)? else { return Ok(0) };
+        let mut state = state_at(repo, Some(tip))?;
+        let mut n = 0;
+        for (old, new) in pairs {
+            if old == new {
+                continue;
+            }
+            let get = |s: &mut State, id: &ObjectId| {
+                s.get(id, repo).map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {id}: {e}")))
+            };
+            if let Some(blob) = get(&mut state, old)? {
+                if get(&mut state, new)?.is_none() {
+                    state.edit(*new, Some(blob), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+                    n += 1;
+                }
+            }
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+        if commit(repo, "Notes carried over rewritten commits by git-boulder", tree, &[tip], Some(tip))? {
+            return Ok(n);
+        }
+        backoff();
+    }
+    Err(Error::refused(format!("cannot update {NOTES_REF}: lost the race to other writers {TRIES} times")))
+}
+
+/// Every note of the notes commit `commit`: annotated object → note blob.
+pub fn all(repo: &gix::Repository, commit: ObjectId) -> Result<BTreeMap<ObjectId, ObjectId>> {
+    let tree = repo
+        .find_commit(commit)
+        .and_then(|c| c.tree())
+        .map_err(|e| Error::internal(format!("notes commit {commit}: {e}")))?;
+    let mut rec = gix::traverse::tree::Recorder::default();
+    tree.traverse().breadthfirst(&mut rec).map_err(|e| Error::internal(format!("notes commit {commit}: {e}")))?;
+    let mut out = BTreeMap::new();
+    for e in rec.records {
+        if e.mode.is_tree() {
+            continue;
+        }
+        // Fanout paths (`ab/cdef…`) spell the annotated id with slashes.
+        let hex: Vec<u8> = e.filepath.iter().copied().filter(|b| *b != b'/').collect();
+        if let Ok(id) = ObjectId::from_hex(&hex) {
+            out.insert(id, e.oid);
+        }
+    }
+    Ok(out)
+}
+
+/// The lines of a note, for union merges: each record once, in order.
+fn lines(data: &[u8]) -> Vec<Vec<u8>> {
+    data.lines().filter(|l| !l.trim().is_empty()).map(|l| l.to_vec()).collect()
+}
+
+/// What [`union`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Union {
+    /// Nothing to take: ours already holds every note of theirs.
+    UpToDate,
+    /// Ours did not exist, or theirs contains ours: the ref moved to theirs.
+    FastForward,
+    /// A merge commit with both as parents.
+    Merged,
+}
+
+/// Merge the notes commit `theirs` into `refs/notes/boulder`: notes only one side has are kept,
+/// a commit noted on both sides with different records keeps the records of both (ours first,
+/// then theirs' lines ours lacks). A compare-and-swap, retried when a local writer wins.
+pub fn union(repo: &gix::Repository, theirs: ObjectId) -> Result<Union> {
+    for _ in 0..TRIES {
+        let ours = tip(repo)?;
+        let Some(ours) = ours else {
+            if commit_ref(repo, theirs, None)? {
+                return Ok(Union::FastForward);
+            }
+            backoff();
+            continue;
+        };
+        if ours == theirs || is_ancestor(repo, theirs, ours)? {
+            return Ok(Union::UpToDate);
+        }
+        if is_ancestor(repo, ours, theirs)? {
+            if commit_ref(repo, theirs, Some(ours))? {
+                return Ok(Union::FastForward);
+            }
+            backoff();
+            continue;
+        }
+        let mine = all(repo, ours)?;
+        let other = all(repo, theirs)?;
+        let mut state = state_at(repo, Some(ours))?;
+        for (object, blob) in &other {
+            match mine.get(object) {
+                Some(b) if b == blob => {}
+                Some(b) => {
+                    let read = |id: &ObjectId| -> Result<Vec<u8>> {
+                        Ok(repo
+                            .find_object(*id)
+                            .map_err(|e| Error::internal(format!("note blob {id}: {e}")))?
+                            .detach()
+                            .data)
+                    };
+                    let mut merged = lines(&read(b)?);
+                    for l in lines(&read(blob)?) {
+                        if !merged.contains(&l) {
+                            merged.push(l);
+                        }
+                    }
+                    let mut text = merged.join(&b'\n');
+                    text.push(b'\n');
+                    let id = repo
+                        .write_blob(&text)
+                        .map_err(|e| Error::internal(format!("cannot write a note: {e}")))?
+                        .detach();
+                    if id != *b {
+                        state
+                            .edit(*object, Some(id), repo)
+                            .map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+                    }
+                }
+                None => {
+                    state.edit(*object, Some(*blob), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+                }
+            }
+        }
+        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+        if commit(repo, "Notes merged by git-boulder (union)", tree, &[ours, theirs], Some(ours))? {
+            return Ok(Union::Merged);
+        }
+        backoff();
+    }
+    Err(Error::refused(format!("cannot update {NOTES_REF}: lost the race to other writers {TRIES} times")))
+}
+
+fn commit_ref(repo: &gix::Repository, to: ObjectId, expected: Option<ObjectId>) -> Result<bool> {
+    let prev = match expected {
+        Some(e) => PreviousValue::MustExistAndMatch(gix::refs::Target::Object(e)),
+        None => PreviousValue::MustNotExist,
+    };
+    Ok(repo.reference(NOTES_REF, to, prev, "notes: fast-forward by git-boulder").is_ok())
+}
+
+/// Is `ancestor` reachable from `tip` (or equal)?
+pub fn is_ancestor(repo: &gix::Repository, ancestor: ObjectId, tip: ObjectId) -> Result<bool> {
+    if ancestor == tip {
+        return Ok(true);
+    }
+    let walk = repo.rev_walk([tip]).all().map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")))?;
+    for info in walk {
+        let info = info.map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")))?;
+        if info.id == ancestor {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}

@@ -1,0 +1,97 @@
+//! The record of a merge in progress, `$GIT_COMMON_DIR/boulder/merge/<stream>.json`: what the
+//! merge decided (old and new tips of both branches, the PRD sync commit) and how far it got, so
+//! a merge killed at any step is finished by running it again. Written atomically before each
+//! step that moves a ref or a worktree; removed when the merge is recorded.
+
+use std::path::PathBuf;
+
+use gix::ObjectId;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::git::Repo;
+
+/// How far a merge got. Each stage is done once its step finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Objects and notes written; nothing moved yet (or the stream ref only).
+    Planned,
+    /// The stream's checked-out worktree holds the new stream tip.
+    StreamUpdated,
+    /// `verify` passed (or is not set).
+    Verified,
+    /// The base's checked-out worktree holds the new base tip.
+    BaseUpdated,
+    /// The PRD sync commit (if any) is on the base and in its worktree.
+    Synced,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Journal {
+    pub stream: String,
+    pub stream_branch: String,
+    pub base_branch: String,
+    pub strategy: String,
+    pub stream_old: String,
+    pub stream_new: String,
+    pub base_old: String,
+    pub base_new: String,
+    /// Commits the base gained from the stream.
+    pub commits: usize,
+    #[serde(default)]
+    pub prd_from: Option<String>,
+    #[serde(default)]
+    pub prd_to: Option<String>,
+    pub stage: Stage,
+}
+
+fn path(repo: &Repo, stream: &str) -> PathBuf {
+    repo.boulder_dir().join("merge").join(format!("{stream}.json"))
+}
+
+pub fn id(hex: &str) -> Result<ObjectId> {
+    ObjectId::from_hex(hex.as_bytes()).map_err(|e| Error::usage(format!("merge record: bad commit id {hex:?}: {e}")))
+}
+
+impl Journal {
+    /// The record of an interrupted merge of `stream`, if one is pending.
+    pub fn load(repo: &Repo, stream: &str) -> Result<Option<Journal>> {
+        let p = path(repo, stream);
+        let bytes = match std::fs::read(&p) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", p.display()))),
+        };
+        let bad = |why: String| {
+            Error::usage(format!("{} is not a valid merge record: {why}", p.display()))
+                .hint(format!("delete it (`rm {}`) and check the branches with `git log`", p.display()))
+        };
+        let j: Journal = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+        if j.stream != stream {
+            return Err(bad(format!("it names stream {:?}", j.stream)));
+        }
+        for h in [&j.stream_old, &j.stream_new, &j.base_old, &j.base_new]
+            .into_iter()
+            .chain(j.prd_from.iter())
+            .chain(j.prd_to.iter())
+        {
+            id(h).map_err(|e| bad(e.message))?;
+        }
+        Ok(Some(j))
+    }
+
+    pub fn save(&self, repo: &Repo) -> Result<()> {
+        let text = serde_json::to_vec_pretty(self).map_err(|e| Error::internal(format!("merge record: {e}")))?;
+        crate::fsutil::write_atomic(&path(repo, &self.stream), &text)
+    }
+
+    pub fn remove(&self, repo: &Repo) -> Result<()> {
+        match std::fs::remove_file(path(repo, &self.stream)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::internal(format!("cannot remove the merge record: {e}"))),
+        }
+    }
+}

@@ -1,0 +1,593 @@
+//! `git boulder stream merge` (DESIGN §9): check first, change after.
+//!
+//! 1. Refuse, changing nothing: stories not done (unless forced), `depends_on` not merged, local
+//!    changes in the stream's or the base's checked-out worktree, `verify` set without a worktree.
+//! 2. Check: replay the stream's commits onto the base tip in memory ([`replay`]); any conflict
+//!    stops everything with a table of path, kind and commit. The PRD merges story by story.
+//! 3. Change, each step resumable from the [`journal`]: write the objects and carry the notes,
+//!    move the stream branch (compare-and-swap), update its worktree, run `verify`, fast-forward
+//!    the base (compare-and-swap against the checked tip) and its worktree, sync completion into
+//!    the base's PRD in one commit, record MERGED.
+//!
+//! Strategies: `rebase` moves both branches to the replayed tip; `merge` makes one merge commit
+//! (parents: base tip, stream tip) that both branches move to; `squash` rebases the stream, then
+//! puts one commit with the replayed tree on the base.
+
+pub mod journal;
+pub mod prd;
+pub mod replay;
+
+use std::collections::BTreeSet;
+
+use gix::ObjectId;
+use serde_json::json;
+
+use crate::checkout;
+use crate::error::{Error, Result, ResultExt};
+use crate::failpoint;
+use crate::git::{self, notes};
+use crate::plan::{MergeStrategy, Plan, StreamDef};
+use crate::state::{self, Store, StreamState};
+use crate::workspace::{load_prd, Workspace};
+use crate::worktree;
+use journal::{Journal, Stage};
+pub use replay::{Conflict, ConflictKind, Step};
+
+/// How to merge.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Overrides the stream's and the plan's `merge_strategy`.
+    pub strategy: Option<MergeStrategy>,
+    /// Print what would happen, change nothing.
+    pub dry_run: bool,
+    /// Merge even when the stream's stories are not all done.
+    pub force: bool,
+    /// Wait for the stream's lock instead of refusing.
+    pub wait: bool,
+}
+
+/// What a merge did or would do.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub stream: String,
+    pub branch: String,
+    pub base: String,
+    pub strategy: MergeStrategy,
+    /// The stream's commits and what became of them.
+    pub steps: Vec<Step>,
+    /// Unresolved conflicts (then nothing changed).
+    pub conflicts: Vec<Conflict>,
+    /// The base's tip afterwards (or, for a dry run, what it would be before the PRD sync).
+    pub commit: Option<ObjectId>,
+    /// Commits the base gains.
+    pub gained: usize,
+    /// A unified diff of the base's PRD, from the base tip to the result.
+    pub prd_diff: Option<String>,
+    /// The PRD sync commit, when one was made.
+    pub prd_commit: Option<ObjectId>,
+    /// Nothing to merge: the base already holds the stream.
+    pub up_to_date: bool,
+    /// A merge interrupted earlier was finished.
+    pub resumed: bool,
+}
+
+pub fn strategy_name(s: MergeStrategy) -> &'static str {
+    match s {
+        MergeStrategy::Rebase => "rebase",
+        MergeStrategy::Merge => "merge",
+        MergeStrategy::Squash => "squash",
+    }
+}
+
+fn parse_strategy(s: &str) -> MergeStrategy {
+    match s {
+        "merge" => MergeStrategy::Merge,
+        "squash" => MergeStrategy::Squash,
+        _ => MergeStrategy::Rebase,
+    }
+}
+
+fn tree_of(g: &gix::Repository, commit: ObjectId) -> Result<ObjectId> {
+    Ok(g.find_commit(commit)
+        .internal(format_args!("cannot read commit {commit}"))?
+        .tree_id()
+        .internal(format_args!("cannot read the tree of {commit}"))?
+        .detach())
+}
+
+pub fn short(id: ObjectId) -> String {
+    id.to_hex_with_len(8).to_string()
+}
+
+/// Story ids of `stream` that are done: as its own PRD says (worktree, else branch tip, else the
+/// base's PRD at `base_prd`) or as `prd done` recorded.
+fn done_ids(ws: &Workspace, plan: &Plan, stream: &StreamDef, base_prd: &crate::prd::Prd) -> Result<BTreeSet<String>> {
+    let recorded = ws.recorded_done()?;
+    Ok(ws
+        .stream_stories(plan, stream, base_prd, &recorded)?
+        .into_iter()
+        .filter(|s| s.status.is_done())
+        .map(|s| s.id)
+        .collect())
+}
+
+fn prd_name(plan: &Plan) -> &str {
+    plan.prd.rsplit('/').next().unwrap_or(&plan.prd)
+}
+
+/// The PRD text at `commit`, if it is there and UTF-8.
+fn prd_at(ws: &Workspace, plan: &Plan, commit: ObjectId) -> Result<Option<String>> {
+    Ok(ws.repo.file_at(commit, &plan.prd)?.and_then(|b| String::from_utf8(b).ok()))
+}
+
+/// Refusals that need no replay: stories, dependencies, local changes, verify without a worktree.
+fn preflight(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options) -> Result<()> {
+    if !opts.force && !stream.stories.is_empty() {
+        let (_, prd) = load_prd(&ws.prd_path(Some(plan), None)?)?;
+        let done = ws.recorded_done()?;
+        let open: Vec<String> = ws
+            .stream_stories(plan, stream, &prd, &done)?
+            .into_iter()
+            .filter(|s| !s.status.is_done())
+            .map(|s| format!("{} ({})", s.id, s.status.as_str()))
+            .collect();
+        let missing: Vec<&String> = stream.stories.iter().filter(|id| prd.story(id).is_none()).collect();
+        if !open.is_empty() || !missing.is_empty() {
+            let mut what = open;
+            what.extend(missing.iter().map(|id| format!("{id} (not in the PRD)")));
+            return Err(Error::refused(format!(
+                "stream {} is not complete: {} not done ({})",
+                stream.name,
+                what.len(),
+                what.join(", ")
+            ))
+            .hint("finish them (or record them with `git boulder prd done ID…`), or merge anyway with --force"));
+        }
+    }
+    let store = Store::new(&ws.repo)?;
+    for dep in &stream.depends_on {
+        let st = store.read::<StreamState>(&state::stream_ref(dep))?;
+        if st.map(|e| e.state.status) != Some("MERGED".into()) {
+            return Err(Error::refused(format!(
+                "stream {} depends on stream {dep}, which is not merged yet",
+                stream.name
+            ))
+            .hint(format!(
+                "merge it first (`git boulder stream merge {dep}`), or use --all to merge in dependency order"
+            )));
+        }
+    }
+    for branch in [&stream.branch, &plan.settings.base_branch] {
+        if let Some(wt) = worktree::checked_out(&ws.repo, branch)? {
+            let dirt = worktree::dirt(&wt, 10)?;
+            if !dirt.modified.is_empty() {
+                return Err(Error::refused(format!(
+                    "the worktree {} (branch {branch}) has uncommitted changes: {}",
+                    wt.display(),
+                    dirt.modified.join(", ")
+                ))
+                .hint(format!("commit or stash them in {}, then rerun", wt.display())));
+            }
+        }
+    }
+    if !plan.settings.verify.trim().is_empty() && worktree::checked_out(&ws.repo, &stream.branch)?.is_none() {
+        return Err(Error::usage(format!(
+            "settings.verify is set, but branch {} is not checked out in any worktree to run it in",
+            stream.branch
+        ))
+        .hint(format!("create the stream's worktree with `git boulder stream init {}`", stream.name)));
+    }
+    Ok(())
+}
+
+fn message(kind: &str, stream: &StreamDef, base: &str, steps: &[Step]) -> String {
+    let mut m = match kind {
+        "merge" => format!("Merge stream {} (branch {}) into {base}\n", stream.name, stream.branch),
+        _ => format!("Squash stream {} (branch {}) into {base}\n", stream.name, stream.branch),
+    };
+    if !stream.stories.is_empty() {
+        m.push_str(&format!("\nStories: {}\n", stream.stories.join(", ")));
+    }
+    if kind == "squash" {
+        let subjects: Vec<String> =
+            steps.iter().filter(|s| s.new.is_some()).map(|s| format!("* {}", s.subject)).collect();
+        if !subjects.is_empty() {
+            m.push('\n');
+            m.push_str(&subjects.join("\n"));
+            m.push('\n');
+        }
+    }
+    m
+}
+
+/// Merge one stream (the caller holds the merge lock).
+pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, say: &dyn Fn(&str)) -> Result<Report> {
+    let repo = &ws.repo;
+    let g = &repo.repo;
+    let base = plan.settings.base_branch.clone();
+    if stream.branch == base {
+        return Err(Error::usage(format!("stream {} uses the base branch {base} as its own branch", stream.name))
+            .hint("give the stream its own `branch:` in .boulder/streams.yaml"));
+    }
+    let strategy = opts.strategy.or(stream.merge_strategy).unwrap_or(plan.settings.merge_strategy);
+    let _stream_lock = crate::lock::acquire(
+        repo,
+        &format!("stream-{}", stream.name),
+        opts.wait,
+        &format!("stream merge {}", stream.name),
+    )?;
+
+    if let Some(j) = Journal::load(repo, &stream.name)? {
+        if opts.dry_run {
+            say(&format!(
+                "an interrupted merge of stream {} is pending; run without --dry-run to finish it",
+                stream.name
+            ));
+        } else if let Some(report) = resume(ws, plan, stream, j, say)? {
+            return Ok(report);
+        }
+    }
+
+    let base_tip = repo.branch_tip(&base)?.ok_or_else(|| {
+        Error::usage(format!("the base branch {base:?} does not exist"))
+            .hint("set settings.base_branch in .boulder/streams.yaml to an existing branch")
+    })?;
+    let stream_tip = repo.branch_tip(&stream.branch)?.ok_or_else(|| {
+        Error::usage(format!("stream {} has no branch {} yet", stream.name, stream.branch))
+            .hint(format!("create it with `git boulder stream init {}`", stream.name))
+    })?;
+    preflight(ws, plan, stream, opts)?;
+
+    // Check, in memory: nothing is written unless the merge goes ahead.
+    let mut mem = g.clone().with_object_memory();
+    let who = replay::committer(g);
+    let r = replay::replay(&mem, base_tip, stream_tip, Some(&plan.prd), &who)?;
+    let mut report = Report {
+        stream: stream.name.clone(),
+        branch: stream.branch.clone(),
+        base: base.clone(),
+        strategy,
+        steps: r.steps.clone(),
+        conflicts: r.conflicts.clone(),
+        commit: None,
+        gained: 0,
+        prd_diff: None,
+        prd_commit: None,
+        up_to_date: false,
+        resumed: false,
+    };
+    if !r.conflicts.is_empty() {
+        return Ok(report);
+    }
+    let contained = r.steps.is_empty();
+    let (stream_new, base_new) = match strategy {
+        MergeStrategy::Rebase => (r.tip, r.tip),
+        MergeStrategy::Merge if contained => (stream_tip, base_tip),
+        MergeStrategy::Merge => {
+            let c = g.find_commit(stream_tip).internal("cannot read the stream tip")?;
+            let parents: Vec<ObjectId> = c.parent_ids().map(|p| p.detach()).collect();
+            if parents.len() == 2 && parents[0] == base_tip {
+                (stream_tip, stream_tip)
+            } else {
+                let tree = tree_of(&mem, r.tip)?;
+                let msg = message("merge", stream, &base, &r.steps);
+                let m = replay::new_commit(&mem, tree, vec![base_tip, stream_tip], &who, &msg)?;
+                (m, m)
+            }
+        }
+        MergeStrategy::Squash if r.tip == base_tip => (r.tip, base_tip),
+        MergeStrategy::Squash => {
+            let tree = tree_of(&mem, r.tip)?;
+            let msg = message("squash", stream, &base, &r.steps);
+            (r.tip, replay::new_commit(&mem, tree, vec![base_tip], &who, &msg)?)
+        }
+    };
+    report.gained = if base_new == base_tip { 0 } else { replay::commits_to_replay(&mem, base_tip, base_new)?.len() };
+    report.up_to_date = base_new == base_tip;
+    report.commit = Some(base_new);
+
+    if opts.dry_run {
+        let before = prd_at(ws, plan, base_tip)?;
+        let mut after = mem_prd(&mem, base_new, &plan.prd)?;
+        if let Some(text) = &after {
+            if let Ok(p) = crate::prd::parse(prd_name(plan), text) {
+                let ids = done_ids(ws, plan, stream, &p)?;
+                if let Some(synced) = prd::mark_done(prd_name(plan), text, &ids) {
+                    after = Some(synced);
+                }
+            }
+        }
+        if let (Some(b), Some(a)) = (before, after) {
+            if a != b {
+                let diff = similar::TextDiff::from_lines(&b, &a)
+                    .unified_diff()
+                    .header(&format!("a/{}", plan.prd), &format!("b/{}", plan.prd))
+                    .to_string();
+                report.prd_diff = Some(diff);
+            }
+        }
+        return Ok(report);
+    }
+
+    // Write: the objects made in memory, then the notes of the rewritten commits.
+    if let Some(storage) = mem.objects.take_object_memory() {
+        for (_, (kind, data)) in storage.iter() {
+            gix::objs::Write::write_buf(&g.objects, *kind, data).internal("cannot write an object")?;
+        }
+    }
+    failpoint::hit("merge-objects");
+    // Nothing may stand in the way of the worktree updates; refuse before any ref moves.
+    for (branch, from, to) in [(&stream.branch, stream_tip, stream_new), (&base, base_tip, base_new)] {
+        if let Some(wt) = worktree::checked_out(repo, branch)? {
+            let found = checkout::blockers(&wt, tree_of(g, from)?, tree_of(g, to)?)?;
+            if !found.is_empty() {
+                return Err(checkout::refusal(&wt, &found));
+            }
+        }
+    }
+    let pairs: Vec<(ObjectId, ObjectId)> =
+        r.steps.iter().filter_map(|s| s.new.filter(|n| *n != s.original).map(|n| (s.original, n))).collect();
+    if !pairs.is_empty() {
+        notes::carry(&notes::with_identity(g), &pairs)?;
+    }
+    failpoint::hit("merge-notes");
+    let j = Journal {
+        stream: stream.name.clone(),
+        stream_branch: stream.branch.clone(),
+        base_branch: base.clone(),
+        strategy: strategy_name(strategy).into(),
+        stream_old: stream_tip.to_string(),
+        stream_new: stream_new.to_string(),
+        base_old: base_tip.to_string(),
+        base_new: base_new.to_string(),
+        commits: report.gained,
+        prd_from: None,
+        prd_to: None,
+        stage: Stage::Planned,
+    };
+    j.save(repo)?;
+    failpoint::hit("merge-journal");
+    let done = execute(ws, plan, stream, j, say)?;
+    report.commit = done.commit;
+    report.prd_commit = done.prd_commit;
+    Ok(report)
+}
+
+fn mem_prd(mem: &gix::Repository, commit: ObjectId, path: &str) -> Result<Option<String>> {
+    let tree = mem.find_commit(commit).internal("cannot read a commit")?.tree().internal("cannot read a tree")?;
+    match tree.lookup_entry_by_path(path).internal("cannot look up the PRD")? {
+        Some(e) if e.mode().is_blob() => {
+            Ok(String::from_utf8(e.object().internal("cannot read the PRD")?.detach().data).ok())
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Finish an interrupted merge from its record. `None` when the record no longer applies (the
+/// stream branch moved elsewhere): it is dropped and the merge starts over.
+fn resume(ws: &Workspace, plan: &Plan, stream: &StreamDef, j: Journal, say: &dyn Fn(&str)) -> Result<Option<Report>> {
+    let tip = ws.repo.branch_tip(&j.stream_branch)?;
+    let (old, new) = (journal::id(&j.stream_old)?, journal::id(&j.stream_new)?);
+    if tip != Some(old) && tip != Some(new)
+        || j.stream_branch != stream.branch
+        || j.base_branch != plan.settings.base_branch
+    {
+        say(&format!("the record of an interrupted merge of stream {} no longer applies; starting over", stream.name));
+        j.remove(&ws.repo)?;
+        return Ok(None);
+    }
+    say(&format!("finishing the interrupted merge of stream {}", stream.name));
+    let strategy = parse_strategy(&j.strategy);
+    let gained = j.commits;
+    let up_to_date = j.base_old == j.base_new;
+    let done = execute(ws, plan, stream, j, say)?;
+    Ok(Some(Report {
+        stream: stream.name.clone(),
+        branch: stream.branch.clone(),
+        base: plan.settings.base_branch.clone(),
+        strategy,
+        steps: Vec::new(),
+        conflicts: Vec::new(),
+        commit: done.commit,
+        gained,
+        prd_diff: None,
+        prd_commit: done.prd_commit,
+        up_to_date,
+        resumed: true,
+    }))
+}
+
+struct Done {
+    commit: Option<ObjectId>,
+    prd_commit: Option<ObjectId>,
+}
+
+/// Update the worktree where `branch` is checked out from `from` to `to` (both commits).
+fn update_worktree(ws: &Workspace, branch: &str, from: ObjectId, to: ObjectId) -> Result<()> {
+    if from == to {
+        return Ok(());
+    }
+    if let Some(wt) = worktree::checked_out(&ws.repo, branch)? {
+        let g = &ws.repo.repo;
+        checkout::apply(&wt, tree_of(g, from)?, tree_of(g, to)?)?;
+    }
+    Ok(())
+}
+
+fn moved_meanwhile(ws: &Workspace, j: &Journal, what: &str) -> Result<Error> {
+    j.remove(&ws.repo)?;
+    Ok(Error::refused(format!(
+        "the {what} moved while stream {} was being merged; the base branch {} was not changed by this step",
+        j.stream, j.base_branch
+    ))
+    .hint(format!("rerun `git boulder stream merge {}` to replay onto its new tip", j.stream)))
+}
+
+/// Carry out a planned merge, step by step, skipping what is already done.
+fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say: &dyn Fn(&str)) -> Result<Done> {
+    let repo = &ws.repo;
+    let g = &repo.repo;
+    let (s_old, s_new) = (journal::id(&j.stream_old)?, journal::id(&j.stream_new)?);
+    let (b_old, b_new) = (journal::id(&j.base_old)?, journal::id(&j.base_new)?);
+    let stream_ref = format!("refs/heads/{}", j.stream_branch);
+    let base_ref = format!("refs/heads/{}", j.base_branch);
+
+    // 1. The stream branch.
+    if s_old != s_new && repo.ref_id(&stream_ref)? == Some(s_old) {
+        let msg = format!("boulder merge: {} onto {}", strategy_label(&j.strategy), j.base_branch);
+        if !git::move_ref(repo, &stream_ref, s_old, s_new, &msg)? {
+            return Err(moved_meanwhile(ws, &j, "stream branch")?);
+        }
+    }
+    failpoint::hit("merge-stream-ref");
+    // 2. Its worktree.
+    if j.stage < Stage::StreamUpdated {
+        update_worktree(ws, &j.stream_branch, s_old, s_new)?;
+        j.stage = Stage::StreamUpdated;
+        j.save(repo)?;
+    }
+    failpoint::hit("merge-stream-worktree");
+    // 3. verify, on the result, before the base moves.
+    if j.stage < Stage::Verified {
+        let verify = plan.settings.verify.trim();
+        if !verify.is_empty() && b_old != b_new {
+            let wt = worktree::checked_out(repo, &j.stream_branch)?.ok_or_else(|| {
+                Error::usage(format!("branch {} is not checked out anywhere to run verify in", j.stream_branch))
+            })?;
+            say(&format!("running verify in {}: {verify}", wt.display()));
+            if let Err(e) = crate::lifecycle::run_shell(verify, &wt, &j.stream) {
+                return Err(Error::refused(format!(
+                    "verify failed for stream {}: {e}; the base branch {} was not changed (the stream branch holds the rebased result)",
+                    j.stream, j.base_branch
+                ))
+                .hint(format!("fix it in {} and rerun `git boulder stream merge {}`", wt.display(), j.stream)));
+            }
+        }
+        j.stage = Stage::Verified;
+        j.save(repo)?;
+    }
+    failpoint::hit("merge-verify");
+    // 4. The base branch: a fast-forward, compare-and-swap against the tip that was checked.
+    let b_now = repo.ref_id(&base_ref)?;
+    let prd_to = j.prd_to.as_deref().map(journal::id).transpose()?;
+    if b_old != b_new && b_now == Some(b_old) {
+        let msg = format!("boulder merge: stream {} ({})", j.stream, j.strategy);
+        if !git::move_ref(repo, &base_ref, b_old, b_new, &msg)? {
+            return Err(moved_meanwhile(ws, &j, "base branch")?);
+        }
+    } else if b_now != Some(b_new) && (b_now.is_none() || b_now != prd_to) {
+        return Err(moved_meanwhile(ws, &j, "base branch")?);
+    }
+    failpoint::hit("merge-base-ref");
+    // 5. The base's worktree.
+    if j.stage < Stage::BaseUpdated {
+        update_worktree(ws, &j.base_branch, b_old, b_new)?;
+        j.stage = Stage::BaseUpdated;
+        j.save(repo)?;
+    }
+    failpoint::hit("merge-base-worktree");
+    // 6. Completion into the base's PRD: one commit touching only status marks.
+    if j.stage < Stage::Synced {
+        if j.prd_to.is_none() {
+            if let Some(text) = prd_at(ws, plan, b_new)? {
+                if let Ok(p) = crate::prd::parse(prd_name(plan), &text) {
+                    let ids = done_ids(ws, plan, stream, &p)?;
+                    if let Some(synced) = prd::mark_done(prd_name(plan), &text, &ids) {
+                        let tree = tree_of(g, b_new)?;
+                        let blob = g.write_blob(synced.as_bytes()).internal("cannot write the PRD")?.detach();
+                        let mut editor = g.edit_tree(tree).internal("cannot edit a tree")?;
+                        editor
+                            .upsert(&plan.prd, gix::objs::tree::EntryKind::Blob, blob)
+                            .internal("cannot edit a tree")?;
+                        let tree = editor.write().internal("cannot write a tree")?.detach();
+                        let who = replay::committer(g);
+                        let msg = format!("chore(prd): sync completion from stream {}\n", j.stream);
+                        let p_commit = replay::new_commit(g, tree, vec![b_new], &who, &msg)?;
+                        j.prd_from = Some(b_new.to_string());
+                        j.prd_to = Some(p_commit.to_string());
+                        j.save(repo)?;
+                        failpoint::hit("merge-prd-commit");
+                    }
+                }
+            }
+        }
+        if let (Some(from), Some(to)) = (&j.prd_from, &j.prd_to) {
+            // Planned before a crash, not yet on the base: move it now.
+            let (from, to) = (journal::id(from)?, journal::id(to)?);
+            if repo.ref_id(&base_ref)? == Some(from) {
+                let msg = format!("chore(prd): sync completion from stream {}", j.stream);
+                if !git::move_ref(repo, &base_ref, from, to, &msg)? {
+                    return Err(moved_meanwhile(ws, &j, "base branch")?);
+                }
+            }
+        }
+        failpoint::hit("merge-prd-ref");
+        if let (Some(from), Some(to)) = (&j.prd_from, &j.prd_to) {
+            let (from, to) = (journal::id(from)?, journal::id(to)?);
+            if repo.ref_id(&base_ref)? == Some(to) {
+                update_worktree(ws, &j.base_branch, from, to)?;
+            }
+        }
+        j.stage = Stage::Synced;
+        j.save(repo)?;
+    }
+    failpoint::hit("merge-prd-worktree");
+    // 7. Record MERGED with the final commit (once).
+    let prd_commit = j.prd_to.as_deref().map(journal::id).transpose()?;
+    let last = prd_commit.unwrap_or(b_new);
+    let store = Store::new(repo)?;
+    let last_hex = last.to_string();
+    let strategy = j.strategy.clone();
+    store.append_if::<StreamState>(&state::stream_ref(&j.stream), |cur| {
+        let already = cur.is_some_and(|s| s.status == "MERGED" && s.merged_commit.as_deref() == Some(&last_hex));
+        Ok((!already).then(|| {
+            ("merged".to_string(), json!({"commit": last_hex, "strategy": strategy, "stream_tip": s_new.to_string()}))
+        }))
+    })?;
+    failpoint::hit("merge-record");
+    j.remove(repo)?;
+    Ok(Done { commit: Some(last), prd_commit })
+}
+
+fn strategy_label(s: &str) -> &str {
+    match s {
+        "merge" => "merge commit",
+        "squash" => "rebase before squash",
+        _ => "rebase",
+    }
+}
+
+/// The streams `--all` merges, in dependency order: every stream with a branch that is not
+/// merged yet (or has commits since) — incomplete ones are skipped by the caller's check.
+pub fn order(plan: &Plan, names: &[String]) -> Result<Vec<String>> {
+    crate::plan::topo_order(plan, names).map_err(|e| Error::usage(e).hint("fix depends_on in .boulder/streams.yaml"))
+}
+
+/// Is `stream` complete (all stories done) — the `--all` filter.
+pub fn complete(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<bool> {
+    if stream.stories.is_empty() {
+        return Ok(true);
+    }
+    let (_, prd) = load_prd(&ws.prd_path(Some(plan), None)?)?;
+    let done = ws.recorded_done()?;
+    let stories = ws.stream_stories(plan, stream, &prd, &done)?;
+    Ok(stories.len() == stream.stories.len() && stories.iter().all(|s| s.status.is_done()))
+}
+
+/// Has the stream nothing new for the base: recorded MERGED and its branch holds nothing the base
+/// (or the recorded merge) lacks.
+pub fn already_merged(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<bool> {
+    let store = Store::new(&ws.repo)?;
+    let Some(st) = store.read::<StreamState>(&state::stream_ref(&stream.name))? else { return Ok(false) };
+    if st.state.status != "MERGED" {
+        return Ok(false);
+    }
+    let tip = ws.repo.branch_tip(&stream.branch)?;
+    Ok(match tip {
+        None => true,
+        Some(t) => {
+            st.state.merged_tip.as_deref() == Some(t.to_string().as_str())
+                || crate::lifecycle::is_merged(ws, plan, stream)?
+        }
+    })
+}
