@@ -3,6 +3,7 @@
 
 pub mod boulder;
 pub mod checkout;
+pub mod claim;
 pub mod cli;
 pub mod doctor;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod runloop;
 pub mod state;
 pub mod status;
 pub mod suggest;
+pub mod sync;
 pub mod time;
 pub mod workspace;
 pub mod worktree;

@@ -38,8 +38,58 @@ fn record(store: &Store, stream: &str, status: &str, reason: &str) -> Result<()>
     Ok(())
 }
 
+/// How long a claim taken by the loop lasts; it is renewed when half of it has passed.
+const CLAIM_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// A claim on `settings.claim_remote` held for the length of a run.
+struct Held {
+    remote: crate::git::remote::RemoteName,
+    actor: String,
+    expires: std::cell::Cell<f64>,
+}
+
 /// Run the loop for `stream` until it completes, fails, is stopped or runs out of iterations.
+/// With `settings.claim_remote` set, the stream is claimed there first (refused while another
+/// machine holds it), renewed as the run goes on, and released when it ends.
 pub fn run(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, say: impl Fn(&str)) -> Result<Outcome> {
+    // One run per stream on this machine (the lock), then one per stream anywhere (the claim).
+    let _lock = crate::lock::acquire(&ws.repo, &format!("stream-{}", stream.name), false, "stream run")?;
+    let Some(remote) = &plan.settings.claim_remote else { return run_loop(ws, plan, stream, opts, &say, None) };
+    let remote = crate::sync::resolve(&ws.repo, Some(remote), &plan.settings.base_branch)?;
+    let actor = Store::new(&ws.repo)?.actor;
+    let (claim, _) = crate::claim::take(&ws.repo, &remote, &stream.name, &actor, CLAIM_TTL)?;
+    say(&format!("claimed stream {} on {} until {}", stream.name, remote.given, claim.expires));
+    let held = Held {
+        remote,
+        actor,
+        expires: std::cell::Cell::new(crate::time::parse_rfc3339(&claim.expires).unwrap_or(0.0)),
+    };
+    let result = run_loop(ws, plan, stream, opts, &say, Some(&held));
+    match crate::claim::release(&ws.repo, &held.remote, &stream.name, &held.actor, false) {
+        Ok(_) => say(&format!("released the claim on stream {}", stream.name)),
+        Err(e) => say(&format!("warning: could not release the claim on stream {}: {}", stream.name, e.message)),
+    }
+    result
+}
+
+fn renew_if_due(ws: &Workspace, stream: &str, held: Option<&Held>) -> Result<()> {
+    let Some(h) = held else { return Ok(()) };
+    if h.expires.get() - crate::time::now_secs() > CLAIM_TTL.as_secs_f64() / 2.0 {
+        return Ok(());
+    }
+    let (claim, _) = crate::claim::take(&ws.repo, &h.remote, stream, &h.actor, CLAIM_TTL)?;
+    h.expires.set(crate::time::parse_rfc3339(&claim.expires).unwrap_or(0.0));
+    Ok(())
+}
+
+fn run_loop(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    opts: &Options,
+    say: &dyn Fn(&str),
+    held: Option<&Held>,
+) -> Result<Outcome> {
     let wt = ws.worktree_path(plan, &stream.name)?;
     if !wt.join(".git").exists() {
         return Err(Error::usage(format!("stream {} has no worktree at {}", stream.name, wt.display()))
@@ -58,7 +108,6 @@ pub fn run(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, say:
     } else {
         opts.command.clone()
     };
-    let _lock = crate::lock::acquire(&ws.repo, &format!("stream-{}", stream.name), false, "stream run")?;
     // Ctrl-C (or SIGTERM) reaches the agent too; the loop then records STOPPED and returns, and
     // the lock is released with the process.
     let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -74,6 +123,7 @@ pub fn run(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, say:
     let mut iteration = 0u32;
     let story_file = tempfile::NamedTempFile::new()?;
     loop {
+        renew_if_due(ws, &stream.name, held)?;
         if stopped_by_signal() {
             record(&store, &stream.name, "STOPPED", "interrupted")?;
             return Ok(Outcome { status: "STOPPED".into(), reason: "interrupted".into(), iterations: iteration });

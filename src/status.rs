@@ -36,6 +36,21 @@ pub struct StreamRow {
     pub behind: Option<usize>,
     /// Uncommitted changes in the worktree (`None` without a worktree).
     pub dirty: Option<bool>,
+    /// Who holds the stream's lease, as last seen on a remote (`None`: no unexpired claim seen).
+    pub claim: Option<ClaimView>,
+}
+
+/// A stream's lease as last seen on a remote (`git boulder stream claim`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ClaimView {
+    /// The remote it was seen on (its name, or `url-…` for a URL).
+    pub remote: String,
+    pub actor: String,
+    pub host: String,
+    /// RFC 3339 time the lease lapses unless renewed.
+    pub expires: String,
+    /// Held by this machine's actor.
+    pub mine: bool,
 }
 
 /// Compute the rows for every stream of `plan`. `prd` is the main PRD when it could be read.
@@ -44,6 +59,9 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
     let done = ws.recorded_done()?;
     let mut rows = Vec::with_capacity(plan.streams.len());
     let base_tip = ws.repo.branch_tip(&plan.settings.base_branch)?;
+    let me = store.actor.clone();
+    let claims: Vec<(String, String, crate::claim::Claim)> =
+        crate::claim::seen(&ws.repo)?.into_iter().filter(|(_, _, c)| !c.expired()).collect();
     for stream in &plan.streams {
         // Invalid state (e.g. garbage pushed by others) shows as INVALID, not as a failed dashboard.
         let mut invalid = false;
@@ -93,6 +111,13 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
             ahead,
             behind,
             dirty: None,
+            claim: claims.iter().find(|(_, s, _)| *s == stream.name).map(|(remote, _, c)| ClaimView {
+                remote: remote.clone(),
+                actor: c.actor.clone(),
+                host: c.host.clone(),
+                expires: c.expires.clone(),
+                mine: c.actor == me,
+            }),
         });
     }
     // Dirty checks run in parallel: one scan per worktree, not fifty in a row.

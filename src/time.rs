@@ -20,6 +20,14 @@ pub fn parse_rfc3339(text: &str) -> Option<f64> {
     Some(ts.as_millisecond() as f64 / 1000.0)
 }
 
+/// RFC 3339 (UTC, milliseconds) for seconds since the Unix epoch.
+pub fn format_secs(secs: f64) -> String {
+    match jiff::Timestamp::from_millisecond((secs * 1000.0).round() as i64) {
+        Ok(ts) => format!("{ts:.3}"),
+        Err(_) => "1970-01-01T00:00:00.000Z".into(),
+    }
+}
+
 /// Seconds since the Unix epoch, now (honouring `BOULDER_NOW`).
 pub fn now_secs() -> f64 {
     parse_rfc3339(&now_rfc3339()).unwrap_or(0.0)

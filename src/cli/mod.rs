@@ -12,6 +12,7 @@ pub mod output;
 pub mod prd;
 pub mod status;
 pub mod stream;
+pub mod sync;
 
 use std::path::PathBuf;
 
@@ -76,6 +77,21 @@ pub enum Command {
     /// Run one hook (called by the installed hook shims).
     #[command(hide = true)]
     Hook(hooks::HookArgs),
+    /// Send git-boulder's state (op-logs and notes) to a remote; never forced.
+    ///
+    /// A rejected ref means the remote moved: pull, merge, push again, a bounded number of times.
+    Push(sync::RemoteArgs),
+    /// Fetch a remote's state and merge it into the local state (validated first).
+    ///
+    /// Fetches refs/boulder/* and refs/notes/boulder into refs/boulder-remotes/REMOTE/, then for
+    /// each op-log: create, fast-forward, keep (local ahead) or merge deterministically; notes
+    /// merge by union. A ref that fails validation is refused by name and the local one kept.
+    Pull(sync::RemoteArgs),
+    /// Pull, then push, until both sides agree.
+    Sync(sync::RemoteArgs),
+    /// Configure a remote for git-boulder's refs.
+    #[command(subcommand)]
+    Remote(sync::RemoteCommand),
     /// Find what is out of step (worktrees, state refs, hooks, locks) and say how to fix each.
     ///
     /// Exits 1 when something needs fixing.
@@ -127,6 +143,10 @@ pub fn run(cli: Cli) -> Result<()> {
                 Command::Todo(cmd) => boulder::todo(&ws, cmd),
                 Command::Resume(args) => boulder::resume(&ws, args),
                 Command::Doctor(args) => doctor::run(&ws, args),
+                Command::Push(args) => sync::push(&ws, args),
+                Command::Pull(args) => sync::pull(&ws, args),
+                Command::Sync(args) => sync::sync_cmd(&ws, args),
+                Command::Remote(cmd) => sync::remote(&ws, cmd),
                 Command::Demo(_) | Command::Hooks(_) | Command::Hook(_) | Command::Man(_) | Command::Completions(_) => {
                     unreachable!("handled above")
                 }

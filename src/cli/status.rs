@@ -9,13 +9,17 @@ use crate::workspace::{load_prd, Workspace};
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
     /// Print {"streams":[{name, status, branch, progress:{done,total}, iteration, last_activity,
-    /// worktree, ahead, behind, dirty}]}.
+    /// worktree, ahead, behind, dirty, claim}]}.
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn run(ws: &Workspace, args: StatusArgs) -> Result<()> {
     let plan = ws.plan()?;
+    // State that plain `git fetch` brought (after `git boulder remote setup`) comes in first.
+    if let Err(e) = crate::sync::absorb_pending(&ws.repo) {
+        eprintln!("warning: {}", e.message);
+    }
     let prd = match load_prd(&ws.prd_path(Some(&plan), None)?) {
         Ok((_, prd)) => Some(prd),
         Err(e) => {
@@ -51,12 +55,27 @@ pub fn run(ws: &Workspace, args: StatusArgs) -> Result<()> {
                 },
                 ago(r.last_activity.as_deref()),
                 r.iteration.to_string(),
+                match &r.claim {
+                    Some(c) if c.mine => "this machine".into(),
+                    Some(c) => format!("{}@{}", c.actor, c.host),
+                    None => "-".into(),
+                },
             ]
         })
         .collect();
     super::output::table(
         &mut out,
-        &["STREAM", "STATUS", "PROGRESS", "BRANCH", "AHEAD/BEHIND", "WORKTREE", "LAST ACTIVITY", "ITERATION"],
+        &[
+            "STREAM",
+            "STATUS",
+            "PROGRESS",
+            "BRANCH",
+            "AHEAD/BEHIND",
+            "WORKTREE",
+            "LAST ACTIVITY",
+            "ITERATION",
+            "CLAIMED BY",
+        ],
         &table,
         |col, cell| match col {
             1 => super::output::status_colour(cell),

@@ -57,6 +57,14 @@ pub enum StreamCommand {
     /// completion into the base's PRD in one commit, and records MERGED. A merge killed at any
     /// step is finished by running it again.
     Merge(super::merge::MergeArgs),
+    /// Take a lease on a stream on a remote, so no other machine runs it meanwhile.
+    ///
+    /// The lease is refs/boulder/claims/NAME on the remote, taken with a compare-and-swap push:
+    /// of two machines racing, exactly one wins. Claiming again renews it; an expired lease of
+    /// another machine is taken over. Refused (exit 1) while another machine holds it.
+    Claim(super::sync::ClaimArgs),
+    /// Give up this machine's lease on a stream (any machine's with --force).
+    Release(super::sync::ReleaseArgs),
     /// List the streams with their status (the same table as `git boulder status`).
     List(super::status::StatusArgs),
     /// Show every stream's status (alias of `git boulder status`).
@@ -152,6 +160,8 @@ pub fn run(ws: &Workspace, cmd: StreamCommand) -> Result<()> {
         }
         StreamCommand::Cleanup(args) => cleanup(ws, args),
         StreamCommand::Merge(args) => super::merge::run(ws, args),
+        StreamCommand::Claim(args) => super::sync::claim(ws, args),
+        StreamCommand::Release(args) => super::sync::release(ws, args),
         StreamCommand::List(args) | StreamCommand::Status(args) => super::status::run(ws, args),
     }
 }

@@ -22,3 +22,89 @@ pub fn run(mut cmd: Command, what: &str) -> Result<Output> {
     }
     Ok(out)
 }
+
+/// What `git push --porcelain` said about one ref.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushedRef {
+    /// The remote ref (`refs/boulder/streams/auth`).
+    pub remote_ref: String,
+    /// `' '` fast-forward, `'+'` forced, `'-'` deleted, `'*'` new, `'='` up to date, `'!'` rejected.
+    pub flag: char,
+    /// git's summary, e.g. `[rejected] (non-fast-forward)` or `[new reference]`.
+    pub summary: String,
+}
+
+impl PushedRef {
+    pub fn rejected(&self) -> bool {
+        self.flag == '!'
+    }
+}
+
+/// Parse the ref lines of `git push --porcelain` (`<flag>\t<from>:<to>\t<summary>`), ignoring
+/// everything else (the `To <url>` line, `Done`, and whatever hooks or the remote printed).
+pub fn parse_porcelain(stdout: &str) -> Vec<PushedRef> {
+    let mut out = Vec::new();
+    let mut in_block = false;
+    for line in stdout.lines() {
+        if line.starts_with("To ") {
+            in_block = true;
+            continue;
+        }
+        if line == "Done" {
+            in_block = false;
+            continue;
+        }
+        if !in_block {
+            continue;
+        }
+        let mut parts = line.splitn(3, '\t');
+        let (Some(flag), Some(refs), summary) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let mut chars = flag.chars();
+        let (Some(f), None) = (chars.next(), chars.next()) else { continue };
+        if !" +-*=!".contains(f) {
+            continue;
+        }
+        let Some((_, to)) = refs.split_once(':') else { continue };
+        out.push(PushedRef { remote_ref: to.to_string(), flag: f, summary: summary.unwrap_or("").to_string() });
+    }
+    out
+}
+
+/// `git push --porcelain --no-verify REMOTE REFSPEC…` with extra `options` (e.g.
+/// `--force-with-lease=…`), run in `dir`.
+///
+/// Why the git CLI: gix 0.90 has no push. Why `--no-verify`: these pushes carry git-boulder's own
+/// state refs, not the user's branches, so the user's pre-push hooks (and ours) have nothing to
+/// judge. Per-ref results come from the porcelain lines, never from text a hook or the remote printed.
+/// A failed push with no ref lines (remote unreachable, authentication) is an error with git's words.
+pub fn push(dir: &Path, remote: &str, options: &[String], refspecs: &[String]) -> Result<Vec<PushedRef>> {
+    let mut cmd = git(dir);
+    cmd.args(["push", "--porcelain", "--no-verify"]).args(options).arg("--").arg(remote).args(refspecs);
+    let out = cmd.output().map_err(|e| Error::internal(format!("cannot run git push: {e}")))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let refs = parse_porcelain(&stdout);
+    if !out.status.success() && refs.is_empty() {
+        return Err(Error::refused(format!(
+            "git push to {remote} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+        .hint("check that `git push` to that remote works from here (URL, credentials, permissions)"));
+    }
+    Ok(refs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn porcelain_lines_are_parsed_and_noise_ignored() {
+        let text = "hook says hi\t*\tx:y\nTo /tmp/remote.git\n=\trefs/boulder/prd:refs/boulder/prd\t[up to date]\n \trefs/boulder/streams/a:refs/boulder/streams/a\t1a2b..3c4d\n!\trefs/notes/boulder:refs/notes/boulder\t[rejected] (fetch first)\n*\tabc:refs/boulder/claims/x\t[new reference]\nDone\n!\tfake:refs/after\t[rejected]\n";
+        let refs = parse_porcelain(text);
+        assert_eq!(refs.len(), 4);
+        assert_eq!(refs[0].flag, '=');
+        assert_eq!(refs[1].remote_ref, "refs/boulder/streams/a");
+        assert!(refs[2].rejected() && refs[2].summary.contains("fetch first"));
+        assert_eq!(refs[3].remote_ref, "refs/boulder/claims/x");
+    }
+}

@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod notes;
+pub mod remote;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,288 @@
+//! Claims (DESIGN §9): a lease on a remote saying which machine runs a stream now,
+//! `refs/boulder/claims/<stream>` on the remote, pointing at a parentless commit whose tree holds
+//! one file, `claim.json` (`{v, stream, actor, host, since, expires}`). It is taken, renewed and
+//! released only with a compare-and-swap push (`--force-with-lease` against the value just
+//! fetched), so two machines racing for a stream get exactly one winner. Locally, the last value
+//! seen on each remote is kept in `refs/boulder-remotes/<remote>/claims/<stream>`.
+
+use gix::ObjectId;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result, ResultExt};
+use crate::git::{cli, remote, Repo};
+use crate::state::store::{COMMITTER_EMAIL, COMMITTER_NAME};
+
+/// The content of `claim.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    /// Format version, always 1.
+    pub v: u32,
+    /// The stream claimed.
+    pub stream: String,
+    /// The actor (machine) holding it.
+    pub actor: String,
+    /// That machine's host name.
+    pub host: String,
+    /// When it was taken or last renewed (RFC 3339).
+    pub since: String,
+    /// When it lapses unless renewed (RFC 3339); after that anyone may take it over.
+    pub expires: String,
+}
+
+impl Claim {
+    /// Check a claim read from anywhere.
+    pub fn validate(&self, stream: &str) -> std::result::Result<(), String> {
+        if self.v != 1 {
+            return Err(format!("claim version {} is not 1", self.v));
+        }
+        if self.stream != stream {
+            return Err(format!("claim names stream {:?}, not {stream:?}", self.stream));
+        }
+        crate::state::op::valid_actor(&self.actor)?;
+        if self.host.chars().count() > 255 || self.host.chars().any(char::is_control) {
+            return Err("claim host is longer than 255 characters or has control characters".into());
+        }
+        for (what, t) in [("since", &self.since), ("expires", &self.expires)] {
+            if crate::time::parse_rfc3339(t).is_none() {
+                return Err(format!("claim {what} {t:?} is not RFC 3339"));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn expired(&self) -> bool {
+        crate::time::parse_rfc3339(&self.expires).is_none_or(|e| e <= crate::time::now_secs())
+    }
+
+    /// `actor on host until T` for messages.
+    pub fn describe(&self) -> String {
+        format!("{} on {} (since {}, until {})", self.actor, self.host, self.since, self.expires)
+    }
+}
+
+pub fn remote_ref(stream: &str) -> String {
+    format!("refs/boulder/claims/{stream}")
+}
+
+/// The local copy of a remote's claim.
+pub fn tracking_ref(key: &str, stream: &str) -> String {
+    format!("refs/boulder-remotes/{key}/claims/{stream}")
+}
+
+/// Read and check the claim commit `id` of `stream`. The error names the problem.
+pub fn read(repo: &Repo, stream: &str, id: ObjectId) -> std::result::Result<Claim, String> {
+    let g = &repo.repo;
+    let commit = g.find_commit(id).map_err(|e| format!("{id} is not a claim commit: {e}"))?;
+    if commit.parent_ids().next().is_some() {
+        return Err(format!("claim commit {id} has parents"));
+    }
+    let tree = commit.tree().map_err(|e| format!("claim commit {id}: {e}"))?;
+    let names: Vec<String> = tree.iter().filter_map(|e| e.ok().map(|e| e.filename().to_string())).collect();
+    if names != ["claim.json"] {
+        return Err(format!("claim commit {id} must hold exactly claim.json, found {names:?}"));
+    }
+    let entry = tree.find_entry("claim.json").ok_or("no claim.json")?;
+    if !entry.mode().is_blob() {
+        return Err(format!("claim commit {id}: claim.json is not a file"));
+    }
+    let data = entry.object().map_err(|e| format!("claim commit {id}: {e}"))?.detach().data;
+    if data.len() > 16 * 1024 {
+        return Err(format!("claim commit {id}: claim.json is too large"));
+    }
+    let claim: Claim = serde_json::from_slice(&data).map_err(|e| format!("claim commit {id}: claim.json: {e}"))?;
+    claim.validate(stream).map_err(|e| format!("claim commit {id}: {e}"))?;
+    Ok(claim)
+}
+
+/// Write a claim commit (not moving any ref).
+fn write(repo: &Repo, claim: &Claim) -> Result<ObjectId> {
+    let g = &repo.repo;
+    let mut text = serde_json::to_vec_pretty(claim).internal("claim.json")?;
+    text.push(b'\n');
+    let blob = g.write_blob(&text).internal("cannot write claim.json")?.detach();
+    let mut editor = g.edit_tree(ObjectId::empty_tree(g.object_hash())).internal("cannot make a tree")?;
+    editor.upsert("claim.json", gix::objs::tree::EntryKind::Blob, blob).internal("cannot make a tree")?;
+    let tree = editor.write().internal("cannot write a tree")?.detach();
+    let secs = crate::time::parse_rfc3339(&claim.since).unwrap_or(0.0).floor() as i64;
+    let sig = gix::actor::Signature {
+        name: COMMITTER_NAME.into(),
+        email: COMMITTER_EMAIL.into(),
+        time: gix::date::Time { seconds: secs, offset: 0 },
+    };
+    let commit = gix::objs::Commit {
+        tree,
+        parents: Default::default(),
+        author: sig.clone(),
+        committer: sig,
+        encoding: None,
+        message: format!("claim {} by {}\n", claim.stream, claim.actor).into(),
+        extra_headers: Vec::new(),
+    };
+    Ok(g.write_object(&commit).internal("cannot write the claim commit")?.detach())
+}
+
+/// What the remote says about `stream`'s claim right now (fetched), also updating the local copy.
+pub fn current(repo: &Repo, remote: &remote::RemoteName, stream: &str) -> Result<Option<(ObjectId, Claim)>> {
+    let spec = format!("+{}:{}", remote_ref(stream), tracking_ref(&remote.key, stream));
+    let fetched = remote::fetch(repo, &remote.given, &[spec])?;
+    let Some(f) = fetched.into_iter().find(|f| f.remote_ref == remote_ref(stream)) else {
+        forget(repo, &remote.key, stream)?;
+        return Ok(None);
+    };
+    let claim = read(repo, stream, f.id).map_err(|e| {
+        Error::refused(format!("{} on {} is not a valid claim: {e}", remote_ref(stream), remote.given))
+            .hint(format!("release it by force: git boulder stream release {stream} --remote {} --force", remote.given))
+    })?;
+    Ok(Some((f.id, claim)))
+}
+
+/// Drop the local copy of a remote claim.
+pub fn forget(repo: &Repo, key: &str, stream: &str) -> Result<()> {
+    let name = tracking_ref(key, stream);
+    if let Some(id) = repo.ref_id(&name)? {
+        let _ = crate::git::delete_ref(repo, &name, id);
+    }
+    Ok(())
+}
+
+fn set_tracking(repo: &Repo, key: &str, stream: &str, id: ObjectId) -> Result<()> {
+    repo.repo
+        .reference(
+            tracking_ref(key, stream),
+            id,
+            gix::refs::transaction::PreviousValue::Any,
+            "boulder: claim seen on the remote",
+        )
+        .internal("cannot record the claim locally")?;
+    Ok(())
+}
+
+/// The outcome of a lease push.
+fn lease_push(
+    repo: &Repo,
+    remote: &remote::RemoteName,
+    stream: &str,
+    expected: Option<ObjectId>,
+    new: Option<ObjectId>,
+) -> Result<bool> {
+    let dir = repo.work_dir.clone().unwrap_or_else(|| repo.git_dir.clone());
+    let r = remote_ref(stream);
+    let lease = format!("--force-with-lease={r}:{}", expected.map(|e| e.to_string()).unwrap_or_default());
+    let spec = match new {
+        Some(n) => format!("{n}:{r}"),
+        None => format!(":{r}"),
+    };
+    let pushed = cli::push(&dir, &remote.given, &[lease], &[spec])?;
+    Ok(pushed.iter().any(|p| p.remote_ref == r && !p.rejected()))
+}
+
+/// What [`take`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Taken {
+    New,
+    Renewed,
+    /// An expired claim of another actor was taken over.
+    TakenOver(String),
+}
+
+/// Take (or renew) the claim on `stream` at `remote` for `ttl`, as `actor`. Refused (exit 1) when
+/// another actor holds an unexpired claim, or wins the race to the remote.
+pub fn take(
+    repo: &Repo,
+    remote: &remote::RemoteName,
+    stream: &str,
+    actor: &str,
+    ttl: std::time::Duration,
+) -> Result<(Claim, Taken)> {
+    let now = crate::time::now_secs();
+    let current = current(repo, remote, stream)?;
+    let how = match &current {
+        Some((_, c)) if c.actor != actor && !c.expired() => {
+            return Err(Error::refused(format!("stream {stream} is claimed on {} by {}", remote.given, c.describe()))
+                .hint(
+                    "wait for it to be released or to expire, or ask its holder to run `git boulder stream release`",
+                ));
+        }
+        Some((_, c)) if c.actor == actor => Taken::Renewed,
+        Some((_, c)) => Taken::TakenOver(c.describe()),
+        None => Taken::New,
+    };
+    let claim = Claim {
+        v: 1,
+        stream: stream.to_string(),
+        actor: actor.to_string(),
+        host: crate::lock::hostname(),
+        since: crate::time::format_secs(now),
+        expires: crate::time::format_secs(now + ttl.as_secs_f64()),
+    };
+    let id = write(repo, &claim)?;
+    if !lease_push(repo, remote, stream, current.as_ref().map(|(id, _)| *id), Some(id))? {
+        return Err(Error::refused(format!(
+            "another machine claimed stream {stream} on {} at the same moment; it holds it now",
+            remote.given
+        ))
+        .hint(format!(
+            "see who: git boulder stream claim {stream} --remote {} again, or git boulder status",
+            remote.given
+        )));
+    }
+    set_tracking(repo, &remote.key, stream, id)?;
+    Ok((claim, how))
+}
+
+/// Release this actor's claim on `stream` at `remote` (any actor's with `force`). Returns the
+/// claim released, `None` when there was none.
+pub fn release(
+    repo: &Repo,
+    remote: &remote::RemoteName,
+    stream: &str,
+    actor: &str,
+    force: bool,
+) -> Result<Option<Claim>> {
+    let current = if force {
+        match current(repo, remote, stream) {
+            Ok(c) => c.map(|(id, c)| (id, Some(c))),
+            // An invalid claim can still be removed by force: take its id from the local copy.
+            Err(_) => repo.ref_id(&tracking_ref(&remote.key, stream))?.map(|id| (id, None)),
+        }
+    } else {
+        current(repo, remote, stream)?.map(|(id, c)| (id, Some(c)))
+    };
+    let Some((id, claim)) = current else { return Ok(None) };
+    if let Some(c) = &claim {
+        if c.actor != actor && !force {
+            return Err(Error::refused(format!(
+                "stream {stream} is claimed by {}, not by this machine ({actor})",
+                c.describe()
+            ))
+            .hint("pass --force to remove another machine's claim"));
+        }
+    }
+    if !lease_push(repo, remote, stream, Some(id), None)? {
+        return Err(Error::refused(format!(
+            "the claim on stream {stream} changed on {} meanwhile; nothing released",
+            remote.given
+        )));
+    }
+    forget(repo, &remote.key, stream)?;
+    Ok(claim)
+}
+
+/// The claims last seen on any remote, by stream: (remote key, claim), unexpired or not.
+pub fn seen(repo: &Repo) -> Result<Vec<(String, String, Claim)>> {
+    let store = crate::state::Store::new(repo)?;
+    let mut out = Vec::new();
+    for (name, id) in store.list("refs/boulder-remotes/")? {
+        let Some(rest) = name.strip_prefix("refs/boulder-remotes/") else { continue };
+        let mut parts = rest.split('/');
+        let (Some(key), Some("claims"), Some(stream), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        if let Ok(c) = read(repo, stream, id) {
+            out.push((key.to_string(), stream.to_string(), c));
+        }
+    }
+    Ok(out)
+}

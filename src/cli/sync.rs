@@ -1,0 +1,231 @@
+//! `git boulder push | pull | sync [REMOTE]`, `git boulder remote setup`, and
+//! `git boulder stream claim | release`: sharing state through a git remote ([`crate::sync`],
+//! [`crate::claim`]).
+
+use std::io::Write;
+
+use clap::Subcommand;
+
+use crate::error::{Error, Result};
+use crate::state::Store;
+use crate::sync::{self, PullReport, PushReport, RefOutcome};
+use crate::workspace::Workspace;
+
+#[derive(Debug, clap::Args)]
+pub struct RemoteArgs {
+    /// The remote (a name or a URL); default: the base branch's upstream remote, else origin.
+    #[arg(value_name = "REMOTE")]
+    pub remote: Option<String>,
+    /// Print the per-ref results as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RemoteCommand {
+    /// Add refspecs so plain `git fetch` and `git push` also carry git-boulder's refs (opt-in).
+    ///
+    /// Fetch: refs/boulder/* and refs/notes/boulder into refs/boulder-remotes/REMOTE/ (the next
+    /// git-boulder command brings them in). Push: the op-logs and notes, plus HEAD when the remote
+    /// had no push refspecs (so `git push` still pushes the current branch). --undo removes
+    /// exactly what was added.
+    Setup(SetupArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SetupArgs {
+    /// A configured remote; default: the base branch's upstream remote, else origin.
+    #[arg(value_name = "REMOTE")]
+    pub remote: Option<String>,
+    /// Remove the refspecs setup added.
+    #[arg(long)]
+    pub undo: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ClaimArgs {
+    /// The stream.
+    pub name: String,
+    /// The remote that holds the lease (default: settings.claim_remote, else the default remote).
+    #[arg(long, value_name = "REMOTE")]
+    pub remote: Option<String>,
+    /// How long the lease lasts unless renewed (claiming again renews it).
+    #[arg(long, value_name = "D", default_value = "1h")]
+    pub ttl: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReleaseArgs {
+    /// The stream.
+    pub name: String,
+    /// The remote that holds the lease (default: settings.claim_remote, else the default remote).
+    #[arg(long, value_name = "REMOTE")]
+    pub remote: Option<String>,
+    /// Remove the claim even when another machine holds it (or it is invalid).
+    #[arg(long)]
+    pub force: bool,
+}
+
+fn base_branch(ws: &Workspace) -> String {
+    ws.plan().map(|p| p.settings.base_branch).unwrap_or_else(|_| "main".into())
+}
+
+fn counts(refs: &[RefOutcome]) -> String {
+    let mut by: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for r in refs {
+        *by.entry(r.result.as_str()).or_default() += 1;
+    }
+    if by.is_empty() {
+        return "nothing to do".into();
+    }
+    by.iter().map(|(k, n)| format!("{n} {}", k.replace('_', " "))).collect::<Vec<_>>().join(", ")
+}
+
+fn print_pull(out: &mut impl Write, r: &PullReport) -> Result<()> {
+    writeln!(out, "pulled from {}: {}", r.remote, counts(&r.refs))?;
+    for x in r.refs.iter().filter(|x| x.result == "refused" || x.result == "ignored") {
+        writeln!(out, "  {} {}: {}", x.result, x.name, x.why.as_deref().unwrap_or(""))?;
+    }
+    Ok(())
+}
+
+fn print_push(out: &mut impl Write, r: &PushReport) -> Result<()> {
+    let rounds = if r.rounds > 0 { format!(" (after {} pull-and-merge round(s))", r.rounds) } else { String::new() };
+    writeln!(out, "pushed to {}: {}{rounds}", r.remote, counts(&r.refs))?;
+    for x in r.refs.iter().filter(|x| x.result == "rejected") {
+        writeln!(out, "  rejected {}: {}", x.name, x.why.as_deref().unwrap_or(""))?;
+    }
+    Ok(())
+}
+
+fn refused_pull(r: &PullReport) -> Option<Error> {
+    let bad = r.refused();
+    (!bad.is_empty()).then(|| {
+        let names: Vec<&str> = bad.iter().map(|x| x.name.as_str()).collect();
+        Error::refused(format!(
+            "{} ref(s) from {} failed validation and were not taken: {}",
+            bad.len(),
+            r.remote,
+            names.join(", ")
+        ))
+        .hint("the local state of those refs is unchanged; fix or delete them on the remote")
+    })
+}
+
+fn rejected_push(r: &PushReport) -> Option<Error> {
+    let bad: Vec<&str> = r.refs.iter().filter(|x| x.result == "rejected").map(|x| x.name.as_str()).collect();
+    (!bad.is_empty()).then(|| {
+        Error::refused(format!(
+            "the remote {} still rejects {} after {} rounds",
+            r.remote,
+            bad.join(", "),
+            sync::ROUNDS
+        ))
+        .hint("another machine keeps pushing, or the remote refuses these refs; see the reasons above")
+    })
+}
+
+pub fn pull(ws: &Workspace, args: RemoteArgs) -> Result<()> {
+    let remote = sync::resolve(&ws.repo, args.remote.as_deref(), &base_branch(ws))?;
+    let report = sync::pull(&ws.repo, &remote)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        super::output::json(&mut out, &report)?;
+    } else {
+        print_pull(&mut out, &report)?;
+    }
+    refused_pull(&report).map_or(Ok(()), Err)
+}
+
+pub fn push(ws: &Workspace, args: RemoteArgs) -> Result<()> {
+    let remote = sync::resolve(&ws.repo, args.remote.as_deref(), &base_branch(ws))?;
+    let report = sync::push(&ws.repo, &remote)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        super::output::json(&mut out, &report)?;
+    } else {
+        print_push(&mut out, &report)?;
+    }
+    rejected_push(&report).map_or(Ok(()), Err)
+}
+
+pub fn sync_cmd(ws: &Workspace, args: RemoteArgs) -> Result<()> {
+    let remote = sync::resolve(&ws.repo, args.remote.as_deref(), &base_branch(ws))?;
+    super::output::progress(&format!("syncing with {}", remote.given));
+    let (pulled, pushed) = sync::sync(&ws.repo, &remote)?;
+    super::output::progress_done();
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        super::output::json(&mut out, &serde_json::json!({"pull": pulled, "push": pushed}))?;
+    } else {
+        print_pull(&mut out, &pulled)?;
+        print_push(&mut out, &pushed)?;
+    }
+    if let Some(e) = refused_pull(&pulled) {
+        return Err(e);
+    }
+    rejected_push(&pushed).map_or(Ok(()), Err)
+}
+
+pub fn remote(ws: &Workspace, cmd: RemoteCommand) -> Result<()> {
+    match cmd {
+        RemoteCommand::Setup(args) => {
+            let name = match args.remote {
+                Some(r) => r,
+                None => crate::git::remote::default_remote(&ws.repo, &base_branch(ws))?,
+            };
+            let changed = sync::setup(&ws.repo, &name, args.undo)?;
+            let mut out = std::io::stdout().lock();
+            if changed.is_empty() {
+                writeln!(out, "remote {name}: nothing to change")?;
+            }
+            for line in changed {
+                writeln!(out, "{line}")?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The remote a claim lives on: --remote, else settings.claim_remote, else the default remote.
+fn claim_remote(ws: &Workspace, given: Option<String>) -> Result<crate::git::remote::RemoteName> {
+    let plan = ws.plan()?;
+    let given = given.or(plan.settings.claim_remote.clone());
+    sync::resolve(&ws.repo, given.as_deref(), &plan.settings.base_branch)
+}
+
+pub fn claim(ws: &Workspace, args: ClaimArgs) -> Result<()> {
+    let plan = ws.plan()?;
+    let stream = ws.stream(&plan, &args.name)?;
+    let ttl = crate::time::parse_duration(&args.ttl).map_err(|e| Error::usage(format!("--ttl: {e}")))?;
+    let remote = claim_remote(ws, args.remote)?;
+    let actor = Store::new(&ws.repo)?.actor;
+    let (c, how) = crate::claim::take(&ws.repo, &remote, &stream.name, &actor, ttl)?;
+    let (how, note) = match how {
+        crate::claim::Taken::New => ("claimed", String::new()),
+        crate::claim::Taken::Renewed => ("renewed the claim on", String::new()),
+        crate::claim::Taken::TakenOver(prev) => ("claimed", format!("; took over the expired claim of {prev}")),
+    };
+    writeln!(
+        std::io::stdout().lock(),
+        "{how} stream {} on {} until {} (actor {}){note}",
+        c.stream,
+        remote.given,
+        c.expires,
+        c.actor
+    )?;
+    Ok(())
+}
+
+pub fn release(ws: &Workspace, args: ReleaseArgs) -> Result<()> {
+    let plan = ws.plan()?;
+    let stream = ws.stream(&plan, &args.name)?;
+    let remote = claim_remote(ws, args.remote)?;
+    let actor = Store::new(&ws.repo)?.actor;
+    let mut out = std::io::stdout().lock();
+    match crate::claim::release(&ws.repo, &remote, &stream.name, &actor, args.force)? {
+        Some(_) => writeln!(out, "released stream {} on {}", stream.name, remote.given)?,
+        None => writeln!(out, "stream {} is not claimed on {}", stream.name, remote.given)?,
+    }
+    Ok(())
+}

@@ -1,0 +1,427 @@
+//! Sharing state through any git remote (DESIGN §9): `push`, `pull`, `sync`, and the refspecs
+//! of `remote setup`.
+//!
+//! * **pull** fetches (gix) `refs/boulder/*` and `refs/notes/boulder` into
+//!   `refs/boulder-remotes/<remote>/…`, then brings each op-log in: created, fast-forwarded, kept
+//!   (local ahead) or merged deterministically ([`crate::state::Store::absorb`]); notes merge by
+//!   union; claims are kept as the remote's last word. Everything fetched is validated before it
+//!   is used; a ref that fails is refused by name and the local ref is kept as it was.
+//! * **push** sends the op-logs and notes (git CLI, never forced). A rejected ref means the remote
+//!   moved: pull, merge, push again, a bounded number of rounds.
+//! * **sync** is pull then push until both sides agree.
+
+use std::collections::BTreeMap;
+
+use gix::ObjectId;
+
+use crate::error::{Error, Result};
+use crate::git::remote::{self, RemoteName};
+use crate::git::{cli, notes, Repo};
+use crate::state::{self, Absorbed, BoulderState, PrdState, Store, StreamState, NOTES_REF};
+
+/// How many pull-and-push rounds a push or sync tries before giving up.
+pub const ROUNDS: usize = 6;
+
+/// What happened to one ref.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RefOutcome {
+    /// The local ref (`refs/boulder/streams/auth`, `refs/notes/boulder`).
+    pub name: String,
+    /// `created`, `up_to_date`, `fast_forward`, `merged`, `refused`, `ignored`, `claim`,
+    /// `claim_released` (pull); `pushed`, `new`, `up_to_date`, `rejected` (push).
+    pub result: String,
+    /// Why, for refused and rejected refs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+fn outcome(name: &str, result: &str, why: Option<String>) -> RefOutcome {
+    RefOutcome { name: name.to_string(), result: result.to_string(), why }
+}
+
+/// Resolve `REMOTE` (or the default remote).
+pub fn resolve(repo: &Repo, given: Option<&str>, base_branch: &str) -> Result<RemoteName> {
+    let name = match given {
+        Some(g) => g.to_string(),
+        None => remote::default_remote(repo, base_branch)?,
+    };
+    RemoteName::new(repo, &name)
+}
+
+fn tracking_prefix(key: &str) -> String {
+    format!("refs/boulder-remotes/{key}/")
+}
+
+/// The fetch refspecs of pull (also written by `remote setup`).
+pub fn fetch_specs(key: &str) -> Vec<String> {
+    vec![
+        format!("+refs/boulder/*:refs/boulder-remotes/{key}/*"),
+        format!("+{NOTES_REF}*:refs/boulder-remotes/{key}/notes/boulder*"),
+    ]
+}
+
+/// Where a ref fetched from the remote goes locally, by its name on the remote.
+enum Target {
+    Stream(String),
+    Boulder(String),
+    Prd,
+    Notes,
+    Claim(String),
+}
+
+fn target(remote_ref: &str) -> Option<Target> {
+    if remote_ref == NOTES_REF {
+        return Some(Target::Notes);
+    }
+    let rest = remote_ref.strip_prefix("refs/boulder/")?;
+    if rest == "prd" {
+        return Some(Target::Prd);
+    }
+    let (kind, name) = rest.split_once('/')?;
+    if crate::names::problem(name).is_some() {
+        return None;
+    }
+    match kind {
+        "streams" => Some(Target::Stream(name.to_string())),
+        "boulders" => Some(Target::Boulder(name.to_string())),
+        "claims" => Some(Target::Claim(name.to_string())),
+        _ => None,
+    }
+}
+
+/// Check every note a fetched notes commit adds: UTF-8 JSON lines, each an object, small.
+fn validate_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), String> {
+    let g = &repo.repo;
+    let theirs_all = notes::all(g, theirs).map_err(|e| e.message)?;
+    let ours_all = match repo.ref_id(NOTES_REF).ok().flatten() {
+        Some(o) => notes::all(g, o).map_err(|e| e.message)?,
+        None => BTreeMap::new(),
+    };
+    for (object, blob) in theirs_all {
+        if ours_all.get(&object) == Some(&blob) {
+            continue;
+        }
+        let data = g.find_object(blob).map_err(|e| format!("the note of {object}: {e}"))?.detach().data;
+        if data.len() > 64 * 1024 {
+            return Err(format!("the note of {object} is larger than 64 KiB"));
+        }
+        let text = std::str::from_utf8(&data).map_err(|_| format!("the note of {object} is not UTF-8"))?;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: serde_json::Value =
+                serde_json::from_str(line).map_err(|e| format!("the note of {object} is not JSON lines: {e}"))?;
+            if !v.is_object() || !v.get("stream").is_some_and(|s| s.is_string()) {
+                return Err(format!("the note of {object} is not a git-boulder record (an object with a stream)"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Bring one fetched ref in. `Ok(None)` for a ref that is not git-boulder's.
+fn absorb_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: ObjectId) -> Result<Option<RefOutcome>> {
+    let Some(t) = target(remote_ref) else {
+        return Ok(Some(outcome(remote_ref, "ignored", Some("not a git-boulder ref".into()))));
+    };
+    let word = |a: Absorbed| match a {
+        Absorbed::Created => "created",
+        Absorbed::UpToDate => "up_to_date",
+        Absorbed::FastForward => "fast_forward",
+        Absorbed::Merged => "merged",
+    };
+    let refused = |name: &str, e: Error| Ok(Some(outcome(name, "refused", Some(e.message))));
+    match t {
+        Target::Stream(n) => {
+            let name = state::stream_ref(&n);
+            match store.absorb::<StreamState>(&name, id) {
+                Ok(a) => Ok(Some(outcome(&name, word(a), None))),
+                Err(e) => refused(&name, e),
+            }
+        }
+        Target::Boulder(n) => {
+            let name = state::boulder_ref(&n);
+            match store.absorb::<BoulderState>(&name, id) {
+                Ok(a) => Ok(Some(outcome(&name, word(a), None))),
+                Err(e) => refused(&name, e),
+            }
+        }
+        Target::Prd => match store.absorb::<PrdState>(state::PRD_REF, id) {
+            Ok(a) => Ok(Some(outcome(state::PRD_REF, word(a), None))),
+            Err(e) => refused(state::PRD_REF, e),
+        },
+        Target::Notes => {
+            if let Err(why) = validate_notes(repo, id) {
+                return Ok(Some(outcome(NOTES_REF, "refused", Some(format!("the fetched notes are invalid: {why}")))));
+            }
+            match notes::union(&notes::with_identity(&repo.repo), id) {
+                Ok(notes::Union::UpToDate) => Ok(Some(outcome(NOTES_REF, "up_to_date", None))),
+                Ok(notes::Union::FastForward) => Ok(Some(outcome(NOTES_REF, "fast_forward", None))),
+                Ok(notes::Union::Merged) => Ok(Some(outcome(NOTES_REF, "merged", None))),
+                Err(e) => refused(NOTES_REF, e),
+            }
+        }
+        Target::Claim(stream) => {
+            let local = crate::claim::tracking_ref(key, &stream);
+            match crate::claim::read(repo, &stream, id) {
+                Ok(_) => Ok(Some(outcome(&local, "claim", None))),
+                Err(why) => {
+                    // Keep no copy of an invalid claim.
+                    crate::claim::forget(repo, key, &stream)?;
+                    Ok(Some(outcome(&local, "refused", Some(why))))
+                }
+            }
+        }
+    }
+}
+
+/// The result of a pull.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PullReport {
+    pub remote: String,
+    pub refs: Vec<RefOutcome>,
+}
+
+impl PullReport {
+    pub fn refused(&self) -> Vec<&RefOutcome> {
+        self.refs.iter().filter(|r| r.result == "refused").collect()
+    }
+}
+
+/// Fetch the remote's state and bring it in.
+pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
+    let fetched = remote::fetch(repo, &remote.given, &fetch_specs(&remote.key))?;
+    let store = Store::new(repo)?;
+    let mut report = PullReport { remote: remote.given.clone(), refs: Vec::new() };
+    let mut claims_seen = Vec::new();
+    for f in &fetched {
+        if let Some(Target::Claim(s)) = target(&f.remote_ref) {
+            claims_seen.push(s);
+        }
+        if let Some(o) = absorb_one(repo, &store, &remote.key, &f.remote_ref, f.id)? {
+            report.refs.push(o);
+        }
+    }
+    // Claims the remote no longer has were released there.
+    for (key, stream, _) in crate::claim::seen(repo)? {
+        if key == remote.key && !claims_seen.contains(&stream) {
+            crate::claim::forget(repo, &key, &stream)?;
+            report.refs.push(outcome(&crate::claim::tracking_ref(&key, &stream), "claim_released", None));
+        }
+    }
+    remember(repo, &remote.key, &fetched.iter().filter_map(|f| Some((f.local_ref.clone()?, f.id))).collect::<Vec<_>>());
+    Ok(report)
+}
+
+/// The local refs a push sends: every op-log and the notes, never claims.
+fn push_specs(repo: &Repo) -> Result<Vec<String>> {
+    let store = Store::new(repo)?;
+    let mut specs = Vec::new();
+    for prefix in [state::STREAMS, state::BOULDERS] {
+        if !store.list(prefix)?.is_empty() {
+            specs.push(format!("{prefix}*:{prefix}*"));
+        }
+    }
+    for single in [state::PRD_REF, NOTES_REF] {
+        if repo.ref_id(single)?.is_some() {
+            specs.push(format!("{single}:{single}"));
+        }
+    }
+    Ok(specs)
+}
+
+/// The result of a push (after any pull rounds).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PushReport {
+    pub remote: String,
+    pub refs: Vec<RefOutcome>,
+    /// Pull-and-retry rounds it took (0: the first push went through).
+    pub rounds: usize,
+    /// What the pulls in between brought in.
+    pub pulled: Vec<RefOutcome>,
+}
+
+fn push_word(p: &cli::PushedRef) -> &'static str {
+    match p.flag {
+        '=' => "up_to_date",
+        '*' => "new",
+        '!' => "rejected",
+        _ => "pushed",
+    }
+}
+
+/// Push the state; on rejections pull, merge and push again, at most [`ROUNDS`] times. Never
+/// forces. The report lists each ref's last result; rejected refs remain only when the bound was hit.
+pub fn push(repo: &Repo, remote: &RemoteName) -> Result<PushReport> {
+    let dir = repo.work_dir.clone().unwrap_or_else(|| repo.git_dir.clone());
+    let mut report = PushReport { remote: remote.given.clone(), ..Default::default() };
+    for round in 0..ROUNDS {
+        let specs = push_specs(repo)?;
+        if specs.is_empty() {
+            return Ok(report);
+        }
+        let pushed = cli::push(&dir, &remote.given, &[], &specs)?;
+        report.rounds = round;
+        report.refs = pushed
+            .iter()
+            .map(|p| outcome(&p.remote_ref, push_word(p), p.rejected().then(|| p.summary.clone())))
+            .collect();
+        if !pushed.iter().any(cli::PushedRef::rejected) {
+            return Ok(report);
+        }
+        if round + 1 < ROUNDS {
+            let pulled = pull(repo, remote)?;
+            report.pulled.extend(pulled.refs);
+        }
+    }
+    Ok(report)
+}
+
+/// Pull, then push (which pulls again on rejection), so both sides agree.
+pub fn sync(repo: &Repo, remote: &RemoteName) -> Result<(PullReport, PushReport)> {
+    let pulled = pull(repo, remote)?;
+    let pushed = push(repo, remote)?;
+    Ok((pulled, pushed))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refs fetched by plain `git fetch` (after `remote setup`): brought in by the next command.
+
+fn absorbed_path(repo: &Repo) -> std::path::PathBuf {
+    repo.boulder_dir().join("absorbed.json")
+}
+
+fn load_absorbed(repo: &Repo) -> BTreeMap<String, String> {
+    std::fs::read(absorbed_path(repo)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+}
+
+/// Record that these tracking refs were brought in at these ids.
+fn remember(repo: &Repo, key: &str, refs: &[(String, ObjectId)]) {
+    let mut map = load_absorbed(repo);
+    map.retain(|k, _| !k.starts_with(&tracking_prefix(key)));
+    for (name, id) in refs {
+        map.insert(name.clone(), id.to_string());
+    }
+    if let Ok(text) = serde_json::to_vec_pretty(&map) {
+        let _ = crate::fsutil::write_atomic(&absorbed_path(repo), &text);
+    }
+}
+
+/// Bring in whatever plain `git fetch` put under `refs/boulder-remotes/` since the last time.
+/// Cheap when nothing is new: one ref listing and one small file. Returns what it did.
+pub fn absorb_pending(repo: &Repo) -> Result<Vec<RefOutcome>> {
+    let store = Store::new(repo)?;
+    let tracked = store.list("refs/boulder-remotes/")?;
+    if tracked.is_empty() {
+        return Ok(Vec::new());
+    }
+    let seen = load_absorbed(repo);
+    let mut out = Vec::new();
+    let mut done: BTreeMap<String, Vec<(String, ObjectId)>> = BTreeMap::new();
+    for (name, id) in tracked {
+        if seen.get(&name).map(String::as_str) == Some(id.to_string().as_str()) {
+            continue;
+        }
+        let Some(rest) = name.strip_prefix("refs/boulder-remotes/") else { continue };
+        let Some((key, tail)) = rest.split_once('/') else { continue };
+        let remote_ref = if tail == "notes/boulder" { NOTES_REF.to_string() } else { format!("refs/boulder/{tail}") };
+        if let Some(o) = absorb_one(repo, &store, key, &remote_ref, id)? {
+            out.push(o);
+        }
+        done.entry(key.to_string()).or_default().push((name, id));
+    }
+    let mut map = seen;
+    for (_, refs) in done {
+        for (name, id) in refs {
+            map.insert(name, id.to_string());
+        }
+    }
+    if let Ok(text) = serde_json::to_vec_pretty(&map) {
+        let _ = crate::fsutil::write_atomic(&absorbed_path(repo), &text);
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// `remote setup`: refspecs so that plain `git fetch` and `git push` carry the state too.
+
+/// The push refspecs `remote setup` adds (globs, so a ref that does not exist yet is no error).
+pub fn setup_push_specs() -> Vec<String> {
+    vec![
+        format!("{}*:{}*", state::STREAMS, state::STREAMS),
+        format!("{}*:{}*", state::BOULDERS, state::BOULDERS),
+        format!("{}*:{}*", state::PRD_REF, state::PRD_REF),
+        format!("{NOTES_REF}*:{NOTES_REF}*"),
+    ]
+}
+
+/// Add (or with `undo`, remove) the refspecs of `remote` in the repository's config file. When
+/// the remote had no push refspecs, `HEAD` is added first so a plain `git push` still pushes the
+/// current branch (as `push.default=current` would). Returns the `key value` lines changed.
+pub fn setup(repo: &Repo, remote: &str, undo: bool) -> Result<Vec<String>> {
+    if !repo.repo.remote_names().iter().any(|n| n.as_ref() as &[u8] == remote.as_bytes()) {
+        return Err(Error::usage(format!("no remote named {remote:?}"))
+            .hint("`git remote -v` lists them; add one with `git remote add NAME URL`"));
+    }
+    let r = RemoteName::new(repo, remote)?;
+    let path = repo.common_dir.join("config");
+    let mut file = gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
+        .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))?;
+    let marker_key = "boulderSetup";
+    let fetch = fetch_specs(&r.key);
+    let push = setup_push_specs();
+    let mut changed = Vec::new();
+    {
+        let mut section = file
+            .section_mut_or_create_new("remote", Some(remote.as_bytes().into()))
+            .map_err(|e| Error::internal(format!("cannot edit remote.{remote}: {e}")))?;
+        let had = |s: &gix::config::file::SectionMut<'_>, k: &str| -> Vec<String> {
+            s.values(k).iter().map(|v| v.to_string()).collect()
+        };
+        let fetch_now = had(&section, "fetch");
+        let push_now = had(&section, "push");
+        let added_head = had(&section, marker_key).iter().any(|v| v == "head");
+        if undo {
+            let keep = |now: &[String], ours: &[String]| -> Vec<String> {
+                now.iter().filter(|v| !ours.contains(v)).cloned().collect()
+            };
+            let mut ours_push = push.clone();
+            if added_head {
+                ours_push.push("HEAD".into());
+            }
+            for (key, now, ours) in [("fetch", &fetch_now, &fetch), ("push", &push_now, &ours_push)] {
+                let kept = keep(now, ours);
+                if kept.len() == now.len() {
+                    continue;
+                }
+                while section.remove(key).is_some() {}
+                for v in &kept {
+                    section.push(key, Some(v.as_bytes().into())).map_err(|e| Error::internal(e.to_string()))?;
+                }
+                for v in now.iter().filter(|v| !kept.contains(v)) {
+                    changed.push(format!("-remote.{remote}.{key} {v}"));
+                }
+            }
+            while section.remove(marker_key).is_some() {}
+        } else {
+            for spec in fetch.iter().filter(|s| !fetch_now.contains(s)) {
+                section.push("fetch", Some(spec.as_bytes().into())).map_err(|e| Error::internal(e.to_string()))?;
+                changed.push(format!("+remote.{remote}.fetch {spec}"));
+            }
+            let missing: Vec<&String> = push.iter().filter(|s| !push_now.contains(s)).collect();
+            if !missing.is_empty() && push_now.is_empty() {
+                section.push("push", Some("HEAD".into())).map_err(|e| Error::internal(e.to_string()))?;
+                section.push(marker_key, Some("head".into())).map_err(|e| Error::internal(e.to_string()))?;
+                changed.push(format!("+remote.{remote}.push HEAD"));
+            }
+            for spec in missing {
+                section.push("push", Some(spec.as_bytes().into())).map_err(|e| Error::internal(e.to_string()))?;
+                changed.push(format!("+remote.{remote}.push {spec}"));
+            }
+        }
+    }
+    if !changed.is_empty() {
+        let mut out = Vec::new();
+        file.write_to(&mut out).map_err(|e| Error::internal(format!("cannot write the config: {e}")))?;
+        crate::fsutil::write_atomic(&path, &out)?;
+    }
+    Ok(changed)
+}
