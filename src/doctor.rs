@@ -68,12 +68,10 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
             let Ok(path) = ws.worktree_path(plan, &stream.name) else { continue };
             let git_has = known.iter().find(|w| w.path == path);
             // An invalid ref is reported above; read it here as "nothing recorded".
-            let recorded = store
-                .read::<StreamState>(&state::stream_ref(&stream.name))
-                .ok()
-                .flatten()
-                .map(|e| e.state.status)
-                .unwrap_or_default();
+            let entry = store.read::<StreamState>(&state::stream_ref(&stream.name)).ok().flatten();
+            // A worktree is expected only on the machine that initialized the stream.
+            let here = entry.as_ref().is_none_or(|e| e.state.initialized_by.as_ref().is_none_or(|a| *a == store.actor));
+            let recorded = entry.map(|e| e.state.status).unwrap_or_default();
             let live = matches!(recorded.as_str(), "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED");
             match git_has {
                 Some(w) if w.missing => problems.push(Problem {
@@ -95,7 +93,7 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
                     ),
                     fix: format!("git boulder stream init {}", stream.name),
                 }),
-                None if live => problems.push(Problem {
+                None if live && here => problems.push(Problem {
                     area: "worktree",
                     message: format!(
                         "stream {}: state records it {recorded} but git has no worktree at {}",

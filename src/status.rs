@@ -85,10 +85,13 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
             },
         };
         let wt = ws.worktree_path(plan, &stream.name).ok().filter(|p| p.exists());
+        // A worktree is expected only on the machine that initialized the stream.
+        let here = st.as_ref().is_none_or(|e| e.state.initialized_by.as_ref().is_none_or(|a| *a == me));
         let mut status = st.map(|e| e.state.status).filter(|s| !s.is_empty()).unwrap_or_else(|| "DEFINED".into());
         if invalid {
             status = "INVALID".into();
         } else if wt.is_none()
+            && here
             && matches!(status.as_str(), "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED")
         {
             status = "STALE".into();

@@ -300,11 +300,29 @@ fn demo_runs_end_to_end() {
         let out = cmd.args(args).current_dir(&repo).output().unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    assert_eq!(git(&["notes", "--ref=boulder", "list"]).lines().count(), 4);
+    // 2 auth commits + their 2 rebased copies (notes carried), 2 api (one undone), 2 docs.
+    assert_eq!(git(&["notes", "--ref=boulder", "list"]).lines().count(), 8);
     assert!(git(&["cat-file", "-p", "refs/boulder/boulders/auth:state.json"]).contains("\"iteration\": 2"));
     assert!(!git(&["ls-remote", "../remote.git"]).is_empty());
     assert_eq!(
         git(&["ls-tree", "-r", "--name-only", "boulder/api"]).lines().filter(|l| l.contains("backdoor")).count(),
         0
     );
+    // auth was merged (rebased onto the moved main, PRD synced); docs was refused for a conflict.
+    assert!(stdout.contains("BOTH_MODIFIED") && stdout.contains("README.md"), "{stdout}");
+    assert_eq!(git(&["log", "-1", "--format=%s", "main"]).trim(), "chore(prd): sync completion from stream auth");
+    assert!(std::fs::read_to_string(repo.join(".agents/tasks/prd.md")).unwrap().contains("[x] US-AUTH-02"));
+    assert!(git(&["cat-file", "-p", "refs/boulder/streams/auth:state.json"]).contains("MERGED"));
+    assert!(git(&["cat-file", "-p", "refs/boulder/streams/docs:state.json"]).contains("INITIALIZED"));
+    // The teammate's clone pulled the same state.
+    let mate = |args: &[&str]| {
+        let mut cmd = std::process::Command::new("git");
+        fixed_env(&mut cmd, &home);
+        let out = cmd.args(args).current_dir(dir.join("teammate")).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let refs = ["refs/boulder/streams/auth", "refs/boulder/boulders/auth", "refs/boulder/prd"];
+    for r in refs {
+        assert_eq!(git(&["rev-parse", r]), mate(&["rev-parse", r]), "{r}");
+    }
 }

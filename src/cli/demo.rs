@@ -49,7 +49,7 @@ pub fn run(args: DemoArgs, quiet: bool) -> Result<()> {
     demo.git(&["commit", "-q", "-m", "Sample project with a PRD and a stream plan"])?;
 
     let remote = dir.join("remote.git");
-    demo.git(&["init", "-q", "--bare", remote.to_str().unwrap_or_default()])?;
+    demo.git(&["init", "-q", "--bare", "--initial-branch=main", remote.to_str().unwrap_or_default()])?;
     demo.git(&["remote", "add", "origin", remote.to_str().unwrap_or_default()])?;
     demo.git(&["push", "-q", "origin", "main"])?;
 
@@ -90,8 +90,34 @@ pub fn run(args: DemoArgs, quiet: bool) -> Result<()> {
         "8. Stories done, recorded in git without editing the PRD",
         &["prd", "done", "US-AUTH-01", "US-AUTH-02"],
     )?;
-    demo.step("9. The dashboard", &["status"])?;
-    demo.step("10. The op history of the auth stream", &["log", "auth"])?;
+    demo.say("9. Meanwhile someone commits on main (the base moves on)");
+    std::fs::write(demo.dir.join("README.md"), "# Tiny notes service\n\nRun it with `notes serve`.\n")?;
+    demo.git(&["commit", "-q", "-am", "README: how to run it"])?;
+    demo.step(
+        "10. What merging auth would do: commits, conflict check, PRD diff",
+        &["stream", "merge", "auth", "--dry-run"],
+    )?;
+    demo.step("11. Merge auth: rebase onto main, fast-forward, sync the PRD", &["stream", "merge", "auth"])?;
+    demo.show_git(&demo.dir, &["log", "--oneline", "-4"])?;
+
+    demo.say("12. The docs agent rewrites README.md, which main changed too");
+    let docs = demo.dir.join(".boulder/worktrees/docs");
+    demo.agent(&docs, &[("docs/guide.md", "Install, run, first note.\n", "docs: getting started guide")])?;
+    demo.agent(&docs, &[("README.md", "# Notes\n\nSee docs/guide.md.\n", "docs: point the README at the guide")])?;
+    demo.step("", &["prd", "done", "US-DOCS-01"])?;
+    demo.refused(
+        "13. Merging docs is refused before anything changes: the conflict table",
+        &["stream", "merge", "docs"],
+    )?;
+
+    demo.step("14. Share the state: push it to the remote", &["push"])?;
+    let mate = dir.join("teammate");
+    demo.git(&["clone", "-q", remote.to_str().unwrap_or_default(), mate.to_str().unwrap_or_default()])?;
+    demo.say(&format!("15. A teammate's clone ({}) pulls it", mate.display()));
+    demo.step_in(&mate, &["pull"])?;
+    demo.step_in(&mate, &["status"])?;
+    demo.step("16. The dashboard", &["status"])?;
+    demo.step("17. The op history of the auth stream", &["log", "auth"])?;
     demo.say(&format!("Done. Explore it yourself: cd {}", demo.dir.display()));
     Ok(())
 }
@@ -133,13 +159,7 @@ impl Demo {
             }
         }
         cmd.env_remove("BOULDER_SKIP_HOOKS");
-        // The sample commits need an identity even on a machine without one.
-        for (k, v) in [("GIT_AUTHOR_NAME", "Demo User"), ("GIT_AUTHOR_EMAIL", "demo@example.com")] {
-            cmd.env(k, v);
-        }
-        for (k, v) in [("GIT_COMMITTER_NAME", "Demo User"), ("GIT_COMMITTER_EMAIL", "demo@example.com")] {
-            cmd.env(k, v);
-        }
+        identity(&mut cmd);
         cmd
     }
 
@@ -175,15 +195,60 @@ impl Demo {
 
     /// Run `git boulder ARGS` in the sample repository, showing the command and its output.
     fn step(&self, title: &str, args: &[&str]) -> Result<()> {
+        if !title.is_empty() {
+            self.say(title);
+        }
+        self.step_in(&self.dir, args)
+    }
+
+    /// Run `git boulder ARGS` in `dir`, showing the command and its output; it must succeed.
+    fn step_in(&self, dir: &std::path::Path, args: &[&str]) -> Result<()> {
+        let code = self.show_boulder(dir, args)?;
+        if code != 0 {
+            return Err(Error::internal(format!("demo step `git boulder {}` failed (exit {code})", args.join(" "))));
+        }
+        Ok(())
+    }
+
+    /// A step that must be refused (exit 1), showing why.
+    fn refused(&self, title: &str, args: &[&str]) -> Result<()> {
         self.say(title);
+        let code = self.show_boulder(&self.dir, args)?;
+        if code != 1 {
+            return Err(Error::internal(format!(
+                "demo step `git boulder {}` was not refused (exit {code})",
+                args.join(" ")
+            )));
+        }
+        if !self.quiet {
+            println!("(refused with exit 1; main, the stream branch and both worktrees are unchanged)");
+        }
+        Ok(())
+    }
+
+    fn show_boulder(&self, dir: &std::path::Path, args: &[&str]) -> Result<i32> {
         if !self.quiet {
             println!("$ git boulder {}", args.join(" "));
         }
-        let status = Command::new(self_exe()?).args(args).current_dir(&self.dir).status()?;
-        if !status.success() {
-            return Err(Error::internal(format!("demo step `git boulder {}` failed ({status})", args.join(" "))));
+        let mut run = Command::new(self_exe()?);
+        run.args(args).current_dir(dir).stdin(std::process::Stdio::null());
+        identity(&mut run);
+        if self.quiet {
+            run.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
         }
-        Ok(())
+        Ok(run.status()?.code().unwrap_or(-1))
+    }
+}
+
+/// The sample commits (and merges) need an identity even on a machine without one.
+fn identity(cmd: &mut Command) {
+    for (k, v) in [
+        ("GIT_AUTHOR_NAME", "Demo User"),
+        ("GIT_AUTHOR_EMAIL", "demo@example.com"),
+        ("GIT_COMMITTER_NAME", "Demo User"),
+        ("GIT_COMMITTER_EMAIL", "demo@example.com"),
+    ] {
+        cmd.env(k, v);
     }
 }
 

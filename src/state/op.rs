@@ -205,6 +205,9 @@ pub struct StreamState {
     /// The base branch at init.
     #[serde(default)]
     pub base: Option<String>,
+    /// The actor (machine) that last initialized it: a worktree is expected on that machine only.
+    #[serde(default)]
+    pub initialized_by: Option<String>,
     /// The commit the base branch was at after the stream merged.
     #[serde(default)]
     pub merged_commit: Option<String>,
@@ -247,6 +250,7 @@ impl Default for StreamState {
             branch: None,
             worktree: None,
             base: None,
+            initialized_by: None,
             merged_commit: None,
             merge_strategy: None,
             merged_tip: None,
@@ -277,6 +281,7 @@ impl State for StreamState {
                 self.branch = branch.or(self.branch.take());
                 self.worktree = worktree;
                 self.base = base.or(self.base.take());
+                self.initialized_by = Some(op.actor.clone());
                 self.stop_requested = false;
                 self.reason = None;
                 self.cleaned_at = None;
