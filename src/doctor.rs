@@ -83,7 +83,7 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
                     ),
                     fix: format!("git boulder stream cleanup --stale   (or git boulder stream init {})", stream.name),
                 }),
-                Some(_) if !live => problems.push(Problem {
+                Some(_) if !live && recorded != "MERGED" => problems.push(Problem {
                     area: "state",
                     message: format!(
                         "stream {}: git has its worktree at {} but state records {}",

@@ -34,6 +34,12 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
     let mut changes = Vec::new();
 
     let _guard = lock::acquire(repo, &format!("stream-{}", stream.name), false, "stream init")?;
+    let from = match repo.branch_tip(&stream.branch)? {
+        Some(_) => plan.settings.base_branch.clone(),
+        None => {
+            worktree::start_point(repo, &stream.branch, &plan.settings.base_branch).map(|(_, f)| f).unwrap_or_default()
+        }
+    };
     if worktree::exclude(repo, &plan.settings.worktree_dir)? {
         changes.push(format!("added /{}/ to info/exclude", plan.settings.worktree_dir.trim_matches('/')));
     }
@@ -44,13 +50,13 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
                 changes.push(format!("removed leftover of an interrupted run: {r}"));
             }
             if *branch_created {
-                changes.push(format!("created branch {} from {}", stream.branch, plan.settings.base_branch));
+                changes.push(format!("created branch {} from {from}", stream.branch));
             }
             changes.push(format!("created worktree {}", path.display()));
         }
         AddOutcome::Repaired { branch_created, what } => {
             if *branch_created {
-                changes.push(format!("created branch {} from {}", stream.branch, plan.settings.base_branch));
+                changes.push(format!("created branch {} from {from}", stream.branch));
             }
             changes.push(format!("finished the interrupted worktree {} ({})", path.display(), what.join(", ")));
         }

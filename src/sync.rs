@@ -154,6 +154,7 @@ fn absorb_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: Objec
             }
             match notes::union(&notes::with_identity(&repo.repo), id) {
                 Ok(notes::Union::UpToDate) => Ok(Some(outcome(NOTES_REF, "up_to_date", None))),
+                Ok(notes::Union::Created) => Ok(Some(outcome(NOTES_REF, "created", None))),
                 Ok(notes::Union::FastForward) => Ok(Some(outcome(NOTES_REF, "fast_forward", None))),
                 Ok(notes::Union::Merged) => Ok(Some(outcome(NOTES_REF, "merged", None))),
                 Err(e) => refused(NOTES_REF, e),
@@ -233,7 +234,7 @@ fn push_specs(repo: &Repo) -> Result<Vec<String>> {
 pub struct PushReport {
     pub remote: String,
     pub refs: Vec<RefOutcome>,
-    /// Pull-and-retry rounds it took (0: the first push went through).
+    /// Pull-and-retry rounds it took (0: the first push went through); at most [`ROUNDS`] - 1.
     pub rounds: usize,
     /// What the pulls in between brought in.
     pub pulled: Vec<RefOutcome>,
@@ -269,7 +270,15 @@ pub fn push(repo: &Repo, remote: &RemoteName) -> Result<PushReport> {
         }
         if round + 1 < ROUNDS {
             let pulled = pull(repo, remote)?;
+            // A ref the remote holds invalid state for stays rejected however often we retry.
+            let hopeless = pushed
+                .iter()
+                .filter(|p| p.rejected())
+                .all(|p| pulled.refs.iter().any(|r| r.name == p.remote_ref && r.result == "refused"));
             report.pulled.extend(pulled.refs);
+            if hopeless {
+                return Ok(report);
+            }
         }
     }
     Ok(report)

@@ -232,10 +232,19 @@ fn full_branch(branch: &str) -> Result<gix::refs::FullName> {
 
 /// Create `refs/heads/<branch>` at `tip` unless it exists (never moving it). Returns whether it was
 /// created by this call.
-fn ensure_branch(repo: &Repo, writer: &gix::Repository, branch: &str, base: &str) -> Result<bool> {
-    let name = full_branch(branch)?;
-    if repo.branch_tip(branch)?.is_some() {
-        return Ok(false);
+/// Where a new stream branch starts: the one remote-tracking branch of that name when exactly one
+/// remote has it (the stream was started on another machine, like `git switch` guesses), else the
+/// tip of `base`. Returns the commit and its name for messages.
+pub fn start_point(repo: &Repo, branch: &str, base: &str) -> Result<(ObjectId, String)> {
+    let mut tracking = Vec::new();
+    for remote in repo.repo.remote_names() {
+        let name = format!("{remote}/{branch}");
+        if let Some(id) = repo.ref_id(&format!("refs/remotes/{name}"))? {
+            tracking.push((id, name));
+        }
+    }
+    if tracking.len() == 1 {
+        return Ok(tracking.remove(0));
     }
     let tip = match repo.branch_tip(base)? {
         Some(t) => t,
@@ -259,13 +268,22 @@ fn ensure_branch(repo: &Repo, writer: &gix::Repository, branch: &str, base: &str
             });
         }
     };
+    Ok((tip, base.to_string()))
+}
+
+fn ensure_branch(repo: &Repo, writer: &gix::Repository, branch: &str, base: &str) -> Result<bool> {
+    let name = full_branch(branch)?;
+    if repo.branch_tip(branch)?.is_some() {
+        return Ok(false);
+    }
+    let (tip, from) = start_point(repo, branch, base)?;
     use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
     let edit = RefEdit {
         change: Change::Update {
             log: LogChange {
                 mode: RefLog::AndReference,
                 force_create_reflog: false,
-                message: format!("branch: Created from {base}").into(),
+                message: format!("branch: Created from {from}").into(),
             },
             expected: PreviousValue::MustNotExist,
             new: gix::refs::Target::Object(tip),

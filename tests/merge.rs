@@ -63,6 +63,7 @@ fn finish_auth(repo: &TestRepo) {
 #[test]
 fn merge_without_base_moving_fast_forwards_and_records() {
     let repo = setup(PLAN);
+    repo.boulder(&["hooks", "install"]).ok();
     finish_auth(&repo);
     let tip = rev(&repo, "boulder/auth");
     let r = repo.boulder(&["stream", "merge", "auth"]).ok();
@@ -79,6 +80,8 @@ fn merge_without_base_moving_fast_forwards_and_records() {
     // The PRD already said done: no sync commit.
     assert_eq!(repo.git_out(&["log", "--format=%s", "-1", "main"]), "US-001 done");
     repo.assert_fsck();
+    // A merged stream whose worktree is kept is nothing doctor complains about.
+    repo.boulder(&["doctor"]).ok();
     // Merging again: nothing new, still fine.
     let r = repo.boulder(&["stream", "merge", "auth"]).ok();
     assert!(r.stdout.contains("already in main"), "{}", r.stdout);
@@ -489,10 +492,12 @@ fn a_crash_at_every_step_is_finished_by_a_rerun() {
             clean(&repo, &repo.dir);
             clean(&repo, &w);
         }
-        // doctor says an interrupted merge is waiting, and how to finish it.
+        // doctor says an interrupted merge is waiting, and how to finish it; a dry run refuses.
         let status = repo.boulder(&["doctor"]);
         if step != "merge-objects" && step != "merge-notes" {
             assert!(status.stdout.contains("interrupted merge"), "{step}: {}", status.stdout);
+            let d = repo.boulder(&["stream", "merge", "auth", "--dry-run"]).code(1);
+            assert!(d.stderr.contains("pending"), "{step}: {}", d.stderr);
         }
         // The rerun finishes the job.
         let r = repo.boulder(&["stream", "merge", "auth"]);
@@ -515,4 +520,25 @@ fn a_crash_at_every_step_is_finished_by_a_rerun() {
         }
         repo.assert_fsck();
     }
+}
+
+#[test]
+fn auto_merge_merges_a_stream_its_run_completes() {
+    let plan = PLAN.replace("  base_branch: main\n", "  base_branch: main\n  auto_merge: true\n");
+    let repo = setup(&plan);
+    repo.write("README.md", "base moves\n");
+    repo.commit_all("base moves");
+    // A scripted agent: does the work, marks its story done in its PRD, commits.
+    let agent = "echo 'fn login() {}' > src/auth/login.rs && sed -i 's/\\[ \\] US-001/[x] US-001/' .agents/tasks/prd.md && git add -A && git commit -q -m \"$BOULDER_STORY done\"";
+    let r = repo.boulder(&["stream", "run", "auth", "--max-iterations", "3", "--", "sh", "-c", agent]).ok();
+    assert!(
+        r.stdout.contains("COMPLETED") && r.stdout.contains("auth: merged into main"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert_eq!(repo.read("src/auth/login.rs"), "fn login() {}\n");
+    assert_eq!(repo.git_out(&["log", "-1", "--format=%s", "main"]), "US-001 done");
+    assert_eq!(stream_state(&repo, "auth")["status"], "MERGED");
+    clean(&repo, &repo.dir);
 }

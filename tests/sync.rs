@@ -484,3 +484,34 @@ fn bad_remotes_are_clear_errors() {
     a.boulder(&["push", n.remote.to_str().unwrap()]).ok();
     assert!(a.git_out(&["ls-remote", n.remote.to_str().unwrap()]).contains("refs/boulder/prd"));
 }
+
+#[test]
+fn a_stream_started_elsewhere_continues_from_its_pushed_branch() {
+    let n = net(PLAN);
+    let a = n.machine("alpha");
+    a.boulder(&["stream", "init", "auth"]).ok();
+    commit_in(&a, &a.dir.join(".boulder/worktrees/auth"), "src/auth/a.rs", "a\n", "auth work");
+    a.git(&["push", "-q", "origin", "boulder/auth"]).ok();
+    a.boulder(&["push"]).ok();
+    let b = n.machine("beta");
+    let r = b.boulder(&["stream", "init", "auth"]).ok();
+    assert!(r.stdout.contains("created branch boulder/auth from origin/boulder/auth"), "{}", r.stdout);
+    assert_eq!(b.git_out(&["rev-parse", "boulder/auth"]), a.git_out(&["rev-parse", "boulder/auth"]));
+    assert!(b.dir.join(".boulder/worktrees/auth/src/auth/a.rs").exists());
+    // Its pull reports the notes ref as created, the rest merged or created.
+    let j = b.boulder(&["pull", "--json"]).ok().json();
+    assert!(j["refs"].as_array().unwrap().iter().all(|x| x["result"] != "refused"), "{j}");
+}
+
+#[test]
+fn push_gives_up_at_once_on_a_ref_the_remote_holds_garbage_for() {
+    let n = net(PLAN);
+    let a = n.machine("alpha");
+    a.boulder(&["prd", "done", "US-001"]).ok();
+    // Garbage at the remote's refs/boulder/prd: a commit that is not an op-log.
+    let evil = n.machine("evil");
+    evil.git(&["push", "-q", "origin", "HEAD:refs/boulder/prd"]).ok();
+    let r = a.boulder(&["push", "--json"]).code(1);
+    assert!(r.stderr.contains("holds invalid state for refs/boulder/prd"), "{}", r.stderr);
+    assert_eq!(r.json()["rounds"], 0, "no pointless retries");
+}

@@ -113,6 +113,26 @@ pub fn run(ws: &Workspace, args: MergeArgs) -> Result<()> {
     Ok(())
 }
 
+/// `settings.auto_merge`: merge a stream its run loop just completed, as `stream merge NAME` would.
+pub fn auto(ws: &Workspace, plan: &crate::plan::Plan, stream: &crate::plan::StreamDef) -> Result<()> {
+    let _lock = crate::lock::acquire(
+        &ws.repo,
+        "merge",
+        false,
+        &format!("git boulder stream merge {} (auto_merge)", stream.name),
+    )?;
+    let report = merge::merge(ws, plan, stream, &Options::default(), &say)?;
+    print(&mut std::io::stdout().lock(), &report, false)?;
+    if !report.conflicts.is_empty() {
+        return Err(Error::refused(format!(
+            "stream {} completed but cannot merge: conflicts; nothing was changed",
+            stream.name
+        ))
+        .hint(format!("resolve them, then run `git boulder stream merge {}`", stream.name)));
+    }
+    Ok(())
+}
+
 fn stopped(e: Error, merged: &[String], all: bool) -> Error {
     if all {
         let done = if merged.is_empty() { "none".to_string() } else { merged.join(", ") };

@@ -231,6 +231,10 @@ fn run_loop(ws: &Workspace, args: RunArgs) -> Result<()> {
     if outcome.status == "FAILED" {
         return Err(Error::refused(format!("stream {} failed: {}", stream.name, outcome.reason)));
     }
+    if outcome.status == "COMPLETED" && plan.settings.auto_merge {
+        eprintln!("settings.auto_merge: merging stream {}", stream.name);
+        super::merge::auto(ws, &plan, stream)?;
+    }
     Ok(())
 }
 

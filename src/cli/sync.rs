@@ -114,15 +114,34 @@ fn refused_pull(r: &PullReport) -> Option<Error> {
 
 fn rejected_push(r: &PushReport) -> Option<Error> {
     let bad: Vec<&str> = r.refs.iter().filter(|x| x.result == "rejected").map(|x| x.name.as_str()).collect();
-    (!bad.is_empty()).then(|| {
+    if bad.is_empty() {
+        return None;
+    }
+    let refused: Vec<&str> = r
+        .pulled
+        .iter()
+        .filter(|x| x.result == "refused" && bad.contains(&x.name.as_str()))
+        .map(|x| x.name.as_str())
+        .collect();
+    if !refused.is_empty() {
+        return Some(
+            Error::refused(format!(
+                "the remote {} holds invalid state for {}, so it cannot be merged and pushed",
+                r.remote,
+                refused.join(", ")
+            ))
+            .hint("fix or delete those refs on the remote (`git boulder pull` says why they are invalid)"),
+        );
+    }
+    Some(
         Error::refused(format!(
-            "the remote {} still rejects {} after {} rounds",
+            "the remote {} still rejects {} after {} pushes",
             r.remote,
             bad.join(", "),
-            sync::ROUNDS
+            r.rounds + 1
         ))
-        .hint("another machine keeps pushing, or the remote refuses these refs; see the reasons above")
-    })
+        .hint("another machine keeps pushing, or the remote refuses these refs; see the reasons above"),
+    )
 }
 
 pub fn pull(ws: &Workspace, args: RemoteArgs) -> Result<()> {

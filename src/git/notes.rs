@@ -169,7 +169,9 @@ fn lines(data: &[u8]) -> Vec<Vec<u8>> {
 pub enum Union {
     /// Nothing to take: ours already holds every note of theirs.
     UpToDate,
-    /// Ours did not exist, or theirs contains ours: the ref moved to theirs.
+    /// Ours did not exist: the ref was created at theirs.
+    Created,
+    /// Theirs contains ours: the ref moved to theirs.
     FastForward,
     /// A merge commit with both as parents.
     Merged,
@@ -183,7 +185,7 @@ pub fn union(repo: &gix::Repository, theirs: ObjectId) -> Result<Union> {
         let ours = tip(repo)?;
         let Some(ours) = ours else {
             if commit_ref(repo, theirs, None)? {
-                return Ok(Union::FastForward);
+                return Ok(Union::Created);
             }
             backoff();
             continue;

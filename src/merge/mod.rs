@@ -219,10 +219,11 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
 
     if let Some(j) = Journal::load(repo, &stream.name)? {
         if opts.dry_run {
-            say(&format!(
-                "an interrupted merge of stream {} is pending; run without --dry-run to finish it",
+            return Err(Error::refused(format!(
+                "an interrupted merge of stream {} is pending, so a dry run cannot say what a merge would do",
                 stream.name
-            ));
+            ))
+            .hint(format!("finish it with `git boulder stream merge {}`", stream.name)));
         } else if let Some(report) = resume(ws, plan, stream, j, say)? {
             return Ok(report);
         }
@@ -325,8 +326,12 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
             }
         }
     }
-    let pairs: Vec<(ObjectId, ObjectId)> =
-        r.steps.iter().filter_map(|s| s.new.filter(|n| *n != s.original).map(|n| (s.original, n))).collect();
+    // The merge strategy keeps the stream's own commits; the replayed ones only served the check.
+    let pairs: Vec<(ObjectId, ObjectId)> = if strategy == MergeStrategy::Merge {
+        Vec::new()
+    } else {
+        r.steps.iter().filter_map(|s| s.new.filter(|n| *n != s.original).map(|n| (s.original, n))).collect()
+    };
     if !pairs.is_empty() {
         notes::carry(&notes::with_identity(g), &pairs)?;
     }
@@ -348,7 +353,6 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
     j.save(repo)?;
     failpoint::hit("merge-journal");
     let done = execute(ws, plan, stream, j, say)?;
-    report.commit = done.commit;
     report.prd_commit = done.prd_commit;
     Ok(report)
 }
@@ -388,7 +392,7 @@ fn resume(ws: &Workspace, plan: &Plan, stream: &StreamDef, j: Journal, say: &dyn
         strategy,
         steps: Vec::new(),
         conflicts: Vec::new(),
-        commit: done.commit,
+        commit: Some(done.merged),
         gained,
         prd_diff: None,
         prd_commit: done.prd_commit,
@@ -398,7 +402,8 @@ fn resume(ws: &Workspace, plan: &Plan, stream: &StreamDef, j: Journal, say: &dyn
 }
 
 struct Done {
-    commit: Option<ObjectId>,
+    /// The base tip the stream brought (before the PRD sync commit).
+    merged: ObjectId,
     prd_commit: Option<ObjectId>,
 }
 
@@ -546,7 +551,7 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
     })?;
     failpoint::hit("merge-record");
     j.remove(repo)?;
-    Ok(Done { commit: Some(last), prd_commit })
+    Ok(Done { merged: b_new, prd_commit })
 }
 
 fn strategy_label(s: &str) -> &str {
