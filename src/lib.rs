@@ -5,6 +5,7 @@ pub mod boulder;
 pub mod checkout;
 pub mod claim;
 pub mod cli;
+pub mod dirty;
 pub mod doctor;
 pub mod error;
 pub mod failpoint;
@@ -23,6 +24,7 @@ pub mod status;
 pub mod suggest;
 pub mod sync;
 pub mod time;
+pub mod trace;
 pub mod workspace;
 pub mod worktree;
 

@@ -55,6 +55,7 @@ pub struct ClaimView {
 
 /// Compute the rows for every stream of `plan`. `prd` is the main PRD when it could be read.
 pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<StreamRow>> {
+    let rows_span = crate::trace::span("status: state, stories, ahead/behind of every stream");
     let store = Store::new(&ws.repo)?;
     let done = ws.recorded_done()?;
     let mut rows = Vec::with_capacity(plan.streams.len());
@@ -129,7 +130,9 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
         .enumerate()
         .filter_map(|(i, r)| r.worktree.as_ref().map(|w| (i, std::path::PathBuf::from(w))))
         .collect();
-    let results = crate::worktree::dirty_many(&paths.iter().map(|(_, p)| p.clone()).collect::<Vec<_>>());
+    drop(rows_span);
+    let _span = crate::trace::span(format!("status: dirty checks of {} worktrees", paths.len()));
+    let results = crate::dirty::dirty_many(&ws.repo, &paths.iter().map(|(_, p)| p.clone()).collect::<Vec<_>>());
     for ((i, _), dirty) in paths.into_iter().zip(results) {
         rows[i].dirty = dirty.ok();
     }

@@ -406,6 +406,9 @@ fn dirty_agrees_with_git_status() {
     let check = |label: &str| {
         let git_dirty = !porcelain(&t, &wt).is_empty();
         assert_eq!(worktree::dirty(&wt).unwrap(), git_dirty, "{label}: git says {:?}", porcelain(&t, &wt));
+        // The fast path decides every one of these cases by itself, and agrees with git.
+        let fast = git_boulder::dirty::decide(&repo, &wt, &git_boulder::dirty::Trees::default()).unwrap();
+        assert_eq!(fast, Some(git_dirty), "{label} (fast path): git says {:?}", porcelain(&t, &wt));
         git_dirty
     };
     assert!(!check("clean"));
@@ -459,6 +462,9 @@ fn dirty_agrees_with_git_status() {
     worktree::add(&repo, &api, "boulder/api", "main").unwrap();
     std::fs::write(api.join("x.txt"), "x").unwrap();
     let many = worktree::dirty_many(&[wt.clone(), api.clone(), wt.clone()]);
+    let many: Vec<bool> = many.into_iter().map(|r| r.unwrap()).collect();
+    assert_eq!(many, vec![false, true, false]);
+    let many = git_boulder::dirty::dirty_many(&repo, &[wt.clone(), api.clone(), wt.clone()]);
     let many: Vec<bool> = many.into_iter().map(|r| r.unwrap()).collect();
     assert_eq!(many, vec![false, true, false]);
 }
@@ -563,4 +569,31 @@ fn copy_files_copies_untracked_files_safely() {
         assert_eq!(err.kind, Kind::Usage, "{bad}");
     }
     assert_eq!(porcelain(&t, &wt), " M README.md\n?? .env\n?? config/\n?? secrets/\n");
+}
+
+#[test]
+fn dirty_with_eol_filters_agrees_with_git_status() {
+    let (t, _) = sample();
+    t.git(&["config", "core.autocrlf", "true"]).ok();
+    let repo = Repo::open(&t.dir).unwrap();
+    let wt = wt_path(&t, "auth");
+    worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
+    // Give README.md CRLF line endings the way git's filter would check it out; git calls that
+    // clean (its blob has LF).
+    let f = wt.join("README.md");
+    std::fs::write(&f, "# sample\r\n").unwrap();
+    t.git_in(&wt, &["add", "README.md"]).ok();
+    assert_eq!(porcelain(&t, &wt), "");
+    // The stat changes, the content does not: the CRLF file hashes differently from its blob, so
+    // the fast path must not call that a change by itself — it asks the full status, which agrees
+    // with git. (Checked before git, whose status refreshes the index.)
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&f, "# sample\r\n").unwrap();
+    let trees = git_boulder::dirty::Trees::default();
+    assert_eq!(git_boulder::dirty::decide(&repo, &wt, &trees).unwrap(), None);
+    assert!(!git_boulder::dirty::dirty(&repo, &wt, &trees).unwrap());
+    assert_eq!(porcelain(&t, &wt), "");
+    std::fs::write(&f, "# changed\r\n").unwrap();
+    assert!(git_boulder::dirty::dirty(&repo, &wt, &trees).unwrap());
+    assert!(!porcelain(&t, &wt).is_empty());
 }

@@ -37,6 +37,10 @@ pub struct Cli {
     #[arg(long, short, global = true)]
     pub quiet: bool,
 
+    /// Trace what is done and how long each step takes, on stderr (also BOULDER_TRACE=1).
+    #[arg(long, short, global = true)]
+    pub verbose: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -111,6 +115,11 @@ pub enum Command {
 /// Parse the command line and run it.
 pub fn run(cli: Cli) -> Result<()> {
     let quiet = cli.quiet;
+    if cli.verbose {
+        // Read once by trace::enabled, in this process and the git-boulder hooks it triggers.
+        std::env::set_var("BOULDER_TRACE", "1");
+    }
+    let _span = crate::trace::span("the whole command");
     if quiet {
         // SAFETY-free: read by output::progress_enabled in this process only.
         std::env::set_var("BOULDER_QUIET", "1");

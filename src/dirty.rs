@@ -1,0 +1,438 @@
+//! "Does this worktree have uncommitted work?" for many worktrees at once, fast enough for the
+//! dashboard — the same answer as `git status --porcelain` being non-empty, computed the way git's
+//! own refresh does it:
+//!
+//! 1. **staged**: the index against HEAD's tree, entry by entry (HEAD trees are flattened once and
+//!    shared between worktrees on the same commit); conflicts and intent-to-add entries count.
+//! 2. **modified**: one `lstat` per tracked file compared with the stat data in the index; only a
+//!    file whose stat differs (or is racily clean) is read and hashed.
+//! 3. **untracked**: a walk of the folders, descending only into folders that hold tracked files
+//!    or are not ignored, asking the ignore rules only about names the index lacks.
+//!
+//! Whatever this fast path cannot decide exactly (a sparse index, content filters that make a
+//! changed file hash differently, an unborn HEAD) is handed to [`crate::worktree::dirty`], the
+//! full gix status. Nothing is written: the index is only read.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use gix::bstr::{BStr, BString, ByteSlice};
+use gix::ObjectId;
+
+use crate::error::{Error, Result};
+use crate::git::Repo;
+
+/// A tree's files: (path, blob id, mode), sorted by path.
+type Flat = Arc<Vec<(BString, ObjectId, u32)>>;
+
+/// Flattened HEAD trees, shared between the worktrees of one status run.
+#[derive(Default)]
+pub struct Trees {
+    flat: Mutex<HashMap<ObjectId, Flat>>,
+}
+
+impl Trees {
+    fn get(&self, repo: &gix::Repository, tree: ObjectId) -> Result<Flat> {
+        if let Some(f) = self.flat.lock().unwrap_or_else(|e| e.into_inner()).get(&tree) {
+            return Ok(f.clone());
+        }
+        let t = repo.find_tree(tree).map_err(|e| Error::internal(format!("cannot read tree {tree}: {e}")))?;
+        let mut rec = gix::traverse::tree::Recorder::default();
+        t.traverse().breadthfirst(&mut rec).map_err(|e| Error::internal(format!("cannot walk tree {tree}: {e}")))?;
+        let mut flat: Vec<(BString, ObjectId, u32)> = rec
+            .records
+            .into_iter()
+            .filter(|e| !e.mode.is_tree())
+            .map(|e| (e.filepath, e.oid, u32::from(e.mode.value())))
+            .collect();
+        flat.sort_by(|a, b| a.0.cmp(&b.0));
+        let flat = Arc::new(flat);
+        self.flat.lock().unwrap_or_else(|e| e.into_inner()).insert(tree, flat.clone());
+        Ok(flat)
+    }
+}
+
+/// The answer of the fast path: decided, or "ask the full status".
+enum Fast {
+    Clean,
+    Dirty,
+    Unsure,
+}
+
+/// The git dir of the worktree at `wt` (its `.git` file's target, or `.git` itself).
+fn git_dir_of(wt: &Path) -> Option<PathBuf> {
+    let dot = wt.join(".git");
+    let meta = std::fs::symlink_metadata(&dot).ok()?;
+    if meta.is_dir() {
+        return Some(dot);
+    }
+    let text = std::fs::read_to_string(&dot).ok()?;
+    let target = text.trim().strip_prefix("gitdir:")?.trim();
+    let p = Path::new(target);
+    Some(if p.is_relative() { wt.join(p) } else { p.to_path_buf() })
+}
+
+/// The commit HEAD of that git dir points at.
+fn head_of(repo: &Repo, git_dir: &Path) -> Option<ObjectId> {
+    let head = std::fs::read_to_string(git_dir.join("HEAD")).ok()?;
+    let head = head.trim();
+    match head.strip_prefix("ref:") {
+        Some(r) => repo.ref_id(r.trim()).ok().flatten(),
+        None => ObjectId::from_hex(head.as_bytes()).ok(),
+    }
+}
+
+/// Could content filters (eol conversion, `ident`, filter drivers) make a file on disk differ from
+/// its blob while git still calls it clean? Then a hash mismatch is not proof of a change.
+fn filters_possible(repo: &gix::Repository, index: &gix::index::File) -> bool {
+    let config = repo.config_snapshot();
+    let autocrlf = config.string("core.autocrlf").map(|v| v.to_str_lossy().to_lowercase());
+    if autocrlf.is_some_and(|v| v == "true" || v == "input") || config.string("core.eol").is_some() {
+        return true;
+    }
+    if config.string("core.attributesFile").is_some() || repo.common_dir().join("info/attributes").exists() {
+        return true;
+    }
+    index.entries().iter().any(|e| {
+        let p = e.path(index);
+        p == ".gitattributes" || p.ends_with(b"/.gitattributes")
+    })
+}
+
+fn blob_hash(kind: gix::hash::Kind, data: &[u8]) -> Option<ObjectId> {
+    gix::objs::compute_hash(kind, gix::objs::Kind::Blob, data).ok()
+}
+
+fn fast(repo: &Repo, wt: &Path, trees: &Trees) -> Result<Fast> {
+    use gix::index::entry::{Flags, Mode, Stage};
+    let Some(git_dir) = git_dir_of(wt) else { return Ok(Fast::Unsure) };
+    let Some(head) = head_of(repo, &git_dir) else { return Ok(Fast::Unsure) };
+    let g = &repo.repo;
+    let head_tree = match g.find_commit(head).and_then(|c| c.tree_id().map(|t| t.detach())) {
+        Ok(t) => t,
+        Err(_) => return Ok(Fast::Unsure),
+    };
+    let index_path = git_dir.join("index");
+    let index_mtime = match std::fs::metadata(&index_path).and_then(|m| m.modified()) {
+        Ok(t) => gix::index::entry::stat::Time::try_from(t).ok(),
+        Err(_) => return Ok(Fast::Unsure),
+    };
+    let index = match gix::index::File::at(&index_path, g.object_hash(), true, Default::default()) {
+        Ok(i) => i,
+        Err(_) => return Ok(Fast::Unsure),
+    };
+    // 1. Staged: the index must list exactly HEAD's tree.
+    let span = crate::trace::span("dirty: flatten HEAD's tree");
+    let flat = trees.get(g, head_tree)?;
+    drop(span);
+    let span = crate::trace::span("dirty: index vs HEAD, lstat of every tracked file");
+    let entries = index.entries();
+    if entries.len() != flat.len() {
+        return Ok(Fast::Dirty);
+    }
+    for (e, (path, id, mode)) in entries.iter().zip(flat.iter()) {
+        if e.mode == Mode::DIR {
+            return Ok(Fast::Unsure); // a sparse index
+        }
+        if e.stage() != Stage::Unconflicted || e.flags.contains(Flags::INTENT_TO_ADD) {
+            return Ok(Fast::Dirty);
+        }
+        if e.path(&index) != path.as_bstr() || e.id != *id || e.mode.bits() != *mode {
+            return Ok(Fast::Dirty);
+        }
+    }
+    // 2. Modified: stat, then content where the stat cannot tell.
+    let opts = gix::index::entry::stat::Options::default();
+    let filemode = g.config_snapshot().boolean("core.fileMode").unwrap_or(true);
+    let mut filters: Option<bool> = None;
+    let kind = g.object_hash();
+    let mut dirs = DirCache::new(wt);
+    for e in entries {
+        if e.flags.contains(Flags::SKIP_WORKTREE) || e.flags.contains(Flags::ASSUME_VALID) || e.mode == Mode::COMMIT {
+            continue;
+        }
+        let rel = e.path(&index);
+        let full = || -> Option<PathBuf> { gix::path::from_bstr(rel).ok().map(|p| wt.join(p)) };
+        let meta = match dirs.lstat(rel) {
+            Ok(m) => m,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Fast::Dirty),
+            Err(_) => return Ok(Fast::Unsure),
+        };
+        let is_link = e.mode == Mode::SYMLINK;
+        if meta.is_link != is_link || meta.is_dir {
+            return Ok(Fast::Dirty);
+        }
+        if filemode && !is_link && meta.executable != (e.mode == Mode::FILE_EXECUTABLE) {
+            return Ok(Fast::Dirty);
+        }
+        let now = meta.stat;
+        let racy = index_mtime.is_none_or(|t| e.stat.mtime >= t);
+        if e.stat.matches(&now, opts) && !racy {
+            continue;
+        }
+        let Some(full) = full() else { return Ok(Fast::Unsure) };
+        let data = if is_link {
+            match std::fs::read_link(&full).ok().and_then(|t| gix::path::into_bstr(t).ok().map(|b| b.into_owned())) {
+                Some(b) => b.into(),
+                None => return Ok(Fast::Unsure),
+            }
+        } else {
+            match std::fs::read(&full) {
+                Ok(d) => d,
+                Err(_) => return Ok(Fast::Unsure),
+            }
+        };
+        if blob_hash(kind, &data) == Some(e.id) {
+            continue;
+        }
+        if *filters.get_or_insert_with(|| filters_possible(g, &index)) {
+            return Ok(Fast::Unsure);
+        }
+        return Ok(Fast::Dirty);
+    }
+    drop(span);
+    // 3. Untracked (unless git is told not to show them).
+    let _span = crate::trace::span("dirty: untracked walk");
+    let show = g.config_snapshot().string("status.showUntrackedFiles").map(|v| v.to_str_lossy().to_lowercase());
+    if show.as_deref() == Some("no") {
+        return Ok(Fast::Clean);
+    }
+    if untracked(wt, &index)? {
+        return Ok(Fast::Dirty);
+    }
+    Ok(Fast::Clean)
+}
+
+/// What one `lstat` says about a tracked path.
+struct Meta {
+    is_link: bool,
+    is_dir: bool,
+    executable: bool,
+    stat: gix::index::entry::Stat,
+}
+
+/// `lstat` of paths relative to a worktree, relative to an open handle of their folder: index
+/// entries come sorted, so consecutive paths share the folder, and the kernel resolves one name
+/// instead of the whole absolute path each time.
+struct DirCache<'a> {
+    wt: &'a Path,
+    #[cfg(unix)]
+    current: Option<(BString, rustix::fd::OwnedFd)>,
+}
+
+impl<'a> DirCache<'a> {
+    fn new(wt: &'a Path) -> Self {
+        DirCache {
+            wt,
+            #[cfg(unix)]
+            current: None,
+        }
+    }
+
+    #[cfg(unix)]
+    fn lstat(&mut self, rel: &BStr) -> std::io::Result<Meta> {
+        use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+        use std::os::unix::ffi::OsStrExt;
+        let bytes: &[u8] = rel;
+        let (dir, name) = match bytes.rfind_byte(b'/') {
+            Some(i) => (&bytes[..i], &bytes[i + 1..]),
+            None => (&b""[..], bytes),
+        };
+        if self.current.as_ref().is_none_or(|(d, _)| d.as_slice() != dir) {
+            self.current = None;
+            let path = self.wt.join(std::ffi::OsStr::from_bytes(dir));
+            let fd = rustix::fs::open(&path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+            self.current = Some((dir.into(), fd));
+        }
+        let (_, fd) = self.current.as_ref().expect("opened above");
+        let st = rustix::fs::statat(fd, std::ffi::OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW)?;
+        let kind = FileType::from_raw_mode(st.st_mode as _);
+        let time = |secs: i64, nsecs: i64| gix::index::entry::stat::Time { secs: secs as u32, nsecs: nsecs as u32 };
+        Ok(Meta {
+            is_link: kind == FileType::Symlink,
+            is_dir: kind == FileType::Directory,
+            executable: st.st_mode as u32 & 0o100 != 0,
+            stat: gix::index::entry::Stat {
+                mtime: time(st.st_mtime as i64, st.st_mtime_nsec as i64),
+                ctime: time(st.st_ctime as i64, st.st_ctime_nsec as i64),
+                dev: st.st_dev as u32,
+                ino: st.st_ino as u32,
+                uid: st.st_uid,
+                gid: st.st_gid,
+                size: st.st_size as u32,
+            },
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn lstat(&mut self, rel: &BStr) -> std::io::Result<Meta> {
+        let path = gix::path::from_bstr(rel).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let m = gix::index::fs::Metadata::from_path_no_follow(&self.wt.join(path))?;
+        Ok(Meta {
+            is_link: m.is_symlink(),
+            is_dir: m.is_dir(),
+            executable: m.is_executable(),
+            stat: gix::index::entry::Stat::from_fs(&m).map_err(|e| std::io::Error::other(e.to_string()))?,
+        })
+    }
+}
+
+/// Is there an untracked, not ignored file (or nested repository) in the worktree? Only names the
+/// index lacks are asked about the ignore rules (read lazily, so a clean worktree never opens them).
+fn untracked(wt: &Path, index: &gix::index::File) -> Result<bool> {
+    // Each tracked folder's tracked files and sub-folders, by name.
+    type Names<'i> = (HashSet<&'i [u8]>, HashSet<&'i [u8]>);
+    let split = |p: &'_ [u8]| -> (usize, usize) {
+        match p.rfind_byte(b'/') {
+            Some(i) => (i, i + 1),
+            None => (0, 0),
+        }
+    };
+    let mut tracked: HashMap<&[u8], Names<'_>> = HashMap::new();
+    for e in index.entries() {
+        let p: &[u8] = e.path(index);
+        let (end, start) = split(p);
+        tracked.entry(&p[..end]).or_default().0.insert(&p[start..]);
+        let mut d = &p[..end];
+        while !d.is_empty() {
+            let (end, start) = split(d);
+            if !tracked.entry(&d[..end]).or_default().1.insert(&d[start..]) {
+                break;
+            }
+            d = &d[..end];
+        }
+    }
+    let mut excludes: Option<gix::AttributeStack<'_>> = None;
+    let wt_repo = std::cell::OnceCell::new();
+    let mut excluded = |rel: &[u8], dir: bool| -> Result<bool> {
+        if excludes.is_none() {
+            let repo = match wt_repo.get() {
+                Some(r) => r,
+                None => {
+                    let r = gix::open(wt).map_err(|e| Error::internal(format!("cannot open {}: {e}", wt.display())))?;
+                    wt_repo.get_or_init(|| r)
+                }
+            };
+            excludes = Some(
+                repo.excludes(
+                    index,
+                    None,
+                    gix::worktree::stack::state::ignore::Source::WorktreeThenIdMappingIfNotSkipped,
+                )
+                .map_err(|e| Error::internal(format!("cannot read ignore rules: {e}")))?,
+            );
+        }
+        let Ok(p) = gix::path::from_bstr(rel.as_bstr()) else { return Ok(false) };
+        let mode = dir.then_some(gix::index::entry::Mode::DIR);
+        let stack = excludes.as_mut().expect("made above");
+        Ok(stack.at_path(&*p, mode).map(|pl| pl.is_excluded()).unwrap_or(false))
+    };
+    let empty: Names<'_> = Default::default();
+    // Folders to look at, and whether the index knows them.
+    let mut todo: Vec<(Vec<u8>, bool)> = vec![(Vec::new(), true)];
+    while let Some((dir, known)) = todo.pop() {
+        let names = if known { tracked.get(dir.as_slice()).unwrap_or(&empty) } else { &empty };
+        let Ok(rd_path) = gix::path::from_bstr(dir.as_bstr()) else { continue };
+        let Ok(read) = std::fs::read_dir(wt.join(&*rd_path)) else { continue };
+        for entry in read.flatten() {
+            let os_name = entry.file_name();
+            let Ok(name) = gix::path::os_str_into_bstr(&os_name) else { continue };
+            let name: &[u8] = name;
+            if name == b".git" {
+                continue;
+            }
+            let Ok(ft) = entry.file_type() else { continue };
+            let is_dir = ft.is_dir();
+            if known && (if is_dir { names.1.contains(name) } else { names.0.contains(name) }) {
+                if is_dir {
+                    todo.push((join(&dir, name), true));
+                }
+                continue;
+            }
+            let rel = join(&dir, name);
+            if excluded(&rel, is_dir)? {
+                continue;
+            }
+            if !is_dir {
+                return Ok(true);
+            }
+            if entry.path().join(".git").exists() {
+                return Ok(true); // an untracked nested repository
+            }
+            todo.push((rel, false));
+        }
+    }
+    Ok(false)
+}
+
+fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    if dir.is_empty() {
+        return name.to_vec();
+    }
+    let mut v = Vec::with_capacity(dir.len() + 1 + name.len());
+    v.extend_from_slice(dir);
+    v.push(b'/');
+    v.extend_from_slice(name);
+    v
+}
+
+/// The fast path alone: `Some(dirty)` when it could decide, `None` when only the full status can.
+pub fn decide(repo: &Repo, wt: &Path, trees: &Trees) -> Result<Option<bool>> {
+    Ok(match fast(repo, wt, trees)? {
+        Fast::Clean => Some(false),
+        Fast::Dirty => Some(true),
+        Fast::Unsure => None,
+    })
+}
+
+/// True when `git status --porcelain` in the worktree at `wt` would print anything.
+pub fn dirty(repo: &Repo, wt: &Path, trees: &Trees) -> Result<bool> {
+    let _span = crate::trace::span(format!("dirty check of {}", wt.display()));
+    let decided = fast(repo, wt, trees)?;
+    if matches!(decided, Fast::Unsure) {
+        crate::trace::line(&format!("{}: the fast check cannot decide; full status", wt.display()));
+    }
+    match decided {
+        Fast::Clean => Ok(false),
+        Fast::Dirty => Ok(true),
+        Fast::Unsure => crate::worktree::dirty(wt),
+    }
+}
+
+/// [`dirty`] for many worktrees, checked in parallel; results in the order of `paths`.
+pub fn dirty_many(repo: &Repo, paths: &[PathBuf]) -> Vec<Result<bool>> {
+    let trees = Trees::default();
+    if paths.len() <= 1 {
+        return paths.iter().map(|p| dirty(repo, p, &trees)).collect();
+    }
+    let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8).min(paths.len());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<Mutex<Option<Result<bool>>>> = paths.iter().map(|_| Mutex::new(None)).collect();
+    let common = repo.common_dir.clone();
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                // Each thread opens its own handle: gix repositories are not shared across threads.
+                let local = Repo::open(&common);
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= paths.len() {
+                        break;
+                    }
+                    let r = match &local {
+                        Ok(l) => dirty(l, &paths[i], &trees),
+                        Err(e) => Err(Error::internal(e.message.clone())),
+                    };
+                    *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                }
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|m| {
+            m.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_else(|| Err(Error::internal("not checked")))
+        })
+        .collect()
+}
