@@ -587,8 +587,9 @@ fn dirty_with_eol_filters_agrees_with_git_status() {
     // The stat changes, the content does not: the CRLF file hashes differently from its blob, so
     // the fast path must not call that a change by itself — it asks the full status, which agrees
     // with git. (Checked before git, whose status refreshes the index.)
-    std::thread::sleep(std::time::Duration::from_millis(20));
     std::fs::write(&f, "# sample\r\n").unwrap();
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+    std::fs::File::options().write(true).open(&f).unwrap().set_modified(later).unwrap();
     let trees = git_boulder::dirty::Trees::default();
     assert_eq!(git_boulder::dirty::decide(&repo, &wt, &trees).unwrap(), None);
     assert!(!git_boulder::dirty::dirty(&repo, &wt, &trees).unwrap());
