@@ -18,6 +18,7 @@ pub mod merge;
 pub mod names;
 pub mod plan;
 pub mod prd;
+pub mod progress;
 pub mod runloop;
 pub mod state;
 pub mod status;

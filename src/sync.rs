@@ -102,17 +102,7 @@ fn validate_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), Stri
             continue;
         }
         let data = g.find_object(blob).map_err(|e| format!("the note of {object}: {e}"))?.detach().data;
-        if data.len() > 64 * 1024 {
-            return Err(format!("the note of {object} is larger than 64 KiB"));
-        }
-        let text = std::str::from_utf8(&data).map_err(|_| format!("the note of {object} is not UTF-8"))?;
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let v: serde_json::Value =
-                serde_json::from_str(line).map_err(|e| format!("the note of {object} is not JSON lines: {e}"))?;
-            if !v.is_object() || !v.get("stream").is_some_and(|s| s.is_string()) {
-                return Err(format!("the note of {object} is not a git-boulder record (an object with a stream)"));
-            }
-        }
+        notes::check(&data).map_err(|e| format!("the note of {object} {e}"))?;
     }
     Ok(())
 }
@@ -189,11 +179,13 @@ impl PullReport {
 
 /// Fetch the remote's state and bring it in.
 pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
+    crate::progress::show(&format!("fetching git-boulder state from {}", remote.given));
     let fetched = remote::fetch(repo, &remote.given, &fetch_specs(&remote.key))?;
     let store = Store::new(repo)?;
     let mut report = PullReport { remote: remote.given.clone(), refs: Vec::new() };
     let mut claims_seen = Vec::new();
-    for f in &fetched {
+    for (n, f) in fetched.iter().enumerate() {
+        crate::progress::show(&format!("merging {}/{} {}", n + 1, fetched.len(), f.remote_ref));
         if let Some(Target::Claim(s)) = target(&f.remote_ref) {
             claims_seen.push(s);
         }
@@ -208,6 +200,7 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
             report.refs.push(outcome(&crate::claim::tracking_ref(&key, &stream), "claim_released", None));
         }
     }
+    crate::progress::done();
     remember(repo, &remote.key, &fetched.iter().filter_map(|f| Some((f.local_ref.clone()?, f.id))).collect::<Vec<_>>());
     Ok(report)
 }
@@ -259,7 +252,9 @@ pub fn push(repo: &Repo, remote: &RemoteName) -> Result<PushReport> {
         if specs.is_empty() {
             return Ok(report);
         }
+        crate::progress::show(&format!("pushing git-boulder state to {}", remote.given));
         let pushed = cli::push(&dir, &remote.given, &[], &specs)?;
+        crate::progress::done();
         report.rounds = round;
         report.refs = pushed
             .iter()

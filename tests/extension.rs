@@ -44,3 +44,29 @@ fn bash_completion_through_git() {
     }
     repo.boulder(&["completions", "tcsh"]).code(2);
 }
+
+/// Long operations show a progress line on a terminal and nothing when piped or under --quiet.
+#[test]
+fn progress_only_on_a_terminal() {
+    let repo = sample();
+    // Under a pseudo-terminal (python's pty), stream init of three streams shows [n/3] lines.
+    let script = format!(
+        "import os, pty, sys\nos.chdir({:?})\nout = b''\ndef read(fd):\n    global out\n    data = os.read(fd, 4096)\n    out += data\n    return data\npty.spawn([{:?}, 'stream', 'init'], read)\nsys.stdout.write(repr(out))\n",
+        repo.dir.to_str().unwrap(),
+        bin()
+    );
+    let mut cmd = std::process::Command::new("python3");
+    fixed_env(&mut cmd, &repo.home);
+    let out = cmd.arg("-c").arg(script).output().unwrap();
+    let tty = String::from_utf8_lossy(&out.stdout);
+    assert!(tty.contains("[1/3] auth") && tty.contains("\\x1b[2K"), "{tty}\n{}", String::from_utf8_lossy(&out.stderr));
+    // Piped: no progress, no escape codes.
+    let r = repo.boulder(&["stream", "cleanup", "--all", "--force"]).ok();
+    let r2 = repo.boulder(&["stream", "init"]).ok();
+    for text in [&r.stderr, &r2.stderr, &r2.stdout] {
+        assert!(!text.contains('\x1b') && !text.contains("[1/3]"), "{text}");
+    }
+    // -v traces each step with its time instead.
+    let r = repo.boulder(&["-v", "status"]).ok();
+    assert!(r.stderr.contains("trace:") && r.stderr.contains("ms"), "{}", r.stderr);
+}

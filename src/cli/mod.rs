@@ -121,7 +121,7 @@ pub fn run(cli: Cli) -> Result<()> {
     }
     let _span = crate::trace::span("the whole command");
     if quiet {
-        // SAFETY-free: read by output::progress_enabled in this process only.
+        // Read by progress::enabled in this process only.
         std::env::set_var("BOULDER_QUIET", "1");
     }
     match cli.command {

@@ -78,21 +78,12 @@ pub fn status_colour(status: &str) -> Option<&'static str> {
     }
 }
 
-/// Whether progress lines go to stderr: only on a terminal, and not under `--quiet`.
-pub fn progress_enabled() -> bool {
-    std::io::stderr().is_terminal() && std::env::var_os("BOULDER_QUIET").is_none()
-}
-
-/// Show a one-line progress message on a terminal (overwritten by the next one).
+/// Show a one-line progress message on a terminal (see [`crate::progress`]).
 pub fn progress(text: &str) {
-    if progress_enabled() {
-        eprint!("\r\x1b[2K{text}");
-    }
+    crate::progress::show(text);
 }
 
 /// Clear the progress line.
 pub fn progress_done() {
-    if progress_enabled() {
-        eprint!("\r\x1b[2K");
-    }
+    crate::progress::done();
 }

@@ -1,5 +1,5 @@
-//! `refs/notes/boulder`: one note per recorded commit (JSON lines), written with gix's notes API,
-//! every ref update a compare-and-swap retried on a lost race.
+//! `refs/notes/boulder`: one note per recorded commit (JSON lines), written with gix's notes
+//! trees (`gix::note`), every ref update a compare-and-swap retried on a lost race.
 //!
 //! * [`write`] and [`read`]: one note (the post-commit hook).
 //! * [`carry`]: copy the notes of rewritten commits onto their new ids in one notes commit
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use gix::bstr::ByteSlice;
 use gix::note::plumbing::State;
-use gix::refs::transaction::PreviousValue;
+use gix::refs::transaction::{PreviousValue, RefEdit};
 use gix::ObjectId;
 
 use crate::error::{Error, Result};
@@ -37,14 +37,63 @@ fn backoff() {
     std::thread::sleep(Duration::from_micros(fastrand::u64(200..3000)));
 }
 
+/// The message of the notes commit [`write`] makes.
+const WRITE_MESSAGE: &str = "Notes added by git-boulder";
+
 /// Write (or replace) the note of `commit`, retrying when another writer moved the notes ref.
+///
+/// The hot path of the post-commit hook: one blob, the notes tree(s) and a commit, then a
+/// compare-and-swap of the ref; the identity comes from [`identity_now`].
 pub fn write(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<()> {
+    let Some((committer, author)) = identity_now(repo) else { return write_as_configured(repo, commit, text) };
+    let blob = repo.write_blob(text.as_bytes()).map_err(|e| Error::internal(format!("cannot write a note: {e}")))?.detach();
+    let name: gix::refs::FullName =
+        NOTES_REF.try_into().map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+    let mut last = String::new();
+    for _ in 0..TRIES {
+        let tip = tip(repo)?;
+        let mut state = state_at(repo, tip)?;
+        state.edit(commit, Some(blob), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+        let id = repo
+            .write_object(&gix::objs::Commit {
+                tree,
+                parents: tip.into_iter().collect(),
+                author: author.clone(),
+                committer: committer.clone(),
+                encoding: None,
+                message: WRITE_MESSAGE.into(),
+                extra_headers: Vec::new(),
+            })
+            .map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")))?
+            .detach();
+        let expected = match tip {
+            Some(e) => PreviousValue::MustExistAndMatch(gix::refs::Target::Object(e)),
+            None => PreviousValue::MustNotExist,
+        };
+        let edit = RefEdit::update(name.clone(), id, expected, format!("notes: {WRITE_MESSAGE}"));
+        let mut buf = gix::date::parse::TimeBuf::default();
+        match repo.edit_references_as([edit], Some(committer.to_ref(&mut buf))) {
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                last = e.to_string();
+                backoff();
+            }
+        }
+    }
+    Err(Error::internal(format!("cannot write the note of {commit}: {last}")))
+}
+
+/// [`write`] when `GIT_COMMITTER_DATE` or `GIT_AUTHOR_DATE` fixes the time: gix's notes API,
+/// with gix resolving the identity and the time.
+fn write_as_configured(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<()> {
+    let repo = with_identity(repo);
     let mut last = String::new();
     for _ in 0..TRIES {
         let mut notes = repo
             .notes()
             .map_err(|e| Error::internal(format!("notes: {e}")))?
-            .with_commit_message("Notes added by git-boulder");
+            .with_commit_message(WRITE_MESSAGE);
         match notes.replace(NOTES_REF, commit, text.as_bytes()) {
             Ok(_) => return Ok(()),
             Err(e) => {
@@ -54,6 +103,54 @@ pub fn write(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<()>
         }
     }
     Err(Error::internal(format!("cannot write the note of {commit}: {last}")))
+}
+
+/// The committer and author of a notes commit, stamped now (UTC): the identity git would use
+/// (`GIT_COMMITTER_*` and `GIT_AUTHOR_*`, `committer.*` and `author.*`, `user.*`, `EMAIL`), or
+/// git-boulder's when no committer is configured, as [`with_identity`] does. `None` when
+/// `GIT_COMMITTER_DATE` or `GIT_AUTHOR_DATE` (or their gitoxide config keys) fixes the time.
+///
+/// Read from the config snapshot on purpose: gix's `committer()` also works out the local time
+/// zone, which walks the whole time zone database on every call (over a millisecond, paid on
+/// every commit by the post-commit hook).
+fn identity_now(repo: &gix::Repository) -> Option<(gix::actor::Signature, gix::actor::Signature)> {
+    let config = repo.config_snapshot();
+    let s = |key: &str| config.string(key);
+    if s("gitoxide.commit.committerDate").is_some() || s("gitoxide.commit.authorDate").is_some() {
+        return None;
+    }
+    type Who = (Option<gix::bstr::BString>, Option<gix::bstr::BString>);
+    let role = |role: &str, user: &Who| -> Who {
+        (
+            s(&format!("{role}.name"))
+                .or_else(|| user.0.clone())
+                .or_else(|| s(&format!("gitoxide.{role}.nameFallback"))),
+            s(&format!("{role}.email"))
+                .or_else(|| user.1.clone())
+                .or_else(|| s(&format!("gitoxide.{role}.emailFallback"))),
+        )
+    };
+    let user: Who = (s("user.name"), s("user.email").or_else(|| s("gitoxide.user.emailFallback")));
+    let mut committer = role("committer", &user);
+    let mut author = role("author", &user);
+    if committer.0.is_none() || committer.1.is_none() {
+        let fallback: Who = (Some("git-boulder".into()), Some("git-boulder@localhost".into()));
+        committer = role("committer", &fallback);
+        author = role("author", &fallback);
+    }
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let time = gix::date::Time { seconds, offset: 0 };
+    let sign = |(name, email): Who, other: &Who| gix::actor::Signature {
+        name: name.or_else(|| other.0.clone()).unwrap_or_default(),
+        email: email.or_else(|| other.1.clone()).unwrap_or_default(),
+        time,
+    };
+    let author = sign(author, &committer);
+    let committer = sign(committer, &(None, None));
+    Some((committer, author))
 }
 
 /// The note of `commit`, if it has one.
@@ -157,6 +254,23 @@ pub fn all(repo: &gix::Repository, commit: ObjectId) -> Result<BTreeMap<ObjectId
         }
     }
     Ok(out)
+}
+
+/// Check a note's bytes as git-boulder writes them: at most 64 KiB of UTF-8, one JSON object per
+/// non-empty line, each with a string `stream`. Pure, so notes fetched from anywhere can be checked
+/// (and fuzzed). The error completes "the note of <commit> …".
+pub fn check(data: &[u8]) -> std::result::Result<(), String> {
+    if data.len() > 64 * 1024 {
+        return Err("is larger than 64 KiB".into());
+    }
+    let text = std::str::from_utf8(data).map_err(|_| "is not UTF-8".to_string())?;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("is not JSON lines: {e}"))?;
+        if !v.is_object() || !v.get("stream").is_some_and(|s| s.is_string()) {
+            return Err("is not a git-boulder record (an object with a stream)".into());
+        }
+    }
+    Ok(())
 }
 
 /// The lines of a note, for union merges: each record once, in order.

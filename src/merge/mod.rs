@@ -437,6 +437,7 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
     let stream_ref = format!("refs/heads/{}", j.stream_branch);
     let base_ref = format!("refs/heads/{}", j.base_branch);
 
+    crate::progress::show(&format!("moving {} and its worktree", j.stream_branch));
     // 1. The stream branch.
     if s_old != s_new && repo.ref_id(&stream_ref)? == Some(s_old) {
         let msg = format!("boulder merge: {} onto {}", strategy_label(&j.strategy), j.base_branch);
@@ -459,6 +460,7 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
             let wt = worktree::checked_out(repo, &j.stream_branch)?.ok_or_else(|| {
                 Error::usage(format!("branch {} is not checked out anywhere to run verify in", j.stream_branch))
             })?;
+            crate::progress::done();
             say(&format!("running verify in {}: {verify}", wt.display()));
             if let Err(e) = crate::lifecycle::run_shell(verify, &wt, &j.stream) {
                 return Err(Error::refused(format!(
@@ -472,6 +474,7 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
         j.save(repo)?;
     }
     failpoint::hit("merge-verify");
+    crate::progress::show(&format!("fast-forwarding {}", j.base_branch));
     // 4. The base branch: a fast-forward, compare-and-swap against the tip that was checked.
     let b_now = repo.ref_id(&base_ref)?;
     let prd_to = j.prd_to.as_deref().map(journal::id).transpose()?;
@@ -537,6 +540,7 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
         j.save(repo)?;
     }
     failpoint::hit("merge-prd-worktree");
+    crate::progress::done();
     // 7. Record MERGED with the final commit (once).
     let prd_commit = j.prd_to.as_deref().map(journal::id).transpose()?;
     let last = prd_commit.unwrap_or(b_new);

@@ -308,10 +308,12 @@ pub fn replay(
     committer: &gix::actor::Signature,
 ) -> Result<Replayed> {
     let commits = commits_to_replay(repo, base, tip)?;
+    let total = commits.len();
     let mut cur = base;
     let mut cur_tree = tree_of(repo, base)?;
     let mut steps = Vec::new();
-    for id in commits {
+    for (n, id) in commits.into_iter().enumerate() {
+        crate::progress::show(&format!("checking commit {}/{total} {}", n + 1, id.to_hex_with_len(8)));
         let c = repo.find_commit(id).internal(format_args!("cannot read commit {id}"))?;
         let parent_ids: Vec<ObjectId> = c.parent_ids().map(|p| p.detach()).collect();
         let subject = subject_of(c.message_raw_sloppy());
@@ -341,6 +343,7 @@ pub fn replay(
                         subject: subject.clone(),
                     })
                     .collect();
+                crate::progress::done();
                 return Ok(Replayed { steps, tip: cur, conflicts });
             }
             Ok(merged) => {
@@ -355,5 +358,6 @@ pub fn replay(
             }
         }
     }
+    crate::progress::done();
     Ok(Replayed { steps, tip: cur, conflicts: Vec::new() })
 }

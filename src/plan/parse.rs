@@ -81,6 +81,8 @@ const KEY_PROBE: &str = "\u{1}boulder-key-probe\u{1}";
 /// Parse the plan text. Errors read like `line 9: unknown key "pahts" in stream "auth"; did you
 /// mean "paths"?` (the caller prefixes the file name); YAML syntax errors also name the column.
 pub fn parse(text: &str) -> Result<Plan, PlanError> {
+    // A byte order mark (editors on Windows write one) is not part of the YAML.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.len() > MAX_BYTES {
         return Err(PlanError {
             message: format!("the plan is {} bytes long; at most {MAX_BYTES} are read", text.len()),

@@ -1,0 +1,29 @@
+//! One-line progress for long operations (init of many streams, merges of many commits, sync),
+//! on stderr and only on a terminal: silent when piped, under `--quiet` (`BOULDER_QUIET`), and
+//! while tracing (`-v`, whose lines would interleave).
+
+use std::io::IsTerminal;
+
+/// Whether progress lines are shown.
+pub fn enabled() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("BOULDER_QUIET").is_none() && !crate::trace::enabled()
+}
+
+/// Show `text` as the current progress line (replacing the previous one).
+pub fn show(text: &str) {
+    if enabled() {
+        let mut line: String = text.chars().take(100).collect();
+        if line.len() < text.len() {
+            line.push('…');
+        }
+        eprint!("\r\x1b[2K{line}");
+    }
+    crate::trace::line(text);
+}
+
+/// Clear the progress line.
+pub fn done() {
+    if enabled() {
+        eprint!("\r\x1b[2K");
+    }
+}
