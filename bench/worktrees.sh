@@ -24,9 +24,12 @@ gb=() ; gw=()
 for r in $(seq 1 "$INIT_RUNS"); do
   rm -rf "$WORK/a" "$WORK/b"
   git clone -q "$WORK/base" "$WORK/a"; git clone -q "$WORK/base" "$WORK/b"
+  # Start each side with the disk quiet: no writeback of the other side's files in the timing.
+  sync
   s=$(date +%s%N)
   (cd "$WORK/a" && git-boulder stream init $names >/dev/null 2>&1)
   e=$(date +%s%N); gb+=($(( (e - s) / 1000000 )))
+  sync
   s=$(date +%s%N)
   for n in $names; do git -C "$WORK/b" worktree add -q -b "boulder/$n" ".boulder/worktrees/$n" main >/dev/null 2>&1; done
   e=$(date +%s%N); gw+=($(( (e - s) / 1000000 )))
@@ -34,6 +37,7 @@ done
 mb=$(median "${gb[@]}"); mw=$(median "${gw[@]}")
 echo "stream init, 8 streams, 20000 files: git-boulder ${mb} ms, git worktree add ${mw} ms, ratio $(python3 -c "print(round($mb/$mw, 2))")"
 
+sync
 all_status() { for n in $names; do git -C "$WORK/a/.boulder/worktrees/$n" status >/dev/null; done; }
 sb=() ; sg=() ; sa=()
 for r in $(seq 1 "$RUNS"); do

@@ -148,6 +148,7 @@ fn fast(repo: &Repo, wt: &Path, trees: &Trees) -> Result<Fast> {
     let mut filters: Option<bool> = None;
     let kind = g.object_hash();
     let mut dirs = DirCache::new(wt);
+    let mut hashed = 0usize;
     for e in entries {
         if e.flags.contains(Flags::SKIP_WORKTREE) || e.flags.contains(Flags::ASSUME_VALID) || e.mode == Mode::COMMIT {
             continue;
@@ -171,6 +172,7 @@ fn fast(repo: &Repo, wt: &Path, trees: &Trees) -> Result<Fast> {
         if e.stat.matches(&now, opts) && !racy {
             continue;
         }
+        hashed += 1;
         let Some(full) = full() else { return Ok(Fast::Unsure) };
         let data = if is_link {
             match std::fs::read_link(&full).ok().and_then(|t| gix::path::into_bstr(t).ok().map(|b| b.into_owned())) {
@@ -192,13 +194,16 @@ fn fast(repo: &Repo, wt: &Path, trees: &Trees) -> Result<Fast> {
         return Ok(Fast::Dirty);
     }
     drop(span);
+    if hashed > 0 {
+        crate::trace::line(&format!("dirty: {hashed} files read and hashed (stat changed or racily clean)"));
+    }
     // 3. Untracked (unless git is told not to show them).
     let _span = crate::trace::span("dirty: untracked walk");
     let show = g.config_snapshot().string("status.showUntrackedFiles").map(|v| v.to_str_lossy().to_lowercase());
     if show.as_deref() == Some("no") {
         return Ok(Fast::Clean);
     }
-    if untracked(wt, &index)? {
+    if untracked(wt, &git_dir, g, &index)? {
         return Ok(Fast::Dirty);
     }
     Ok(Fast::Clean)
@@ -280,7 +285,7 @@ impl<'a> DirCache<'a> {
 
 /// Is there an untracked, not ignored file (or nested repository) in the worktree? Only names the
 /// index lacks are asked about the ignore rules (read lazily, so a clean worktree never opens them).
-fn untracked(wt: &Path, index: &gix::index::File) -> Result<bool> {
+fn untracked(wt: &Path, git_dir: &Path, repo: &gix::Repository, index: &gix::index::File) -> Result<bool> {
     // Each tracked folder's tracked files and sub-folders, by name.
     type Names<'i> = (HashSet<&'i [u8]>, HashSet<&'i [u8]>);
     let split = |p: &'_ [u8]| -> (usize, usize) {
@@ -330,11 +335,30 @@ fn untracked(wt: &Path, index: &gix::index::File) -> Result<bool> {
     };
     let empty: Names<'_> = Default::default();
     // Folders to look at, and whether the index knows them.
+    let cache_path = git_dir.join("boulder-untracked.json");
+    let key = cache_key(repo, git_dir);
+    let cached = read_cache(&cache_path, &key);
+    let mut seen: HashMap<Vec<u8>, String> = HashMap::new();
     let mut todo: Vec<(Vec<u8>, bool)> = vec![(Vec::new(), true)];
     while let Some((dir, known)) = todo.pop() {
         let names = if known { tracked.get(dir.as_slice()).unwrap_or(&empty) } else { &empty };
         let Ok(rd_path) = gix::path::from_bstr(dir.as_bstr()) else { continue };
-        let Ok(read) = std::fs::read_dir(wt.join(&*rd_path)) else { continue };
+        let abs = wt.join(&*rd_path);
+        if known {
+            // A tracked folder whose mtime is what it was when it last held nothing untracked has
+            // the same names now (adding, removing or renaming an entry changes its mtime).
+            if let Some(m) = dir_mtime(&abs) {
+                let unchanged = cached.get(dir.as_slice()) == Some(&m);
+                seen.insert(dir.clone(), m);
+                if unchanged {
+                    for sub in &names.1 {
+                        todo.push((join(&dir, sub), true));
+                    }
+                    continue;
+                }
+            }
+        }
+        let Ok(read) = std::fs::read_dir(&abs) else { continue };
         for entry in read.flatten() {
             let os_name = entry.file_name();
             let Ok(name) = gix::path::os_str_into_bstr(&os_name) else { continue };
@@ -363,7 +387,72 @@ fn untracked(wt: &Path, index: &gix::index::File) -> Result<bool> {
             todo.push((rel, false));
         }
     }
+    write_cache(&cache_path, &key, seen);
     Ok(false)
+}
+
+/// What the untracked-folder cache is valid for: the index and the ignore rules that are not
+/// tracked files (tracked `.gitignore` files changing would show as modified anyway).
+fn cache_key(repo: &gix::Repository, git_dir: &Path) -> String {
+    let stamp = |p: &Path| match std::fs::metadata(p) {
+        Ok(m) => format!("{}:{}", m.len(), dir_time(&m)),
+        Err(_) => "-".into(),
+    };
+    let mut key = vec![stamp(&git_dir.join("index")), stamp(&repo.common_dir().join("info/exclude"))];
+    let config = repo.config_snapshot();
+    if let Ok(Some(f)) = config.trusted_path("core.excludesFile") {
+        key.push(stamp(&f));
+    }
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
+    if let Some(x) = xdg {
+        key.push(stamp(&x.join("git/ignore")));
+    }
+    key.join(" ")
+}
+
+fn dir_time(m: &std::fs::Metadata) -> String {
+    match m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()) {
+        Some(d) => format!("{}.{:09}", d.as_secs(), d.subsec_nanos()),
+        None => "?".into(),
+    }
+}
+
+/// A folder's mtime, unless it is too recent to trust (changed within the last two seconds, when
+/// a change made right after reading it could keep the same timestamp).
+fn dir_mtime(p: &Path) -> Option<String> {
+    let m = std::fs::metadata(p).ok()?;
+    let t = m.modified().ok()?;
+    if std::time::SystemTime::now().duration_since(t).map_or(true, |age| age.as_secs_f64() < 2.0) {
+        return None;
+    }
+    Some(dir_time(&m))
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct UntrackedCache {
+    key: String,
+    /// Folder (relative, `/`-separated; empty for the root) → mtime when it held nothing untracked.
+    dirs: HashMap<String, String>,
+}
+
+fn read_cache(path: &Path, key: &str) -> HashMap<Vec<u8>, String> {
+    let Ok(bytes) = std::fs::read(path) else { return HashMap::new() };
+    match serde_json::from_slice::<UntrackedCache>(&bytes) {
+        Ok(c) if c.key == key => c.dirs.into_iter().map(|(k, v)| (k.into_bytes(), v)).collect(),
+        _ => HashMap::new(),
+    }
+}
+
+/// Remember the folders of a worktree found free of untracked files (best effort: a worktree
+/// whose git dir is read-only just does not get the cache).
+fn write_cache(path: &Path, key: &str, dirs: HashMap<Vec<u8>, String>) {
+    let dirs: HashMap<String, String> =
+        dirs.into_iter().filter_map(|(k, v)| String::from_utf8(k).ok().map(|k| (k, v))).collect();
+    if let Ok(text) = serde_json::to_vec(&UntrackedCache { key: key.to_string(), dirs }) {
+        let _ = crate::fsutil::write_atomic(path, &text);
+    }
 }
 
 fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {

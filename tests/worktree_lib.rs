@@ -598,3 +598,59 @@ fn dirty_with_eol_filters_agrees_with_git_status() {
     assert!(git_boulder::dirty::dirty(&repo, &wt, &trees).unwrap());
     assert!(!porcelain(&t, &wt).is_empty());
 }
+
+/// Set the mtime of every folder of `root` (not `.git`) an hour back, so the untracked-folder
+/// cache of the dirty check trusts them.
+fn age_folders(root: &Path) {
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() && e.file_name() != ".git" {
+                todo.push(e.path());
+            }
+        }
+        std::fs::File::open(&d).unwrap().set_modified(old).unwrap();
+    }
+}
+
+#[test]
+fn dirty_untracked_cache_never_hides_new_files() {
+    let (t, repo) = sample();
+    let wt = wt_path(&t, "auth");
+    worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
+    let check = |label: &str| {
+        let fast = git_boulder::dirty::decide(&repo, &wt, &git_boulder::dirty::Trees::default()).unwrap();
+        let git = !porcelain(&t, &wt).is_empty();
+        assert_eq!(fast, Some(git), "{label}: git says {:?}", porcelain(&t, &wt));
+        git
+    };
+    age_folders(&wt);
+    assert!(!check("clean, cache written"));
+    let admin = std::fs::read_to_string(wt.join(".git")).unwrap();
+    let admin = Path::new(admin.trim().strip_prefix("gitdir:").unwrap().trim()).to_path_buf();
+    assert!(admin.join("boulder-untracked.json").exists(), "the cache was not written");
+    // A new file changes its folder's mtime: found.
+    std::fs::write(wt.join("src/api/new.rs"), "x\n").unwrap();
+    assert!(check("new file in a cached folder"));
+    std::fs::remove_file(wt.join("src/api/new.rs")).unwrap();
+    age_folders(&wt);
+    assert!(!check("clean again"));
+    // A file dropped from the index stays on disk without touching its folder: the index changed,
+    // so the cache does not apply.
+    t.git_in(&wt, &["rm", "-q", "--cached", "docs/deep/nested/guide.md"]).ok();
+    assert!(check("removed from the index, still on disk"));
+    t.git_in(&wt, &["add", "docs/deep/nested/guide.md"]).ok();
+    age_folders(&wt);
+    assert!(!check("added back"));
+    // An ignore rule outside the tree changing (info/exclude) invalidates it too.
+    std::fs::write(wt.join("debug.log"), "ignored by .gitignore\n").unwrap();
+    std::fs::write(wt.join("local.tmp"), "untracked\n").unwrap();
+    let exclude = t.dir.join(".git/info/exclude");
+    let before = std::fs::read_to_string(&exclude).unwrap_or_default();
+    std::fs::write(&exclude, format!("{before}*.tmp\n")).unwrap();
+    age_folders(&wt);
+    assert!(!check("local.tmp ignored by info/exclude"));
+    std::fs::write(&exclude, &before).unwrap();
+    assert!(check("info/exclude no longer ignores local.tmp"));
+}
