@@ -99,6 +99,9 @@ pub fn decide(
     if subagent {
         return no("subagent", "subagents are never enforced".into());
     }
+    if b.status == "completed" {
+        return no("completed", "the boulder is completed (its work is done); nothing to push on".into());
+    }
     let completion = message.is_some_and(is_completion);
     let at = |t: &Option<String>| t.as_deref().and_then(crate::time::parse_rfc3339);
     let last_activity = at(&b.last_activity).or_else(|| at(&b.updated_at));
@@ -131,7 +134,7 @@ pub fn decide(
         return no(
             "max_failures",
             format!(
-                "{failures} enforcements without progress (max_failures {}); waiting for a commit or a finished story",
+                "{failures} enforcements without progress (max_failures {}); waiting for a new commit",
                 t.max_failures
             ),
         );

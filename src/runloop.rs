@@ -229,5 +229,9 @@ fn run_loop(
 pub fn stop(ws: &Workspace, name: &str) -> Result<()> {
     let store = Store::new(&ws.repo)?;
     store.append::<StreamState>(&state::stream_ref(name), "stop_requested", json!({}))?;
+    // The stream's root boulder stops being enforced too, until new activity.
+    if store.read::<crate::state::BoulderState>(&state::boulder_ref(name))?.is_some() {
+        store.append::<crate::state::BoulderState>(&state::boulder_ref(name), "stop", json!({}))?;
+    }
     Ok(())
 }

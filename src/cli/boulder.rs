@@ -89,7 +89,7 @@ pub enum TodoCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct ResumeArgs {
-    /// Print {plan, prd, stream, boulder, wave, story, checkpoint, progress, waves, todos}.
+    /// Print {prd, stream, boulder, iteration, wave, story, checkpoint, progress, waves, stories, todos}.
     #[arg(long)]
     pub json: bool,
 }
@@ -279,6 +279,14 @@ pub fn check(ws: &Workspace, args: CheckArgs) -> Result<()> {
     };
     // inherit_cooldowns: a child waits out its parent's cooldown too.
     let mut gated = b.clone();
+    // A stream's root boulder is done when the stream's stories are.
+    if let (Some(plan), None) = (&plan, &b.parent) {
+        if let Some(stream) = plan.stream(&id).filter(|s| !s.stories.is_empty()) {
+            if crate::merge::complete(ws, plan, stream).unwrap_or(false) {
+                gated.status = "completed".into();
+            }
+        }
+    }
     if let (true, Some((_, p))) = (t.inherit_cooldowns, &parent) {
         if p.last_enforcement > gated.last_enforcement {
             gated.last_enforcement = p.last_enforcement.clone();
