@@ -3,7 +3,9 @@
 # `git boulder hooks uninstall` puts back what was here before (kept as @HOOK@.boulder-orig).
 # The previous hook runs first, with the same arguments and the same stdin; its failure fails
 # the git command. BOULDER_SKIP_HOOKS=1 skips git-boulder's part for one command.
-orig="$(dirname "$0")/@HOOK@.boulder-orig"
+# The folder of this script, without starting a process (git runs hooks by their path).
+case $0 in */*) here=${0%/*} ;; *) here=. ;; esac
+orig="$here/@HOOK@.boulder-orig"
 input=""
 if [ -x "$orig" ]; then
   if [ @STDIN@ = 1 ]; then

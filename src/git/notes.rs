@@ -46,9 +46,9 @@ const WRITE_MESSAGE: &str = "Notes added by git-boulder";
 /// compare-and-swap of the ref; the identity comes from [`identity_now`].
 pub fn write(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<()> {
     let Some((committer, author)) = identity_now(repo) else { return write_as_configured(repo, commit, text) };
-    let blob = repo.write_blob(text.as_bytes()).map_err(|e| Error::internal(format!("cannot write a note: {e}")))?.detach();
-    let name: gix::refs::FullName =
-        NOTES_REF.try_into().map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+    let blob =
+        repo.write_blob(text.as_bytes()).map_err(|e| Error::internal(format!("cannot write a note: {e}")))?.detach();
+    let name: gix::refs::FullName = NOTES_REF.try_into().map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
     let mut last = String::new();
     for _ in 0..TRIES {
         let tip = tip(repo)?;
@@ -84,16 +84,14 @@ pub fn write(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<()>
     Err(Error::internal(format!("cannot write the note of {commit}: {last}")))
 }
 
-/// [`write`] when `GIT_COMMITTER_DATE` or `GIT_AUTHOR_DATE` fixes the time: gix's notes API,
-/// with gix resolving the identity and the time.
+/// [`write`] through gix's notes API, gix resolving the identity and the time: when a date
+/// override is in a form only gix can read (a relative date such as `2 days ago`).
 fn write_as_configured(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<()> {
     let repo = with_identity(repo);
     let mut last = String::new();
     for _ in 0..TRIES {
-        let mut notes = repo
-            .notes()
-            .map_err(|e| Error::internal(format!("notes: {e}")))?
-            .with_commit_message(WRITE_MESSAGE);
+        let mut notes =
+            repo.notes().map_err(|e| Error::internal(format!("notes: {e}")))?.with_commit_message(WRITE_MESSAGE);
         match notes.replace(NOTES_REF, commit, text.as_bytes()) {
             Ok(_) => return Ok(()),
             Err(e) => {
@@ -105,10 +103,11 @@ fn write_as_configured(repo: &gix::Repository, commit: ObjectId, text: &str) -> 
     Err(Error::internal(format!("cannot write the note of {commit}: {last}")))
 }
 
-/// The committer and author of a notes commit, stamped now (UTC): the identity git would use
-/// (`GIT_COMMITTER_*` and `GIT_AUTHOR_*`, `committer.*` and `author.*`, `user.*`, `EMAIL`), or
-/// git-boulder's when no committer is configured, as [`with_identity`] does. `None` when
-/// `GIT_COMMITTER_DATE` or `GIT_AUTHOR_DATE` (or their gitoxide config keys) fixes the time.
+/// The committer and author of a notes commit: the identity git would use (`GIT_COMMITTER_*` and
+/// `GIT_AUTHOR_*`, `committer.*` and `author.*`, `user.*`, `EMAIL`), or git-boulder's when no
+/// committer is configured, as [`with_identity`] does; at the time `GIT_COMMITTER_DATE` and
+/// `GIT_AUTHOR_DATE` say (git sets the latter for its hooks), else now (in UTC). `None` when such
+/// a date needs the local time zone to be read.
 ///
 /// Read from the config snapshot on purpose: gix's `committer()` also works out the local time
 /// zone, which walks the whole time zone database on every call (over a millisecond, paid on
@@ -116,9 +115,15 @@ fn write_as_configured(repo: &gix::Repository, commit: ObjectId, text: &str) -> 
 fn identity_now(repo: &gix::Repository) -> Option<(gix::actor::Signature, gix::actor::Signature)> {
     let config = repo.config_snapshot();
     let s = |key: &str| config.string(key);
-    if s("gitoxide.commit.committerDate").is_some() || s("gitoxide.commit.authorDate").is_some() {
-        return None;
-    }
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let time = |key: &str| -> Option<gix::date::Time> {
+        match s(key) {
+            Some(date) => gix::date::parse(date.to_str().ok()?, None).ok(),
+            None => Some(gix::date::Time { seconds: now, offset: 0 }),
+        }
+    };
+    let (committer_time, author_time) = (time("gitoxide.commit.committerDate")?, time("gitoxide.commit.authorDate")?);
     type Who = (Option<gix::bstr::BString>, Option<gix::bstr::BString>);
     let role = |role: &str, user: &Who| -> Who {
         (
@@ -138,18 +143,13 @@ fn identity_now(repo: &gix::Repository) -> Option<(gix::actor::Signature, gix::a
         committer = role("committer", &fallback);
         author = role("author", &fallback);
     }
-    let seconds = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    let time = gix::date::Time { seconds, offset: 0 };
-    let sign = |(name, email): Who, other: &Who| gix::actor::Signature {
+    let sign = |(name, email): Who, other: &Who, time| gix::actor::Signature {
         name: name.or_else(|| other.0.clone()).unwrap_or_default(),
         email: email.or_else(|| other.1.clone()).unwrap_or_default(),
         time,
     };
-    let author = sign(author, &committer);
-    let committer = sign(committer, &(None, None));
+    let author = sign(author, &committer, author_time);
+    let committer = sign(committer, &(None, None), committer_time);
     Some((committer, author))
 }
 

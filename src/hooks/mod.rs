@@ -6,6 +6,8 @@
 //!   stdin; uninstall moves it back byte for byte.
 //! * [`run`]: the hook bodies, called by the shims as `git-boulder hook NAME ARGS…`.
 
+mod changes;
+mod open;
 mod ownership;
 mod run;
 

@@ -1,6 +1,14 @@
 //! The hook bodies, called by the shims as `git-boulder hook NAME ARGS…`. Post hooks never fail
 //! the git command: an internal error prints one warning line. The hot path returns early (not a
 //! stream branch, a rebase or cherry-pick in progress) before reading anything it does not need.
+//!
+//! ### Performance
+//! post-commit runs on every commit: it opens the repository once ([`super::open`]), reads the
+//! plan only to learn whose branch HEAD is on, and writes what it must — the op of the boulder
+//! and each ancestor (two blobs, a tree, a commit, a ref each) and the note (a blob, the notes
+//! tree, a commit, a ref), never resolving the committer through gix (see
+//! [`crate::git::notes::write`]). pre-push walks the pushed commits once and diffs each against
+//! its parent once ([`super::changes`]), checked against one compiled glob set.
 
 use std::io::Read;
 
@@ -8,6 +16,8 @@ use gix::bstr::ByteSlice;
 use gix::ObjectId;
 use serde_json::json;
 
+use super::changes::changed_paths;
+use super::open;
 use super::ownership::{check_paths, report, Violation};
 use crate::error::{Error, Result};
 use crate::git::{notes, Repo};
@@ -64,13 +74,23 @@ pub fn current_boulder(repo: &Repo, stream: &str) -> String {
 }
 
 fn post_commit() -> Result<()> {
-    let repo = Repo::discover()?;
+    let repo = open::discover()?;
     if replaying(&repo) {
         return Ok(());
     }
+    // HEAD's branch and the commit just made on it, from one read of HEAD and the branch.
+    let Ok(head) = repo.repo.head() else { return Ok(()) };
+    let Some(branch) = head.referent_name().and_then(|n| n.as_bstr().to_str().ok()?.strip_prefix("refs/heads/")) else {
+        return Ok(());
+    };
+    let (branch, head_id) = (branch.to_string(), head.id().map(|id| id.detach()));
+    drop(head);
     let ws = Workspace { repo, config_override: None };
-    let Some((_plan, stream)) = stream_of_head(&ws)? else { return Ok(()) };
-    let head = ws.repo.ref_id("HEAD")?.ok_or_else(|| Error::internal("HEAD has no commit"))?;
+    let Some(stream) = ws.plan()?.stream_for_branch(&branch).map(|s| s.name.clone()) else { return Ok(()) };
+    let head = match head_id {
+        Some(id) => id,
+        None => ws.repo.ref_id("HEAD")?.ok_or_else(|| Error::internal("HEAD has no commit"))?,
+    };
     let store = Store::new(&ws.repo)?;
     let story = std::env::var("BOULDER_STORY").ok().filter(|s| !s.is_empty());
     let boulder = current_boulder(&ws.repo, &stream);
@@ -108,8 +128,7 @@ fn post_commit() -> Result<()> {
     }
     let note = json!({"stream": stream, "boulder": boulder, "story": story, "iteration": iteration,
                       "at": crate::time::now_rfc3339()});
-    let g = notes::with_identity(&ws.repo.repo);
-    notes::write(&g, head, &format!("{note}\n"))
+    notes::write(&ws.repo.repo, head, &format!("{note}\n"))
 }
 
 fn post_rewrite(args: &[String]) -> Result<()> {
@@ -131,45 +150,11 @@ fn post_rewrite(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Paths changed by `commit` against its first parent (all of its tree for a root commit).
-/// Renames show as a deletion and an addition, so both paths count.
-/// `cache` is made once per walk with `diff_resource_cache_for_tree_diff` and reused, so a walk
-/// of many commits reads attributes and config once, not once per commit.
-fn changed_paths(
-    repo: &gix::Repository,
-    commit: ObjectId,
-    cache: &mut gix::diff::blob::Platform,
-) -> Result<Vec<String>> {
-    let c = repo.find_commit(commit).map_err(|e| Error::internal(format!("commit {commit}: {e}")))?;
-    let new_tree = c.tree().map_err(|e| Error::internal(format!("commit {commit}: {e}")))?;
-    let old_tree = match c.parent_ids().next() {
-        Some(p) => repo
-            .find_commit(p)
-            .and_then(|p| p.tree())
-            .map_err(|e| Error::internal(format!("parent of {commit}: {e}")))?,
-        None => repo.empty_tree(),
-    };
-    let mut out = Vec::new();
-    let mut changes = old_tree.changes().map_err(|e| Error::internal(format!("diff {commit}: {e}")))?;
-    changes.options(|o| {
-        o.track_path().track_rewrites(None);
-    });
-    changes
-        .for_each_to_obtain_tree_with_cache(&new_tree, cache, |ch| {
-            if !ch.entry_mode().is_tree() {
-                out.push(ch.location().to_str_lossy().into_owned());
-            }
-            Ok(std::ops::ControlFlow::Continue(()))
-        })
-        .map_err(|e| Error::internal(format!("diff {commit}: {e}")))?;
-    Ok(out)
-}
-
 fn pre_push(args: &[String]) -> Result<i32> {
     let mut input = String::new();
     std::io::stdin().read_to_string(&mut input)?;
     let remote = args.first().cloned().unwrap_or_default();
-    let repo = Repo::discover()?;
+    let repo = open::discover()?;
     let ws = Workspace { repo, config_override: None };
     let mut plan: Option<Plan> = None;
     let mut code = 0;
@@ -206,7 +191,7 @@ fn pre_push(args: &[String]) -> Result<i32> {
         let g = &ws.repo.repo;
         let mut hidden: Vec<ObjectId> = Vec::new();
         if let Ok(id) = ObjectId::from_hex(remote_sha.as_bytes()) {
-            if !id.is_null() && g.find_object(id).is_ok() {
+            if !id.is_null() && g.has_object(id) {
                 hidden.push(id);
             }
         }
@@ -230,20 +215,7 @@ fn pre_push(args: &[String]) -> Result<i32> {
                 }
             }
         }
-        let walk = g
-            .rev_walk([tip])
-            .with_hidden(hidden)
-            .all()
-            .map_err(|e| Error::internal(format!("cannot walk {branch}: {e}")))?;
-        let mut changes = Vec::new();
-        let mut cache =
-            g.diff_resource_cache_for_tree_diff().map_err(|e| Error::internal(format!("diff setup: {e}")))?;
-        for info in walk {
-            let info = info.map_err(|e| Error::internal(format!("cannot walk {branch}: {e}")))?;
-            for p in changed_paths(g, info.id, &mut cache)? {
-                changes.push((info.id.to_string(), p));
-            }
-        }
+        let changes = changed_paths(g, tip, hidden).map_err(|e| e.context(format!("checking {branch}")))?;
         let found: Vec<Violation> = check_paths(plan, &stream.name, &changes);
         if found.is_empty() {
             continue;
@@ -258,7 +230,7 @@ fn pre_push(args: &[String]) -> Result<i32> {
 }
 
 fn pre_commit() -> Result<i32> {
-    let repo = Repo::discover()?;
+    let repo = open::discover()?;
     let ws = Workspace { repo, config_override: None };
     let Some((plan, stream)) = stream_of_head(&ws)? else { return Ok(0) };
     if plan.settings.ownership == Level::Off {
