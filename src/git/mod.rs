@@ -25,7 +25,7 @@ pub struct Repo {
     pub main_work_dir: Option<PathBuf>,
 }
 
-fn absolute(p: &Path) -> PathBuf {
+pub(crate) fn absolute(p: &Path) -> PathBuf {
     let p = if p.is_absolute() {
         p.to_path_buf()
     } else {

@@ -6,16 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::git::Repo;
+use crate::git::{absolute, Repo};
 
-fn absolute(p: &Path) -> PathBuf {
-    let p = if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        std::env::current_dir().map(|c| c.join(p)).unwrap_or_else(|_| p.to_path_buf())
-    };
-    std::fs::canonicalize(&p).unwrap_or(p)
-}
 
 /// Discover the repository from the current directory as [`Repo::discover`] does (the same paths,
 /// honouring `GIT_DIR` and `GIT_WORK_TREE`), opening it once. No object cache is set: the caller
