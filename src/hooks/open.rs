@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::git::{absolute, Repo};
 
-
 /// Discover the repository from the current directory as [`Repo::discover`] does (the same paths,
 /// honouring `GIT_DIR` and `GIT_WORK_TREE`), opening it once. No object cache is set: the caller
 /// sizes it for what it reads.
