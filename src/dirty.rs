@@ -374,6 +374,11 @@ fn untracked(wt: &Path, git_dir: &Path, repo: &gix::Repository, index: &gix::ind
                 }
                 continue;
             }
+            if known && is_dir && names.0.contains(name) {
+                // A submodule (a gitlink entry): its folder is tracked as a whole. (A tracked file
+                // replaced by a folder was already reported by the stat pass.)
+                continue;
+            }
             let rel = join(&dir, name);
             if excluded(&rel, is_dir)? {
                 continue;

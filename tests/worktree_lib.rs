@@ -654,3 +654,23 @@ fn dirty_untracked_cache_never_hides_new_files() {
     std::fs::write(&exclude, &before).unwrap();
     assert!(check("info/exclude no longer ignores local.tmp"));
 }
+
+#[test]
+fn dirty_skips_a_submodule_folder() {
+    let (t, repo) = sample();
+    // A nested repository recorded as a gitlink (what `git submodule add` leaves in the index).
+    let sub = t.dir.join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    t.git_in(&sub, &["init", "-q", "-b", "main"]).ok();
+    std::fs::write(sub.join("f.txt"), "x\n").unwrap();
+    t.git_in(&sub, &["add", "-A"]).ok();
+    t.git_in(&sub, &["commit", "-q", "-m", "sub"]).ok();
+    let head = t.git_in(&sub, &["rev-parse", "HEAD"]).ok().stdout.trim().to_string();
+    t.git(&["update-index", "--add", "--cacheinfo", &format!("160000,{head},sub")]).ok();
+    t.git(&["commit", "-q", "-m", "gitlink"]).ok();
+    assert_eq!(porcelain(&t, &t.dir), "");
+    let trees = git_boulder::dirty::Trees::default();
+    assert_eq!(git_boulder::dirty::decide(&repo, &t.dir, &trees).unwrap(), Some(false));
+    std::fs::write(t.dir.join("stray.txt"), "x\n").unwrap();
+    assert_eq!(git_boulder::dirty::decide(&repo, &t.dir, &trees).unwrap(), Some(true));
+}
