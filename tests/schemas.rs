@@ -431,14 +431,14 @@ fn check_json_through_every_gate_the_binary_reaches() {
     // A stream's root boulder whose stories are all done is completed: nothing to push on.
     repo.boulder(&["prd", "done", "US-001", "US-002"]).ok();
     assert_eq!(check("2030-01-06T00:00:00Z", &[&auth[..], &["--message", "I am done"]].concat())["gate"], "completed");
-    let all: BTreeSet<String> = schema.root["properties"]["gate"]["enum"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g.as_str().unwrap().into())
-        .collect();
+    let all = gates_of(&schema);
     let missing: Vec<&String> = all.difference(&gates).collect();
     assert!(missing.is_empty(), "gates not reached: {missing:?}");
+}
+
+/// The gate names the check schema allows.
+fn gates_of(schema: &Schema) -> BTreeSet<String> {
+    schema.root["properties"]["gate"]["enum"].as_array().unwrap().iter().map(|g| g.as_str().unwrap().into()).collect()
 }
 
 #[test]
@@ -496,12 +496,7 @@ fn every_gate_of_decide_fits_the_schema() {
         schema.assert_valid(&v);
         gates.insert(gate.to_string());
     }
-    let all: BTreeSet<String> = schema.root["properties"]["gate"]["enum"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g.as_str().unwrap().into())
-        .collect();
+    let all = gates_of(&schema);
     assert_eq!(gates, all);
 }
 

@@ -31,6 +31,7 @@ use crate::state::{self, Store, StreamState};
 use crate::workspace::{load_prd, Workspace};
 use crate::worktree;
 use journal::{Journal, Stage};
+use replay::tree_of;
 pub use replay::{Conflict, ConflictKind, Step};
 
 /// How to merge.
@@ -85,14 +86,6 @@ fn parse_strategy(s: &str) -> MergeStrategy {
         "squash" => MergeStrategy::Squash,
         _ => MergeStrategy::Rebase,
     }
-}
-
-fn tree_of(g: &gix::Repository, commit: ObjectId) -> Result<ObjectId> {
-    Ok(g.find_commit(commit)
-        .internal(format_args!("cannot read commit {commit}"))?
-        .tree_id()
-        .internal(format_args!("cannot read the tree of {commit}"))?
-        .detach())
 }
 
 pub fn short(id: ObjectId) -> String {
@@ -289,7 +282,8 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
 
     if opts.dry_run {
         let before = prd_at(ws, plan, base_tip)?;
-        let mut after = mem_prd(&mem, base_new, &plan.prd)?;
+        let mut after =
+            replay::blob_at(&mem, tree_of(&mem, base_new)?, &plan.prd)?.and_then(|(_, b)| String::from_utf8(b).ok());
         if let Some(text) = &after {
             if let Ok(p) = crate::prd::parse(prd_name(plan), text) {
                 let ids = done_ids(ws, plan, stream, &p)?;
@@ -355,16 +349,6 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
     let done = execute(ws, plan, stream, j, say)?;
     report.prd_commit = done.prd_commit;
     Ok(report)
-}
-
-fn mem_prd(mem: &gix::Repository, commit: ObjectId, path: &str) -> Result<Option<String>> {
-    let tree = mem.find_commit(commit).internal("cannot read a commit")?.tree().internal("cannot read a tree")?;
-    match tree.lookup_entry_by_path(path).internal("cannot look up the PRD")? {
-        Some(e) if e.mode().is_blob() => {
-            Ok(String::from_utf8(e.object().internal("cannot read the PRD")?.detach().data).ok())
-        }
-        _ => Ok(None),
-    }
 }
 
 /// Finish an interrupted merge from its record. `None` when the record no longer applies (the

@@ -135,7 +135,8 @@ pub fn commits_to_replay(repo: &gix::Repository, base: ObjectId, tip: ObjectId) 
     Ok(out)
 }
 
-fn tree_of(repo: &gix::Repository, commit: ObjectId) -> Result<ObjectId> {
+/// The tree of `commit`.
+pub fn tree_of(repo: &gix::Repository, commit: ObjectId) -> Result<ObjectId> {
     Ok(repo
         .find_commit(commit)
         .internal(format_args!("cannot read commit {commit}"))?
@@ -144,7 +145,8 @@ fn tree_of(repo: &gix::Repository, commit: ObjectId) -> Result<ObjectId> {
         .detach())
 }
 
-fn blob_at(repo: &gix::Repository, tree: ObjectId, path: &str) -> Result<Option<(ObjectId, Vec<u8>)>> {
+/// The blob at `path` in `tree` (id and bytes), if there is one.
+pub fn blob_at(repo: &gix::Repository, tree: ObjectId, path: &str) -> Result<Option<(ObjectId, Vec<u8>)>> {
     let tree = repo.find_tree(tree).internal(format_args!("cannot read tree {tree}"))?;
     match tree.lookup_entry_by_path(path).internal(format_args!("cannot look up {path}"))? {
         Some(e) if e.mode().is_blob() => {
