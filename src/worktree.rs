@@ -783,7 +783,19 @@ pub fn find(repo: &Repo, path: &Path) -> Result<Option<WorktreeInfo>> {
     Ok(list(repo)?.into_iter().find(|w| w.path == target))
 }
 
-fn collect_dirt(path: &Path, limit: usize, all_untracked: bool, want_more: bool) -> Result<Dirt> {
+/// What [`collect_dirt`] looks at.
+#[derive(Clone, Copy)]
+struct Look {
+    /// Every untracked file (even under `status.showUntrackedFiles=no`).
+    all_untracked: bool,
+    /// Collect up to the limit rather than stopping at the first change.
+    want_more: bool,
+    /// A submodule whose checkout differs from its gitlink counts.
+    submodules: bool,
+}
+
+fn collect_dirt(path: &Path, limit: usize, look: Look) -> Result<Dirt> {
+    let Look { all_untracked, want_more, submodules } = look;
     use gix::status::plumbing::index_as_worktree::EntryStatus;
     use gix::status::{index_worktree, Item, UntrackedFiles};
     let repo = open_worktree(path)?;
@@ -828,6 +840,14 @@ fn collect_dirt(path: &Path, limit: usize, all_untracked: bool, want_more: bool)
             Item::TreeIndex(change) => (false, change.location()),
             Item::IndexWorktree(index_worktree::Item::Modification { status, rela_path, .. }) => {
                 if matches!(status, EntryStatus::NeedsUpdate(_)) {
+                    continue;
+                }
+                if !submodules
+                    && matches!(
+                        status,
+                        EntryStatus::Change(gix::status::plumbing::index_as_worktree::Change::SubmoduleModification(_))
+                    )
+                {
                     continue;
                 }
                 (false, rela_path.as_ref())
@@ -876,14 +896,21 @@ fn collect_dirt(path: &Path, limit: usize, all_untracked: bool, want_more: bool)
 /// Uncommitted work in the worktree at `path`, up to `limit` paths (then `more` is set). Untracked
 /// files always count here (even with `status.showUntrackedFiles=no`): they would be lost by removal.
 pub fn dirt(path: &Path, limit: usize) -> Result<Dirt> {
-    collect_dirt(path, limit.max(1), true, true)
+    collect_dirt(path, limit.max(1), Look { all_untracked: true, want_more: true, submodules: true })
+}
+
+/// Tracked changes that stop a merge from moving the worktree at `path`, up to `limit` paths: as
+/// for `git merge --ff-only`, a submodule whose checkout is ahead of or behind its gitlink is not
+/// one (the merge does not enter submodules), and neither is a path outside a sparse checkout.
+pub fn tracked_dirt_for_merge(path: &Path, limit: usize) -> Result<Dirt> {
+    collect_dirt(path, limit.max(1), Look { all_untracked: false, want_more: true, submodules: false })
 }
 
 /// True when `git status --porcelain` in the worktree at `path` would print anything: staged or
 /// unstaged changes, conflicts, untracked files (ignored files do not count). Stops at the first
 /// change found.
 pub fn dirty(path: &Path) -> Result<bool> {
-    Ok(!collect_dirt(path, 1, false, false)?.is_clean())
+    Ok(!collect_dirt(path, 1, Look { all_untracked: false, want_more: false, submodules: true })?.is_clean())
 }
 
 /// [`dirty`] for many worktrees at once, checked in parallel; results in the order of `paths`.

@@ -144,6 +144,15 @@ fn stopped(e: Error, merged: &[String], all: bool) -> Error {
 
 fn print(out: &mut impl Write, r: &Report, dry_run: bool) -> Result<()> {
     let strategy = merge::strategy_name(r.strategy);
+    if !r.ownership.is_empty() {
+        let lines: Vec<String> = r.ownership.iter().map(|v| format!("  {}", merge::violation_line(v))).collect();
+        let text = format!("ownership: stream {} changes paths it does not own:\n{}", r.stream, lines.join("\n"));
+        if dry_run {
+            writeln!(out, "{text}")?;
+        } else {
+            say(&text);
+        }
+    }
     if !r.conflicts.is_empty() {
         writeln!(out, "stream {} → {} ({strategy}): conflicts", r.stream, r.base)?;
         let rows: Vec<Vec<String>> = r

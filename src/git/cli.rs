@@ -23,6 +23,59 @@ pub fn run(mut cmd: Command, what: &str) -> Result<Output> {
     Ok(out)
 }
 
+/// Write the files `paths` (as recorded in the index file `index_file`) into the worktree
+/// `work_dir` whose git dir is `git_dir`: `git checkout-index -f -u -z --stdin`.
+///
+/// Why the git CLI: files must reach a worktree exactly as `git checkout` writes them — converted
+/// by `.gitattributes` (`text`, `eol`, `ident`, `working-tree-encoding`) and by every configured
+/// filter driver (`filter.<driver>.smudge` and `.process`, git-lfs among them). That is git's
+/// behaviour to match, not ours to re-implement. The index file is a private one
+/// (`GIT_INDEX_FILE`): `-u` records the written files' stat data there, and the worktree's own
+/// index (whose lock the caller holds) is not touched.
+pub fn checkout_index(git_dir: &Path, work_dir: &Path, index_file: &Path, paths: &[&[u8]]) -> Result<()> {
+    use std::io::Write;
+    let mut cmd = git(work_dir);
+    for var in ["GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY", "GIT_PREFIX", "GIT_NAMESPACE"] {
+        cmd.env_remove(var);
+    }
+    cmd.env("GIT_DIR", git_dir)
+        .env("GIT_WORK_TREE", work_dir)
+        .env("GIT_INDEX_FILE", index_file)
+        .args(["checkout-index", "-f", "-u", "-z", "--stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| Error::internal(format!("cannot run git checkout-index: {e}")))?;
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let mut input = Vec::new();
+    for p in paths {
+        input.extend_from_slice(p);
+        input.push(0);
+    }
+    // A write error shows in git's exit status and stderr below.
+    let _ = stdin.write_all(&input);
+    drop(stdin);
+    let out = child.wait_with_output().map_err(|e| Error::internal(format!("git checkout-index: {e}")))?;
+    if !out.status.success() || !out.stderr.is_empty() && String::from_utf8_lossy(&out.stderr).contains("error:") {
+        return Err(Error::internal(format!(
+            "git checkout-index could not write files into {}: {}",
+            work_dir.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
+/// `git sparse-checkout reapply` in `work_dir`.
+///
+/// Why the git CLI: which paths a sparse checkout holds is decided by git's own pattern rules
+/// (cone or not); after a merge added paths, git applies them as `git merge` would have.
+pub fn sparse_reapply(work_dir: &Path) -> Result<()> {
+    let mut cmd = git(work_dir);
+    cmd.args(["sparse-checkout", "reapply"]);
+    run(cmd, "apply the sparse-checkout patterns").map(|_| ())
+}
+
 /// What `git push --porcelain` said about one ref.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PushedRef {

@@ -137,6 +137,16 @@ impl Repo {
     }
 }
 
+/// The tree of `commit`.
+pub fn tree_of(repo: &gix::Repository, commit: gix::ObjectId) -> Result<gix::ObjectId> {
+    Ok(repo
+        .find_commit(commit)
+        .internal(format_args!("cannot read commit {commit}"))?
+        .tree_id()
+        .internal(format_args!("cannot read the tree of {commit}"))?
+        .detach())
+}
+
 /// Delete a ref only if it still points at `expected` (compare-and-swap).
 pub fn delete_ref(repo: &Repo, name: &str, expected: gix::ObjectId) -> Result<()> {
     use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};

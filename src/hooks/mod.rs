@@ -18,6 +18,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::git::Repo;
 
+pub use changes::changed_paths;
 pub use ownership::{check_paths, Rule, Verdict, Violation};
 pub use run::{current_boulder, run};
 

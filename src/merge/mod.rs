@@ -25,7 +25,7 @@ use serde_json::json;
 use crate::checkout;
 use crate::error::{Error, Result, ResultExt};
 use crate::failpoint;
-use crate::git::{self, notes};
+use crate::git::notes;
 use crate::plan::{MergeStrategy, Plan, StreamDef};
 use crate::state::{self, Store, StreamState};
 use crate::workspace::{load_prd, Workspace};
@@ -70,6 +70,8 @@ pub struct Report {
     pub up_to_date: bool,
     /// A merge interrupted earlier was finished.
     pub resumed: bool,
+    /// What the stream's commits change outside its own paths (the pre-push ownership check).
+    pub ownership: Vec<crate::hooks::Violation>,
 }
 
 pub fn strategy_name(s: MergeStrategy) -> &'static str {
@@ -152,7 +154,7 @@ fn preflight(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options) ->
     }
     for branch in [&stream.branch, &plan.settings.base_branch] {
         if let Some(wt) = worktree::checked_out(&ws.repo, branch)? {
-            let dirt = worktree::dirt(&wt, 10)?;
+            let dirt = worktree::tracked_dirt_for_merge(&wt, 10)?;
             if !dirt.modified.is_empty() {
                 return Err(Error::refused(format!(
                     "the worktree {} (branch {branch}) has uncommitted changes: {}",
@@ -171,6 +173,46 @@ fn preflight(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options) ->
         .hint(format!("create the stream's worktree with `git boulder stream init {}`", stream.name)));
     }
     Ok(())
+}
+
+/// The ownership check pre-push runs, on the commits the merge would bring into the base: under
+/// `settings.ownership: error` a violation refuses the merge (unless `--force`; a dry run only
+/// reports), under `warn` it is reported, under `off` nothing is looked at.
+fn ownership(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    base_tip: ObjectId,
+    stream_tip: ObjectId,
+    opts: &Options,
+) -> Result<Vec<crate::hooks::Violation>> {
+    if plan.settings.ownership == crate::plan::Level::Off {
+        return Ok(Vec::new());
+    }
+    let changes = crate::hooks::changed_paths(&ws.repo.repo, stream_tip, vec![base_tip])?;
+    let found = crate::hooks::check_paths(plan, &stream.name, &changes);
+    let refused: Vec<&crate::hooks::Violation> = found.iter().filter(|v| v.refused).collect();
+    if plan.settings.ownership == crate::plan::Level::Error && !refused.is_empty() && !opts.force && !opts.dry_run {
+        let list: Vec<String> = refused.iter().take(20).map(|v| format!("  {}", violation_line(v))).collect();
+        let more = if refused.len() > 20 { format!("\n  …and {} more", refused.len() - 20) } else { String::new() };
+        return Err(Error::refused(format!(
+            "stream {} changes paths it does not own; nothing was changed:\n{}{more}",
+            stream.name,
+            list.join("\n")
+        ))
+        .hint("move those changes to the owning stream (settings.ownership: error), or merge anyway with --force"));
+    }
+    Ok(found)
+}
+
+/// `COMMIT  PATH  owned by OWNER`, as pre-push reports a violation.
+pub fn violation_line(v: &crate::hooks::Violation) -> String {
+    let rule = match (v.rule, v.owner.as_deref()) {
+        (crate::hooks::Rule::OtherStream, Some(o)) => format!("owned by {o}"),
+        (rule, _) => rule.as_str().to_string(),
+    };
+    let level = if v.refused { "" } else { " [warning]" };
+    format!("{}  {}  {rule}{level}", &v.commit[..v.commit.len().min(10)], v.path)
 }
 
 fn message(kind: &str, stream: &StreamDef, base: &str, steps: &[Step]) -> String {
@@ -231,6 +273,7 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
             .hint(format!("create it with `git boulder stream init {}`", stream.name))
     })?;
     preflight(ws, plan, stream, opts)?;
+    let ownership = ownership(ws, plan, stream, base_tip, stream_tip, opts)?;
 
     // Check, in memory: nothing is written unless the merge goes ahead.
     let mut mem = g.clone().with_object_memory();
@@ -249,6 +292,7 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
         prd_commit: None,
         up_to_date: false,
         resumed: false,
+        ownership,
     };
     if !r.conflicts.is_empty() {
         return Ok(report);
@@ -382,6 +426,7 @@ fn resume(ws: &Workspace, plan: &Plan, stream: &StreamDef, j: Journal, say: &dyn
         prd_commit: done.prd_commit,
         up_to_date,
         resumed: true,
+        ownership: Vec::new(),
     }))
 }
 
@@ -391,25 +436,16 @@ struct Done {
     prd_commit: Option<ObjectId>,
 }
 
-/// Update the worktree where `branch` is checked out from `from` to `to` (both commits).
-fn update_worktree(ws: &Workspace, branch: &str, from: ObjectId, to: ObjectId) -> Result<()> {
-    if from == to {
-        return Ok(());
+/// A step found the world not as planned (a branch moved, an index changed): drop the record so
+/// that a rerun plans again from the new state, and say so.
+fn stop<T>(ws: &Workspace, j: &Journal, e: Error) -> Result<T> {
+    if e.kind == crate::error::Kind::Refused {
+        j.remove(&ws.repo)?;
+        return Err(
+            e.hint(format!("rerun `git boulder stream merge {}` to plan again from where things are now", j.stream))
+        );
     }
-    if let Some(wt) = worktree::checked_out(&ws.repo, branch)? {
-        let g = &ws.repo.repo;
-        checkout::apply(&wt, tree_of(g, from)?, tree_of(g, to)?)?;
-    }
-    Ok(())
-}
-
-fn moved_meanwhile(ws: &Workspace, j: &Journal, what: &str) -> Result<Error> {
-    j.remove(&ws.repo)?;
-    Ok(Error::refused(format!(
-        "the {what} moved while stream {} was being merged; the base branch {} was not changed by this step",
-        j.stream, j.base_branch
-    ))
-    .hint(format!("rerun `git boulder stream merge {}` to replay onto its new tip", j.stream)))
+    Err(e)
 }
 
 /// Carry out a planned merge, step by step, skipping what is already done.
@@ -418,21 +454,18 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
     let g = &repo.repo;
     let (s_old, s_new) = (journal::id(&j.stream_old)?, journal::id(&j.stream_new)?);
     let (b_old, b_new) = (journal::id(&j.base_old)?, journal::id(&j.base_new)?);
-    let stream_ref = format!("refs/heads/{}", j.stream_branch);
     let base_ref = format!("refs/heads/{}", j.base_branch);
 
     crate::progress::show(&format!("moving {} and its worktree", j.stream_branch));
-    // 1. The stream branch.
-    if s_old != s_new && repo.ref_id(&stream_ref)? == Some(s_old) {
-        let msg = format!("boulder merge: {} onto {}", strategy_label(&j.strategy), j.base_branch);
-        if !git::move_ref(repo, &stream_ref, s_old, s_new, &msg)? {
-            return Err(moved_meanwhile(ws, &j, "stream branch")?);
-        }
-    }
-    failpoint::hit("merge-stream-ref");
-    // 2. Its worktree.
+    let what = format!("the merge of stream {}", j.stream);
+    // 1. The stream branch and its worktree, as one step no commit there can interleave with.
     if j.stage < Stage::StreamUpdated {
-        update_worktree(ws, &j.stream_branch, s_old, s_new)?;
+        let msg = format!("boulder merge: {} onto {}", strategy_label(&j.strategy), j.base_branch);
+        checkout::move_branch(repo, &j.stream_branch, s_old, s_new, &msg, &what, "merge-stream-ref")
+            .or_else(|e| stop(ws, &j, e))?;
+        if s_old == s_new {
+            failpoint::hit("merge-stream-ref");
+        }
         j.stage = Stage::StreamUpdated;
         j.save(repo)?;
     }
@@ -459,21 +492,18 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
     }
     failpoint::hit("merge-verify");
     crate::progress::show(&format!("fast-forwarding {}", j.base_branch));
-    // 4. The base branch: a fast-forward, compare-and-swap against the tip that was checked.
-    let b_now = repo.ref_id(&base_ref)?;
+    // 4. The base branch (a fast-forward, compare-and-swap against the tip that was checked) and
+    //    its worktree.
     let prd_to = j.prd_to.as_deref().map(journal::id).transpose()?;
-    if b_old != b_new && b_now == Some(b_old) {
-        let msg = format!("boulder merge: stream {} ({})", j.stream, j.strategy);
-        if !git::move_ref(repo, &base_ref, b_old, b_new, &msg)? {
-            return Err(moved_meanwhile(ws, &j, "base branch")?);
-        }
-    } else if b_now != Some(b_new) && (b_now.is_none() || b_now != prd_to) {
-        return Err(moved_meanwhile(ws, &j, "base branch")?);
-    }
-    failpoint::hit("merge-base-ref");
-    // 5. The base's worktree.
     if j.stage < Stage::BaseUpdated {
-        update_worktree(ws, &j.base_branch, b_old, b_new)?;
+        let past = prd_to.is_some() && repo.ref_id(&base_ref)? == prd_to;
+        if b_old != b_new && !past {
+            let msg = format!("boulder merge: stream {} ({})", j.stream, j.strategy);
+            checkout::move_branch(repo, &j.base_branch, b_old, b_new, &msg, &what, "merge-base-ref")
+                .or_else(|e| stop(ws, &j, e))?;
+        } else if b_old == b_new {
+            failpoint::hit("merge-base-ref");
+        }
         j.stage = Stage::BaseUpdated;
         j.save(repo)?;
     }
@@ -504,21 +534,11 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
             }
         }
         if let (Some(from), Some(to)) = (&j.prd_from, &j.prd_to) {
-            // Planned before a crash, not yet on the base: move it now.
+            // Planned (perhaps before a crash): move the base and its worktree to it.
             let (from, to) = (journal::id(from)?, journal::id(to)?);
-            if repo.ref_id(&base_ref)? == Some(from) {
-                let msg = format!("chore(prd): sync completion from stream {}", j.stream);
-                if !git::move_ref(repo, &base_ref, from, to, &msg)? {
-                    return Err(moved_meanwhile(ws, &j, "base branch")?);
-                }
-            }
-        }
-        failpoint::hit("merge-prd-ref");
-        if let (Some(from), Some(to)) = (&j.prd_from, &j.prd_to) {
-            let (from, to) = (journal::id(from)?, journal::id(to)?);
-            if repo.ref_id(&base_ref)? == Some(to) {
-                update_worktree(ws, &j.base_branch, from, to)?;
-            }
+            let msg = format!("chore(prd): sync completion from stream {}", j.stream);
+            checkout::move_branch(repo, &j.base_branch, from, to, &msg, &what, "merge-prd-ref")
+                .or_else(|e| stop(ws, &j, e))?;
         }
         j.stage = Stage::Synced;
         j.save(repo)?;

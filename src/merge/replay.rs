@@ -136,14 +136,7 @@ pub fn commits_to_replay(repo: &gix::Repository, base: ObjectId, tip: ObjectId) 
 }
 
 /// The tree of `commit`.
-pub fn tree_of(repo: &gix::Repository, commit: ObjectId) -> Result<ObjectId> {
-    Ok(repo
-        .find_commit(commit)
-        .internal(format_args!("cannot read commit {commit}"))?
-        .tree_id()
-        .internal(format_args!("cannot read the tree of {commit}"))?
-        .detach())
-}
+pub use crate::git::tree_of;
 
 /// The blob at `path` in `tree` (id and bytes), if there is one.
 pub fn blob_at(repo: &gix::Repository, tree: ObjectId, path: &str) -> Result<Option<(ObjectId, Vec<u8>)>> {

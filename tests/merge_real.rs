@@ -1,0 +1,365 @@
+//! `stream merge` on real repositories: files reach the base worktree the way `git checkout`
+//! writes them (git-lfs, `eol`, `ident`, a filter driver), sparse checkouts and submodules behave
+//! as under `git merge --ff-only`, a commit landing while the merge runs is never reverted or
+//! staged away, and the ownership check of pre-push runs on what the merge brings in.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+const PRD: &str = "# PRD\n\n## Stories\n\n### [ ] US-001: Login\nIn src/auth.\n\n### [ ] US-002: List\nIn src/api.\n";
+
+const PLAN: &str = "version: 1\nprd: .agents/tasks/prd.md\nstreams:\n  auth:\n    stories: [US-001]\n    paths: [src/auth/**]\n  api:\n    stories: [US-002]\n    paths: [src/api/**]\nsettings:\n  base_branch: main\n";
+
+/// A tool a test needs: present, or the test is skipped — except under CI, where `.ci/run`
+/// installs it and its absence is a failure.
+fn have(tool: &str, args: &[&str]) -> bool {
+    let ok = std::process::Command::new(tool).args(args).output().is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(std::env::var_os("CI").is_none(), "{tool} is missing; .ci/run must install it");
+        eprintln!("skipping: {tool} is not installed");
+    }
+    ok
+}
+
+fn setup_with(files: &[(&str, &str)], plan: &str) -> TestRepo {
+    let mut all = vec![(".agents/tasks/prd.md", PRD), (".boulder/streams.yaml", plan)];
+    all.extend_from_slice(files);
+    let repo = TestRepo::with_files(&all);
+    repo.boulder(&["stream", "init"]).ok();
+    repo
+}
+
+fn wt(repo: &TestRepo, name: &str) -> PathBuf {
+    repo.dir.join(".boulder/worktrees").join(name)
+}
+
+fn commit_in(repo: &TestRepo, dir: &Path, file: &str, content: &[u8], msg: &str) {
+    let p = dir.join(file);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, content).unwrap();
+    repo.git_in(dir, &["add", "-A"]).ok();
+    repo.git_in(dir, &["commit", "-q", "-m", msg]).ok();
+}
+
+fn rev(repo: &TestRepo, r: &str) -> String {
+    repo.git_out(&["rev-parse", r])
+}
+
+fn status(repo: &TestRepo, dir: &Path) -> String {
+    repo.git_in(dir, &["status", "--porcelain"]).ok().stdout
+}
+
+/// The base moves on, so the merge really replays and writes files into the base worktree.
+fn base_moves(repo: &TestRepo) {
+    repo.write("README.md", "moved on\n");
+    repo.commit_all("main moves on");
+}
+
+/// Every file of `dir` (but .git and the worktrees folder), by relative path, with its bytes.
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    fn walk(root: &Path, d: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if rel == ".git" || rel == ".boulder/worktrees" {
+                continue;
+            }
+            if e.file_type().unwrap().is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn merged_files_are_written_as_git_checkout_writes_them() {
+    if !have("git-lfs", &["version"]) {
+        return;
+    }
+    let repo = TestRepo::empty();
+    repo.git(&["lfs", "install", "--local"]).ok();
+    // A filter driver of the user's: rot13 in the worktree, plain in the repository.
+    repo.git(&["config", "filter.rot.smudge", "tr A-Za-z N-ZA-Mn-za-m"]).ok();
+    repo.git(&["config", "filter.rot.clean", "tr A-Za-z N-ZA-Mn-za-m"]).ok();
+    repo.write(
+        ".gitattributes",
+        "*.bin filter=lfs diff=lfs merge=lfs -text\n*.txt text eol=crlf\n*.c ident\n*.rot filter=rot\n",
+    );
+    repo.write(".agents/tasks/prd.md", PRD);
+    repo.write(".boulder/streams.yaml", PLAN);
+    repo.commit_all("initial");
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let w = wt(&repo, "auth");
+    let blob: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::create_dir_all(w.join("src/auth")).unwrap();
+    std::fs::write(w.join("src/auth/data.bin"), &blob).unwrap();
+    std::fs::write(w.join("src/auth/notes.txt"), "one\ntwo\n").unwrap();
+    std::fs::write(w.join("src/auth/x.c"), "/* $Id$ */\n").unwrap();
+    std::fs::write(w.join("src/auth/secret.rot"), "Hello\n").unwrap();
+    repo.git_in(&w, &["add", "-A"]).ok();
+    repo.git_in(&w, &["commit", "-q", "-m", "auth work"]).ok();
+    // What the repository holds is the clean form: an LFS pointer, LF endings, rot13 text.
+    assert!(repo.git_out(&["cat-file", "-p", "boulder/auth:src/auth/data.bin"]).starts_with("version https://git-lfs"));
+    assert_eq!(repo.git_out(&["cat-file", "-p", "boulder/auth:src/auth/secret.rot"]), "Uryyb");
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    base_moves(&repo);
+
+    repo.boulder(&["stream", "merge", "auth"]).ok();
+
+    // The base worktree holds what a checkout holds: the real content, CRLF, the expanded ident,
+    // the smudged text.
+    assert_eq!(std::fs::read(repo.dir.join("src/auth/data.bin")).unwrap(), blob);
+    assert_eq!(repo.read("src/auth/notes.txt"), "one\r\ntwo\r\n");
+    assert!(repo.read("src/auth/x.c").starts_with("/* $Id: "), "{}", repo.read("src/auth/x.c"));
+    assert_eq!(repo.read("src/auth/secret.rot"), "Hello\n");
+    assert_eq!(status(&repo, &repo.dir), "");
+    assert_eq!(status(&repo, &w), "");
+    // Byte for byte what `git worktree add` of the same commit writes.
+    let check = repo.tmp.path().join("check");
+    repo.git(&["worktree", "add", "-q", "--detach", check.to_str().unwrap(), "main"]).ok();
+    let mut ours = files(&repo.dir);
+    ours.retain(|(p, _)| !p.starts_with(".boulder/worktrees"));
+    assert_eq!(ours, files(&check));
+    repo.assert_fsck();
+}
+
+#[test]
+fn a_sparse_checkout_and_submodules_behave_as_under_merge_ff_only() {
+    let repo = setup_with(
+        &[("src/auth/mod.rs", "// auth\n"), ("src/api/mod.rs", "// api\n"), ("docs/index.md", "# docs\n")],
+        PLAN,
+    );
+    // A submodule, tracked by the base.
+    let sub = repo.tmp.path().join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    repo.git_in(&sub, &["init", "-q", "-b", "main"]).ok();
+    std::fs::write(sub.join("lib.txt"), "v1\n").unwrap();
+    repo.git_in(&sub, &["add", "-A"]).ok();
+    repo.git_in(&sub, &["commit", "-q", "-m", "v1"]).ok();
+    repo.git(&["-c", "protocol.file.allow=always", "submodule", "add", "-q", sub.to_str().unwrap(), "vendor/sub"]).ok();
+    repo.git(&["commit", "-q", "-m", "add submodule"]).ok();
+    // The main worktree is sparse: src/ is not checked out. (The plan's folder, where the stream
+    // worktrees live, and the PRD's stay in the cone: git deletes folders outside the cone that
+    // hold only ignored files, and the stream worktrees are such files to it.)
+    repo.git(&["sparse-checkout", "set", "--cone", "docs", "vendor", ".boulder", ".agents"]).ok();
+    assert!(!repo.dir.join("src/auth/mod.rs").exists());
+
+    // auth: new work under src/ (outside the cone) on an old base; also moves the submodule.
+    let w = wt(&repo, "auth");
+    repo.git_in(&w, &["merge", "-q", "--ff-only", "main"]).ok();
+    repo.git_in(&w, &["-c", "protocol.file.allow=always", "submodule", "update", "--init", "-q"]).ok();
+    std::fs::write(sub.join("lib.txt"), "v2\n").unwrap();
+    repo.git_in(&sub, &["commit", "-qam", "v2"]).ok();
+    let sw = w.join("vendor/sub");
+    repo.git_in(&sw, &["-c", "protocol.file.allow=always", "fetch", "-q", "origin"]).ok();
+    repo.git_in(&sw, &["checkout", "-q", "origin/main"]).ok();
+    repo.git_in(&w, &["add", "vendor/sub"]).ok();
+    repo.git_in(&w, &["commit", "-q", "-m", "bump the submodule"]).ok();
+    commit_in(&repo, &w, "src/auth/login.rs", b"fn login() {}\n", "login");
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    // The base moves in the cone meanwhile: a gitlink changed on one side only is no conflict.
+    repo.write("docs/more.md", "more\n");
+    repo.commit_all("docs move on");
+
+    let r = repo.boulder(&["stream", "merge", "auth"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let gitlink = repo.git_out(&["rev-parse", "main:vendor/sub"]);
+    assert_eq!(gitlink, repo.git_in(&sub, &["rev-parse", "HEAD"]).ok().stdout.trim());
+    // Outside the cone nothing was written, and git agrees that nothing is changed.
+    assert!(!repo.dir.join("src/auth/login.rs").exists());
+    assert_eq!(repo.git_out(&["ls-files", "-t", "src/auth/login.rs"]), "S src/auth/login.rs");
+    // Submodules are not entered (no --recurse-submodules): the gitlink moved, its checkout did
+    // not, exactly what `git merge --ff-only` leaves.
+    assert_eq!(status(&repo, &repo.dir), " M vendor/sub\n");
+
+    // The main worktree's submodule is now merely behind its gitlink; a later merge that does not
+    // touch it is not blocked by it.
+    repo.git(&["-c", "protocol.file.allow=always", "submodule", "update", "--init", "-q"]).ok();
+    repo.git_in(&repo.dir.join("vendor/sub"), &["checkout", "-q", "HEAD~1"]).ok();
+    assert!(status(&repo, &repo.dir).contains("vendor/sub"));
+    let a = wt(&repo, "api");
+    commit_in(&repo, &a, "src/api/list.rs", b"fn list() {}\n", "list");
+    repo.boulder(&["prd", "done", "US-002"]).ok();
+    let r = repo.boulder(&["stream", "merge", "api"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(repo.git_out(&["ls-files", "-t", "src/api/list.rs"]), "S src/api/list.rs");
+    repo.assert_fsck();
+}
+
+#[test]
+fn a_commit_landing_between_plan_and_change_stops_the_merge_and_keeps_it() {
+    let repo = setup_with(&[("src/auth/mod.rs", "// auth\n"), ("src/api/mod.rs", "// api\n")], PLAN);
+    let w = wt(&repo, "auth");
+    commit_in(&repo, &w, "src/auth/login.rs", b"fn login() {}\n", "login");
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    base_moves(&repo);
+    let main_before = rev(&repo, "main");
+
+    // Between planning and the first ref move, someone commits in the stream's worktree.
+    let late = format!(
+        "cd '{}' && echo 'fn late() {{}}' > src/auth/late.rs && git add -A && git commit -q -m late",
+        w.display()
+    );
+    let r = repo.boulder_env(
+        &repo.dir,
+        &["stream", "merge", "auth"],
+        &[("BOULDER_FAILPOINT_RUN", "merge-journal"), ("BOULDER_FAILPOINT_CMD", &late)],
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("branch boulder/auth moved"), "{}", r.stderr);
+    assert!(r.stderr.contains("nothing more was changed"), "{}", r.stderr);
+    // Nothing reverted, nothing staged: the late commit is the stream's tip, its worktree is
+    // clean and holds it; the base did not move.
+    assert_eq!(repo.git_in(&w, &["log", "-1", "--format=%s"]).ok().stdout.trim(), "late");
+    assert_eq!(status(&repo, &w), "");
+    assert!(w.join("src/auth/late.rs").exists() && w.join("src/auth/login.rs").exists());
+    assert_eq!(rev(&repo, "main"), main_before);
+    assert_eq!(status(&repo, &repo.dir), "");
+    assert!(!repo.dir.join(".git/boulder/merge/auth.json").exists());
+    assert!(!repo.dir.join(".git/worktrees/auth/index.lock").exists());
+
+    // A rerun plans again from the new state and brings the late commit too.
+    repo.boulder(&["stream", "merge", "auth"]).ok();
+    assert_eq!(repo.read("src/auth/late.rs"), "fn late() {}\n");
+    assert_eq!(rev(&repo, "boulder/auth"), rev(&repo, "main~1"));
+    assert_eq!(status(&repo, &w), "");
+    assert_eq!(status(&repo, &repo.dir), "");
+    repo.assert_fsck();
+}
+
+#[test]
+fn a_commit_on_the_base_between_plan_and_change_stops_before_the_base_moves() {
+    let repo = setup_with(&[("src/auth/mod.rs", "// auth\n")], PLAN);
+    let w = wt(&repo, "auth");
+    commit_in(&repo, &w, "src/auth/login.rs", b"fn login() {}\n", "login");
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    base_moves(&repo);
+    let late = format!(
+        "cd '{}' && echo late > late.txt && git add late.txt && git commit -q -m 'late on main'",
+        repo.dir.display()
+    );
+    let r = repo.boulder_env(
+        &repo.dir,
+        &["stream", "merge", "auth"],
+        &[("BOULDER_FAILPOINT_RUN", "merge-verify"), ("BOULDER_FAILPOINT_CMD", &late)],
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("branch main moved"), "{}", r.stderr);
+    assert_eq!(repo.git_out(&["log", "-1", "--format=%s", "main"]), "late on main");
+    assert_eq!(status(&repo, &repo.dir), "");
+    // The rerun replays onto the new base.
+    repo.boulder(&["stream", "merge", "auth"]).ok();
+    repo.git(&["merge-base", "--is-ancestor", "HEAD", "main"]).ok();
+    assert!(repo.dir.join("late.txt").exists() && repo.dir.join("src/auth/login.rs").exists());
+    assert_eq!(status(&repo, &repo.dir), "");
+    repo.assert_fsck();
+}
+
+#[test]
+fn commits_racing_a_merge_are_never_reverted_or_lost() {
+    for round in 0..3 {
+        let repo = setup_with(&[("src/auth/mod.rs", "// auth\n")], PLAN);
+        let w = wt(&repo, "auth");
+        commit_in(&repo, &w, "src/auth/login.rs", b"fn login() {}\n", "login");
+        repo.boulder(&["prd", "done", "US-001"]).ok();
+        base_moves(&repo);
+        // A committer in the stream's worktree, racing the merge; a commit git refuses (the
+        // merge holds the index) is simply tried again.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let committed = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let (w2, home, stop2, committed2) = (w.clone(), repo.home.clone(), stop.clone(), committed.clone());
+        let racer = std::thread::spawn(move || {
+            let mut i = 0;
+            while !stop2.load(std::sync::atomic::Ordering::SeqCst) && i < 40 {
+                let name = format!("src/auth/r{round}_{i}.rs");
+                std::fs::write(w2.join(&name), format!("// {i}\n")).unwrap();
+                let git = |args: &[&str]| {
+                    let mut c = std::process::Command::new("git");
+                    fixed_env(&mut c, &home);
+                    c.args(args).current_dir(&w2).output().unwrap()
+                };
+                if git(&["add", &name]).status.success() && git(&["commit", "-q", "-m", &name]).status.success() {
+                    committed2.lock().unwrap().push(name);
+                    i += 1;
+                }
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(20 * round));
+        let mut merged = false;
+        for _ in 0..5 {
+            let r = repo.boulder(&["stream", "merge", "auth"]);
+            if r.code == 0 {
+                merged = true;
+                break;
+            }
+            assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        racer.join().unwrap();
+        // Whatever happened: the stream's worktree holds its branch tip with nothing staged and
+        // nothing reverted, every racing commit is on the stream branch, and the base, if it
+        // moved, moved to a state that holds the stream's first work.
+        let st = status(&repo, &w);
+        assert!(st.lines().all(|l| l.starts_with("??")), "round {round}: {st}");
+        assert_eq!(repo.git_in(&w, &["diff", "--cached", "--stat"]).ok().stdout, "", "round {round}");
+        for name in committed.lock().unwrap().iter() {
+            assert!(w.join(name).exists(), "round {round}: {name}");
+            let inside = repo.git(&["cat-file", "-e", &format!("boulder/auth:{name}")]);
+            assert_eq!(inside.code, 0, "round {round}: {name} is not on the stream branch");
+        }
+        if merged {
+            assert!(repo.dir.join("src/auth/login.rs").exists());
+        }
+        assert_eq!(status(&repo, &repo.dir), "", "round {round}");
+        repo.assert_fsck();
+    }
+}
+
+#[test]
+fn merge_runs_the_ownership_check_of_pre_push() {
+    let repo = setup_with(&[("src/auth/mod.rs", "// auth\n"), ("src/api/mod.rs", "// api\n")], PLAN);
+    let w = wt(&repo, "auth");
+    commit_in(&repo, &w, "src/auth/login.rs", b"fn login() {}\n", "login");
+    commit_in(&repo, &w, "src/api/mod.rs", b"// auth was here\n", "touch api");
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    let before = rev(&repo, "main");
+
+    // The dry run shows the violation in its report.
+    let d = repo.boulder(&["stream", "merge", "auth", "--dry-run"]).ok();
+    assert!(d.stdout.contains("ownership:"), "{}", d.stdout);
+    assert!(d.stdout.contains("src/api/mod.rs  owned by api"), "{}", d.stdout);
+    // settings.ownership: error (the default) refuses, changing nothing.
+    let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
+    assert!(r.stderr.contains("src/api/mod.rs  owned by api"), "{}", r.stderr);
+    assert!(r.stderr.contains("--force"), "{}", r.stderr);
+    assert_eq!(rev(&repo, "main"), before);
+    assert!(!repo.dir.join(".git/boulder/merge/auth.json").exists());
+    // warn: merged, with the violation said on stderr.
+    let plan = PLAN.replace("  base_branch: main\n", "  base_branch: main\n  ownership: warn\n");
+    repo.write(".boulder/streams.yaml", &plan);
+    repo.commit_all("ownership: warn");
+    let r = repo.boulder(&["stream", "merge", "auth"]).ok();
+    assert!(r.stderr.contains("src/api/mod.rs  owned by api"), "{}", r.stderr);
+    assert_eq!(repo.read("src/api/mod.rs"), "// auth was here\n");
+}
+
+#[test]
+fn force_merges_past_an_ownership_violation() {
+    let repo = setup_with(&[("src/auth/mod.rs", "// auth\n"), ("src/api/mod.rs", "// api\n")], PLAN);
+    let w = wt(&repo, "auth");
+    commit_in(&repo, &w, "src/api/mod.rs", b"// auth was here\n", "touch api");
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    let r = repo.boulder(&["stream", "merge", "auth", "--force"]).ok();
+    assert!(r.stderr.contains("owned by api"), "{}", r.stderr);
+    assert_eq!(repo.read("src/api/mod.rs"), "// auth was here\n");
+}
