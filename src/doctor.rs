@@ -11,7 +11,7 @@ use crate::workspace::Workspace;
 /// One problem and its fix.
 #[derive(Debug, Clone, Serialize)]
 pub struct Problem {
-    /// `worktree`, `state`, `hooks`, `ref`, `lock` or `merge`.
+    /// `worktree`, `state`, `plan`, `hooks`, `ref`, `lock` or `merge`.
     pub area: &'static str,
     pub message: String,
     /// The command (or action) that fixes it.
@@ -67,33 +67,67 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
         for stream in &plan.streams {
             let Ok(path) = ws.worktree_path(plan, &stream.name) else { continue };
             let git_has = known.iter().find(|w| w.path == path);
+            let elsewhere = known
+                .iter()
+                .find(|w| !w.missing && w.path != path && w.branch.as_deref() == Some(stream.branch.as_str()));
+            // A linked worktree's folder holds a `.git` file; git does not list it here when the
+            // links between the two are broken (the repository or the folder was moved).
+            let folder_here = path.join(".git").is_file();
             // An invalid ref is reported above; read it here as "nothing recorded".
             let entry = store.read::<StreamState>(&state::stream_ref(&stream.name)).ok().flatten();
             // A worktree is expected only on the machine that initialized the stream.
             let here = entry.as_ref().is_none_or(|e| e.state.initialized_by.as_ref().is_none_or(|a| *a == store.actor));
             let recorded = entry.map(|e| e.state.status).unwrap_or_default();
             let live = matches!(recorded.as_str(), "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED");
-            match git_has {
-                Some(w) if w.missing => problems.push(Problem {
+            match (git_has, elsewhere) {
+                (Some(w), _) if !w.missing => {
+                    if !live && recorded != "MERGED" {
+                        problems.push(Problem {
+                            area: "state",
+                            message: format!(
+                                "stream {}: git has its worktree at {} but state records {}",
+                                stream.name,
+                                path.display(),
+                                if recorded.is_empty() { "nothing" } else { &recorded }
+                            ),
+                            fix: format!("git boulder stream init {}", stream.name),
+                        });
+                    }
+                }
+                (_, Some(w)) => problems.push(Problem {
+                    area: "worktree",
+                    message: format!(
+                        "stream {}: its worktree was moved to {}; git-boulder expects it at {}",
+                        stream.name,
+                        w.path.display(),
+                        path.display()
+                    ),
+                    fix: format!("git worktree move {} {}", w.path.display(), path.display()),
+                }),
+                _ if folder_here => problems.push(Problem {
+                    area: "worktree",
+                    message: format!(
+                        "stream {}: the worktree {} is there but git does not know it at that path (the \
+                         repository or the worktree was moved)",
+                        stream.name,
+                        path.display()
+                    ),
+                    fix: format!("git worktree repair {}", path.display()),
+                }),
+                (Some(_), None) => problems.push(Problem {
                     area: "worktree",
                     message: format!(
                         "stream {}: git knows a worktree at {} but the folder is gone",
                         stream.name,
                         path.display()
                     ),
-                    fix: format!("git boulder stream cleanup --stale   (or git boulder stream init {})", stream.name),
-                }),
-                Some(_) if !live && recorded != "MERGED" => problems.push(Problem {
-                    area: "state",
-                    message: format!(
-                        "stream {}: git has its worktree at {} but state records {}",
-                        stream.name,
-                        path.display(),
-                        if recorded.is_empty() { "nothing" } else { &recorded }
+                    fix: format!(
+                        "git worktree repair NEW_PATH if you moved it by hand; else git boulder stream cleanup --stale \
+                         (or git boulder stream init {})",
+                        stream.name
                     ),
-                    fix: format!("git boulder stream init {}", stream.name),
                 }),
-                None if live && here => problems.push(Problem {
+                (None, None) if live && here => problems.push(Problem {
                     area: "worktree",
                     message: format!(
                         "stream {}: state records it {recorded} but git has no worktree at {}",
@@ -105,22 +139,7 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
                 _ => {}
             }
         }
-        let root = ws.root().ok().map(|r| r.join(&plan.settings.worktree_dir));
-        for w in &known {
-            let under = root.as_ref().is_some_and(|r| w.path.starts_with(r));
-            let named = plan.streams.iter().any(|s| ws.worktree_path(plan, &s.name).is_ok_and(|p| p == w.path));
-            if under && !named {
-                problems.push(Problem {
-                    area: "worktree",
-                    message: format!(
-                        "{} is a worktree under {} that no stream of the plan names",
-                        w.path.display(),
-                        plan.settings.worktree_dir
-                    ),
-                    fix: format!("git worktree remove {}", w.path.display()),
-                });
-            }
-        }
+        leftovers(ws, plan, &store, &known, &mut problems)?;
     }
 
     // Hooks.
@@ -139,4 +158,104 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
         });
     }
     Ok(problems)
+}
+
+/// What remains of a stream the plan no longer has.
+#[derive(Default)]
+struct Leftover {
+    state_ref: Option<(String, String)>,
+    branch: Option<String>,
+    worktrees: Vec<std::path::PathBuf>,
+}
+
+/// Streams renamed or removed from the plan whose state ref (recording a live stream), branch
+/// (`boulder/<name>`, or the branch its state records) or worktree remain; and worktrees under
+/// worktree_dir that belong to no stream.
+fn leftovers(
+    ws: &Workspace,
+    plan: &crate::plan::Plan,
+    store: &Store,
+    known: &[crate::worktree::WorktreeInfo],
+    problems: &mut Vec<Problem>,
+) -> Result<()> {
+    let mut left: std::collections::BTreeMap<String, Leftover> = Default::default();
+    let planned_branch = |b: &str| plan.streams.iter().any(|s| s.branch == b) || b == plan.settings.base_branch;
+    for (refname, _) in store.list(state::STREAMS)? {
+        let Some(name) = refname.strip_prefix(state::STREAMS) else { continue };
+        if plan.stream(name).is_some() {
+            continue;
+        }
+        let Some(entry) = store.read::<StreamState>(&refname).ok().flatten() else { continue };
+        let st = entry.state;
+        if let Some(b) = st.branch.as_deref().filter(|b| !planned_branch(b)) {
+            if ws.repo.branch_tip(b)?.is_some() {
+                left.entry(name.to_string()).or_default().branch = Some(b.to_string());
+            }
+        }
+        if matches!(st.status.as_str(), "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED") {
+            left.entry(name.to_string()).or_default().state_ref = Some((refname.clone(), st.status));
+        }
+    }
+    for (refname, _) in store.list("refs/heads/boulder/")? {
+        let Some(branch) = refname.strip_prefix("refs/heads/") else { continue };
+        let Some(name) = branch.strip_prefix("boulder/") else { continue };
+        if planned_branch(branch) || left.values().any(|l| l.branch.as_deref() == Some(branch)) {
+            continue;
+        }
+        left.entry(name.to_string()).or_default().branch = Some(branch.to_string());
+    }
+    let root = ws.root().ok().map(|r| r.join(&plan.settings.worktree_dir));
+    for w in known {
+        let named = plan.streams.iter().any(|s| {
+            ws.worktree_path(plan, &s.name).is_ok_and(|p| p == w.path) || w.branch.as_deref() == Some(s.branch.as_str())
+        });
+        if named {
+            continue;
+        }
+        let owner = left.iter_mut().find(|(name, l)| {
+            (w.branch.is_some() && w.branch == l.branch)
+                || (root.as_ref().is_some_and(|r| w.path == r.join(name.as_str())))
+        });
+        if let Some((_, l)) = owner {
+            l.worktrees.push(w.path.clone());
+            continue;
+        }
+        if root.as_ref().is_some_and(|r| w.path.starts_with(r)) {
+            problems.push(Problem {
+                area: "worktree",
+                message: format!(
+                    "{} is a worktree under {} that no stream of the plan names",
+                    w.path.display(),
+                    plan.settings.worktree_dir
+                ),
+                fix: format!("git worktree remove {}", w.path.display()),
+            });
+        }
+    }
+    for (name, l) in left {
+        let mut what = Vec::new();
+        let mut fix = Vec::new();
+        for p in &l.worktrees {
+            what.push(format!("worktree {}", p.display()));
+            fix.push(format!("git worktree remove {}", p.display()));
+        }
+        if let Some(b) = &l.branch {
+            what.push(format!("branch {b}"));
+            fix.push(format!("git branch -d {b}"));
+        }
+        if let Some((r, status)) = &l.state_ref {
+            what.push(format!("state ref {r} (recording it {status})"));
+            fix.push(format!("git update-ref -d {r}"));
+        }
+        problems.push(Problem {
+            area: "plan",
+            message: format!(
+                "stream {name} is not in the plan (renamed or removed), but its {} remain{}",
+                what.join(", "),
+                if what.len() == 1 { "s" } else { "" }
+            ),
+            fix: format!("add it back to {}, or remove what is left: {}", crate::plan::PLAN_PATH, fix.join(" && ")),
+        });
+    }
+    Ok(())
 }

@@ -141,21 +141,74 @@ pub struct CleanupReport {
     pub note: Option<String>,
 }
 
-/// True when `branch` exists and its tip is contained in the base branch, or is the tip that a
-/// recorded merge took (a squash merge leaves the stream's own commits off the base).
+/// True when the stream is merged: git-boulder recorded merging exactly its branch's tip (a squash
+/// merge leaves the stream's own commits off the base), or its branch carries commits of its own
+/// and all of them are in the base branch. A stream that has not started — its branch still at the
+/// commit it was created at, trivially contained in the base — is not merged.
 pub fn is_merged(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<bool> {
     let (Some(tip), Some(base)) =
         (ws.repo.branch_tip(&stream.branch)?, ws.repo.branch_tip(&plan.settings.base_branch)?)
     else {
         return Ok(false);
     };
-    let (ahead, _) = worktree::ahead_behind(&ws.repo, tip, base)?;
-    if ahead == 0 {
-        return Ok(true);
-    }
     let store = Store::new(&ws.repo)?;
     let recorded = store.read::<StreamState>(&state::stream_ref(&stream.name)).ok().flatten();
-    Ok(recorded.is_some_and(|e| e.state.status == "MERGED" && e.state.merged_tip == Some(tip.to_string())))
+    if recorded.is_some_and(|e| e.state.status == "MERGED" && e.state.merged_tip == Some(tip.to_string())) {
+        return Ok(true);
+    }
+    let (ahead, _) = worktree::ahead_behind(&ws.repo, tip, base)?;
+    Ok(ahead == 0 && has_own_commits(ws, &store, stream, tip))
+}
+
+/// Whether the stream's branch moved on from where it was created: its tip differs from the commit
+/// of the branch's oldest reflog entry (`branch: Created from …`). Without a reflog, whether a
+/// commit was recorded for the stream's root boulder.
+fn has_own_commits(ws: &Workspace, store: &Store, stream: &StreamDef, tip: gix::ObjectId) -> bool {
+    if let Some(created) = creation_point(&ws.repo, &stream.branch) {
+        return created != tip;
+    }
+    store
+        .read::<crate::state::BoulderState>(&state::boulder_ref(&stream.name))
+        .ok()
+        .flatten()
+        .is_some_and(|e| e.state.last_commit.is_some())
+}
+
+/// The commit `refs/heads/<branch>` was created at, from its reflog's oldest entry.
+fn creation_point(repo: &crate::git::Repo, branch: &str) -> Option<gix::ObjectId> {
+    let r = repo.repo.find_reference(format!("refs/heads/{branch}").as_str()).ok()?;
+    let mut platform = r.log_iter();
+    let mut lines = platform.all().ok()??;
+    let first = lines.next()?.ok()?;
+    Some(first.new_oid())
+}
+
+/// Where the stream's worktree is, as git's own worktree list says: the registration at the path
+/// the plan gives when there is one whose folder exists; else a linked worktree elsewhere that has
+/// the stream's branch checked out (moved with `git worktree move`, or moved and repaired); else the
+/// registration at the plan's path (its folder gone), if any.
+pub struct Located {
+    /// The worktree's folder (the plan's path unless it was moved).
+    pub path: std::path::PathBuf,
+    /// git's registration of it.
+    pub info: Option<worktree::WorktreeInfo>,
+    /// The worktree is not where the plan puts it.
+    pub moved: bool,
+}
+
+pub fn locate(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<Located> {
+    let path = ws.worktree_path(plan, &stream.name)?;
+    let at_path = worktree::find(&ws.repo, &path)?;
+    if at_path.as_ref().is_some_and(|w| !w.missing) {
+        return Ok(Located { path, info: at_path, moved: false });
+    }
+    let elsewhere = worktree::list(&ws.repo)?
+        .into_iter()
+        .find(|w| !w.missing && w.path != path && w.branch.as_deref() == Some(stream.branch.as_str()));
+    if let Some(w) = elsewhere {
+        return Ok(Located { path: w.path.clone(), info: Some(w), moved: true });
+    }
+    Ok(Located { path, info: at_path, moved: false })
 }
 
 /// Commits on the stream branch that neither the base branch nor any remote-tracking branch has.
@@ -195,12 +248,17 @@ pub fn cleanup(ws: &Workspace, plan: &Plan, names: &[String], opts: &CleanupOpti
     let store = Store::new(&ws.repo)?;
     let mut reports = Vec::new();
     for stream in selected {
-        let path = ws.worktree_path(plan, &stream.name)?;
-        let known = worktree::find(&ws.repo, &path)?;
+        let Located { path, info: known, .. } = locate(ws, plan, stream)?;
         let exists = path.exists();
         let merged = is_merged(ws, plan, stream)?;
         if names.is_empty() && !opts.all {
-            let stale = known.as_ref().is_some_and(|w| w.missing) || (!exists && recorded_live(&store, &stream.name)?);
+            // Stale as git's own worktree list says: no worktree of the stream whose folder exists
+            // (a moved worktree is not stale), and git has a registration whose folder is gone or
+            // state expects a worktree here.
+            let live_here = known.as_ref().is_some_and(|w| !w.missing);
+            let stale = !live_here
+                && !exists
+                && (known.as_ref().is_some_and(|w| w.missing) || recorded_live(&store, &stream.name)?);
             let pick = (opts.merged && merged) || (opts.stale && stale);
             if !pick {
                 continue;
@@ -263,7 +321,12 @@ pub fn cleanup(ws: &Workspace, plan: &Plan, names: &[String], opts: &CleanupOpti
         let mut deleted = false;
         if opts.delete_branch {
             if let Some(tip) = ws.repo.branch_tip(&stream.branch)? {
-                if !merged && !opts.force {
+                // A branch with nothing the base lacks loses nothing when deleted.
+                let in_base = match ws.repo.branch_tip(&plan.settings.base_branch)? {
+                    Some(base) => worktree::ahead_behind(&ws.repo, tip, base)?.0 == 0,
+                    None => false,
+                };
+                if !merged && !in_base && !opts.force {
                     return Err(Error::refused(format!(
                         "branch {} is not merged into {}; deleting it would lose its commits",
                         stream.branch, plan.settings.base_branch

@@ -120,10 +120,11 @@ pub struct CleanupArgs {
     /// Streams to clean up.
     #[arg(value_name = "NAME")]
     pub names: Vec<String>,
-    /// Every stream whose branch is merged into the base branch.
+    /// Every merged stream: merged by git-boulder, or its branch has commits of its own, all in the
+    /// base branch (never a stream that has not started).
     #[arg(long)]
     pub merged: bool,
-    /// Every stream whose recorded worktree folder is gone.
+    /// Every stream git has no worktree for whose folder exists (a moved worktree is not stale).
     #[arg(long)]
     pub stale: bool,
     /// Every stream.
