@@ -159,13 +159,21 @@ fn set_tracking(repo: &Repo, key: &str, stream: &str, id: ObjectId) -> Result<()
 }
 
 /// The outcome of a lease push.
+enum Lease {
+    Done,
+    /// The remote's claim ref was not the value expected: another machine moved it meanwhile.
+    LostRace,
+    /// The server turned the push down for its own reasons (a hook, a `receive.*` rule).
+    Refused(String),
+}
+
 fn lease_push(
     repo: &Repo,
     remote: &remote::RemoteName,
     stream: &str,
     expected: Option<ObjectId>,
     new: Option<ObjectId>,
-) -> Result<bool> {
+) -> Result<Lease> {
     let dir = repo.work_dir.clone().unwrap_or_else(|| repo.git_dir.clone());
     let r = remote_ref(stream);
     let lease = format!("--force-with-lease={r}:{}", expected.map(|e| e.to_string()).unwrap_or_default());
@@ -174,7 +182,33 @@ fn lease_push(
         None => format!(":{r}"),
     };
     let pushed = cli::push(&dir, &remote.given, &[lease], &[spec])?;
-    Ok(pushed.iter().any(|p| p.remote_ref == r && !p.rejected()))
+    let Some(p) = pushed.refs.iter().find(|p| p.remote_ref == r) else {
+        return Ok(Lease::Refused(format!("git push reported nothing for {r}")));
+    };
+    Ok(if !p.rejected() {
+        Lease::Done
+    } else if p.lost_race() {
+        Lease::LostRace
+    } else {
+        Lease::Refused(refusal(&p.summary, &pushed))
+    })
+}
+
+/// `SUMMARY` and the server's `remote:` lines, one per line, for an error message.
+pub(crate) fn refusal(summary: &str, pushed: &cli::Pushed) -> String {
+    let said = pushed.server_said();
+    if said.is_empty() {
+        summary.to_string()
+    } else {
+        format!("{summary}\n{said}")
+    }
+}
+
+fn server_refused(remote: &remote::RemoteName, what: String, why: &str) -> Error {
+    Error::refused(format!("the remote {} refused {what}: {why}", remote.given)).hint(
+        "the server's own rules (its hooks or receive.* settings) turned the push down; trying again \
+         will not help: ask whoever runs it, or use another remote (--remote)",
+    )
 }
 
 /// What [`take`] did.
@@ -217,7 +251,11 @@ pub fn take(
         expires: crate::time::format_secs(now + ttl.as_secs_f64()),
     };
     let id = write(repo, &claim)?;
-    if !lease_push(repo, remote, stream, current.as_ref().map(|(id, _)| *id), Some(id))? {
+    let pushed = lease_push(repo, remote, stream, current.as_ref().map(|(id, _)| *id), Some(id))?;
+    if let Lease::Refused(why) = pushed {
+        return Err(server_refused(remote, format!("the claim on stream {stream}"), &why));
+    }
+    if let Lease::LostRace = pushed {
         return Err(Error::refused(format!(
             "another machine claimed stream {stream} on {} at the same moment; it holds it now",
             remote.given
@@ -259,7 +297,11 @@ pub fn release(
             .hint("pass --force to remove another machine's claim"));
         }
     }
-    if !lease_push(repo, remote, stream, Some(id), None)? {
+    let pushed = lease_push(repo, remote, stream, Some(id), None)?;
+    if let Lease::Refused(why) = pushed {
+        return Err(server_refused(remote, format!("the release of the claim on stream {stream}"), &why));
+    }
+    if let Lease::LostRace = pushed {
         return Err(Error::refused(format!(
             "the claim on stream {stream} changed on {} meanwhile; nothing released",
             remote.given

@@ -6,8 +6,9 @@
 //!   (local ahead) or merged deterministically ([`crate::state::Store::absorb`]); notes merge by
 //!   union; claims are kept as the remote's last word. Everything fetched is validated before it
 //!   is used; a ref that fails is refused by name and the local ref is kept as it was.
-//! * **push** sends the op-logs and notes (git CLI, never forced). A rejected ref means the remote
-//!   moved: pull, merge, push again, a bounded number of rounds.
+//! * **push** sends the op-logs and notes (git CLI, never forced). A ref rejected because the remote
+//!   moved (a lost race): pull, merge, push again, a bounded number of rounds. A ref the server
+//!   refuses for its own reasons (a hook, a `receive.*` rule) stops the push at once.
 //! * **sync** is pull then push until both sides agree.
 
 use std::collections::BTreeMap;
@@ -231,6 +232,13 @@ pub struct PushReport {
     pub rounds: usize,
     /// What the pulls in between brought in.
     pub pulled: Vec<RefOutcome>,
+    /// The server refused refs for its own reasons (a hook, a `receive.*` rule), not because
+    /// another machine pushed first: the push stopped at once, without pulling and retrying.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub refused_by_server: bool,
+    /// What the server printed on the last push (its `remote:` lines, e.g. a hook's reason).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub remote_messages: Vec<String>,
 }
 
 fn push_word(p: &cli::PushedRef) -> &'static str {
@@ -256,11 +264,18 @@ pub fn push(repo: &Repo, remote: &RemoteName) -> Result<PushReport> {
         let pushed = cli::push(&dir, &remote.given, &[], &specs)?;
         crate::progress::done();
         report.rounds = round;
+        report.remote_messages = pushed.remote_lines.clone();
+        let pushed = pushed.refs;
         report.refs = pushed
             .iter()
             .map(|p| outcome(&p.remote_ref, push_word(p), p.rejected().then(|| p.summary.clone())))
             .collect();
         if !pushed.iter().any(cli::PushedRef::rejected) {
+            return Ok(report);
+        }
+        // The server said no for its own reasons: asking again gets the same answer.
+        if pushed.iter().any(cli::PushedRef::refused) {
+            report.refused_by_server = true;
             return Ok(report);
         }
         if round + 1 < ROUNDS {

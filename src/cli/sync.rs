@@ -95,6 +95,11 @@ fn print_push(out: &mut impl Write, r: &PushReport) -> Result<()> {
     for x in r.refs.iter().filter(|x| x.result == "rejected") {
         writeln!(out, "  rejected {}: {}", x.name, x.why.as_deref().unwrap_or(""))?;
     }
+    if r.refs.iter().any(|x| x.result == "rejected") {
+        for line in &r.remote_messages {
+            writeln!(out, "  {line}")?;
+        }
+    }
     Ok(())
 }
 
@@ -116,6 +121,23 @@ fn rejected_push(r: &PushReport) -> Option<Error> {
     let bad: Vec<&str> = r.refs.iter().filter(|x| x.result == "rejected").map(|x| x.name.as_str()).collect();
     if bad.is_empty() {
         return None;
+    }
+    if r.refused_by_server {
+        let reasons: Vec<String> = r
+            .refs
+            .iter()
+            .filter(|x| x.result == "rejected")
+            .map(|x| format!("{} {}", x.name, x.why.as_deref().unwrap_or("")))
+            .collect();
+        let mut message = format!("the remote {} refused the push: {}", r.remote, reasons.join("; "));
+        for line in &r.remote_messages {
+            message.push('\n');
+            message.push_str(line);
+        }
+        return Some(Error::refused(message).hint(
+            "the server's own rules (its hooks or receive.* settings) turned the push down; trying again will \
+             not help: ask whoever runs it",
+        ));
     }
     let refused: Vec<&str> = r
         .pulled

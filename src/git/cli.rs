@@ -91,6 +91,46 @@ impl PushedRef {
     pub fn rejected(&self) -> bool {
         self.flag == '!'
     }
+
+    /// Rejected because the remote's ref is not what this side expected — it moved meanwhile
+    /// (`[rejected] (fetch first)`, `(non-fast-forward)`, or a lease's `(stale info)`): pulling
+    /// and trying again can succeed.
+    pub fn lost_race(&self) -> bool {
+        self.rejected()
+            && self.summary.starts_with("[rejected]")
+            && ["fetch first", "non-fast-forward", "stale info"].iter().any(|w| self.summary.contains(w))
+    }
+
+    /// Rejected by the server itself (a hook, a `receive.*` rule: `[remote rejected] (…)`), or for
+    /// any other reason than a lost race: trying again gets the same answer.
+    pub fn refused(&self) -> bool {
+        self.rejected() && !self.lost_race()
+    }
+}
+
+/// What one `git push` did: per ref, and the server's own words.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pushed {
+    pub refs: Vec<PushedRef>,
+    /// The `remote: …` lines git printed: what the server (its hooks) said, in order.
+    pub remote_lines: Vec<String>,
+}
+
+impl Pushed {
+    /// The server's words as one block for messages (empty when it said nothing).
+    pub fn server_said(&self) -> String {
+        self.remote_lines.join("\n")
+    }
+}
+
+/// The `remote:` lines of git's stderr, trailing padding removed, empty ones dropped.
+pub fn remote_lines(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .map(|l| l.trim_end_matches(['\r', ' ']))
+        .filter(|l| l.starts_with("remote:") && !l["remote:".len()..].trim().is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Parse the ref lines of `git push --porcelain` (`<flag>\t<from>:<to>\t<summary>`), ignoring
@@ -130,20 +170,20 @@ pub fn parse_porcelain(stdout: &str) -> Vec<PushedRef> {
 /// state refs, not the user's branches, so the user's pre-push hooks (and ours) have nothing to
 /// judge. Per-ref results come from the porcelain lines, never from text a hook or the remote printed.
 /// A failed push with no ref lines (remote unreachable, authentication) is an error with git's words.
-pub fn push(dir: &Path, remote: &str, options: &[String], refspecs: &[String]) -> Result<Vec<PushedRef>> {
+/// What the server printed (`remote:` lines on stderr, e.g. a pre-receive hook's reason) comes
+/// back with the refs.
+pub fn push(dir: &Path, remote: &str, options: &[String], refspecs: &[String]) -> Result<Pushed> {
     let mut cmd = git(dir);
     cmd.args(["push", "--porcelain", "--no-verify"]).args(options).arg("--").arg(remote).args(refspecs);
     let out = cmd.output().map_err(|e| Error::internal(format!("cannot run git push: {e}")))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let refs = parse_porcelain(&stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() && refs.is_empty() {
-        return Err(Error::refused(format!(
-            "git push to {remote} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-        .hint("check that `git push` to that remote works from here (URL, credentials, permissions)"));
+        return Err(Error::refused(format!("git push to {remote} failed: {}", stderr.trim()))
+            .hint("check that `git push` to that remote works from here (URL, credentials, permissions)"));
     }
-    Ok(refs)
+    Ok(Pushed { refs, remote_lines: remote_lines(&stderr) })
 }
 
 #[cfg(test)]
@@ -159,5 +199,17 @@ mod tests {
         assert_eq!(refs[1].remote_ref, "refs/boulder/streams/a");
         assert!(refs[2].rejected() && refs[2].summary.contains("fetch first"));
         assert_eq!(refs[3].remote_ref, "refs/boulder/claims/x");
+        assert!(refs[2].lost_race() && !refs[2].refused());
+    }
+
+    #[test]
+    fn server_refusals_are_not_races() {
+        let text = "To /r.git\n!\tHEAD:refs/boulder/x\t[remote rejected] (pre-receive hook declined)\n!\ta:refs/boulder/y\t[rejected] (stale info)\n!\ta:refs/boulder/z\t[remote rejected] (non-fast-forward)\nDone\n";
+        let refs = parse_porcelain(text);
+        assert!(refs[0].refused() && !refs[0].lost_race());
+        assert!(refs[1].lost_race());
+        assert!(refs[2].refused(), "a server rule against non-fast-forwards is no race");
+        let lines = remote_lines("remote: remote says no: policy        \nremote: \nerror: failed to push some refs\n");
+        assert_eq!(lines, vec!["remote: remote says no: policy".to_string()]);
     }
 }

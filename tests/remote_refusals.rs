@@ -1,0 +1,186 @@
+//! Remotes that refuse: a claim, push or sync the server turns down for its own reasons (a
+//! pre-receive or update hook, a `receive.*` rule) says so with the server's `remote:` lines and is
+//! not retried; a lost race still is. Bare repositories read the plan from the base branch's tip;
+//! `stream suggest` proposes the repository's real default branch.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::*;
+
+const PRD: &str =
+    "# PRD\n\n### [ ] US-001: Login\nIn `src/auth/login.rs`.\n\n### [ ] US-002: List\nIn `src/api/list.rs`.\n";
+const PLAN: &str = "version: 1\nstreams:\n  auth:\n    stories: [US-001]\n    paths: [src/auth/**]\n  api:\n    stories: [US-002]\n    paths: [src/api/**]\nsettings:\n  base_branch: main\n";
+
+/// A bare remote cloned from a sample repository, with a way to clone it as a machine.
+struct Remote {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    bare: PathBuf,
+}
+
+fn remote() -> Remote {
+    let origin = TestRepo::with_files(&[
+        (".agents/tasks/prd.md", PRD),
+        (".boulder/streams.yaml", PLAN),
+        ("src/auth/mod.rs", "// auth\n"),
+        ("src/api/mod.rs", "// api\n"),
+    ]);
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let bare = root.join("remote.git");
+    origin.git(&["clone", "-q", "--bare", origin.dir.to_str().unwrap(), bare.to_str().unwrap()]).ok();
+    Remote { _tmp: tmp, root, bare }
+}
+
+impl Remote {
+    fn machine(&self, name: &str) -> TestRepo {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let dir = root.join(name);
+        let home = root.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let repo = TestRepo { tmp, dir: dir.clone(), home };
+        repo.git_in(&root, &["clone", "-q", self.bare.to_str().unwrap(), dir.to_str().unwrap()]).ok();
+        repo.git(&["config", "boulder.actor", name]).ok();
+        repo
+    }
+
+    /// Install a server hook (`pre-receive` or `update`) that logs each call to `attempts` and runs
+    /// `body` (plain sh).
+    fn hook(&self, name: &str, body: &str) {
+        let path = self.bare.join("hooks").join(name);
+        let log = self.attempts_path();
+        std::fs::write(&path, format!("#!/bin/sh\necho \"$*\" >> '{}'\n{body}\n", log.display())).unwrap();
+        let mut perm = std::fs::metadata(&path).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&path, perm).unwrap();
+    }
+
+    fn attempts_path(&self) -> PathBuf {
+        self.root.join("attempts.log")
+    }
+
+    /// How many times a server hook ran.
+    fn attempts(&self) -> usize {
+        std::fs::read_to_string(self.attempts_path()).map(|t| t.lines().count()).unwrap_or(0)
+    }
+
+    fn refs(&self, m: &TestRepo) -> String {
+        m.git_out(&["ls-remote", self.bare.to_str().unwrap()])
+    }
+}
+
+const REFUSE: &str = "echo 'remote says no: policy' >&2\necho 'second line from the server' >&2\nexit 1";
+
+#[test]
+fn a_claim_the_server_refuses_shows_its_words_and_is_tried_once() {
+    let r = remote();
+    r.hook("pre-receive", REFUSE);
+    let a = r.machine("alpha");
+    let out = a.boulder(&["stream", "claim", "auth"]).code(1);
+    assert!(out.stderr.contains("remote: remote says no: policy"), "{}", out.stderr);
+    assert!(out.stderr.contains("remote: second line from the server"), "{}", out.stderr);
+    assert!(out.stderr.contains("refused") && out.stderr.contains("pre-receive hook declined"), "{}", out.stderr);
+    assert!(!out.stderr.contains("another machine"), "{}", out.stderr);
+    assert_eq!(r.attempts(), 1);
+    assert!(!r.refs(&a).contains("claims"));
+    // stream run, which claims first, stops with the same words.
+    let plan = PLAN.replace("  base_branch: main\n", "  base_branch: main\n  claim_remote: origin\n");
+    a.write(".boulder/streams.yaml", &plan);
+    a.boulder(&["stream", "init", "auth"]).ok();
+    let out = a.boulder(&["stream", "run", "auth", "--max-iterations", "1", "--", "true"]).code(1);
+    assert!(out.stderr.contains("remote: remote says no: policy"), "{}", out.stderr);
+    assert!(!out.stderr.contains("another machine"), "{}", out.stderr);
+    assert_eq!(r.attempts(), 2);
+}
+
+#[test]
+fn a_release_or_renewal_the_server_forbids_is_refused_plainly() {
+    let r = remote();
+    let a = r.machine("alpha");
+    a.boulder(&["stream", "claim", "auth"]).ok();
+    // The server's update hook forbids deleting refs: the release says so, not "changed meanwhile".
+    r.hook(
+        "update",
+        "case \"$3\" in 0000000000000000000000000000000000000000) echo \"deleting $1 is not allowed\" >&2; exit 1;; esac",
+    );
+    let out = a.boulder(&["stream", "release", "auth"]).code(1);
+    assert!(out.stderr.contains("refused") && out.stderr.contains("hook declined"), "{}", out.stderr);
+    assert!(out.stderr.contains("remote: deleting refs/boulder/claims/auth is not allowed"), "{}", out.stderr);
+    assert!(!out.stderr.contains("meanwhile"), "{}", out.stderr);
+    assert!(r.refs(&a).contains("refs/boulder/claims/auth"));
+    assert_eq!(r.attempts(), 1);
+    // A receive.* rule (the pack is larger than the server accepts): renewing is refused as such.
+    std::fs::remove_file(r.bare.join("hooks/update")).unwrap();
+    a.git_in(&r.bare, &["config", "receive.maxInputSize", "10"]).ok();
+    let out = a.boulder(&["stream", "claim", "auth"]).code(1);
+    assert!(out.stderr.contains("refused") && out.stderr.contains("unpacker error"), "{}", out.stderr);
+    assert!(out.stderr.contains("remote: fatal: pack exceeds maximum allowed size"), "{}", out.stderr);
+    assert!(!out.stderr.contains("another machine"), "{}", out.stderr);
+}
+
+#[test]
+fn a_push_the_server_refuses_is_not_retried_and_shows_its_words() {
+    let r = remote();
+    r.hook("pre-receive", REFUSE);
+    let a = r.machine("alpha");
+    a.boulder(&["prd", "done", "US-001"]).ok();
+    let out = a.boulder(&["push"]).code(1);
+    assert_eq!(r.attempts(), 1, "a permanent rejection is tried once");
+    assert!(out.stdout.contains("remote: remote says no: policy"), "{}", out.stdout);
+    assert!(out.stderr.contains("refused the push") && out.stderr.contains("pre-receive hook declined"));
+    assert!(out.stderr.contains("remote: remote says no: policy"), "{}", out.stderr);
+    assert!(!out.stderr.contains("another machine") && !out.stderr.contains("after"), "{}", out.stderr);
+
+    let out = a.boulder(&["push", "--json"]).code(1);
+    let j = out.json();
+    assert_eq!(j["refused_by_server"], true, "{j}");
+    assert_eq!(j["rounds"], 0, "{j}");
+    assert!(j["remote_messages"].to_string().contains("remote says no: policy"), "{j}");
+    assert_eq!(r.attempts(), 2);
+
+    let out = a.boulder(&["sync"]).code(1);
+    assert!(out.stderr.contains("remote: remote says no: policy"), "{}", out.stderr);
+    assert_eq!(r.attempts(), 3);
+    assert!(!r.refs(&a).contains("refs/boulder"));
+}
+
+#[test]
+fn an_update_hook_refusing_one_ref_names_it_and_the_rest_is_pushed() {
+    let r = remote();
+    r.hook("update", "case \"$1\" in refs/boulder/prd) echo \"no PRD records here: $1\" >&2; exit 1;; esac\nexit 0");
+    let a = r.machine("alpha");
+    a.boulder(&["stream", "init", "auth"]).ok();
+    a.boulder(&["prd", "done", "US-001"]).ok();
+    let out = a.boulder(&["push"]).code(1);
+    assert!(out.stderr.contains("refs/boulder/prd [remote rejected] (hook declined)"), "{}", out.stderr);
+    assert!(out.stderr.contains("remote: no PRD records here: refs/boulder/prd"), "{}", out.stderr);
+    let prd_tries = std::fs::read_to_string(r.attempts_path())
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("refs/boulder/prd "))
+        .count();
+    assert_eq!(prd_tries, 1, "the refused ref is not pushed again");
+    let on_remote = r.refs(&a);
+    assert!(on_remote.contains("refs/boulder/streams/auth") && !on_remote.contains("refs/boulder/prd"), "{on_remote}");
+}
+
+#[test]
+fn a_lost_race_is_still_pulled_merged_and_retried() {
+    let r = remote();
+    // A hook that accepts everything but counts: the race is not mistaken for a refusal.
+    r.hook("pre-receive", "exit 0");
+    let a = r.machine("alpha");
+    let b = r.machine("beta");
+    a.boulder(&["prd", "done", "US-001"]).ok();
+    b.boulder(&["prd", "done", "US-002"]).ok();
+    a.boulder(&["push"]).ok();
+    let j = b.boulder(&["push", "--json"]).ok().json();
+    assert!(j["rounds"].as_u64().unwrap() >= 1, "{j}");
+    assert!(j.get("refused_by_server").is_none(), "{j}");
+    a.boulder(&["pull"]).ok();
+    let done = a.git_out(&["cat-file", "-p", "refs/boulder/prd:state.json"]);
+    assert!(done.contains("US-001") && done.contains("US-002"), "{done}");
+}
