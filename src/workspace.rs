@@ -37,8 +37,54 @@ impl Workspace {
         })
     }
 
+    /// In a bare repository, the commit the plan is read from and its branch: the tip of HEAD's
+    /// branch (the repository's default branch); when the plan there names another
+    /// `settings.base_branch` that exists, that branch's tip. `None` with a work tree, or when
+    /// there is no commit.
+    pub fn bare_source(&self) -> Result<Option<(gix::ObjectId, String)>> {
+        if !self.repo.is_bare() {
+            return Ok(None);
+        }
+        let (tip, name) = match self.repo.head_branch() {
+            Some(b) => match self.repo.branch_tip(&b)? {
+                Some(t) => (t, b),
+                None => return Ok(None),
+            },
+            None => match self.repo.ref_id("HEAD")? {
+                Some(t) => (t, "HEAD".to_string()),
+                None => return Ok(None),
+            },
+        };
+        let base = self
+            .repo
+            .file_at(tip, plan::PLAN_PATH)?
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|text| plan::parse(&text).ok())
+            .map(|p| p.settings.base_branch)
+            .filter(|b| *b != name);
+        if let Some(base) = base {
+            if let Some(t) = self.repo.branch_tip(&base)? {
+                return Ok(Some((t, base)));
+            }
+        }
+        Ok(Some((tip, name)))
+    }
+
+    /// The commit whose tree stands for the repository's files: HEAD, or in a bare repository
+    /// the base branch's tip (see [`Workspace::bare_source`]).
+    pub fn tree_commit(&self, plan: &Plan) -> Result<Option<gix::ObjectId>> {
+        if self.repo.is_bare() {
+            if let Some(t) = self.repo.branch_tip(&plan.settings.base_branch)? {
+                return Ok(Some(t));
+            }
+            return Ok(self.bare_source()?.map(|(t, _)| t));
+        }
+        self.repo.ref_id("HEAD")
+    }
+
     /// The text of the plan in force and where it came from: `--config PATH`, else the main
-    /// worktree's `.boulder/streams.yaml` on disk, else (bare repository) the file at HEAD's tip.
+    /// worktree's `.boulder/streams.yaml` on disk, else (bare repository) the file at the base
+    /// branch's tip ([`Workspace::bare_source`]).
     pub fn plan_text(&self) -> Result<(String, PlanSource)> {
         if let Some(path) = &self.config_override {
             let bytes = std::fs::read(path)
@@ -54,9 +100,10 @@ impl Workspace {
                 Err(e) => Err(Error::usage(format!("cannot read {}: {e}", path.display()))),
             };
         }
-        let head = self.repo.ref_id("HEAD")?.ok_or_else(|| no_plan("HEAD (the repository has no commits)"))?;
-        let bytes = self.repo.file_at(head, plan::PLAN_PATH)?.ok_or_else(|| no_plan("HEAD's tree"))?;
-        let label = format!("HEAD:{}", plan::PLAN_PATH);
+        let (tip, branch) =
+            self.bare_source()?.ok_or_else(|| no_plan("HEAD's branch (the repository has no commits)"))?;
+        let bytes = self.repo.file_at(tip, plan::PLAN_PATH)?.ok_or_else(|| no_plan(&format!("{branch}'s tree")))?;
+        let label = format!("{branch}:{}", plan::PLAN_PATH);
         Ok((utf8(bytes, &label)?, PlanSource { label }))
     }
 
@@ -90,6 +137,30 @@ impl Workspace {
         }
         let rel = plan.map(|p| p.prd.as_str()).unwrap_or(plan::DEFAULT_PRD);
         Ok(self.root()?.join(rel))
+    }
+
+    /// Read and parse the PRD: `explicit` or the plan's `prd` on disk ([`Workspace::prd_path`]),
+    /// or in a bare repository (nothing explicit) the file at the base branch's tip.
+    pub fn load_prd(&self, plan: Option<&Plan>, explicit: Option<&Path>) -> Result<(String, Prd)> {
+        if explicit.is_some() || !self.repo.is_bare() {
+            return load_prd(&self.prd_path(plan, explicit)?);
+        }
+        let rel = plan.map(|p| p.prd.as_str()).unwrap_or(plan::DEFAULT_PRD);
+        let tip = match plan {
+            Some(p) => self.tree_commit(p)?,
+            None => self.bare_source()?.map(|(t, _)| t),
+        };
+        let bytes = match tip {
+            Some(t) => self.repo.file_at(t, rel)?,
+            None => None,
+        };
+        let branch = plan.map(|p| p.settings.base_branch.clone()).unwrap_or_else(|| "HEAD".into());
+        let label = format!("{branch}:{rel}");
+        let bytes = bytes.ok_or_else(|| {
+            Error::usage(format!("cannot read the PRD {label}: not found"))
+                .hint("set `prd:` in .boulder/streams.yaml to your PRD's path, or pass --prd PATH")
+        })?;
+        parse_prd(bytes, &label, rel)
     }
 
     /// The worktree path of a stream, always computed locally from the plan.
@@ -130,14 +201,14 @@ impl Workspace {
 
     /// The PRD as the stream sees it, when its worktree or branch has one.
     fn stream_prd(&self, plan: &Plan, stream: &StreamDef) -> Result<Option<Prd>> {
-        let Ok(root) = self.root() else { return Ok(None) };
-        let wt_file = self.worktree_path(plan, &stream.name)?.join(&plan.prd);
-        if let Ok(bytes) = std::fs::read(&wt_file) {
-            if let Ok(text) = String::from_utf8(bytes) {
-                return Ok(prd::parse(&plan.prd, &text).ok());
+        // A bare repository has no worktrees: only the branch tip.
+        if let Ok(wt) = self.worktree_path(plan, &stream.name) {
+            if let Ok(bytes) = std::fs::read(wt.join(&plan.prd)) {
+                if let Ok(text) = String::from_utf8(bytes) {
+                    return Ok(prd::parse(&plan.prd, &text).ok());
+                }
             }
         }
-        let _ = root;
         if let Some(tip) = self.repo.branch_tip(&stream.branch)? {
             if let Some(bytes) = self.repo.file_at(tip, &plan.prd)? {
                 if let Ok(text) = String::from_utf8(bytes) {
@@ -159,10 +230,15 @@ pub fn load_prd(path: &Path) -> Result<(String, Prd)> {
             err
         }
     })?;
-    let label = path.display().to_string();
-    let text = utf8(bytes, &label)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let prd = prd::parse(&name, &text)
+    parse_prd(bytes, &path.display().to_string(), &name)
+}
+
+/// Parse PRD bytes read from `label` (a path, or `branch:path`); `name` is the file's name.
+fn parse_prd(bytes: Vec<u8>, label: &str, name: &str) -> Result<(String, Prd)> {
+    let text = utf8(bytes, label)?;
+    let name = name.rsplit('/').next().unwrap_or(name);
+    let prd = prd::parse(name, &text)
         .map_err(|e| Error::usage(format!("{label}: {e}")).hint("fix the PRD at the place named"))?;
     Ok((text, prd))
 }

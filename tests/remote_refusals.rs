@@ -184,3 +184,88 @@ fn a_lost_race_is_still_pulled_merged_and_retried() {
     let done = a.git_out(&["cat-file", "-p", "refs/boulder/prd:state.json"]);
     assert!(done.contains("US-001") && done.contains("US-002"), "{done}");
 }
+
+/// A bare clone of a repository whose default branch is `trunk` and whose plan on `trunk` names
+/// `develop` as the base; `develop` has a plan of its own (two streams) and a PRD with a third story.
+fn bare_with_base_elsewhere() -> (TestRepo, PathBuf) {
+    let plan_trunk = "version: 1\nstreams:\n  auth:\n    stories: [US-001]\n    paths: [src/auth/**]\nsettings:\n  base_branch: develop\n";
+    let src = TestRepo::empty();
+    src.git(&["checkout", "-q", "-b", "trunk"]).ok();
+    src.write(".agents/tasks/prd.md", PRD);
+    src.write(".boulder/streams.yaml", plan_trunk);
+    src.write("src/auth/mod.rs", "// auth\n");
+    src.commit_all("trunk");
+    src.git(&["checkout", "-q", "-b", "develop"]).ok();
+    let prd3 = format!("{PRD}\n### [x] US-003: Docs\nIn `docs/guide.md`.\n");
+    src.write(".agents/tasks/prd.md", &prd3);
+    let plan_develop = format!(
+        "version: 1\nstreams:\n  auth:\n    stories: [US-001]\n    paths: [src/auth/**]\n  docs:\n    stories: [US-003]\n    paths: [docs/**]\nsettings:\n  base_branch: develop\n"
+    );
+    src.write(".boulder/streams.yaml", &plan_develop);
+    src.write("docs/index.md", "# docs\n");
+    src.commit_all("develop");
+    src.git(&["checkout", "-q", "trunk"]).ok();
+    let bare = src.tmp.path().join("bare.git");
+    src.git(&["clone", "-q", "--bare", src.dir.to_str().unwrap(), bare.to_str().unwrap()]).ok();
+    assert_eq!(src.git_in(&bare, &["symbolic-ref", "HEAD"]).ok().stdout.trim(), "refs/heads/trunk");
+    (src, bare)
+}
+
+#[test]
+fn a_bare_repository_reads_the_plan_and_prd_from_the_base_branch_tip() {
+    let (src, bare) = bare_with_base_elsewhere();
+    let j = src.boulder_in(&bare, &["stream", "validate", "--json"]).ok().json();
+    assert_eq!(j["ok"], true, "{j}");
+    assert_eq!(j["streams"], 2, "the plan on develop, not trunk's: {j}");
+
+    let j = src.boulder_in(&bare, &["status", "--json"]).ok().json();
+    let names: Vec<&str> = j["streams"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["auth", "docs"], "{j}");
+
+    let out = src.boulder_in(&bare, &["prd", "show"]).ok();
+    assert!(out.stdout.contains("US-003") && out.stdout.contains("1/3 done"), "{}", out.stdout);
+    let out = src.boulder_in(&bare, &["prd", "show", "--stream", "docs"]).ok();
+    assert!(out.stdout.contains("US-003") && !out.stdout.contains("US-001"), "{}", out.stdout);
+
+    // Without a plan of its own naming another base, HEAD's branch is the source.
+    src.git_in(&bare, &["update-ref", "-d", "refs/heads/develop"]).ok();
+    let j = src.boulder_in(&bare, &["stream", "validate", "--json"]).ok().json();
+    assert_eq!(j["streams"], 1, "{j}");
+    let out = src.boulder_in(&bare, &["prd", "show"]).ok();
+    assert!(!out.stdout.contains("US-003"), "{}", out.stdout);
+}
+
+fn suggest_base(repo: &TestRepo, dir: &std::path::Path) -> String {
+    let out = repo.boulder_in(dir, &["stream", "suggest"]).ok();
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("base_branch:"))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    line.trim_start().trim_start_matches("base_branch:").trim().to_string()
+}
+
+#[test]
+fn stream_suggest_proposes_the_real_default_branch() {
+    // A clone whose remote's default branch is trunk, checked out on a feature branch.
+    let src = TestRepo::empty();
+    src.git(&["checkout", "-q", "-b", "trunk"]).ok();
+    src.write(".agents/tasks/prd.md", PRD);
+    src.commit_all("init");
+    let clone = src.tmp.path().join("clone");
+    src.git(&["clone", "-q", src.dir.to_str().unwrap(), clone.to_str().unwrap()]).ok();
+    src.git_in(&clone, &["switch", "-q", "-c", "feature"]).ok();
+    assert_eq!(suggest_base(&src, &clone), "trunk");
+
+    // No remote: the current branch of the main worktree, also asked from a linked worktree, and
+    // a plan that does not set base_branch does not make it `main`.
+    src.git(&["checkout", "-q", "-b", "dev"]).ok();
+    src.write(".boulder/streams.yaml", "version: 1\nstreams:\n  auth:\n    stories: [US-001]\n");
+    assert_eq!(suggest_base(&src, &src.dir), "dev");
+    let wt = src.tmp.path().join("wt");
+    src.git(&["worktree", "add", "-q", "-b", "side", wt.to_str().unwrap()]).ok();
+    assert_eq!(suggest_base(&src, &wt), "dev");
+    // A plan that sets it explicitly keeps it.
+    src.write(".boulder/streams.yaml", "version: 1\nstreams: {}\nsettings:\n  base_branch: trunk\n");
+    assert_eq!(suggest_base(&src, &src.dir), "trunk");
+}

@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::error::{Error, Result};
 use crate::prd::{Prd, Status, Story};
 use crate::state::{PrdState, Store, PRD_REF};
-use crate::workspace::{load_prd, Workspace};
+use crate::workspace::Workspace;
 
 #[derive(Debug, Subcommand)]
 pub enum PrdCommand {
@@ -64,8 +64,7 @@ fn stories(ws: &Workspace, args: &ShowArgs) -> Result<(Prd, Vec<Story>)> {
         (None, Err(e)) if args.prd.is_none() && !e.message.starts_with("no stream plan") => return Err(e),
         (None, Err(_)) => None,
     };
-    let path = ws.prd_path(plan.as_ref(), args.prd.as_deref())?;
-    let (_, prd) = load_prd(&path)?;
+    let (_, prd) = ws.load_prd(plan.as_ref(), args.prd.as_deref())?;
     let done = ws.recorded_done()?;
     let list = match (&args.stream, &plan) {
         (Some(name), Some(plan)) => {
@@ -164,14 +163,17 @@ fn next(ws: &Workspace, args: ShowArgs) -> Result<()> {
 
 fn done(ws: &Workspace, args: DoneArgs) -> Result<()> {
     let plan = ws.plan().ok();
-    let path = ws.prd_path(plan.as_ref(), args.prd.as_deref())?;
-    let (_, prd) = load_prd(&path)?;
+    let (_, prd) = ws.load_prd(plan.as_ref(), args.prd.as_deref())?;
+    let place = match ws.prd_path(plan.as_ref(), args.prd.as_deref()) {
+        Ok(path) => path.display().to_string(),
+        Err(_) => "the PRD".to_string(),
+    };
     let unknown: Vec<&String> = args.ids.iter().filter(|id| prd.story(id).is_none()).collect();
     if !unknown.is_empty() {
         return Err(Error::usage(format!(
             "no story {} in {}",
             unknown.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", "),
-            path.display()
+            place
         ))
         .hint("see the ids with `git boulder prd show`"));
     }

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use crate::error::Result;
 use crate::status::{ago, collect};
-use crate::workspace::{load_prd, Workspace};
+use crate::workspace::Workspace;
 
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
@@ -20,7 +20,7 @@ pub fn run(ws: &Workspace, args: StatusArgs) -> Result<()> {
     if let Err(e) = crate::sync::absorb_pending(&ws.repo) {
         eprintln!("warning: {}", e.message);
     }
-    let prd = match load_prd(&ws.prd_path(Some(&plan), None)?) {
+    let prd = match ws.load_prd(Some(&plan), None) {
         Ok((_, prd)) => Some(prd),
         Err(e) => {
             eprintln!("warning: {}; progress counts only `prd done` records", e.message);

@@ -288,10 +288,14 @@ fn suggest(ws: &Workspace, args: SuggestArgs) -> Result<()> {
     let (_, prd) = load_prd(&prd_path)?;
     let root = ws.root()?;
     let prd_rel = prd_path.strip_prefix(root).unwrap_or(&prd_path).to_string_lossy().replace('\\', "/");
+    // The base: what an existing plan sets explicitly, else the repository's real default branch.
+    let explicit =
+        ws.plan_text().is_ok_and(|(text, _)| text.lines().any(|l| l.trim_start().starts_with("base_branch:")));
     let base = existing
         .as_ref()
+        .filter(|_| explicit)
         .map(|p| p.settings.base_branch.clone())
-        .or_else(|| ws.repo.head_branch())
+        .or_else(|| default_branch(&ws.repo))
         .unwrap_or_else(|| "main".into());
     let text = crate::suggest::propose(&prd, &prd_rel, &base);
     if !args.write {
@@ -308,11 +312,29 @@ fn suggest(ws: &Workspace, args: SuggestArgs) -> Result<()> {
     Ok(())
 }
 
+/// The repository's default branch: the branch `origin/HEAD` names (the remote's default, as
+/// `git clone` records it), else the branch checked out in the main worktree.
+fn default_branch(repo: &crate::git::Repo) -> Option<String> {
+    if let Ok(Some(r)) = repo.repo.try_find_reference("refs/remotes/origin/HEAD") {
+        if let gix::refs::TargetRef::Symbolic(name) = r.target() {
+            if let Some(b) =
+                std::str::from_utf8(name.as_bstr().as_ref()).ok().and_then(|n| n.strip_prefix("refs/remotes/origin/"))
+            {
+                if b != "HEAD" && !b.is_empty() {
+                    return Some(b.to_string());
+                }
+            }
+        }
+    }
+    // HEAD of the main worktree lives in the common dir (a linked worktree has its own).
+    let head = std::fs::read_to_string(repo.common_dir.join("HEAD")).ok()?;
+    head.trim().strip_prefix("ref:")?.trim().strip_prefix("refs/heads/").map(str::to_owned)
+}
+
 fn validate(ws: &Workspace, args: ValidateArgs) -> Result<()> {
     let plan = ws.plan()?;
     let mut findings = Vec::new();
-    let prd_path = ws.prd_path(Some(&plan), None)?;
-    let ids = match load_prd(&prd_path) {
+    let ids = match ws.load_prd(Some(&plan), None) {
         Ok((_, prd)) => Some(prd.stories.iter().map(|s| s.id.clone()).collect::<Vec<_>>()),
         Err(e) => {
             findings.push(plan::Finding {
@@ -324,7 +346,7 @@ fn validate(ws: &Workspace, args: ValidateArgs) -> Result<()> {
             None
         }
     };
-    let tree_paths = match ws.repo.ref_id("HEAD")? {
+    let tree_paths = match ws.tree_commit(&plan)? {
         Some(head) => ws.repo.tree_paths(head)?,
         None => Vec::new(),
     };
