@@ -80,20 +80,17 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
             let recorded = entry.map(|e| e.state.status).unwrap_or_default();
             let live = matches!(recorded.as_str(), "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED");
             match (git_has, elsewhere) {
-                (Some(w), _) if !w.missing => {
-                    if !live && recorded != "MERGED" {
-                        problems.push(Problem {
-                            area: "state",
-                            message: format!(
-                                "stream {}: git has its worktree at {} but state records {}",
-                                stream.name,
-                                path.display(),
-                                if recorded.is_empty() { "nothing" } else { &recorded }
-                            ),
-                            fix: format!("git boulder stream init {}", stream.name),
-                        });
-                    }
-                }
+                (Some(w), _) if !w.missing && !live && recorded != "MERGED" => problems.push(Problem {
+                    area: "state",
+                    message: format!(
+                        "stream {}: git has its worktree at {} but state records {}",
+                        stream.name,
+                        path.display(),
+                        if recorded.is_empty() { "nothing" } else { &recorded }
+                    ),
+                    fix: format!("git boulder stream init {}", stream.name),
+                }),
+                (Some(w), _) if !w.missing => {}
                 (_, Some(w)) => problems.push(Problem {
                     area: "worktree",
                     message: format!(

@@ -198,10 +198,8 @@ fn bare_with_base_elsewhere() -> (TestRepo, PathBuf) {
     src.git(&["checkout", "-q", "-b", "develop"]).ok();
     let prd3 = format!("{PRD}\n### [x] US-003: Docs\nIn `docs/guide.md`.\n");
     src.write(".agents/tasks/prd.md", &prd3);
-    let plan_develop = format!(
-        "version: 1\nstreams:\n  auth:\n    stories: [US-001]\n    paths: [src/auth/**]\n  docs:\n    stories: [US-003]\n    paths: [docs/**]\nsettings:\n  base_branch: develop\n"
-    );
-    src.write(".boulder/streams.yaml", &plan_develop);
+    let plan_develop = "version: 1\nstreams:\n  auth:\n    stories: [US-001]\n    paths: [src/auth/**]\n  docs:\n    stories: [US-003]\n    paths: [docs/**]\nsettings:\n  base_branch: develop\n";
+    src.write(".boulder/streams.yaml", plan_develop);
     src.write("docs/index.md", "# docs\n");
     src.commit_all("develop");
     src.git(&["checkout", "-q", "trunk"]).ok();
