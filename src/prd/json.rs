@@ -50,7 +50,8 @@ pub fn parse(text: &str) -> Result<Prd, PrdError> {
         .map(str::to_string);
     let spans = value_spans(body, key).unwrap_or_default();
     let offset = text.len() - body.len();
-    let mut stories = Vec::new();
+    let mut stories: Vec<Story> = Vec::new();
+    let mut first_at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut warnings = Vec::new();
     for (index, item) in obj[key].as_array().expect("checked above").iter().enumerate() {
         let Value::Object(s) = item else {
@@ -94,7 +95,7 @@ pub fn parse(text: &str) -> Result<Prd, PrdError> {
             Some(Value::Array(a)) => a.iter().filter_map(id_of).collect(),
             _ => Vec::new(),
         };
-        if let Some(first) = stories.iter().find(|x: &&Story| x.id == id) {
+        if let Some(first) = first_at.get(&id).map(|&i| &stories[i]) {
             let first = match first.span {
                 Span::Index { index } => index,
                 Span::Lines { start, .. } => start,
@@ -104,6 +105,7 @@ pub fn parse(text: &str) -> Result<Prd, PrdError> {
             ));
             continue;
         }
+        first_at.insert(id.clone(), stories.len());
         stories.push(Story {
             title: s.get("title").and_then(Value::as_str).unwrap_or_default().to_string(),
             status,
@@ -119,7 +121,7 @@ pub fn parse(text: &str) -> Result<Prd, PrdError> {
             id,
         });
     }
-    Ok(Prd { format, title, stories, warnings })
+    Ok(Prd { format, title, stories, warnings, by_id: Default::default() })
 }
 
 pub fn set_status(text: &str, format: Format, story: &Story, status: Status) -> Result<String, PrdError> {
