@@ -24,6 +24,7 @@ pub mod state;
 pub mod status;
 pub mod suggest;
 pub mod sync;
+pub mod text;
 pub mod time;
 pub mod trace;
 pub mod workspace;

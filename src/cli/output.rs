@@ -27,6 +27,10 @@ pub fn table(
     colour: impl Fn(usize, &str) -> Option<&'static str>,
 ) -> Result<()> {
     let on = color_stdout();
+    // Cells carry titles, names and remote text: one line each, no control character.
+    let rows: Vec<Vec<String>> =
+        rows.iter().map(|r| r.iter().map(|c| crate::text::inert(c).into_owned()).collect()).collect();
+    let rows = &rows;
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {

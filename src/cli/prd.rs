@@ -148,9 +148,16 @@ fn next(ws: &Workspace, args: ShowArgs) -> Result<()> {
     }
     match story {
         Some(s) => {
-            writeln!(out, "{}: {} [{}] ({remaining} of {} open)", s.id, s.title, s.status.as_str(), list.len())?;
+            writeln!(
+                out,
+                "{}: {} [{}] ({remaining} of {} open)",
+                crate::text::inert(&s.id),
+                crate::text::inert(&s.title),
+                s.status.as_str(),
+                list.len()
+            )?;
             writeln!(out)?;
-            out.write_all(s.text.as_bytes())?;
+            out.write_all(crate::text::inert_lines(&s.text).as_bytes())?;
             if !s.text.ends_with('\n') {
                 writeln!(out)?;
             }
