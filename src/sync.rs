@@ -102,10 +102,32 @@ fn validate_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), Stri
         if ours_all.get(&object) == Some(&blob) {
             continue;
         }
+        // The size from the object header first: a fetched note is never read whole when too large.
+        let size = g.find_header(blob).map_err(|e| format!("the note of {object}: {e}"))?.size();
+        if size > notes::MAX_NOTE_BYTES {
+            return Err(format!(
+                "the note of {object} is {size} bytes, more than the limit of {}",
+                notes::MAX_NOTE_BYTES
+            ));
+        }
         let data = g.find_object(blob).map_err(|e| format!("the note of {object}: {e}"))?.detach().data;
         notes::check(&data).map_err(|e| format!("the note of {object} {e}"))?;
     }
     Ok(())
+}
+
+/// Why a fetched op-log whose state records another name than its ref's is refused, if it does.
+fn misnamed(recorded: Option<String>, refname: &str, what: &str) -> Option<String> {
+    recorded
+        .filter(|r| r != refname)
+        .map(|r| format!("its state records {what} {:?}, not {refname:?} as its ref name says", crate::text::inert(&r)))
+}
+
+/// Most refs one pull (or one absorb of fetched refs) takes in; the rest are refused by name.
+pub const MAX_REFS_PER_PULL: usize = 10_000;
+
+fn over_limit(name: &str) -> RefOutcome {
+    outcome(name, "refused", Some(format!("more than {MAX_REFS_PER_PULL} refs in one pull; not taken")))
 }
 
 /// Bring one fetched ref in. `Ok(None)` for a ref that is not git-boulder's.
@@ -123,6 +145,9 @@ fn absorb_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: Objec
     match t {
         Target::Stream(n) => {
             let name = state::stream_ref(&n);
+            if let Some(why) = misnamed(store.entry::<StreamState>(id).ok().and_then(|e| e.state.name), &n, "stream") {
+                return Ok(Some(outcome(&name, "refused", Some(why))));
+            }
             match store.absorb::<StreamState>(&name, id) {
                 Ok(a) => Ok(Some(outcome(&name, word(a), None))),
                 Err(e) => refused(&name, e),
@@ -130,6 +155,9 @@ fn absorb_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: Objec
         }
         Target::Boulder(n) => {
             let name = state::boulder_ref(&n);
+            if let Some(why) = misnamed(store.entry::<BoulderState>(id).ok().and_then(|e| e.state.id), &n, "boulder") {
+                return Ok(Some(outcome(&name, "refused", Some(why))));
+            }
             match store.absorb::<BoulderState>(&name, id) {
                 Ok(a) => Ok(Some(outcome(&name, word(a), None))),
                 Err(e) => refused(&name, e),
@@ -186,10 +214,14 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
     let mut report = PullReport { remote: remote.given.clone(), refs: Vec::new() };
     let mut claims_seen = Vec::new();
     for (n, f) in fetched.iter().enumerate() {
-        crate::progress::show(&format!("merging {}/{} {}", n + 1, fetched.len(), f.remote_ref));
         if let Some(Target::Claim(s)) = target(&f.remote_ref) {
             claims_seen.push(s);
         }
+        if n >= MAX_REFS_PER_PULL {
+            report.refs.push(over_limit(&f.remote_ref));
+            continue;
+        }
+        crate::progress::show(&format!("merging {}/{} {}", n + 1, fetched.len(), f.remote_ref));
         if let Some(o) = absorb_one(repo, &store, &remote.key, &f.remote_ref, f.id)? {
             report.refs.push(o);
         }
@@ -335,8 +367,14 @@ pub fn absorb_pending(repo: &Repo) -> Result<Vec<RefOutcome>> {
     let seen = load_absorbed(repo);
     let mut out = Vec::new();
     let mut done: BTreeMap<String, Vec<(String, ObjectId)>> = BTreeMap::new();
+    let mut taken = 0usize;
     for (name, id) in tracked {
         if seen.get(&name).map(String::as_str) == Some(id.to_string().as_str()) {
+            continue;
+        }
+        taken += 1;
+        if taken > MAX_REFS_PER_PULL {
+            out.push(over_limit(&name));
             continue;
         }
         let Some(rest) = name.strip_prefix("refs/boulder-remotes/") else { continue };

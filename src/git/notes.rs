@@ -256,11 +256,14 @@ pub fn all(repo: &gix::Repository, commit: ObjectId) -> Result<BTreeMap<ObjectId
     Ok(out)
 }
 
+/// Largest note git-boulder reads from a fetched notes ref.
+pub const MAX_NOTE_BYTES: u64 = 64 * 1024;
+
 /// Check a note's bytes as git-boulder writes them: at most 64 KiB of UTF-8, one JSON object per
 /// non-empty line, each with a string `stream`. Pure, so notes fetched from anywhere can be checked
 /// (and fuzzed). The error completes "the note of <commit> …".
 pub fn check(data: &[u8]) -> std::result::Result<(), String> {
-    if data.len() > 64 * 1024 {
+    if data.len() as u64 > MAX_NOTE_BYTES {
         return Err("is larger than 64 KiB".into());
     }
     let text = std::str::from_utf8(data).map_err(|_| "is not UTF-8".to_string())?;
