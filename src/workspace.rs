@@ -165,7 +165,45 @@ impl Workspace {
 
     /// The worktree path of a stream, always computed locally from the plan.
     pub fn worktree_path(&self, plan: &Plan, stream: &str) -> Result<PathBuf> {
-        Ok(self.root()?.join(&plan.settings.worktree_dir).join(stream))
+        Ok(self.worktree_dir(plan)?.join(stream))
+    }
+
+    /// The folder stream worktrees go in: `settings.worktree_dir` against the main worktree. It
+    /// must resolve (symlinks followed) inside the main worktree's folder, or inside its parent
+    /// folder but not in a hidden folder there (`../repo-worktrees`, the sibling layout), unless
+    /// the user's own `git config boulder.worktreeRoot` names a folder that holds it.
+    pub fn worktree_dir(&self, plan: &Plan) -> Result<PathBuf> {
+        let root = self.root()?;
+        let dir = root.join(&plan.settings.worktree_dir);
+        let real = resolve(&dir);
+        let real_root = resolve(root);
+        if real.starts_with(&real_root) {
+            return Ok(dir);
+        }
+        if let Some(below) = real_root.parent().and_then(|p| real.strip_prefix(p).ok()) {
+            if !below.components().any(|c| c.as_os_str().to_string_lossy().starts_with('.')) {
+                return Ok(dir);
+            }
+        }
+        if let Some(allowed) = self.repo.config_string("boulder.worktreeRoot").filter(|v| !v.is_empty()) {
+            let allowed = match allowed.strip_prefix("~/") {
+                Some(rest) => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(rest),
+                None => root.join(allowed),
+            };
+            if real.starts_with(resolve(&allowed)) {
+                return Ok(dir);
+            }
+        }
+        let parent = real_root.parent().unwrap_or(&real_root);
+        Err(Error::usage(format!(
+            "settings.worktree_dir {:?} resolves to {}: worktrees must stay inside the repository's folder {} or beside it in {} (not in a hidden folder)",
+            crate::text::inert(&plan.settings.worktree_dir),
+            real.display(),
+            real_root.display(),
+            parent.display()
+        ))
+        .hint("use a folder inside the repository (default .boulder/worktrees) or beside it (../NAME-worktrees)")
+        .hint("to keep worktrees elsewhere, name that place in your own git config: git config boulder.worktreeRoot PATH"))
     }
 
     /// Story ids recorded done with `git boulder prd done`.
@@ -241,6 +279,40 @@ fn parse_prd(bytes: Vec<u8>, label: &str, name: &str) -> Result<(String, Prd)> {
     let prd = prd::parse(name, &text)
         .map_err(|e| Error::usage(format!("{label}: {e}")).hint("fix the PRD at the place named"))?;
     Ok((text, prd))
+}
+
+/// `path` made absolute with every symlink in it resolved, component by component (`..` after a
+/// symlink goes to the parent of its target, as the OS would); the part that does not exist yet
+/// is taken by name.
+fn resolve(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().map(|c| c.join(path)).unwrap_or_else(|_| path.to_path_buf())
+    };
+    let mut out = PathBuf::new();
+    let mut real = true;
+    for c in abs.components() {
+        match c {
+            Component::Prefix(_) | Component::RootDir => out.push(c),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+                real = std::fs::symlink_metadata(&out).is_ok();
+            }
+            Component::Normal(name) => {
+                out.push(name);
+                if real {
+                    match std::fs::canonicalize(&out) {
+                        Ok(r) => out = r,
+                        Err(_) => real = false,
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 fn utf8(bytes: Vec<u8>, label: &str) -> Result<String> {
