@@ -27,6 +27,7 @@ pub mod sync;
 pub mod text;
 pub mod time;
 pub mod trace;
+pub mod trust;
 pub mod workspace;
 pub mod worktree;
 

@@ -32,6 +32,11 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
     let recorded = store.read::<StreamState>(&sref)?;
     let recorded_live = recorded.as_ref().is_some_and(|e| is_live(&e.state.status));
     let mut changes = Vec::new();
+    // Setup runs unless the stream is already initialized; refuse before anything changes when
+    // its command is not trusted on this machine.
+    if !(recorded_live && path.join(".git").exists()) {
+        crate::trust::require(repo, plan, "stream init", &[crate::trust::SETUP.to_string()])?;
+    }
 
     let _guard = lock::acquire(repo, &format!("stream-{}", stream.name), false, "stream init")?;
     let from = match repo.branch_tip(&stream.branch)? {

@@ -220,14 +220,15 @@ fn run_loop(ws: &Workspace, args: RunArgs) -> Result<()> {
         max_failures: args.max_failures.unwrap_or(b.max_failures).max(1),
         command: args.command,
     };
-    let outcome = crate::runloop::run(ws, &plan, stream, &opts, |line| eprintln!("{line}"))?;
+    let outcome =
+        crate::runloop::run(ws, &plan, stream, &opts, |line| eprintln!("{}", crate::text::inert_lines(line)))?;
     writeln!(
         std::io::stdout().lock(),
         "{}: {} after {} iteration(s) ({})",
         stream.name,
         outcome.status,
         outcome.iterations,
-        outcome.reason
+        crate::text::inert(&outcome.reason)
     )?;
     if outcome.status == "FAILED" {
         return Err(Error::refused(format!("stream {} failed: {}", stream.name, outcome.reason)));
@@ -308,6 +309,8 @@ fn suggest(ws: &Workspace, args: SuggestArgs) -> Result<()> {
             .hint("pass --force to overwrite it, or run without --write to see the proposal"));
     }
     crate::fsutil::write_atomic(&target, text.as_bytes())?;
+    // Written here by the user through git-boulder: its commands are theirs.
+    crate::trust::trust_written(&ws.repo, &text)?;
     eprintln!("wrote {}; check it with `git boulder stream validate`", plan::PLAN_PATH);
     Ok(())
 }
@@ -351,6 +354,10 @@ fn validate(ws: &Workspace, args: ValidateArgs) -> Result<()> {
         None => Vec::new(),
     };
     findings.extend(plan::validate(&plan, ids.as_deref(), &tree_paths));
+    if let Err(e) = ws.worktree_dir(&plan) {
+        let hint = Some(e.hints.join("; "));
+        findings.push(plan::Finding { severity: Severity::Error, code: "worktree_dir", message: e.message, hint });
+    }
     let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
     let mut out = std::io::stdout().lock();
     if args.json {
