@@ -168,7 +168,8 @@ impl Workspace {
         Ok(self.worktree_dir(plan)?.join(stream))
     }
 
-    /// The folder stream worktrees go in: `settings.worktree_dir` against the main worktree. It
+    /// The folder stream worktrees go in (absolute, symlinks resolved): `settings.worktree_dir`
+    /// against the main worktree. It
     /// must resolve (symlinks followed) inside the main worktree's folder, or inside its parent
     /// folder but not in a hidden folder there (`../repo-worktrees`, the sibling layout), unless
     /// the user's own `git config boulder.worktreeRoot` names a folder that holds it.
@@ -178,11 +179,11 @@ impl Workspace {
         let real = resolve(&dir);
         let real_root = resolve(root);
         if real.starts_with(&real_root) {
-            return Ok(dir);
+            return Ok(real);
         }
         if let Some(below) = real_root.parent().and_then(|p| real.strip_prefix(p).ok()) {
             if !below.components().any(|c| c.as_os_str().to_string_lossy().starts_with('.')) {
-                return Ok(dir);
+                return Ok(real);
             }
         }
         if let Some(allowed) = self.repo.config_string("boulder.worktreeRoot").filter(|v| !v.is_empty()) {
@@ -191,7 +192,7 @@ impl Workspace {
                 None => root.join(allowed),
             };
             if real.starts_with(resolve(&allowed)) {
-                return Ok(dir);
+                return Ok(real);
             }
         }
         let parent = real_root.parent().unwrap_or(&real_root);

@@ -66,8 +66,24 @@ pub fn table(
 
 /// Print a value as pretty JSON with a trailing newline.
 pub fn json(out: &mut impl Write, value: &impl serde::Serialize) -> Result<()> {
-    serde_json::to_writer_pretty(&mut *out, value).map_err(|e| crate::Error::internal(format!("JSON output: {e}")))?;
-    writeln!(out)?;
+    let text = serde_json::to_string_pretty(value).map_err(|e| crate::Error::internal(format!("JSON output: {e}")))?;
+    // serde_json escapes C0 controls; C1 controls and bidirectional overrides (which can only
+    // occur inside strings) are escaped here too, so the output is inert on any terminal.
+    let active = |c: char| matches!(c, '\u{7f}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    let text = if text.contains(active) {
+        let mut escaped = String::with_capacity(text.len() + 16);
+        for c in text.chars() {
+            if active(c) {
+                escaped.push_str(&format!("\\u{:04x}", c as u32));
+            } else {
+                escaped.push(c);
+            }
+        }
+        escaped
+    } else {
+        text
+    };
+    writeln!(out, "{text}")?;
     Ok(())
 }
 
