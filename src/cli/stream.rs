@@ -354,7 +354,7 @@ fn validate(ws: &Workspace, args: ValidateArgs) -> Result<()> {
         None => Vec::new(),
     };
     findings.extend(plan::validate(&plan, ids.as_deref(), &tree_paths));
-    if let Err(e) = ws.worktree_dir(&plan) {
+    if let (Ok(_), Err(e)) = (ws.root(), ws.worktree_dir(&plan)) {
         let hint = Some(e.hints.join("; "));
         findings.push(plan::Finding { severity: Severity::Error, code: "worktree_dir", message: e.message, hint });
     }

@@ -41,7 +41,7 @@ pub fn run(name: &str, args: &[String]) -> Result<i32> {
         Ok(code) => Ok(code),
         Err(e) => {
             // Never break the user's git command over an internal problem.
-            eprintln!("git-boulder {name} hook: {} (git continues)", e.message);
+            eprintln!("git-boulder {name} hook: {} (git continues)", crate::text::inert_lines(&e.message));
             Ok(0)
         }
     }
