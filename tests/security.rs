@@ -294,11 +294,20 @@ fn a_pull_that_meets_a_50_mb_state_stays_small() {
     std::fs::write(&big, text).unwrap();
     let op = br#"{"v":1,"kind":"status","lamport":1,"at":"2026-01-01T00:00:00Z","actor":"m","data":{}}"#;
     op_commit(&origin, "refs/boulder/streams/big", op, &big);
+    // A small tip over a parent commit whose message is 50 MB.
+    let msg = origin.tmp.path().join("big-message.txt");
+    std::fs::write(&msg, "m".repeat(50 * 1024 * 1024)).unwrap();
+    let tree = origin.git_out(&["rev-parse", "refs/boulder/streams/big^{tree}"]);
+    let parent = origin.git_out(&["commit-tree", &tree, "-F", msg.to_str().unwrap()]);
+    let tip = origin.git_out(&["commit-tree", &tree, "-p", &parent, "-m", "op"]);
+    origin.git(&["update-ref", "refs/boulder/streams/bigmsg", &tip]).ok();
 
     let clone = clone_of(&origin);
     let (r, rss) = max_rss_kib(&clone, &["pull", "origin"]);
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
-    assert!(r.stdout.contains("refs/boulder/streams/big") && r.stdout.contains("more than the limit"), "{}", r.stdout);
+    assert!(r.stdout.contains("refs/boulder/streams/big:") && r.stdout.contains("more than the limit"), "{}", r.stdout);
+    assert!(r.stdout.contains(&format!("refs/boulder/streams/bigmsg: refs/boulder/streams/bigmsg: the fetched state is invalid and was not taken: commit {parent} is")), "{}", r.stdout);
+    eprintln!("max RSS of a pull meeting a 50 MB state.json and a 50 MB commit: {rss} KiB");
     assert!(rss < 40 * 1024, "max RSS {rss} KiB is over 40 MiB");
     assert!(clone.refs("refs/boulder/streams/").is_empty());
 }

@@ -503,6 +503,7 @@ impl<'r> Store<'r> {
     /// Like [`Store::validate_chain`], but trusting (not checking) what is reachable from
     /// `trusted`, e.g. the local tip before a pull.
     pub fn validate_since<S: State>(&self, tip: ObjectId, trusted: &[ObjectId]) -> std::result::Result<(), String> {
+        self.check_commit_sizes(tip, trusted)?;
         let walk = self
             .git()
             .rev_walk([tip])
@@ -573,6 +574,34 @@ impl<'r> Store<'r> {
                 }
                 n => return Err(format!("commit {id}: {n} parents; op-log commits have at most two")),
             }
+        }
+        Ok(())
+    }
+
+    /// Check from the object headers alone that everything `tip` adds over `trusted` is a commit
+    /// of at most [`MAX_COMMIT_BYTES`], before any walk reads those commits whole.
+    fn check_commit_sizes(&self, tip: ObjectId, trusted: &[ObjectId]) -> std::result::Result<(), String> {
+        let mut seen = HashSet::new();
+        let mut todo = vec![tip];
+        while let Some(id) = todo.pop() {
+            if trusted.contains(&id) || !seen.insert(id) {
+                continue;
+            }
+            if seen.len() > MAX_WALK {
+                return Err(format!("{tip}: more than {MAX_WALK} commits, too many to check"));
+            }
+            let header = self.git().find_header(id).map_err(|e| format!("commit {id}: {e}"))?;
+            if header.kind() != gix::objs::Kind::Commit {
+                return Err(format!("{id} is a {}, not an op commit", header.kind()));
+            }
+            if header.size() > MAX_COMMIT_BYTES {
+                return Err(format!(
+                    "commit {id} is {} bytes, more than the limit of {MAX_COMMIT_BYTES}",
+                    header.size()
+                ));
+            }
+            let commit = self.git().find_commit(id).map_err(|e| format!("commit {id}: {e}"))?;
+            todo.extend(commit.parent_ids().map(|p| p.detach()));
         }
         Ok(())
     }
