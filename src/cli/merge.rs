@@ -151,7 +151,7 @@ fn print(out: &mut impl Write, r: &Report, dry_run: bool) -> Result<()> {
         let lines: Vec<String> = r.ownership.iter().map(|v| format!("  {}", merge::violation_line(v))).collect();
         let text = format!("ownership: stream {} changes paths it does not own:\n{}", r.stream, lines.join("\n"));
         if dry_run {
-            writeln!(out, "{text}")?;
+            writeln!(out, "{}", crate::text::inert_lines(&text))?;
         } else {
             say(&text);
         }
