@@ -311,3 +311,32 @@ fn a_pull_that_meets_a_50_mb_state_stays_small() {
     assert!(rss < 40 * 1024, "max RSS {rss} KiB is over 40 MiB");
     assert!(clone.refs("refs/boulder/streams/").is_empty());
 }
+
+#[test]
+fn a_pull_takes_in_at_most_10000_refs() {
+    let origin = sample();
+    origin.boulder(&["stream", "init", "auth"]).ok();
+    // 10 001 stream refs (all the auth op-log, so each is refused as misnamed, cheaply).
+    let tip = origin.git_out(&["rev-parse", "refs/boulder/streams/auth"]);
+    let lines: String = (0..10_001).map(|i| format!("create refs/boulder/streams/s{i:05} {tip}\n")).collect();
+    let input = origin.tmp.path().join("refs.txt");
+    std::fs::write(&input, lines).unwrap();
+    let mut cmd = std::process::Command::new("git");
+    fixed_env(&mut cmd, &origin.home);
+    let st = cmd
+        .args(["update-ref", "--stdin"])
+        .current_dir(&origin.dir)
+        .stdin(std::fs::File::open(&input).unwrap())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let clone = clone_of(&origin);
+    let r = clone.boulder(&["pull", "origin", "--json"]).code(1);
+    let refs = r.json()["refs"].as_array().unwrap().clone();
+    let over: Vec<_> = refs
+        .iter()
+        .filter(|o| o["why"].as_str().is_some_and(|w| w.contains("more than 10000 refs in one pull")))
+        .collect();
+    assert_eq!(refs.len(), 10_001 + 2, "every fetched ref is reported");
+    assert_eq!(over.len(), 10_001 + 2 - 10_000, "{over:?}");
+}
