@@ -90,8 +90,65 @@ fn target(remote_ref: &str) -> Option<Target> {
     }
 }
 
+/// Most notes a fetched notes ref may hold.
+pub const MAX_NOTES: usize = 1_000_000;
+/// Largest tree object of a fetched notes ref read.
+const MAX_NOTES_TREE_BYTES: u64 = 8 * 1024 * 1024;
+/// Largest notes commit read.
+const MAX_NOTES_COMMIT_BYTES: u64 = 64 * 1024;
+
+/// Check from object headers, before anything is read whole, that a fetched notes ref is of
+/// bounded size: the commits it adds over ours, and the trees of its tip.
+fn bound_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), String> {
+    let g = &repo.repo;
+    let ours = repo.ref_id(NOTES_REF).ok().flatten();
+    let header = |id: ObjectId, kind: gix::objs::Kind, limit: u64| -> std::result::Result<(), String> {
+        let h = g.find_header(id).map_err(|e| format!("{id}: {e}"))?;
+        if h.kind() != kind {
+            return Err(format!("{id} is a {}, not a {kind}", h.kind()));
+        }
+        if h.size() > limit {
+            return Err(format!("{kind} {id} is {} bytes, more than the limit of {limit}", h.size()));
+        }
+        Ok(())
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut todo = vec![theirs];
+    while let Some(id) = todo.pop() {
+        if Some(id) == ours || !seen.insert(id) {
+            continue;
+        }
+        if seen.len() > state::store::MAX_WALK {
+            return Err(format!("more than {} notes commits", state::store::MAX_WALK));
+        }
+        header(id, gix::objs::Kind::Commit, MAX_NOTES_COMMIT_BYTES)?;
+        let commit = g.find_commit(id).map_err(|e| format!("{id}: {e}"))?;
+        todo.extend(commit.parent_ids().map(|p| p.detach()));
+    }
+    let tip = g.find_commit(theirs).map_err(|e| format!("{theirs}: {e}"))?;
+    let mut trees = vec![tip.tree_id().map_err(|e| format!("{theirs}: {e}"))?.detach()];
+    let mut notes = 0usize;
+    while let Some(t) = trees.pop() {
+        header(t, gix::objs::Kind::Tree, MAX_NOTES_TREE_BYTES)?;
+        let tree = g.find_tree(t).map_err(|e| format!("{t}: {e}"))?;
+        for e in tree.iter() {
+            let e = e.map_err(|e| format!("{t}: {e}"))?;
+            if e.mode().is_tree() {
+                trees.push(e.object_id());
+            } else {
+                notes += 1;
+            }
+        }
+        if notes > MAX_NOTES {
+            return Err(format!("more than {MAX_NOTES} notes"));
+        }
+    }
+    Ok(())
+}
+
 /// Check every note a fetched notes commit adds: UTF-8 JSON lines, each an object, small.
 fn validate_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), String> {
+    bound_notes(repo, theirs)?;
     let g = &repo.repo;
     let theirs_all = notes::all(g, theirs).map_err(|e| e.message)?;
     let ours_all = match repo.ref_id(NOTES_REF).ok().flatten() {

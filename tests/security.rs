@@ -301,15 +301,28 @@ fn a_pull_that_meets_a_50_mb_state_stays_small() {
     let parent = origin.git_out(&["commit-tree", &tree, "-F", msg.to_str().unwrap()]);
     let tip = origin.git_out(&["commit-tree", &tree, "-p", &parent, "-m", "op"]);
     origin.git(&["update-ref", "refs/boulder/streams/bigmsg", &tip]).ok();
+    // A notes ref whose commit is over the 64 KiB limit. (Kept small: the fetch itself reads a
+    // ref's tip commit whole, before git-boulder sees it.)
+    let notes_msg = origin.tmp.path().join("big-notes-message.txt");
+    std::fs::write(&notes_msg, "n".repeat(100 * 1024)).unwrap();
+    let empty = origin.git_out(&["hash-object", "-t", "tree", "-w", "/dev/null"]);
+    let notes = origin.git_out(&["commit-tree", &empty, "-F", notes_msg.to_str().unwrap()]);
+    origin.git(&["update-ref", "refs/notes/boulder", &notes]).ok();
 
     let clone = clone_of(&origin);
     let (r, rss) = max_rss_kib(&clone, &["pull", "origin"]);
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("refs/boulder/streams/big:") && r.stdout.contains("more than the limit"), "{}", r.stdout);
     assert!(r.stdout.contains(&format!("refs/boulder/streams/bigmsg: refs/boulder/streams/bigmsg: the fetched state is invalid and was not taken: commit {parent} is")), "{}", r.stdout);
-    eprintln!("max RSS of a pull meeting a 50 MB state.json and a 50 MB commit: {rss} KiB");
+    assert!(
+        r.stdout.contains(&format!("refs/notes/boulder: the fetched notes are invalid: commit {notes} is")),
+        "{}",
+        r.stdout
+    );
+    eprintln!("max RSS of a pull meeting a 50 MB state.json and a 50 MB op commit: {rss} KiB");
     assert!(rss < 40 * 1024, "max RSS {rss} KiB is over 40 MiB");
     assert!(clone.refs("refs/boulder/streams/").is_empty());
+    assert!(clone.refs("refs/notes/").is_empty());
 }
 
 #[test]
