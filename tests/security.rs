@@ -353,3 +353,20 @@ fn a_pull_takes_in_at_most_10000_refs() {
     assert_eq!(refs.len(), 10_001 + 2, "every fetched ref is reported");
     assert_eq!(over.len(), 10_001 + 2 - 10_000, "{over:?}");
 }
+
+#[test]
+fn trusted_setup_output_and_validate_findings_print_inert() {
+    let repo = sample();
+    let plan = repo
+        .read(".boulder/streams.yaml")
+        .replace("settings:\n", "settings:\n  setup: \"true '\\e]0;x\\a'\"\n")
+        .replace("[US-005]", "[US-005, \"US-\\e[2J9\"]");
+    repo.write(".boulder/streams.yaml", &plan);
+    repo.boulder(&["trust"]).ok();
+    let r = repo.boulder(&["stream", "init", "auth"]).ok();
+    inert(&r, "init with setup");
+    assert!(r.stdout.contains("ran setup: true '\\e]0;x\\x07'"), "{}", r.stdout);
+    let v = repo.boulder(&["stream", "validate"]).code(2);
+    inert(&v, "validate");
+    assert!(v.stdout.contains("lists stories the PRD lacks") && v.stdout.contains("[2J9"), "{}", v.stdout);
+}

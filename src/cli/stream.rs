@@ -190,10 +190,10 @@ fn init(ws: &Workspace, args: InitArgs) -> Result<()> {
         if report.changes.is_empty() {
             writeln!(out, "{}: already initialized at {} (nothing to do)", report.name, report.path.display())?;
         } else {
-            writeln!(out, "{}: {}", report.name, report.changes.join("; "))?;
+            writeln!(out, "{}: {}", report.name, crate::text::inert(&report.changes.join("; ")))?;
         }
         if let Some(e) = report.setup_failed {
-            writeln!(out, "{}: setup failed: {e} (the worktree is kept)", report.name)?;
+            writeln!(out, "{}: setup failed: {} (the worktree is kept)", report.name, crate::text::inert(&e))?;
             failed_setup.push(report.name);
         }
     }
@@ -277,7 +277,7 @@ fn cleanup(ws: &Workspace, args: CleanupArgs) -> Result<()> {
         if let Some(n) = r.note {
             what.push(n);
         }
-        writeln!(out, "{}: {}", r.name, what.join("; "))?;
+        writeln!(out, "{}: {}", r.name, crate::text::inert(&what.join("; ")))?;
     }
     Ok(())
 }
@@ -372,9 +372,9 @@ fn validate(ws: &Workspace, args: ValidateArgs) -> Result<()> {
                 Severity::Error => ("error", "31"),
                 Severity::Warning => ("warning", "33"),
             };
-            writeln!(out, "{}: {}", super::output::paint(on, code, label), f.message)?;
+            writeln!(out, "{}: {}", super::output::paint(on, code, label), crate::text::inert_lines(&f.message))?;
             if let Some(h) = &f.hint {
-                writeln!(out, "  hint: {h}")?;
+                writeln!(out, "  hint: {}", crate::text::inert_lines(h))?;
             }
         }
         let warnings = findings.len() - errors;
