@@ -118,6 +118,7 @@ fn copy_into_worktree_never_leaves_the_trees() {
         repo.write(".boulder/streams.yaml", &plan);
         let r = repo.boulder(&["stream", "init", "auth"]).code(2);
         assert!(r.stderr.contains("copy_into_worktree"), "{bad}: {}", r.stderr);
+        nothing_created(&repo);
         let wt = repo.dir.join(".boulder/worktrees/auth");
         assert!(!wt.join("secret").exists() && !wt.join("passwd").exists() && !wt.join("etc").exists());
     }
