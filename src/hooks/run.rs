@@ -154,7 +154,10 @@ fn pre_push(args: &[String]) -> Result<i32> {
     let mut input = String::new();
     std::io::stdin().read_to_string(&mut input)?;
     let remote = args.first().cloned().unwrap_or_default();
-    let repo = open::discover()?;
+    let repo = match open::discover() {
+        Ok(repo) => repo,
+        Err(e) => return unreadable_pre_push(e),
+    };
     let ws = Workspace { repo, config_override: None };
     let mut plan: Option<Plan> = None;
     let mut code = 0;
@@ -227,6 +230,26 @@ fn pre_push(args: &[String]) -> Result<i32> {
         }
     }
     Ok(code)
+}
+
+/// pre-push in a repository git-boulder cannot open (a format it does not read): the pushed
+/// commits cannot be checked, so a plan with `ownership: error` refuses the push (fail safe) and
+/// names the bypass; otherwise the error is one warning and the push goes on. The plan is read
+/// from the work tree the hook runs in (git runs hooks at its root).
+fn unreadable_pre_push(e: Error) -> Result<i32> {
+    let level = std::fs::read_to_string(crate::plan::PLAN_PATH)
+        .ok()
+        .and_then(|text| crate::plan::parse(&text).ok())
+        .map(|plan| plan.settings.ownership);
+    if level != Some(Level::Error) {
+        return Err(e);
+    }
+    eprintln!(
+        "git-boulder pre-push hook: {}\nPush refused (settings.ownership: error): the pushed commits cannot be checked \
+         for ownership; bypass the check once with `git push --no-verify`.",
+        e.message
+    );
+    Ok(1)
 }
 
 fn pre_commit() -> Result<i32> {
