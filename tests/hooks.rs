@@ -369,8 +369,9 @@ fn post_commit_without_the_binary_warns_once_and_commits() {
     assert_eq!(repo.git_in(&wt, &["log", "-1", "--format=%s"]).ok().stdout.trim(), "no binary");
 }
 
+/// A cherry-pick onto a stream branch is new work (issue 13, point 7): each picked commit counts.
 #[test]
-fn cherry_pick_sequence_records_nothing() {
+fn cherry_pick_sequence_records_each_commit() {
     let repo = with_hooks();
     repo.boulder(&["stream", "init", "auth"]).ok();
     let wt = repo.dir.join(".boulder/worktrees/auth");
@@ -382,8 +383,8 @@ fn cherry_pick_sequence_records_nothing() {
     repo.git(&["checkout", "-q", "main"]).ok();
     repo.git_in(&wt, &["cherry-pick", "side~1", "side"]).ok();
     assert_eq!(repo.git_in(&wt, &["log", "-1", "--format=%s"]).ok().stdout.trim(), "p2");
-    assert_eq!(state(&repo, "refs/boulder/boulders/auth")["iteration"], 0);
-    assert!(repo.git_in(&wt, &["notes", "--ref=boulder", "show", "HEAD"]).code != 0);
+    assert_eq!(state(&repo, "refs/boulder/boulders/auth")["iteration"], 2);
+    assert!(repo.git_in(&wt, &["notes", "--ref=boulder", "show", "HEAD"]).ok().stdout.contains("\"iteration\":2"));
 }
 
 #[test]

@@ -47,12 +47,23 @@ pub fn run(name: &str, args: &[String]) -> Result<i32> {
     }
 }
 
-/// Whether git is replaying commits (rebase, cherry-pick or revert sequences, am).
+/// Whether git is replaying commits it will report to post-rewrite (a rebase) or applying
+/// patches (am): their commits are not new work. A cherry-pick or revert makes new commits (git
+/// reports no rewrite and `notes.rewriteRef` does not apply), so it is not replaying.
 fn replaying(repo: &Repo) -> bool {
     let g = &repo.git_dir;
-    ["rebase-merge", "rebase-apply", "sequencer", "CHERRY_PICK_HEAD", "REVERT_HEAD"].iter().any(|p| g.join(p).exists())
-        || std::env::var("GIT_REFLOG_ACTION")
-            .is_ok_and(|a| a.starts_with("rebase") || a.starts_with("cherry-pick") || a.starts_with("am"))
+    ["rebase-merge", "rebase-apply"].iter().any(|p| g.join(p).exists())
+        || std::env::var("GIT_REFLOG_ACTION").is_ok_and(|a| a.starts_with("rebase") || a.starts_with("am"))
+}
+
+/// Whether `commit` was just made by `git commit --amend`: HEAD's newest reflog entry says so.
+/// git runs post-commit for an amend too, but the commit replaces one already recorded (and
+/// post-rewrite carries its note), so it is no new iteration.
+fn amended(repo: &Repo, commit: ObjectId) -> bool {
+    let Ok(head) = repo.repo.head() else { return false };
+    let mut log = head.log_iter();
+    let Ok(Some(mut rev)) = log.rev() else { return false };
+    matches!(rev.next(), Some(Ok(line)) if line.new_oid == commit && line.message.starts_with(b"commit (amend)"))
 }
 
 /// The plan in force and the stream whose branch HEAD is on, if any.
@@ -91,6 +102,9 @@ fn post_commit() -> Result<()> {
         Some(id) => id,
         None => ws.repo.ref_id("HEAD")?.ok_or_else(|| Error::internal("HEAD has no commit"))?,
     };
+    if amended(&ws.repo, head) {
+        return Ok(());
+    }
     let store = Store::new(&ws.repo)?;
     let story = std::env::var("BOULDER_STORY").ok().filter(|s| !s.is_empty());
     let boulder = current_boulder(&ws.repo, &stream);
