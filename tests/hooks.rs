@@ -404,7 +404,10 @@ fn pre_push_judges_the_branch_it_updates_and_pushes_to_urls() {
     // Deleting the remote branch checks nothing.
     repo.git_in(&wt, &["push", "-q", "--no-verify", "origin", "HEAD:refs/heads/boulder/auth"]).ok();
     repo.git_in(&wt, &["push", "-q", "origin", ":refs/heads/boulder/auth"]).ok();
-    // A branch that is no stream's is not checked.
+    // A branch that is no stream's is not checked when the commits are no stream's either (a
+    // stream's commits are checked under any name: issue 13, point 3, tests/pre_push_pushed.rs).
+    repo.git_in(&wt, &["checkout", "-q", "--detach", "main"]).ok();
+    commit_in(&repo, &wt, "src/api/scratch.rs", "x\n", "scratch").ok();
     repo.git_in(&wt, &["push", "-q", "origin", "HEAD:refs/heads/scratch"]).ok();
 }
 

@@ -21,7 +21,7 @@ use super::open;
 use super::ownership::{check_paths, report, Violation};
 use crate::error::{Error, Result};
 use crate::git::{notes, Repo};
-use crate::plan::{Level, Plan};
+use crate::plan::{Level, Plan, StreamDef};
 use crate::state::{self, BoulderState, Store};
 use crate::workspace::Workspace;
 
@@ -184,9 +184,6 @@ fn pre_push(args: &[String]) -> Result<i32> {
         }
         let local_branch = local_ref.strip_prefix("refs/heads/");
         let remote_branch = remote_ref.strip_prefix("refs/heads/");
-        if local_branch.is_none() && remote_branch.is_none() {
-            continue;
-        }
         if plan.is_none() {
             plan = Some(ws.plan()?);
         }
@@ -194,17 +191,28 @@ fn pre_push(args: &[String]) -> Result<i32> {
         if plan.settings.ownership == Level::Off {
             return Ok(0);
         }
-        // The local branch says whose commits these are; `git push origin HEAD:boulder/auth` or a
-        // differently named local branch is judged by the branch it updates.
-        let Some(stream) = local_branch
-            .and_then(|b| plan.stream_for_branch(b))
-            .or_else(|| remote_branch.and_then(|b| plan.stream_for_branch(b)))
+        // What is pushed, a commit (a tag is peeled; a tree or blob pushes no commits).
+        let Ok(object) = ObjectId::from_hex(local_sha.as_bytes()) else { continue };
+        let Some(tip) = ws.repo.repo.find_object(object).ok().and_then(|o| o.peel_to_commit().ok()).map(|c| c.id)
         else {
             continue;
         };
+        // Whose commits these are, by what is pushed rather than by the remote ref's name: the
+        // local stream branch pushed (`boulder/x:other`), else the streams whose branch holds the
+        // pushed commit (`HEAD:refs/for/main`, a raw id), else the stream branch it updates.
+        let candidates: Vec<&StreamDef> = match local_branch.and_then(|b| plan.stream_for_branch(b)) {
+            Some(s) => vec![s],
+            None => {
+                let holding = streams_holding(&ws.repo, plan, tip)?;
+                match remote_branch.and_then(|b| plan.stream_for_branch(b)) {
+                    None => holding,
+                    Some(s) if holding.is_empty() => vec![s],
+                    Some(_) => holding,
+                }
+            }
+        };
+        let Some(&stream) = candidates.first() else { continue };
         let branch = &stream.branch;
-        let tip = ObjectId::from_hex(local_sha.as_bytes())
-            .map_err(|e| Error::internal(format!("bad sha {local_sha}: {e}")))?;
         let g = &ws.repo.repo;
         let mut hidden: Vec<ObjectId> = Vec::new();
         if let Ok(id) = ObjectId::from_hex(remote_sha.as_bytes()) {
@@ -233,7 +241,13 @@ fn pre_push(args: &[String]) -> Result<i32> {
             }
         }
         let changes = changed_paths(g, tip, hidden).map_err(|e| e.context(format!("checking {branch}")))?;
-        let found: Vec<Violation> = check_paths(plan, &stream.name, &changes);
+        // A commit on several streams' branches (one branched from another) is judged as the
+        // stream it wrongs least.
+        let (stream, found) = candidates
+            .iter()
+            .map(|s| (*s, check_paths(plan, &s.name, &changes)))
+            .min_by_key(|(_, f): &(&StreamDef, Vec<Violation>)| f.iter().filter(|v| v.refused).count())
+            .unwrap_or((stream, Vec::new()));
         if found.is_empty() {
             continue;
         }
@@ -244,6 +258,27 @@ fn pre_push(args: &[String]) -> Result<i32> {
         }
     }
     Ok(code)
+}
+
+/// The streams whose branch holds `commit` as stream work: the branch tip itself (that stream
+/// alone), or a commit the tip descends from that the base branch does not hold.
+fn streams_holding<'p>(repo: &Repo, plan: &'p Plan, commit: ObjectId) -> Result<Vec<&'p StreamDef>> {
+    let g = &repo.repo;
+    let contains = |tip: ObjectId| -> bool {
+        tip == commit || g.merge_base(commit, tip).ok().flatten().map(|b| b.detach()) == Some(commit)
+    };
+    let base = repo.branch_tip(&plan.settings.base_branch)?;
+    let mut out = Vec::new();
+    for s in &plan.streams {
+        let Some(tip) = repo.branch_tip(&s.branch)? else { continue };
+        if tip == commit {
+            return Ok(vec![s]);
+        }
+        if contains(tip) && !base.is_some_and(contains) {
+            out.push(s);
+        }
+    }
+    Ok(out)
 }
 
 /// pre-push in a repository git-boulder cannot open (a format it does not read): the pushed
