@@ -78,10 +78,14 @@ fn install_under_core_hooks_path() {
     let repo = sample();
     repo.git(&["config", "core.hooksPath", ".githooks"]).ok();
     repo.boulder(&["hooks", "install", "--pre-commit"]).ok();
+    // A relative core.hooksPath names a folder in each worktree (issue 13, point 4): git-boulder's
+    // own folder takes its place and runs .githooks' hooks first (tests/hook_managers.rs).
+    let dir = repo.git_out(&["rev-parse", "--git-path", "hooks"]);
     for h in ["post-commit", "post-rewrite", "pre-push", "pre-commit"] {
-        assert!(repo.dir.join(".githooks").join(h).exists(), "{h}");
+        assert!(std::path::Path::new(&dir).join(h).exists(), "{h}");
     }
     assert!(!repo.dir.join(".git/hooks/post-commit").exists());
+    assert_eq!(repo.git_out(&["config", "boulder.hooksPath"]), ".githooks");
     let st = repo.boulder(&["hooks", "status"]).ok().stdout;
     assert!(st.contains(".githooks/pre-commit"), "{st}");
 }
