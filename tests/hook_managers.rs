@@ -356,3 +356,37 @@ fn lefthook() {
     }
     both_run_everywhere(&repo, &["post-commit", "pre-push"]);
 }
+
+#[test]
+fn a_worktree_with_its_own_hooks_path_is_reported() {
+    let repo = stream_repo();
+    repo.boulder(&["hooks", "install"]).ok();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    assert!(repo.boulder(&["doctor", "--json"]).ok().json()["problems"].as_array().unwrap().is_empty());
+    // The stream worktree alone looks elsewhere for hooks (per-worktree config).
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    repo.git(&["config", "extensions.worktreeConfig", "true"]).ok();
+    git(&repo, &wt, &["config", "--worktree", "core.hooksPath", ".local-hooks"]).ok();
+    let before = iteration(&repo, "auth");
+    commit(&repo, &wt, "src/auth/a.rs").ok();
+    assert_eq!(iteration(&repo, "auth"), before, "git ran git-boulder's hook after all");
+    let st = repo.boulder(&["hooks", "status", "--json"]).ok().json();
+    let post = st.as_array().unwrap().iter().find(|h| h["name"] == "post-commit").unwrap().clone();
+    assert_eq!(post["state"], "installed");
+    assert_eq!(post["not_running_in"], serde_json::json!([wt.to_str().unwrap()]), "{st}");
+    let text = repo.boulder(&["hooks", "status"]).ok().stdout;
+    let fix = format!("git -C {} config --worktree --unset core.hooksPath", wt.display());
+    assert!(text.contains("would not run in") && text.contains(&fix), "{text}");
+    let doc = repo.boulder(&["doctor", "--json"]).code(1).json();
+    assert!(
+        doc["problems"].as_array().unwrap().iter().any(|p| p["area"] == "hooks"
+            && p["message"].as_str().unwrap().contains(wt.to_str().unwrap())
+            && p["fix"] == fix.as_str()),
+        "{doc}"
+    );
+    // The fix works.
+    git(&repo, &wt, &["config", "--worktree", "--unset", "core.hooksPath"]).ok();
+    assert!(repo.boulder(&["doctor", "--json"]).ok().json()["problems"].as_array().unwrap().is_empty());
+    commit(&repo, &wt, "src/auth/b.rs").ok();
+    assert_eq!(iteration(&repo, "auth"), before + 1);
+}

@@ -84,14 +84,16 @@ pub fn run(cmd: HooksCommand) -> Result<()> {
                 (col == 1).then(|| if cell == "installed" { "32" } else { "33" })
             })?;
             for h in &list {
-                if !h.not_running_in.is_empty() {
-                    writeln!(
-                        out,
-                        "{} would not run in {} (git finds another hooks folder there); fix: git boulder hooks install",
-                        h.name,
-                        h.not_running_in.join(", ")
-                    )?;
+                if h.not_running_in.is_empty() {
+                    continue;
                 }
+                let fix = h.problem().map(|(_, fix)| fix).unwrap_or_else(|| "git boulder hooks install".into());
+                writeln!(
+                    out,
+                    "git-boulder's {} hook would not run in {} (git looks in another hooks folder there); fix: {fix}",
+                    h.name,
+                    h.not_running_in.join(", ")
+                )?;
             }
         }
     }

@@ -233,13 +233,19 @@ impl HookStatus {
             if self.not_running_in.is_empty() {
                 return None;
             }
+            // Installed where the repository's config points, so those worktrees set their own
+            // core.hooksPath (per-worktree config).
             return Some((
                 format!(
-                    "git-boulder's {} hook would not run in {}: git finds another hooks folder there (a relative core.hooksPath)",
+                    "git-boulder's {} hook would not run in {}: core.hooksPath of that worktree's own config names another folder",
                     self.name,
                     self.not_running_in.join(", ")
                 ),
-                "git boulder hooks install".into(),
+                self.not_running_in
+                    .iter()
+                    .map(|w| format!("git -C {w} config --worktree --unset core.hooksPath"))
+                    .collect::<Vec<_>>()
+                    .join("; "),
             ));
         }
         let what = match self.state.as_str() {
