@@ -197,6 +197,11 @@ fn husky9_ignored_hooks_folder() {
     repo.boulder(&["hooks", "install"]).ok();
     tree_untouched(&repo);
     assert_eq!(std::fs::read(repo.dir.join(".husky/_/post-commit")).unwrap(), generated);
+    // git-boulder's folder is what git uses now, in every worktree; it passes on every hook husky
+    // has, but starts no shell on each ref update.
+    let ours = PathBuf::from(repo.git_out(&["rev-parse", "--git-path", "hooks"]));
+    assert!(ours.ends_with(".git/boulder/hooks"), "{}", ours.display());
+    assert!(ours.join("commit-msg").exists() && !ours.join("reference-transaction").exists());
     repo.boulder(&["stream", "init", "auth"]).ok();
     // A new worktree has no `.husky/_` (ignored, generated): git alone would run no hook there.
     assert!(!repo.dir.join(".boulder/worktrees/auth/.husky/_").exists());

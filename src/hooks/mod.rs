@@ -68,6 +68,9 @@ const GIT_HOOKS: &[&str] = &[
     "p4-post-changelist",
     "p4-pre-submit",
 ];
+/// Hooks git runs very often (every ref update, every index write): a pass-through is written only
+/// when the folder it chains to has one, so git does not start a shell for nothing.
+const ON_DEMAND: &[&str] = &["reference-transaction", "post-index-change"];
 /// The git config key that keeps a relative `core.hooksPath` git-boulder's folder replaced.
 const CHAINED_KEY: &str = "boulder.hooksPath";
 
@@ -197,7 +200,7 @@ fn set_config(repo: &Repo, edits: &[(&str, &str, Option<&str>)]) -> Result<()> {
             }
             None => {
                 if let Ok(mut s) = file.section_mut(*section, None) {
-                    while s.remove(*key).is_some() {}
+                    while s.remove(key).is_some() {}
                 }
             }
         }
@@ -359,11 +362,18 @@ fn install_chained(repo: &Repo, dir: &Path, chain: &Chain, installed: bool, want
                 && std::fs::read(&path).ok().is_some_and(|t| t == shim(name, false, Some(chain)).as_bytes()))
             .then_some(PRE_COMMIT)
         });
+        let current = std::fs::read(&path).ok();
+        if full.is_none() && ON_DEMAND.contains(name) && !chain.main.join(&chain.rel).join(name).is_file() {
+            if current.is_some() && is_ours_at(&path) {
+                std::fs::remove_file(&path)
+                    .map_err(|e| Error::internal(format!("cannot remove {}: {e}", path.display())))?;
+            }
+            continue;
+        }
         let text = match full {
             Some((_, stdin)) => shim(name, stdin, Some(chain)),
             None => pass(name, chain),
         };
-        let current = std::fs::read(&path).ok();
         if current.as_deref() == Some(text.as_bytes()) {
             if full.is_some() {
                 lines.push(format!("{name}: already installed"));
