@@ -1,9 +1,12 @@
 //! Git hooks (DESIGN §7): installing shims beside the user's own hooks, and what each hook does.
 //!
-//! * [`install`], [`uninstall`], [`status`]: shims (template `hooks/shim.sh`) in the directory git
-//!   really uses — `core.hooksPath` when set, else `$GIT_COMMON_DIR/hooks`. A hook that was there
-//!   is moved aside to `<name>.boulder-orig` and still runs first, with the same arguments and
-//!   stdin; uninstall moves it back byte for byte.
+//! * [`install`], [`uninstall`], [`status`]: shims (template `hooks/shim.sh`) in a folder git uses
+//!   in every worktree — `$GIT_COMMON_DIR/hooks`, or an absolute `core.hooksPath`. A hook that was
+//!   there is moved aside to `<name>.boulder-orig` and still runs first, with the same arguments
+//!   and stdin; uninstall moves it back byte for byte. A relative `core.hooksPath` (husky), which
+//!   git resolves in each worktree, is replaced by git-boulder's own folder whose shims (and
+//!   pass-throughs, `hooks/pass.sh`) run the user's hooks first ([`Chain`]). [`status`] also
+//!   names the worktrees where git would not run git-boulder's hooks.
 //! * [`run`]: the hook bodies, called by the shims as `git-boulder hook NAME ARGS…`.
 
 mod changes;
@@ -96,7 +99,7 @@ impl Chain {
         let rel = format!("{}/{name}", self.rel.trim_end_matches('/'));
         let main = self.main.join(&rel);
         format!(
-            "# core.hooksPath was {}: the worktree's own folder, else the main worktree's.\norig={}; [ -x \"$orig\" ] || orig={}\n",
+            "# core.hooksPath was {:?}: the worktree's own folder, else the main worktree's.\norig={}; [ -x \"$orig\" ] || orig={}\n",
             self.rel,
             quote(&rel),
             quote(&main.to_string_lossy())
