@@ -14,6 +14,9 @@ pub struct Workspace {
     pub repo: Repo,
     /// `--config PATH`, when given.
     pub config_override: Option<PathBuf>,
+    /// PRDs parsed for streams, by blob id: stream worktrees and branches mostly hold the same
+    /// PRD, so a dashboard of many streams parses each distinct one once.
+    prds: std::sync::Mutex<std::collections::HashMap<gix::ObjectId, Option<std::sync::Arc<Prd>>>>,
 }
 
 /// Where the plan in force was read from, for messages.
@@ -23,10 +26,32 @@ pub struct PlanSource {
 }
 
 impl Workspace {
+    /// A workspace over an opened repository.
+    pub fn from_repo(repo: Repo, config_override: Option<PathBuf>) -> Workspace {
+        Workspace { repo, config_override, prds: Default::default() }
+    }
+
+    /// The PRD with blob id `id`, parsed once per command.
+    fn parsed(
+        &self,
+        plan: &Plan,
+        id: gix::ObjectId,
+        bytes: impl FnOnce() -> Option<Vec<u8>>,
+    ) -> Option<std::sync::Arc<Prd>> {
+        let mut cache = self.prds.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .entry(id)
+            .or_insert_with(|| {
+                let text = String::from_utf8(bytes()?).ok()?;
+                prd::parse(&plan.prd, &text).ok().map(std::sync::Arc::new)
+            })
+            .clone()
+    }
+
     /// Discover the repository from the current directory.
     pub fn open(config_override: Option<PathBuf>) -> Result<Workspace> {
         let repo = Repo::discover()?;
-        Ok(Workspace { repo, config_override })
+        Ok(Workspace::from_repo(repo, config_override))
     }
 
     /// The root that relative plan paths (PRD, worktree_dir) are resolved against: the main worktree.
@@ -223,7 +248,7 @@ impl Workspace {
         done: &std::collections::BTreeSet<String>,
     ) -> Result<Vec<Story>> {
         let own = self.stream_prd(plan, stream)?;
-        let source = own.as_ref().unwrap_or(prd_main);
+        let source = own.as_deref().unwrap_or(prd_main);
         Ok(stream
             .stories
             .iter()
@@ -239,20 +264,18 @@ impl Workspace {
     }
 
     /// The PRD as the stream sees it, when its worktree or branch has one.
-    fn stream_prd(&self, plan: &Plan, stream: &StreamDef) -> Result<Option<Prd>> {
+    fn stream_prd(&self, plan: &Plan, stream: &StreamDef) -> Result<Option<std::sync::Arc<Prd>>> {
         // A bare repository has no worktrees: only the branch tip.
         if let Ok(wt) = self.worktree_path(plan, &stream.name) {
             if let Ok(bytes) = std::fs::read(wt.join(&plan.prd)) {
-                if let Ok(text) = String::from_utf8(bytes) {
-                    return Ok(prd::parse(&plan.prd, &text).ok());
-                }
+                let id = gix::objs::compute_hash(self.repo.repo.object_hash(), gix::objs::Kind::Blob, &bytes)
+                    .map_err(|e| Error::internal(format!("cannot hash the PRD: {e}")))?;
+                return Ok(self.parsed(plan, id, || Some(bytes)));
             }
         }
         if let Some(tip) = self.repo.branch_tip(&stream.branch)? {
-            if let Some(bytes) = self.repo.file_at(tip, &plan.prd)? {
-                if let Ok(text) = String::from_utf8(bytes) {
-                    return Ok(prd::parse(&plan.prd, &text).ok());
-                }
+            if let Some(id) = self.repo.blob_id_at(tip, &plan.prd)? {
+                return Ok(self.parsed(plan, id, || self.repo.file_at(tip, &plan.prd).ok().flatten()));
             }
         }
         Ok(None)

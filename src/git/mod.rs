@@ -134,6 +134,14 @@ impl Repo {
         }
     }
 
+    /// The id of the blob at `path` in the tree of `commit`, if there is one (the blob is not read).
+    pub fn blob_id_at(&self, commit: gix::ObjectId, path: &str) -> Result<Option<gix::ObjectId>> {
+        let commit = self.repo.find_commit(commit).internal("cannot read commit")?;
+        let tree = commit.tree().internal("cannot read tree")?;
+        let entry = tree.lookup_entry_by_path(path).internal(format_args!("cannot look up {path}"))?;
+        Ok(entry.filter(|e| e.mode().is_blob()).map(|e| e.object_id()))
+    }
+
     /// A value of git config (e.g. `boulder.actor`), trimmed, if set.
     pub fn config_string(&self, key: &str) -> Option<String> {
         self.repo.config_snapshot().string(key).map(|v| v.to_str_lossy().trim().to_owned())

@@ -96,7 +96,7 @@ fn post_commit() -> Result<()> {
     };
     let (branch, head_id) = (branch.to_string(), head.id().map(|id| id.detach()));
     drop(head);
-    let ws = Workspace { repo, config_override: None };
+    let ws = Workspace::from_repo(repo, None);
     let Some(stream) = ws.plan()?.stream_for_branch(&branch).map(|s| s.name.clone()) else { return Ok(()) };
     let head = match head_id {
         Some(id) => id,
@@ -172,7 +172,7 @@ fn pre_push(args: &[String]) -> Result<i32> {
         Ok(repo) => repo,
         Err(e) => return unreadable_pre_push(e),
     };
-    let ws = Workspace { repo, config_override: None };
+    let ws = Workspace::from_repo(repo, None);
     let mut plan: Option<Plan> = None;
     let mut code = 0;
     for line in input.lines() {
@@ -303,7 +303,7 @@ fn unreadable_pre_push(e: Error) -> Result<i32> {
 
 fn pre_commit() -> Result<i32> {
     let repo = open::discover()?;
-    let ws = Workspace { repo, config_override: None };
+    let ws = Workspace::from_repo(repo, None);
     let Some((plan, stream)) = stream_of_head(&ws)? else { return Ok(0) };
     if plan.settings.ownership == Level::Off {
         return Ok(0);
