@@ -146,8 +146,28 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
         }
     }
 
+    // Runs recorded RUNNING on this machine whose process is gone (the stream lock is free).
+    let held = crate::lock::holders(&ws.repo);
+    if let Some(plan) = &plan {
+        for stream in &plan.streams {
+            let Some(e) = store.read::<StreamState>(&state::stream_ref(&stream.name)).ok().flatten() else { continue };
+            let mine = e.state.initialized_by.as_ref().is_none_or(|a| *a == store.actor);
+            let running = held.iter().any(|(n, _)| *n == format!("stream-{}", stream.name));
+            if e.state.status == "RUNNING" && mine && !running {
+                problems.push(Problem {
+                    area: "state",
+                    message: format!(
+                        "stream {} is recorded RUNNING, but no `stream run` holds its lock: the run was interrupted",
+                        stream.name
+                    ),
+                    fix: format!("git boulder stream run {}", stream.name),
+                });
+            }
+        }
+    }
+
     // Held locks.
-    for (name, holder) in crate::lock::holders(&ws.repo) {
+    for (name, holder) in held {
         problems.push(Problem {
             area: "lock",
             message: format!("lock {name} is held by {}", holder.describe()),

@@ -38,6 +38,8 @@ pub struct StreamRow {
     pub dirty: Option<bool>,
     /// Who holds the stream's lease, as last seen on a remote (`None`: no unexpired claim seen).
     pub claim: Option<ClaimView>,
+    /// The command runs in this stream's worktree.
+    pub current: bool,
 }
 
 /// A stream's lease as last seen on a remote (`git boulder stream claim`).
@@ -63,6 +65,9 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
     let me = store.actor.clone();
     let claims: Vec<(String, String, crate::claim::Claim)> =
         crate::claim::seen(&ws.repo)?.into_iter().filter(|(_, _, c)| !c.expired()).collect();
+    // RUNNING is true only while a `stream run` holds the stream's lock on this machine.
+    let held: std::collections::HashSet<String> = crate::lock::holders(&ws.repo).into_iter().map(|(n, _)| n).collect();
+    let standing_in = ws.repo.work_dir.as_deref().map(crate::git::absolute);
     for stream in &plan.streams {
         // Invalid state (e.g. garbage pushed by others) shows as INVALID, not as a failed dashboard.
         let mut invalid = false;
@@ -99,9 +104,21 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
         let mut status = st.map(|e| e.state.status).filter(|s| !s.is_empty()).unwrap_or_else(|| "DEFINED".into());
         if invalid {
             status = "INVALID".into();
-        } else if wt.is_none()
+        } else if status == "RUNNING" && here && !held.contains(&format!("stream-{}", stream.name)) {
+            // Recorded RUNNING by a run on this machine that no longer holds the lock: killed.
+            status = "INTERRUPTED".into();
+        }
+        // All stories done is COMPLETED (ready to merge), whoever finished them.
+        if progress.total > 0
+            && progress.done == progress.total
+            && matches!(status.as_str(), "INITIALIZED" | "STOPPED" | "FAILED" | "INTERRUPTED")
+        {
+            status = "COMPLETED".into();
+        }
+        if !invalid
+            && wt.is_none()
             && here
-            && matches!(status.as_str(), "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED")
+            && matches!(status.as_str(), "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED" | "INTERRUPTED")
         {
             status = "STALE".into();
         }
@@ -111,6 +128,10 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
                 (Some(a), Some(b))
             }
             _ => (None, None),
+        };
+        let current = match (&wt, &standing_in) {
+            (Some(w), Some(h)) => crate::git::absolute(w) == *h,
+            _ => false,
         };
         rows.push(StreamRow {
             name: stream.name.clone(),
@@ -123,6 +144,7 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
             ahead,
             behind,
             dirty: None,
+            current,
             claim: claims.iter().find(|(_, s, _)| *s == stream.name).map(|(remote, _, c)| ClaimView {
                 remote: remote.clone(),
                 actor: c.actor.clone(),
@@ -145,6 +167,19 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
         rows[i].dirty = dirty.ok();
     }
     Ok(rows)
+}
+
+/// The base branch's commits that its upstream (`branch.<base>.remote`/`.merge`) lacks: after a
+/// local merge, the work is not shared until the base is pushed. `(upstream, remote, ahead)`.
+pub fn unpushed_base(ws: &Workspace, plan: &Plan) -> Result<Option<(String, String, usize)>> {
+    let base = &plan.settings.base_branch;
+    let Some(remote) = ws.repo.config_string(&format!("branch.{base}.remote")) else { return Ok(None) };
+    let merge = ws.repo.config_string(&format!("branch.{base}.merge")).unwrap_or_else(|| format!("refs/heads/{base}"));
+    let short = merge.strip_prefix("refs/heads/").unwrap_or(&merge).to_string();
+    let tracking = format!("refs/remotes/{remote}/{short}");
+    let (Some(tip), Some(up)) = (ws.repo.branch_tip(base)?, ws.repo.ref_id(&tracking)?) else { return Ok(None) };
+    let (ahead, _) = crate::worktree::ahead_behind(&ws.repo, tip, up)?;
+    Ok((ahead > 0).then(|| (format!("{remote}/{short}"), remote, ahead)))
 }
 
 /// "12s ago", "5m ago", "3h ago", "2d ago" for an RFC 3339 time; "-" when none.

@@ -22,6 +22,8 @@ pub enum PrdCommand {
     Next(ShowArgs),
     /// Record stories as done in git-boulder's state, without touching the PRD file.
     Done(DoneArgs),
+    /// Take back `prd done` records (a story ticked in the PRD file itself stays done there).
+    Undone(DoneArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -51,7 +53,8 @@ pub fn run(ws: &Workspace, cmd: PrdCommand) -> Result<()> {
     match cmd {
         PrdCommand::Show(args) => show(ws, args),
         PrdCommand::Next(args) => next(ws, args),
-        PrdCommand::Done(args) => done(ws, args),
+        PrdCommand::Done(args) => done(ws, args, true),
+        PrdCommand::Undone(args) => done(ws, args, false),
     }
 }
 
@@ -187,7 +190,8 @@ fn next(ws: &Workspace, args: ShowArgs) -> Result<()> {
     Ok(())
 }
 
-fn done(ws: &Workspace, args: DoneArgs) -> Result<()> {
+/// `prd done` (`done`) or `prd undone`: record or take back completion of stories.
+fn done(ws: &Workspace, args: DoneArgs, done: bool) -> Result<()> {
     let plan = ws.plan().ok();
     let (_, prd) = ws.load_prd(plan.as_ref(), args.prd.as_deref())?;
     let place = match ws.prd_path(plan.as_ref(), args.prd.as_deref()) {
@@ -204,7 +208,26 @@ fn done(ws: &Workspace, args: DoneArgs) -> Result<()> {
         .hint("see the ids with `git boulder prd show`"));
     }
     let store = Store::new(&ws.repo)?;
-    store.append::<PrdState>(PRD_REF, "done", json!({ "ids": args.ids }))?;
-    eprintln!("recorded done: {}", args.ids.join(", "));
+    if done {
+        store.append::<PrdState>(PRD_REF, "done", json!({ "ids": args.ids }))?;
+        eprintln!("recorded done: {}", crate::text::inert(&args.ids.join(", ")));
+        return Ok(());
+    }
+    let recorded = ws.recorded_done()?;
+    let (had, not): (Vec<&String>, Vec<&String>) = args.ids.iter().partition(|id| recorded.contains(*id));
+    if !had.is_empty() {
+        store.append::<PrdState>(PRD_REF, "undone", json!({ "ids": had }))?;
+        let list: Vec<&str> = had.iter().map(|s| s.as_str()).collect();
+        eprintln!("took back done: {}", crate::text::inert(&list.join(", ")));
+    }
+    if !not.is_empty() {
+        let list: Vec<&str> = not.iter().map(|s| s.as_str()).collect();
+        eprintln!("not recorded done (nothing to take back): {}", crate::text::inert(&list.join(", ")));
+    }
+    let ticked: Vec<&str> =
+        args.ids.iter().filter(|id| prd.story(id).is_some_and(|s| s.status.is_done())).map(|s| s.as_str()).collect();
+    if !ticked.is_empty() {
+        eprintln!("still done in {place} itself: {} (untick them there)", crate::text::inert(&ticked.join(", ")));
+    }
     Ok(())
 }

@@ -36,11 +36,17 @@ pub fn run(ws: &Workspace, args: StatusArgs) -> Result<()> {
         writeln!(out, "no streams in the plan")?;
         return Ok(());
     }
+    // Like `git branch`: a `*` before the stream whose worktree this is, when there is one.
+    let gutter = rows.iter().any(|r| r.current);
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
             vec![
-                r.name.clone(),
+                match (gutter, r.current) {
+                    (false, _) => r.name.clone(),
+                    (true, true) => format!("* {}", r.name),
+                    (true, false) => format!("  {}", r.name),
+                },
                 r.status.clone(),
                 format!("{}/{}", r.progress.done, r.progress.total),
                 r.branch.clone(),
@@ -63,6 +69,7 @@ pub fn run(ws: &Workspace, args: StatusArgs) -> Result<()> {
             ]
         })
         .collect();
+    let notes = hints(ws, &plan, &rows)?;
     super::output::table(
         &mut out,
         &[
@@ -82,5 +89,36 @@ pub fn run(ws: &Workspace, args: StatusArgs) -> Result<()> {
             5 if cell == "dirty" => Some("33"),
             _ => None,
         },
-    )
+    )?;
+    if std::env::var_os("BOULDER_QUIET").is_none() {
+        for line in notes {
+            eprintln!("{line}");
+        }
+    }
+    Ok(())
+}
+
+/// What to do next, under the table: resume interrupted runs, merge completed streams, push a
+/// base that holds merges its upstream lacks.
+fn hints(ws: &Workspace, plan: &crate::plan::Plan, rows: &[crate::status::StreamRow]) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for r in rows {
+        match r.status.as_str() {
+            "INTERRUPTED" => out.push(format!(
+                "{}: its run was interrupted; resume it with `git boulder stream run {}`",
+                r.name, r.name
+            )),
+            "COMPLETED" => {
+                out.push(format!("{}: all stories done, ready to merge: `git boulder stream merge {}`", r.name, r.name))
+            }
+            _ => {}
+        }
+    }
+    if let Some((upstream, remote, ahead)) = crate::status::unpushed_base(ws, plan)? {
+        let base = &plan.settings.base_branch;
+        out.push(format!(
+            "{base} is {ahead} commit(s) ahead of {upstream}: push {base} to share it (`git push {remote} {base}`)"
+        ));
+    }
+    Ok(out)
 }

@@ -1,0 +1,107 @@
+//! The dashboard says what to do next: COMPLETED however the stories got done, `prd undone`,
+//! INTERRUPTED for a killed run (and doctor says so), the worktree you stand in, and the push a
+//! merged base still needs.
+
+mod common;
+
+use common::*;
+
+fn row(repo: &TestRepo, dir: &std::path::Path, name: &str) -> serde_json::Value {
+    let st = repo.boulder_in(dir, &["status", "--json"]).ok().json();
+    st["streams"].as_array().unwrap().iter().find(|r| r["name"] == name).unwrap().clone()
+}
+
+#[test]
+fn stories_done_by_prd_done_make_the_stream_completed_and_undone_takes_it_back() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    assert_eq!(row(&repo, &repo.dir, "auth")["status"], "INITIALIZED");
+    // US-002 is ticked in the PRD; recording US-001 finishes the stream.
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    assert_eq!(row(&repo, &repo.dir, "auth")["status"], "COMPLETED");
+    let r = repo.boulder(&["status"]).ok();
+    assert!(
+        r.stderr.contains("auth: all stories done, ready to merge: `git boulder stream merge auth`"),
+        "{}",
+        r.stderr
+    );
+
+    // A mistaken `prd done` is taken back; a story ticked in the file stays done there.
+    let r = repo.boulder(&["prd", "undone", "US-001", "US-002"]).ok();
+    assert!(r.stderr.contains("took back done: US-001"), "{}", r.stderr);
+    assert!(r.stderr.contains("not recorded done (nothing to take back): US-002"), "{}", r.stderr);
+    assert!(r.stderr.contains("still done in"), "{}", r.stderr);
+    let auth = row(&repo, &repo.dir, "auth");
+    assert_eq!(auth["status"], "INITIALIZED");
+    assert_eq!(auth["progress"]["done"], 1);
+    // Unknown ids are a usage error, as for `prd done`.
+    repo.boulder(&["prd", "undone", "US-999"]).code(2);
+}
+
+#[test]
+fn a_killed_run_shows_interrupted_with_the_command_that_resumes_it() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let mut cmd = std::process::Command::new(bin());
+    fixed_env(&mut cmd, &repo.home);
+    let mut child =
+        cmd.args(["stream", "run", "auth", "--", "sleep", "30"]).current_dir(&repo.dir).spawn().expect("start a run");
+    let mut seen = false;
+    for _ in 0..200 {
+        if row(&repo, &repo.dir, "auth")["status"] == "RUNNING" {
+            seen = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert!(seen, "the run never showed RUNNING");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(row(&repo, &repo.dir, "auth")["status"], "INTERRUPTED");
+    let r = repo.boulder(&["status"]).ok();
+    assert!(r.stdout.contains("INTERRUPTED"), "{}", r.stdout);
+    assert!(r.stderr.contains("resume it with `git boulder stream run auth`"), "{}", r.stderr);
+    let d = repo.boulder(&["doctor"]).code(1);
+    assert!(d.stdout.contains("no `stream run` holds its lock"), "{}", d.stdout);
+    assert!(d.stdout.contains("git boulder stream run auth"), "{}", d.stdout);
+}
+
+#[test]
+fn status_marks_the_worktree_you_stand_in() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "auth", "api"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    assert_eq!(row(&repo, &wt, "auth")["current"], true);
+    assert_eq!(row(&repo, &wt, "api")["current"], false);
+    let r = repo.boulder_in(&wt, &["status"]).ok();
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(lines.iter().any(|l| l.starts_with("* auth ")), "{}", r.stdout);
+    assert!(lines.iter().any(|l| l.starts_with("  api ")), "{}", r.stdout);
+    // From the main worktree no stream is marked and the table is as it was.
+    assert_eq!(row(&repo, &repo.dir, "auth")["current"], false);
+    let r = repo.boulder(&["status"]).ok();
+    assert!(r.stdout.lines().any(|l| l.starts_with("auth ")), "{}", r.stdout);
+}
+
+#[test]
+fn a_merge_that_moved_the_local_base_says_push_until_the_remote_has_it() {
+    let repo = sample();
+    let remote = repo.tmp.path().join("origin.git");
+    repo.git(&["init", "-q", "--bare", remote.to_str().unwrap()]).ok();
+    repo.git(&["remote", "add", "origin", remote.to_str().unwrap()]).ok();
+    repo.git(&["push", "-q", "-u", "origin", "main"]).ok();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/docs");
+    std::fs::write(wt.join("docs/guide.md"), "# guide\n").unwrap();
+    repo.git_in(&wt, &["add", "-A"]).ok();
+    repo.git_in(&wt, &["commit", "-q", "-m", "guide"]).ok();
+    repo.boulder(&["prd", "done", "US-005"]).ok();
+    let r = repo.boulder(&["stream", "merge", "docs"]).ok();
+    let hint = "push main to share it (`git push origin main`)";
+    assert!(r.stderr.contains(hint), "{}", r.stderr);
+    let r = repo.boulder(&["status"]).ok();
+    assert!(r.stderr.contains("main is 2 commit(s) ahead of origin/main"), "{}", r.stderr);
+    repo.git(&["push", "-q", "origin", "main"]).ok();
+    let r = repo.boulder(&["status"]).ok();
+    assert!(!r.stderr.contains("push main"), "{}", r.stderr);
+}
