@@ -33,7 +33,7 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
     let recorded_live = recorded.as_ref().is_some_and(|e| is_live(&e.state.status));
     let mut changes = Vec::new();
 
-    let _guard = lock::acquire(repo, &format!("stream-{}", stream.name), false, "stream init")?;
+    let _guard = lock::try_acquire(repo, &format!("stream-{}", stream.name), "stream init")?;
     let from = match repo.branch_tip(&stream.branch)? {
         Some(_) => plan.settings.base_branch.clone(),
         None => {
@@ -280,7 +280,7 @@ pub fn cleanup(ws: &Workspace, plan: &Plan, names: &[String], opts: &CleanupOpti
             }
             continue;
         }
-        let _guard = lock::acquire(&ws.repo, &format!("stream-{}", stream.name), false, "stream cleanup")?;
+        let _guard = lock::try_acquire(&ws.repo, &format!("stream-{}", stream.name), "stream cleanup")?;
         if !opts.force && exists {
             let dirt = worktree::dirt(&path, 10)?;
             if !dirt.is_clean() {

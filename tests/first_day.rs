@@ -106,3 +106,116 @@ fn stream_add_keeps_comments_and_order() {
     fresh.boulder(&["stream", "add", "solo", "--story", "US-001", "--path", "src/store/**"]).ok();
     assert!(fresh.read(".boulder/streams.yaml").contains("  solo:\n    stories: [US-001]\n"));
 }
+
+/// Run git-boulder with stdout a pipe whose reading end is closed before it writes.
+fn run_into_closed_pipe(dir: &std::path::Path, home: &std::path::Path, args: &[&str]) -> (i32, String) {
+    let mut cmd = std::process::Command::new(bin());
+    fixed_env(&mut cmd, home);
+    cmd.args(args).current_dir(dir).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let demo_dir = repo.tmp.path().join("demo");
+    let demo = demo_dir.to_str().unwrap();
+    for args in [&["status"][..], &["prd", "show"], &["log", "auth"], &["demo", demo]] {
+        let (code, stderr) = run_into_closed_pipe(&repo.dir, &repo.home, args);
+        assert_eq!((code, stderr.as_str()), (0, ""), "git boulder {args:?}");
+    }
+}
+
+#[test]
+fn inside_dot_git_reading_commands_find_the_repository_as_git_does() {
+    let repo = sample();
+    let git_dir = repo.dir.join(".git");
+    // git reads from inside .git (log) and refuses what needs a work tree (status).
+    assert_eq!(repo.git_in(&git_dir, &["log", "--oneline"]).ok().stdout.lines().count(), 1);
+    assert!(repo.git_in(&git_dir, &["status"]).code(128).stderr.contains("must be run in a work tree"));
+    let top = repo.boulder(&["status"]).ok().stdout;
+    assert_eq!(repo.boulder_in(&git_dir, &["status"]).ok().stdout, top);
+    assert_eq!(
+        repo.boulder_in(&git_dir.join("refs"), &["prd", "show"]).ok().stdout,
+        repo.boulder(&["prd", "show"]).ok().stdout
+    );
+    repo.boulder_in(&git_dir, &["stream", "validate"]).ok();
+}
+
+#[test]
+fn an_error_names_a_path_once() {
+    let repo = TestRepo::empty();
+    let outside = repo.tmp.path().join("not-a-repo");
+    std::fs::create_dir_all(&outside).unwrap();
+    let r = repo.boulder_in(&outside, &["status"]).code(2);
+    let shown = std::fs::canonicalize(&outside).unwrap().display().to_string();
+    assert_eq!(r.stderr.matches(&shown).count(), 1, "{}", r.stderr);
+    assert_eq!(r.stderr.matches("parent").count(), 1, "{}", r.stderr);
+    assert!(r.stderr.starts_with("error: not a git repository"), "{}", r.stderr);
+}
+
+#[test]
+fn the_stream_run_lock_hint_names_a_command_that_works() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let mark = repo.tmp.path().join("started");
+    let script = format!("touch '{}'; sleep 4", mark.display());
+    let mut cmd = std::process::Command::new(bin());
+    fixed_env(&mut cmd, &repo.home);
+    cmd.args(["stream", "run", "auth", "--max-iterations", "1", "--", "sh", "-c", &script])
+        .current_dir(&repo.dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut first = cmd.spawn().unwrap();
+    let t0 = std::time::Instant::now();
+    while !mark.exists() && t0.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(mark.exists(), "the first run never started its agent");
+    let r = repo.boulder(&["stream", "run", "auth", "--", "true"]).code(1);
+    assert!(r.stderr.contains("lock is held"), "{}", r.stderr);
+    assert!(!r.stderr.contains("--wait"), "stream run has no --wait: {}", r.stderr);
+    // The hint's command, as printed, works.
+    let hint = r.stderr.lines().find(|l| l.starts_with("hint: `")).unwrap_or_else(|| panic!("{}", r.stderr));
+    let command = hint.split('`').nth(1).unwrap();
+    assert_eq!(command, "git boulder stream stop auth");
+    let args: Vec<&str> = command.split(' ').skip(2).collect();
+    repo.boulder(&args).ok();
+    first.wait().unwrap();
+}
+
+#[test]
+fn the_demo_reaches_a_pipe_and_its_commands_paste() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let dir = tmp.path().join("demo");
+    let mut cmd = std::process::Command::new(bin());
+    fixed_env(&mut cmd, &home);
+    let out = cmd.args(["demo", dir.to_str().unwrap()]).current_dir(tmp.path()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    // Every line, the refused merge's conflict table and the hook's refusal included, is on stdout.
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    assert!(stdout.contains("conflict") || stdout.contains("CONFLICT"), "{stdout}");
+    let cd = stdout.lines().find_map(|l| l.strip_prefix("$ cd ")).expect("a cd line");
+    let cd = cd.split("    #").next().unwrap().trim();
+    let commands: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("$ "))
+        .filter(|c| c.starts_with("git ") && [" log", " status", " show", " validate"].iter().any(|w| c.contains(w)))
+        .collect();
+    assert!(commands.iter().any(|c| c.contains("--format=")), "{commands:?}");
+    assert!(commands.iter().any(|c| c.contains("-C ../teammate")), "{commands:?}");
+    for c in commands {
+        let mut sh = std::process::Command::new("sh");
+        fixed_env(&mut sh, &home);
+        let r = sh.args(["-c", &format!("cd {cd} && {c}")]).output().unwrap();
+        assert!(r.status.success(), "pasting `{c}` failed: {}", String::from_utf8_lossy(&r.stderr));
+        assert!(!r.stdout.is_empty(), "`{c}` printed nothing");
+    }
+}

@@ -37,22 +37,39 @@ pub(crate) fn absolute(p: &Path) -> PathBuf {
 impl Repo {
     /// Discover the repository from the current directory as git would.
     pub fn discover() -> Result<Repo> {
-        Self::discover_at(Path::new("."))
+        // From the absolute current directory: gix's upward search from a relative `.` inside
+        // `.git/` looks for `./.git` and misses the git dir it is standing in.
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        Self::discover_at(&cwd)
     }
 
     /// Discover the repository starting at `dir`.
     pub fn discover_at(dir: &Path) -> Result<Repo> {
         let repo = gix::discover_with_environment_overrides(dir).map_err(|e| {
-            Error::usage(format!("not a git repository (or any parent up to the root): {e}"))
-                .hint("run git boulder inside a git repository, or create one with `git init`")
+            // gix's message already names the folder and its parents; say it once.
+            let text = e.to_string();
+            let message = if text.starts_with("Could not find a git repository in") {
+                format!("not a git repository (nor any of its parent folders): {}", dir.display())
+            } else {
+                format!("not a git repository: {text}")
+            };
+            Error::usage(message).hint("run git boulder inside a git repository, or create one with `git init`")
         })?;
         Self::from_gix(repo)
     }
 
     /// Open exactly the repository at `path` (a work tree or a git dir), without environment overrides.
     pub fn open(path: &Path) -> Result<Repo> {
-        let repo =
-            gix::open(path).map_err(|e| Error::usage(format!("cannot open repository at {}: {e}", path.display())))?;
+        let repo = gix::open(path).map_err(|e| {
+            // gix's message may name the path itself; name it once.
+            let text = e.to_string();
+            let shown = path.display().to_string();
+            if text.contains(&shown) {
+                Error::usage(format!("cannot open the repository: {text}"))
+            } else {
+                Error::usage(format!("cannot open the repository at {shown}: {text}"))
+            }
+        })?;
         Self::from_gix(repo)
     }
 
