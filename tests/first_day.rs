@@ -219,3 +219,83 @@ fn the_demo_reaches_a_pipe_and_its_commands_paste() {
         assert!(!r.stdout.is_empty(), "`{c}` printed nothing");
     }
 }
+
+#[test]
+fn man_pages_have_examples_and_exit_status_and_list_only_installed_pages() {
+    let repo = TestRepo::empty();
+    let dir = repo.tmp.path().join("man");
+    repo.boulder(&["man", "--install-dir", dir.to_str().unwrap()]).ok();
+    let man1 = dir.join("man1");
+    let mut pages = 0;
+    for entry in std::fs::read_dir(&man1).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        pages += 1;
+        for section in [".SH DESCRIPTION", ".SH EXAMPLES", ".SH \"EXIT STATUS\""] {
+            assert!(text.contains(section), "{name} lacks {section}");
+        }
+        assert!(text.contains("\\fB2\\fR"), "{name}: exit status 2 is not explained");
+        // Every page a page names is installed.
+        for (at, _) in text.match_indices("(1)") {
+            let start = text[..at].rfind(|c: char| c.is_whitespace() || c == '>').map_or(0, |i| i + 1);
+            let named = text[start..at].replace("\\-", "-").replace("\\fB", "").replace("\\fR", "");
+            if named.starts_with("git-boulder") {
+                assert!(man1.join(format!("{named}.1")).exists(), "{name} lists {named}(1), which is not installed");
+            }
+        }
+    }
+    assert!(pages > 30, "{pages} pages");
+    assert!(!man1.join("git-boulder-help.1").exists() && !man1.join("git-boulder-hook.1").exists());
+    let merge = std::fs::read_to_string(man1.join("git-boulder-stream-merge.1")).unwrap();
+    assert!(merge.contains("git boulder stream merge auth \\-\\-dry\\-run"), "{merge}");
+    assert!(merge.contains("conflicts"), "the refusal exit code names what merge refuses");
+}
+
+/// What bash offers for `git boulder WORDS… <TAB>` in `dir`, through git's `_git_boulder` hook.
+fn complete_in(repo: &TestRepo, dir: &std::path::Path, words: &[&str]) -> Vec<String> {
+    let script = repo.boulder(&["completions", "bash"]).ok().stdout;
+    let file = repo.tmp.path().join("completion.bash");
+    std::fs::write(&file, script).unwrap();
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let mut cmd = std::process::Command::new("bash");
+    fixed_env(&mut cmd, &repo.home);
+    let out = cmd
+        .arg("-c")
+        .arg(format!(
+            "source '{}'; COMP_WORDS=(git boulder {}); COMP_CWORD={}; _git_boulder; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            file.display(),
+            quoted.join(" "),
+            words.len() + 1
+        ))
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+}
+
+#[test]
+fn completions_offer_streams_boulders_and_stories_from_the_repository() {
+    let repo = sample();
+    let merge = complete_in(&repo, &repo.dir, &["stream", "merge", ""]);
+    assert_eq!(merge[..3], ["auth", "api", "docs"], "{merge:?}");
+    let first_flag = merge.iter().position(|c| c.starts_with('-')).unwrap();
+    assert_eq!(first_flag, 3, "stream names come before flags: {merge:?}");
+    assert_eq!(complete_in(&repo, &repo.dir, &["stream", "init", "a"]), ["auth", "api"]);
+    // Subcommands first, then flags; the internal hook command is not offered.
+    let top = complete_in(&repo, &repo.dir, &[""]);
+    let first_flag = top.iter().position(|c| c.starts_with('-')).unwrap();
+    assert!(top[..first_flag].contains(&"stream".to_string()) && top[..first_flag].contains(&"status".to_string()));
+    assert!(top[first_flag..].iter().all(|c| c.starts_with('-')), "{top:?}");
+    assert!(!top.contains(&"hook".to_string()), "{top:?}");
+    // Story ids from the PRD (open ones first), boulder ids from the state refs.
+    let stories = complete_in(&repo, &repo.dir, &["prd", "done", "US-00"]);
+    assert_eq!(stories.len(), 6, "{stories:?}");
+    assert_eq!(stories.last().unwrap(), "US-002", "the done story comes last: {stories:?}");
+    repo.boulder(&["create", "login-work", "--stream", "auth"]).ok();
+    assert_eq!(complete_in(&repo, &repo.dir, &["switch", ""])[0], "login-work");
+    // From a subdirectory too.
+    let sub = repo.dir.join("src/auth");
+    assert_eq!(complete_in(&repo, &sub, &["stream", "path", "d"]), ["docs"]);
+}

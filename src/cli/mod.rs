@@ -2,11 +2,13 @@
 //! `run` function. Commands are thin: parse, open the workspace, call the domain, print.
 
 pub mod boulder;
+pub mod complete;
 pub mod demo;
 pub mod doctor;
 pub mod hooks;
 pub mod log;
 pub mod man;
+mod man_examples;
 pub mod merge;
 pub mod output;
 pub mod prd;
@@ -104,9 +106,10 @@ pub enum Command {
     Man(man::ManArgs),
     /// Print shell completions for bash, zsh or fish.
     ///
-    /// bash: `git-boulder completions bash > ~/.local/share/bash-completion/completions/git-boulder`
-    /// (also defines `_git_boulder`, which git's completion calls for `git boulder <TAB>`);
-    /// zsh: save as `_git-boulder` on your fpath; fish: save in ~/.config/fish/completions/.
+    /// The script asks git-boulder at each <TAB>, so stream names, boulder ids and story ids come
+    /// from the repository. bash: `source <(git boulder completions bash)` in ~/.bashrc (also
+    /// defines `_git_boulder`, which git's completion calls for `git boulder <TAB>`); zsh: the
+    /// same with zsh in ~/.zshrc; fish: save in ~/.config/fish/completions/git-boulder.fish.
     Completions(man::CompletionsArgs),
     /// Run the whole flow on an embedded sample project in a temporary directory.
     Demo(demo::DemoArgs),

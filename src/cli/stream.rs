@@ -96,7 +96,7 @@ pub struct AddArgs {
     /// The new stream's name (its branch is boulder/NAME).
     pub name: String,
     /// Story ids the stream works on, as the PRD spells them.
-    #[arg(long = "story", value_name = "ID", num_args = 1..)]
+    #[arg(long = "story", value_name = "ID", num_args = 1.., add = super::complete::story_ids())]
     pub stories: Vec<String>,
     /// Globs of the paths the stream owns (e.g. src/auth/**).
     #[arg(long = "path", value_name = "GLOB", num_args = 1..)]
@@ -106,13 +106,14 @@ pub struct AddArgs {
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {
     /// Streams to initialize; all streams of the plan when none is named.
-    #[arg(value_name = "NAME")]
+    #[arg(value_name = "NAME", add = super::complete::stream_names())]
     pub names: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// The stream.
+    #[arg(add = super::complete::stream_names())]
     pub name: String,
     /// Stop after this many iterations (default: the stream's max_iterations, else no limit).
     #[arg(long, value_name = "N")]
@@ -131,13 +132,14 @@ pub struct RunArgs {
 #[derive(Debug, clap::Args)]
 pub struct PathArgs {
     /// The stream.
+    #[arg(add = super::complete::stream_names())]
     pub name: String,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct CleanupArgs {
     /// Streams to clean up.
-    #[arg(value_name = "NAME")]
+    #[arg(value_name = "NAME", add = super::complete::stream_names())]
     pub names: Vec<String>,
     /// Every merged stream: merged by git-boulder, or its branch has commits of its own, all in the
     /// base branch (never a stream that has not started).

@@ -45,6 +45,7 @@ pub struct SetupArgs {
 #[derive(Debug, clap::Args)]
 pub struct ClaimArgs {
     /// The stream.
+    #[arg(add = super::complete::stream_names())]
     pub name: String,
     /// The remote that holds the lease (default: settings.claim_remote, else the default remote).
     #[arg(long, value_name = "REMOTE")]
@@ -57,6 +58,7 @@ pub struct ClaimArgs {
 #[derive(Debug, clap::Args)]
 pub struct ReleaseArgs {
     /// The stream.
+    #[arg(add = super::complete::stream_names())]
     pub name: String,
     /// The remote that holds the lease (default: settings.claim_remote, else the default remote).
     #[arg(long, value_name = "REMOTE")]
