@@ -299,3 +299,33 @@ fn completions_offer_streams_boulders_and_stories_from_the_repository() {
     let sub = repo.dir.join("src/auth");
     assert_eq!(complete_in(&repo, &sub, &["stream", "path", "d"]), ["docs"]);
 }
+
+#[test]
+fn history_views_leave_the_state_out() {
+    let repo = sample();
+    let remote = repo.tmp.path().join("remote.git");
+    repo.git(&["init", "-q", "--bare", remote.to_str().unwrap()]).ok();
+    repo.git(&["remote", "add", "origin", remote.to_str().unwrap()]).ok();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    assert!(!repo.refs("refs/boulder/").is_empty(), "the state refs exist");
+    let user_commits = repo.git_out(&["log", "--oneline", "--branches"]).lines().count();
+    let all = repo.git_out(&["log", "--oneline", "--all"]).lines().count();
+    assert!(all > user_commits, "state commits show under a bare --all");
+    // The arguments `git boulder --help` gives leave them out.
+    let help = repo.boulder(&["--help"]).ok().stdout;
+    assert!(help.contains("--exclude='refs/boulder*' --exclude='refs/notes/*' --all"), "{help}");
+    let hidden = repo.git_out(&["log", "--oneline", "--exclude=refs/boulder*", "--exclude=refs/notes/*", "--all"]);
+    assert_eq!(hidden.lines().count(), user_commits);
+    // remote setup keeps state refs from labelling commits, even with every decoration shown.
+    let r = repo.boulder(&["remote", "setup", "origin"]).ok();
+    assert!(r.stdout.contains("+log.excludeDecoration refs/boulder*"), "{}", r.stdout);
+    assert_eq!(repo.git_out(&["config", "--get-all", "log.excludeDecoration"]), "refs/boulder*\nrefs/notes/*");
+    let head = repo.git_out(&["rev-parse", "HEAD"]);
+    repo.git(&["update-ref", "refs/boulder/streams/pin", &head]).ok();
+    let decorated = repo.git_out(&["log", "--oneline", "--decorate=full", "--all", "-n", "50"]);
+    assert!(!decorated.contains("refs/boulder"), "{decorated}");
+    assert!(decorated.contains("refs/heads/main"), "{decorated}");
+    repo.boulder(&["remote", "setup", "origin", "--undo"]).ok();
+    assert_eq!(repo.git(&["config", "--get-all", "log.excludeDecoration"]).code, 1);
+}

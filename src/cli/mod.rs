@@ -29,7 +29,15 @@ use crate::workspace::Workspace;
 /// of its state inside git (refs and notes), records activity with git hooks, and merges finished
 /// streams back after checking for conflicts.
 #[derive(Debug, Parser)]
-#[command(name = "git-boulder", version, propagate_version = true)]
+#[command(
+    name = "git-boulder",
+    version,
+    propagate_version = true,
+    after_long_help = "History views: the state lives in refs/boulder/* and refs/notes/boulder. To leave it out of \
+                       `git log --all`, gitk and tig, give them `--exclude='refs/boulder*' --exclude='refs/notes/*' \
+                       --all` instead of `--all`; `git boulder remote setup` also sets log.excludeDecoration so \
+                       state refs never label your commits."
+)]
 pub struct Cli {
     /// Use this stream plan instead of the main worktree's .boulder/streams.yaml.
     #[arg(long, global = true, value_name = "PATH")]
