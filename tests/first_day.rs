@@ -318,14 +318,16 @@ fn history_views_leave_the_state_out() {
     let hidden = repo.git_out(&["log", "--oneline", "--exclude=refs/boulder*", "--exclude=refs/notes/*", "--all"]);
     assert_eq!(hidden.lines().count(), user_commits);
     // remote setup keeps state refs from labelling commits, even with every decoration shown.
+    let head = repo.git_out(&["rev-parse", "HEAD"]);
+    repo.git(&["update-ref", "refs/boulder/streams/pin", &head]).ok();
+    let every = ["-c", "log.initialDecorationSet=all", "log", "--oneline", "--decorate", "--all", "-n", "50"];
+    assert!(repo.git_out(&every).contains("refs/boulder/streams/pin"), "labelled before setup");
     let r = repo.boulder(&["remote", "setup", "origin"]).ok();
     assert!(r.stdout.contains("+log.excludeDecoration refs/boulder*"), "{}", r.stdout);
     assert_eq!(repo.git_out(&["config", "--get-all", "log.excludeDecoration"]), "refs/boulder*\nrefs/notes/*");
-    let head = repo.git_out(&["rev-parse", "HEAD"]);
-    repo.git(&["update-ref", "refs/boulder/streams/pin", &head]).ok();
-    let decorated = repo.git_out(&["log", "--oneline", "--decorate=full", "--all", "-n", "50"]);
-    assert!(!decorated.contains("refs/boulder"), "{decorated}");
-    assert!(decorated.contains("refs/heads/main"), "{decorated}");
+    let decorated = repo.git_out(&every);
+    assert!(!decorated.contains("refs/boulder") && !decorated.contains("refs/notes"), "{decorated}");
+    assert!(decorated.contains("main"), "{decorated}");
     repo.boulder(&["remote", "setup", "origin", "--undo"]).ok();
     assert_eq!(repo.git(&["config", "--get-all", "log.excludeDecoration"]).code, 1);
 }
