@@ -22,6 +22,7 @@ pub fn exclude_decorations(repo: &Repo, undo: bool) -> Result<Vec<String>> {
     let mut file = gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
         .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))?;
     let mut changed = Vec::new();
+    let mut now_empty = false;
     {
         let mut section = file
             .section_mut_or_create_new("log", None)
@@ -39,6 +40,7 @@ pub fn exclude_decorations(repo: &Repo, undo: bool) -> Result<Vec<String>> {
                 for v in now.iter().filter(|v| DECORATION_EXCLUDES.contains(&v.as_str())) {
                     changed.push(format!("-log.excludeDecoration {v}"));
                 }
+                now_empty = section.num_values() == 0;
             }
         } else {
             for pattern in DECORATION_EXCLUDES.iter().filter(|p| !now.iter().any(|v| v == *p)) {
@@ -48,6 +50,10 @@ pub fn exclude_decorations(repo: &Repo, undo: bool) -> Result<Vec<String>> {
                 changed.push(format!("+log.excludeDecoration {pattern}"));
             }
         }
+    }
+    if now_empty {
+        // The section held only what setup added: remove it, so undo restores the file.
+        file.remove_section("log", None);
     }
     if !changed.is_empty() {
         let mut out = Vec::new();
