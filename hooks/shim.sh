@@ -6,7 +6,7 @@
 # The folder of this script, without starting a process (git runs hooks by their path).
 case $0 in */*) here=${0%/*} ;; *) here=. ;; esac
 orig="$here/@HOOK@.boulder-orig"
-input=""
+@CHAIN@input=""
 if [ -x "$orig" ]; then
   if [ @STDIN@ = 1 ]; then
     # Both hooks read the same stdin: keep it in a file and give each a copy.

@@ -73,6 +73,11 @@ pub fn tracking_ref(key: &str, stream: &str) -> String {
 /// Read and check the claim commit `id` of `stream`. The error names the problem.
 pub fn read(repo: &Repo, stream: &str, id: ObjectId) -> std::result::Result<Claim, String> {
     let g = &repo.repo;
+    // Sizes come from the object headers, before anything fetched is read whole.
+    let size = |oid: ObjectId| g.find_header(oid).map(|h| h.size()).map_err(|e| format!("claim {oid}: {e}"));
+    if size(id)? > 16 * 1024 {
+        return Err(format!("claim commit {id} is too large"));
+    }
     let commit = g.find_commit(id).map_err(|e| format!("{id} is not a claim commit: {e}"))?;
     if commit.parent_ids().next().is_some() {
         return Err(format!("claim commit {id} has parents"));
@@ -85,6 +90,9 @@ pub fn read(repo: &Repo, stream: &str, id: ObjectId) -> std::result::Result<Clai
     let entry = tree.find_entry("claim.json").ok_or("no claim.json")?;
     if !entry.mode().is_blob() {
         return Err(format!("claim commit {id}: claim.json is not a file"));
+    }
+    if size(entry.object_id())? > 16 * 1024 {
+        return Err(format!("claim commit {id}: claim.json is too large"));
     }
     let data = entry.object().map_err(|e| format!("claim commit {id}: {e}"))?.detach().data;
     if data.len() > 16 * 1024 {

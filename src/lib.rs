@@ -25,8 +25,10 @@ pub mod state;
 pub mod status;
 pub mod suggest;
 pub mod sync;
+pub mod text;
 pub mod time;
 pub mod trace;
+pub mod trust;
 pub mod workspace;
 pub mod worktree;
 

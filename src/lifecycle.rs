@@ -32,6 +32,16 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
     let recorded = store.read::<StreamState>(&sref)?;
     let recorded_live = recorded.as_ref().is_some_and(|e| is_live(&e.state.status));
     let mut changes = Vec::new();
+    // Globs that would lead outside the repository are refused before anything is created.
+    if let Err(why) = crate::plan::compile_globs(&plan.settings.copy_into_worktree) {
+        return Err(Error::usage(format!("settings.copy_into_worktree: {why}"))
+            .hint("use globs relative to the repository root, without '..' or a leading '/'"));
+    }
+    // Setup runs unless the stream is already initialized; refuse before anything changes when
+    // its command is not trusted on this machine.
+    if !(recorded_live && path.join(".git").exists()) {
+        crate::trust::require(repo, plan, "stream init", &[crate::trust::SETUP.to_string()])?;
+    }
 
     let _guard = lock::try_acquire(repo, &format!("stream-{}", stream.name), "stream init")?;
     let from = match repo.branch_tip(&stream.branch)? {

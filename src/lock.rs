@@ -374,14 +374,24 @@ mod tests {
         let a = acquire(&repo, "stream-auth", false, "git boulder stream run auth").unwrap();
         let b = acquire(&repo, "prd", false, "x").unwrap();
         drop(b);
-        let held = holders(&repo);
+        let mut held = holders(&repo);
+        for _ in 0..200 {
+            if held.len() == 1 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            held = holders(&repo);
+        }
         assert_eq!(held.len(), 1, "{held:?}");
         assert_eq!(held[0].0, "stream-auth");
         assert_eq!(held[0].1.pid, std::process::id());
         assert_eq!(held[0].1.command, "git boulder stream run auth");
-        // Probing did not disturb the holder or leave a lock behind.
+        // Probing did not disturb the holder or leave a lock behind. (A process another test
+        // thread forks shares the lock's open file until it execs, so allow it a moment.)
         drop(a);
-        assert!(holders(&repo).is_empty());
+        let free =
+            (0..200).any(|_| holders(&repo).is_empty() || (std::thread::sleep(Duration::from_millis(5)), false).1);
+        assert!(free, "{:?}", holders(&repo));
         acquire(&repo, "stream-auth", false, "again").unwrap();
         assert!(acquire(&repo, "../x", false, "bad").is_err());
     }

@@ -19,9 +19,10 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) if err.message == git_boulder::error::BROKEN_PIPE => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}", err.message);
+            // Messages quote titles, names and remote text: print them inert.
+            eprintln!("error: {}", git_boulder::text::inert_lines(&err.message));
             for hint in &err.hints {
-                eprintln!("hint: {hint}");
+                eprintln!("hint: {}", git_boulder::text::inert_lines(hint));
             }
             ExitCode::from(err.exit_code())
         }

@@ -12,6 +12,8 @@ pub fn enabled() -> bool {
 /// Show `text` as the current progress line (replacing the previous one).
 pub fn show(text: &str) {
     if enabled() {
+        // Progress quotes stream and ref names: one inert line.
+        let text = crate::text::inert(text);
         let mut line: String = text.chars().take(100).collect();
         if line.len() < text.len() {
             line.push('…');

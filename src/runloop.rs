@@ -52,6 +52,16 @@ struct Held {
 /// With `settings.claim_remote` set, the stream is claimed there first (refused while another
 /// machine holds it), renewed as the run goes on, and released when it ends.
 pub fn run(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, say: impl Fn(&str)) -> Result<Outcome> {
+    // The plan's agent line (and verify, with auto_merge) runs only when trusted: refuse before
+    // the lock is taken or anything is recorded.
+    let mut keys = Vec::new();
+    if let (true, Some(agent)) = (opts.command.is_empty(), &stream.agent) {
+        keys.push(crate::trust::agent_key(agent));
+    }
+    if plan.settings.auto_merge {
+        keys.push(crate::trust::VERIFY.to_string());
+    }
+    crate::trust::require(&ws.repo, plan, "stream run", &keys)?;
     // One run per stream on this machine (the lock), then one per stream anywhere (the claim).
     let _lock = crate::lock::try_acquire(&ws.repo, &format!("stream-{}", stream.name), "stream run")?;
     let Some(remote) = &plan.settings.claim_remote else { return run_loop(ws, plan, stream, opts, &say, None) };

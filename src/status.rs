@@ -85,7 +85,15 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
                 total: stream.stories.len(),
             },
         };
-        let wt = ws.worktree_path(plan, &stream.name).ok().filter(|p| p.exists());
+        // Where the plan puts the worktree, else where git has the branch checked out (a worktree
+        // moved with `git worktree move`, or moved by hand and repaired, is not stale).
+        let wt = ws.worktree_path(plan, &stream.name).ok().filter(|p| p.exists()).or_else(|| {
+            st.as_ref()
+                .filter(|e| {
+                    matches!(e.state.status.as_str(), "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED")
+                })
+                .and_then(|_| crate::worktree::checked_out(&ws.repo, &stream.branch).ok().flatten())
+        });
         // A worktree is expected only on the machine that initialized the stream.
         let here = st.as_ref().is_none_or(|e| e.state.initialized_by.as_ref().is_none_or(|a| *a == me));
         let mut status = st.map(|e| e.state.status).filter(|s| !s.is_empty()).unwrap_or_else(|| "DEFINED".into());

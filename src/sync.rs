@@ -90,8 +90,69 @@ fn target(remote_ref: &str) -> Option<Target> {
     }
 }
 
+/// Most notes a fetched notes ref may hold.
+pub const MAX_NOTES: usize = 1_000_000;
+/// Largest tree object of a fetched notes ref read.
+const MAX_NOTES_TREE_BYTES: u64 = 8 * 1024 * 1024;
+/// Largest notes commit read.
+const MAX_NOTES_COMMIT_BYTES: u64 = 64 * 1024;
+/// How many of the commits a fetched notes ref adds are size-checked first, walking back from its tip.
+const NOTES_COMMITS_CHECKED: usize = 10_000;
+
+/// Check from object headers, before anything is read whole, that a fetched notes ref is of
+/// bounded size: the commits it adds over ours, and the trees of its tip.
+fn bound_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), String> {
+    let g = &repo.repo;
+    let ours = repo.ref_id(NOTES_REF).ok().flatten();
+    let header = |id: ObjectId, kind: gix::objs::Kind, limit: u64| -> std::result::Result<(), String> {
+        let h = g.find_header(id).map_err(|e| format!("{id}: {e}"))?;
+        if h.kind() != kind {
+            return Err(format!("{id} is a {}, not a {kind}", h.kind()));
+        }
+        if h.size() > limit {
+            return Err(format!("{kind} {id} is {} bytes, more than the limit of {limit}", h.size()));
+        }
+        Ok(())
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut todo = vec![theirs];
+    while let Some(id) = todo.pop() {
+        if Some(id) == ours || !seen.insert(id) {
+            continue;
+        }
+        if seen.len() > NOTES_COMMITS_CHECKED {
+            // A long shared history (the walk stops at our tip only): what follows reads little
+            // of it, so the newest commits are what matter.
+            break;
+        }
+        header(id, gix::objs::Kind::Commit, MAX_NOTES_COMMIT_BYTES)?;
+        let commit = g.find_commit(id).map_err(|e| format!("{id}: {e}"))?;
+        todo.extend(commit.parent_ids().map(|p| p.detach()));
+    }
+    let tip = g.find_commit(theirs).map_err(|e| format!("{theirs}: {e}"))?;
+    let mut trees = vec![tip.tree_id().map_err(|e| format!("{theirs}: {e}"))?.detach()];
+    let mut notes = 0usize;
+    while let Some(t) = trees.pop() {
+        header(t, gix::objs::Kind::Tree, MAX_NOTES_TREE_BYTES)?;
+        let tree = g.find_tree(t).map_err(|e| format!("{t}: {e}"))?;
+        for e in tree.iter() {
+            let e = e.map_err(|e| format!("{t}: {e}"))?;
+            if e.mode().is_tree() {
+                trees.push(e.object_id());
+            } else {
+                notes += 1;
+            }
+        }
+        if notes > MAX_NOTES {
+            return Err(format!("more than {MAX_NOTES} notes"));
+        }
+    }
+    Ok(())
+}
+
 /// Check every note a fetched notes commit adds: UTF-8 JSON lines, each an object, small.
 fn validate_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), String> {
+    bound_notes(repo, theirs)?;
     let g = &repo.repo;
     let theirs_all = notes::all(g, theirs).map_err(|e| e.message)?;
     let ours_all = match repo.ref_id(NOTES_REF).ok().flatten() {
@@ -102,10 +163,32 @@ fn validate_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), Stri
         if ours_all.get(&object) == Some(&blob) {
             continue;
         }
+        // The size from the object header first: a fetched note is never read whole when too large.
+        let size = g.find_header(blob).map_err(|e| format!("the note of {object}: {e}"))?.size();
+        if size > notes::MAX_NOTE_BYTES {
+            return Err(format!(
+                "the note of {object} is {size} bytes, more than the limit of {}",
+                notes::MAX_NOTE_BYTES
+            ));
+        }
         let data = g.find_object(blob).map_err(|e| format!("the note of {object}: {e}"))?.detach().data;
         notes::check(&data).map_err(|e| format!("the note of {object} {e}"))?;
     }
     Ok(())
+}
+
+/// Why a fetched op-log whose state records another name than its ref's is refused, if it does.
+fn misnamed(recorded: Option<String>, refname: &str, what: &str) -> Option<String> {
+    recorded
+        .filter(|r| r != refname)
+        .map(|r| format!("its state records {what} {:?}, not {refname:?} as its ref name says", crate::text::inert(&r)))
+}
+
+/// Most refs one pull (or one absorb of fetched refs) takes in; the rest are refused by name.
+pub const MAX_REFS_PER_PULL: usize = 10_000;
+
+fn over_limit(name: &str) -> RefOutcome {
+    outcome(name, "refused", Some(format!("more than {MAX_REFS_PER_PULL} refs in one pull; not taken")))
 }
 
 /// Bring one fetched ref in. `Ok(None)` for a ref that is not git-boulder's.
@@ -123,6 +206,9 @@ fn absorb_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: Objec
     match t {
         Target::Stream(n) => {
             let name = state::stream_ref(&n);
+            if let Some(why) = misnamed(store.entry::<StreamState>(id).ok().and_then(|e| e.state.name), &n, "stream") {
+                return Ok(Some(outcome(&name, "refused", Some(why))));
+            }
             match store.absorb::<StreamState>(&name, id) {
                 Ok(a) => Ok(Some(outcome(&name, word(a), None))),
                 Err(e) => refused(&name, e),
@@ -130,6 +216,9 @@ fn absorb_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: Objec
         }
         Target::Boulder(n) => {
             let name = state::boulder_ref(&n);
+            if let Some(why) = misnamed(store.entry::<BoulderState>(id).ok().and_then(|e| e.state.id), &n, "boulder") {
+                return Ok(Some(outcome(&name, "refused", Some(why))));
+            }
             match store.absorb::<BoulderState>(&name, id) {
                 Ok(a) => Ok(Some(outcome(&name, word(a), None))),
                 Err(e) => refused(&name, e),
@@ -186,10 +275,14 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
     let mut report = PullReport { remote: remote.given.clone(), refs: Vec::new() };
     let mut claims_seen = Vec::new();
     for (n, f) in fetched.iter().enumerate() {
-        crate::progress::show(&format!("merging {}/{} {}", n + 1, fetched.len(), f.remote_ref));
         if let Some(Target::Claim(s)) = target(&f.remote_ref) {
             claims_seen.push(s);
         }
+        if n >= MAX_REFS_PER_PULL {
+            report.refs.push(over_limit(&f.remote_ref));
+            continue;
+        }
+        crate::progress::show(&format!("merging {}/{} {}", n + 1, fetched.len(), f.remote_ref));
         if let Some(o) = absorb_one(repo, &store, &remote.key, &f.remote_ref, f.id)? {
             report.refs.push(o);
         }
@@ -335,8 +428,14 @@ pub fn absorb_pending(repo: &Repo) -> Result<Vec<RefOutcome>> {
     let seen = load_absorbed(repo);
     let mut out = Vec::new();
     let mut done: BTreeMap<String, Vec<(String, ObjectId)>> = BTreeMap::new();
+    let mut taken = 0usize;
     for (name, id) in tracked {
         if seen.get(&name).map(String::as_str) == Some(id.to_string().as_str()) {
+            continue;
+        }
+        taken += 1;
+        if taken > MAX_REFS_PER_PULL {
+            out.push(over_limit(&name));
             continue;
         }
         let Some(rest) = name.strip_prefix("refs/boulder-remotes/") else { continue };

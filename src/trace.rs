@@ -14,7 +14,7 @@ pub fn enabled() -> bool {
 /// Print a trace line.
 pub fn line(text: &str) {
     if enabled() {
-        eprintln!("trace: {text}");
+        eprintln!("trace: {}", crate::text::inert_lines(text));
     }
 }
 

@@ -14,6 +14,9 @@ pub struct Workspace {
     pub repo: Repo,
     /// `--config PATH`, when given.
     pub config_override: Option<PathBuf>,
+    /// PRDs parsed for streams, by blob id: stream worktrees and branches mostly hold the same
+    /// PRD, so a dashboard of many streams parses each distinct one once.
+    prds: std::sync::Mutex<std::collections::HashMap<gix::ObjectId, Option<std::sync::Arc<Prd>>>>,
 }
 
 /// Where the plan in force was read from, for messages.
@@ -23,10 +26,32 @@ pub struct PlanSource {
 }
 
 impl Workspace {
+    /// A workspace over an opened repository.
+    pub fn from_repo(repo: Repo, config_override: Option<PathBuf>) -> Workspace {
+        Workspace { repo, config_override, prds: Default::default() }
+    }
+
+    /// The PRD with blob id `id`, parsed once per command.
+    fn parsed(
+        &self,
+        plan: &Plan,
+        id: gix::ObjectId,
+        bytes: impl FnOnce() -> Option<Vec<u8>>,
+    ) -> Option<std::sync::Arc<Prd>> {
+        let mut cache = self.prds.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .entry(id)
+            .or_insert_with(|| {
+                let text = String::from_utf8(bytes()?).ok()?;
+                prd::parse(&plan.prd, &text).ok().map(std::sync::Arc::new)
+            })
+            .clone()
+    }
+
     /// Discover the repository from the current directory.
     pub fn open(config_override: Option<PathBuf>) -> Result<Workspace> {
         let repo = Repo::discover()?;
-        Ok(Workspace { repo, config_override })
+        Ok(Workspace::from_repo(repo, config_override))
     }
 
     /// The root that relative plan paths (PRD, worktree_dir) are resolved against: the main worktree.
@@ -165,7 +190,46 @@ impl Workspace {
 
     /// The worktree path of a stream, always computed locally from the plan.
     pub fn worktree_path(&self, plan: &Plan, stream: &str) -> Result<PathBuf> {
-        Ok(self.root()?.join(&plan.settings.worktree_dir).join(stream))
+        Ok(self.worktree_dir(plan)?.join(stream))
+    }
+
+    /// The folder stream worktrees go in (absolute, symlinks resolved): `settings.worktree_dir`
+    /// against the main worktree. It
+    /// must resolve (symlinks followed) inside the main worktree's folder, or inside its parent
+    /// folder but not in a hidden folder there (`../repo-worktrees`, the sibling layout), unless
+    /// the user's own `git config boulder.worktreeRoot` names a folder that holds it.
+    pub fn worktree_dir(&self, plan: &Plan) -> Result<PathBuf> {
+        let root = self.root()?;
+        let dir = root.join(&plan.settings.worktree_dir);
+        let real = resolve(&dir);
+        let real_root = resolve(root);
+        if real.starts_with(&real_root) {
+            return Ok(real);
+        }
+        if let Some(below) = real_root.parent().and_then(|p| real.strip_prefix(p).ok()) {
+            if !below.components().any(|c| c.as_os_str().to_string_lossy().starts_with('.')) {
+                return Ok(real);
+            }
+        }
+        if let Some(allowed) = self.repo.config_string("boulder.worktreeRoot").filter(|v| !v.is_empty()) {
+            let allowed = match allowed.strip_prefix("~/") {
+                Some(rest) => std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(rest),
+                None => root.join(allowed),
+            };
+            if real.starts_with(resolve(&allowed)) {
+                return Ok(real);
+            }
+        }
+        let parent = real_root.parent().unwrap_or(&real_root);
+        Err(Error::usage(format!(
+            "settings.worktree_dir {:?} resolves to {}: worktrees must stay inside the repository's folder {} or beside it in {} (not in a hidden folder)",
+            crate::text::inert(&plan.settings.worktree_dir),
+            real.display(),
+            real_root.display(),
+            parent.display()
+        ))
+        .hint("use a folder inside the repository (default .boulder/worktrees) or beside it (../NAME-worktrees)")
+        .hint("to keep worktrees elsewhere, name that place in your own git config: git config boulder.worktreeRoot PATH"))
     }
 
     /// Story ids recorded done with `git boulder prd done`.
@@ -184,7 +248,7 @@ impl Workspace {
         done: &std::collections::BTreeSet<String>,
     ) -> Result<Vec<Story>> {
         let own = self.stream_prd(plan, stream)?;
-        let source = own.as_ref().unwrap_or(prd_main);
+        let source = own.as_deref().unwrap_or(prd_main);
         Ok(stream
             .stories
             .iter()
@@ -200,20 +264,18 @@ impl Workspace {
     }
 
     /// The PRD as the stream sees it, when its worktree or branch has one.
-    fn stream_prd(&self, plan: &Plan, stream: &StreamDef) -> Result<Option<Prd>> {
+    fn stream_prd(&self, plan: &Plan, stream: &StreamDef) -> Result<Option<std::sync::Arc<Prd>>> {
         // A bare repository has no worktrees: only the branch tip.
         if let Ok(wt) = self.worktree_path(plan, &stream.name) {
             if let Ok(bytes) = std::fs::read(wt.join(&plan.prd)) {
-                if let Ok(text) = String::from_utf8(bytes) {
-                    return Ok(prd::parse(&plan.prd, &text).ok());
-                }
+                let id = gix::objs::compute_hash(self.repo.repo.object_hash(), gix::objs::Kind::Blob, &bytes)
+                    .map_err(|e| Error::internal(format!("cannot hash the PRD: {e}")))?;
+                return Ok(self.parsed(plan, id, || Some(bytes)));
             }
         }
         if let Some(tip) = self.repo.branch_tip(&stream.branch)? {
-            if let Some(bytes) = self.repo.file_at(tip, &plan.prd)? {
-                if let Ok(text) = String::from_utf8(bytes) {
-                    return Ok(prd::parse(&plan.prd, &text).ok());
-                }
+            if let Some(id) = self.repo.blob_id_at(tip, &plan.prd)? {
+                return Ok(self.parsed(plan, id, || self.repo.file_at(tip, &plan.prd).ok().flatten()));
             }
         }
         Ok(None)
@@ -244,6 +306,40 @@ fn parse_prd(bytes: Vec<u8>, label: &str, name: &str) -> Result<(String, Prd)> {
         eprintln!("warning: {label}: {w}");
     }
     Ok((text, prd))
+}
+
+/// `path` made absolute with every symlink in it resolved, component by component (`..` after a
+/// symlink goes to the parent of its target, as the OS would); the part that does not exist yet
+/// is taken by name.
+fn resolve(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().map(|c| c.join(path)).unwrap_or_else(|_| path.to_path_buf())
+    };
+    let mut out = PathBuf::new();
+    let mut real = true;
+    for c in abs.components() {
+        match c {
+            Component::Prefix(_) | Component::RootDir => out.push(c),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+                real = std::fs::symlink_metadata(&out).is_ok();
+            }
+            Component::Normal(name) => {
+                out.push(name);
+                if real {
+                    match std::fs::canonicalize(&out) {
+                        Ok(r) => out = r,
+                        Err(_) => real = false,
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 fn utf8(bytes: Vec<u8>, label: &str) -> Result<String> {

@@ -83,6 +83,14 @@ fn cleanup_stale_keeps_worktrees_moved_by_git_or_moved_and_repaired() {
     }
     assert!(r.stdout.contains("cleanup --stale"), "{}", r.stdout);
 
+    // The dashboard agrees: the moved ones are where git has them, only docs is stale.
+    let st = repo.boulder(&["status", "--json"]).ok().json();
+    let row = |n: &str| st["streams"].as_array().unwrap().iter().find(|r| r["name"] == n).unwrap().clone();
+    assert_eq!(row("auth")["status"], "INITIALIZED", "{st}");
+    assert_eq!(row("auth")["worktree"], auth_new.display().to_string(), "{st}");
+    assert_eq!(row("api")["status"], "INITIALIZED", "{st}");
+    assert_eq!(row("docs")["status"], "STALE", "{st}");
+
     let r = repo.boulder(&["stream", "cleanup", "--stale"]).ok();
     assert!(r.stdout.contains("docs"), "{}", r.stdout);
     assert!(!r.stdout.contains("auth") && !r.stdout.contains("api"), "{}", r.stdout);

@@ -78,10 +78,14 @@ fn install_under_core_hooks_path() {
     let repo = sample();
     repo.git(&["config", "core.hooksPath", ".githooks"]).ok();
     repo.boulder(&["hooks", "install", "--pre-commit"]).ok();
+    // A relative core.hooksPath names a folder in each worktree (issue 13, point 4): git-boulder's
+    // own folder takes its place and runs .githooks' hooks first (tests/hook_managers.rs).
+    let dir = repo.git_out(&["rev-parse", "--git-path", "hooks"]);
     for h in ["post-commit", "post-rewrite", "pre-push", "pre-commit"] {
-        assert!(repo.dir.join(".githooks").join(h).exists(), "{h}");
+        assert!(std::path::Path::new(&dir).join(h).exists(), "{h}");
     }
     assert!(!repo.dir.join(".git/hooks/post-commit").exists());
+    assert_eq!(repo.git_out(&["config", "boulder.hooksPath"]), ".githooks");
     let st = repo.boulder(&["hooks", "status"]).ok().stdout;
     assert!(st.contains(".githooks/pre-commit"), "{st}");
 }
@@ -369,8 +373,9 @@ fn post_commit_without_the_binary_warns_once_and_commits() {
     assert_eq!(repo.git_in(&wt, &["log", "-1", "--format=%s"]).ok().stdout.trim(), "no binary");
 }
 
+/// A cherry-pick onto a stream branch is new work (issue 13, point 7): each picked commit counts.
 #[test]
-fn cherry_pick_sequence_records_nothing() {
+fn cherry_pick_sequence_records_each_commit() {
     let repo = with_hooks();
     repo.boulder(&["stream", "init", "auth"]).ok();
     let wt = repo.dir.join(".boulder/worktrees/auth");
@@ -382,8 +387,8 @@ fn cherry_pick_sequence_records_nothing() {
     repo.git(&["checkout", "-q", "main"]).ok();
     repo.git_in(&wt, &["cherry-pick", "side~1", "side"]).ok();
     assert_eq!(repo.git_in(&wt, &["log", "-1", "--format=%s"]).ok().stdout.trim(), "p2");
-    assert_eq!(state(&repo, "refs/boulder/boulders/auth")["iteration"], 0);
-    assert!(repo.git_in(&wt, &["notes", "--ref=boulder", "show", "HEAD"]).code != 0);
+    assert_eq!(state(&repo, "refs/boulder/boulders/auth")["iteration"], 2);
+    assert!(repo.git_in(&wt, &["notes", "--ref=boulder", "show", "HEAD"]).ok().stdout.contains("\"iteration\":2"));
 }
 
 #[test]
@@ -403,7 +408,10 @@ fn pre_push_judges_the_branch_it_updates_and_pushes_to_urls() {
     // Deleting the remote branch checks nothing.
     repo.git_in(&wt, &["push", "-q", "--no-verify", "origin", "HEAD:refs/heads/boulder/auth"]).ok();
     repo.git_in(&wt, &["push", "-q", "origin", ":refs/heads/boulder/auth"]).ok();
-    // A branch that is no stream's is not checked.
+    // A branch that is no stream's is not checked when the commits are no stream's either (a
+    // stream's commits are checked under any name: issue 13, point 3, tests/pre_push_pushed.rs).
+    repo.git_in(&wt, &["checkout", "-q", "--detach", "main"]).ok();
+    commit_in(&repo, &wt, "src/api/scratch.rs", "x\n", "scratch").ok();
     repo.git_in(&wt, &["push", "-q", "origin", "HEAD:refs/heads/scratch"]).ok();
 }
 

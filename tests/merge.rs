@@ -21,6 +21,8 @@ fn setup(plan: &str) -> TestRepo {
         ("docs/index.md", "# docs\n"),
         ("shared.txt", "one\ntwo\nthree\n"),
     ]);
+    // Plans with `verify:` run it only once trusted on this machine.
+    repo.boulder(&["trust"]).ok();
     repo.boulder(&["stream", "init"]).ok();
     repo
 }

@@ -106,6 +106,7 @@ fn setup_runs_once_and_failure_keeps_the_worktree() {
     repo.write(".boulder/streams.yaml", &plan);
     repo.write(".env", "SECRET=1\n");
     std::fs::write(repo.dir.join(".git/info/exclude"), ".env\nsetup.log\n").unwrap();
+    repo.boulder(&["trust"]).ok();
     repo.boulder(&["stream", "init", "auth"]).ok();
     let wt = repo.dir.join(".boulder/worktrees/auth");
     assert_eq!(std::fs::read_to_string(wt.join("setup.log")).unwrap(), "ran\n");
@@ -115,6 +116,7 @@ fn setup_runs_once_and_failure_keeps_the_worktree() {
 
     let plan = repo.read(".boulder/streams.yaml").replace("echo ran >> setup.log", "exit 3");
     repo.write(".boulder/streams.yaml", &plan);
+    repo.boulder(&["trust"]).ok();
     let r = repo.boulder(&["stream", "init", "api"]).code(1);
     assert!(r.stdout.contains("setup failed"), "{}", r.stdout);
     assert!(repo.dir.join(".boulder/worktrees/api/README.md").exists());

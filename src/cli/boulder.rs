@@ -323,9 +323,9 @@ pub fn check(ws: &Workspace, args: CheckArgs) -> Result<()> {
         return super::output::json(&mut out, &v);
     }
     if d.enforce {
-        writeln!(out, "{text}")?;
+        writeln!(out, "{}", crate::text::inert_lines(&text))?;
     } else {
-        writeln!(out, "no enforcement ({}): {}", d.gate, d.reason)?;
+        writeln!(out, "no enforcement ({}): {}", d.gate, crate::text::inert(&d.reason))?;
     }
     Ok(())
 }
@@ -376,7 +376,13 @@ pub fn todo(ws: &Workspace, cmd: TodoCommand) -> Result<()> {
                 return super::output::json(&mut out, &b.todos);
             }
             for t in &b.todos {
-                writeln!(out, "[{}] {}  {}", if t.done { 'x' } else { ' ' }, t.id, t.text)?;
+                writeln!(
+                    out,
+                    "[{}] {}  {}",
+                    if t.done { 'x' } else { ' ' },
+                    crate::text::inert(&t.id),
+                    crate::text::inert(&t.text)
+                )?;
             }
         }
     }
@@ -431,26 +437,32 @@ pub fn resume(ws: &Workspace, args: ResumeArgs) -> Result<()> {
     }
     writeln!(out, "PRD: {}", prd_path.display())?;
     if let Some(s) = &stream {
-        writeln!(out, "stream: {s}")?;
+        writeln!(out, "stream: {}", crate::text::inert(s))?;
     }
     if let (Some(i), Some(b)) = (&id, &b) {
-        writeln!(out, "boulder: {i} (iteration {})", b.iteration)?;
+        writeln!(out, "boulder: {} (iteration {})", crate::text::inert(i), b.iteration)?;
     }
     writeln!(out, "progress: {}/{}", v["progress"]["done"], v["progress"]["total"])?;
     for (w, d, t) in &waves {
         if !w.is_empty() {
-            writeln!(out, "  wave {w}: {d}/{t}")?;
+            writeln!(out, "  wave {}: {d}/{t}", crate::text::inert(w))?;
         }
     }
     match &next {
-        Some(s) => writeln!(out, "next story: {}: {} [{}]", s.id, s.title, s.status.as_str())?,
+        Some(s) => writeln!(
+            out,
+            "next story: {}: {} [{}]",
+            crate::text::inert(&s.id),
+            crate::text::inert(&s.title),
+            s.status.as_str()
+        )?,
         None => writeln!(out, "no open story")?,
     }
     if let Some(c) = b.as_ref().and_then(|b| b.checkpoint.clone()) {
-        writeln!(out, "last checkpoint ({}): {}", c.at, c.message)?;
+        writeln!(out, "last checkpoint ({}): {}", crate::text::inert(&c.at), crate::text::inert(&c.message))?;
     }
     for t in b.iter().flat_map(|b| b.todos.iter()).filter(|t| !t.done) {
-        writeln!(out, "todo {}: {}", t.id, t.text)?;
+        writeln!(out, "todo {}: {}", crate::text::inert(&t.id), crate::text::inert(&t.text))?;
     }
     Ok(())
 }

@@ -49,6 +49,9 @@ pub fn run(args: DemoArgs, quiet: bool) -> Result<()> {
     demo.git(&["init", "-q", "-b", "main"])?;
     demo.git(&["add", "-A"])?;
     demo.git(&["commit", "-q", "-m", "Sample project with a PRD and a stream plan"])?;
+    // The demo wrote this plan itself: whatever commands it names are trusted.
+    let plan = PROJECT.iter().find(|(p, _)| *p == crate::plan::PLAN_PATH).map(|(_, t)| *t).unwrap_or_default();
+    crate::trust::trust_written(&crate::git::Repo::open(&demo.dir)?, plan)?;
 
     let remote = dir.join("remote.git");
     demo.git(&["init", "-q", "--bare", "--initial-branch=main", remote.to_str().unwrap_or_default()])?;

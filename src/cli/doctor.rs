@@ -21,8 +21,8 @@ pub fn run(ws: &Workspace, args: DoctorArgs) -> Result<()> {
         writeln!(out, "all good: worktrees, state refs, hooks and locks agree")?;
     } else {
         for p in &problems {
-            writeln!(out, "{}: {}", p.area, p.message)?;
-            writeln!(out, "  fix: {}", p.fix)?;
+            writeln!(out, "{}: {}", p.area, crate::text::inert_lines(&p.message))?;
+            writeln!(out, "  fix: {}", crate::text::inert_lines(&p.fix))?;
         }
     }
     if problems.is_empty() {

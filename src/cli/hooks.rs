@@ -30,7 +30,7 @@ pub struct InstallArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
-    /// Print [{name, path, state, chained, default}].
+    /// Print [{name, path, state, chained, default, not_running_in}].
     #[arg(long)]
     pub json: bool,
 }
@@ -83,6 +83,18 @@ pub fn run(cmd: HooksCommand) -> Result<()> {
             super::output::table(&mut out, &["HOOK", "STATE", "PATH", "CHAINED"], &rows, |col, cell| {
                 (col == 1).then(|| if cell == "installed" { "32" } else { "33" })
             })?;
+            for h in &list {
+                if h.not_running_in.is_empty() {
+                    continue;
+                }
+                let fix = h.problem().map(|(_, fix)| fix).unwrap_or_else(|| "git boulder hooks install".into());
+                writeln!(
+                    out,
+                    "git-boulder's {} hook would not run in {} (git looks in another hooks folder there); fix: {fix}",
+                    h.name,
+                    h.not_running_in.join(", ")
+                )?;
+            }
         }
     }
     Ok(())

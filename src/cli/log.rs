@@ -59,11 +59,11 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
             out,
             "{}  {}  {:<8} {:<12} {}  {}",
             &e.commit.to_string()[..10],
-            e.op.at,
+            crate::text::inert(&e.op.at),
             which,
-            e.op.kind,
-            e.op.actor,
-            data
+            crate::text::inert(&e.op.kind),
+            crate::text::inert(&e.op.actor),
+            crate::text::inert(&data)
         )?;
     }
     Ok(())

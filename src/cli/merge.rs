@@ -42,7 +42,7 @@ pub enum StrategyArg {
 
 fn say(line: &str) {
     if std::env::var_os("BOULDER_QUIET").is_none() {
-        eprintln!("{line}");
+        eprintln!("{}", crate::text::inert_lines(line));
     }
 }
 
@@ -58,6 +58,9 @@ pub fn run(ws: &Workspace, args: MergeArgs) -> Result<()> {
         force: args.force,
         wait: args.wait,
     };
+    if !args.dry_run {
+        crate::trust::require(&ws.repo, &plan, "stream merge", &[crate::trust::VERIFY.to_string()])?;
+    }
     let what = if args.all { "--all".to_string() } else { args.names.join(" ") };
     let _lock = crate::lock::acquire(&ws.repo, "merge", args.wait, &format!("git boulder stream merge {what}"))?;
     let names: Vec<String> = if args.all {
@@ -148,7 +151,7 @@ fn print(out: &mut impl Write, r: &Report, dry_run: bool) -> Result<()> {
         let lines: Vec<String> = r.ownership.iter().map(|v| format!("  {}", merge::violation_line(v))).collect();
         let text = format!("ownership: stream {} changes paths it does not own:\n{}", r.stream, lines.join("\n"));
         if dry_run {
-            writeln!(out, "{text}")?;
+            writeln!(out, "{}", crate::text::inert_lines(&text))?;
         } else {
             say(&text);
         }
@@ -176,14 +179,14 @@ fn print(out: &mut impl Write, r: &Report, dry_run: bool) -> Result<()> {
                     Some(n) => format!("→ {}", merge::short(n)),
                     None => "dropped (already on the base)".to_string(),
                 };
-                writeln!(out, "  {} {to}  {}", merge::short(s.original), s.subject)?;
+                writeln!(out, "  {} {to}  {}", merge::short(s.original), crate::text::inert(&s.subject))?;
             }
         }
         writeln!(out, "check: clean")?;
         match &r.prd_diff {
             Some(d) => {
                 writeln!(out, "PRD changes:")?;
-                out.write_all(d.as_bytes())?;
+                out.write_all(crate::text::inert_lines(d).as_bytes())?;
             }
             None => writeln!(out, "PRD changes: none")?,
         }

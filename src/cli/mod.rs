@@ -15,6 +15,7 @@ pub mod prd;
 pub mod status;
 pub mod stream;
 pub mod sync;
+pub mod trust;
 
 use std::path::PathBuf;
 
@@ -46,6 +47,11 @@ pub struct Cli {
     /// Say less: no progress or notes on stderr.
     #[arg(long, short, global = true)]
     pub quiet: bool,
+
+    /// Trust the stream plan's commands for this run only ("I have read this plan"; also
+    /// BOULDER_TRUST=1). For CI and scripts; `git boulder trust` records trust on this machine.
+    #[arg(long, global = true)]
+    pub trust: bool,
 
     /// Trace what is done and how long each step takes, on stderr (also BOULDER_TRACE=1).
     #[arg(long, short, global = true)]
@@ -119,6 +125,12 @@ pub enum Command {
     /// defines `_git_boulder`, which git's completion calls for `git boulder <TAB>`); zsh: the
     /// same with zsh in ~/.zshrc; fish: save in ~/.config/fish/completions/git-boulder.fish.
     Completions(man::CompletionsArgs),
+    /// Let the stream plan's commands (setup, verify, agents) run on this machine.
+    ///
+    /// A cloned or pulled plan runs nothing until its exact command content is trusted here.
+    /// Trust is kept in $GIT_COMMON_DIR/boulder/trust, never in a ref, never pushed; a change to
+    /// any command needs trust again, a change to stories or paths does not.
+    Trust(trust::TrustArgs),
     /// Run the whole flow on an embedded sample project in a temporary directory.
     Demo(demo::DemoArgs),
 }
@@ -131,6 +143,9 @@ pub fn run(cli: Cli) -> Result<()> {
         std::env::set_var("BOULDER_TRACE", "1");
     }
     let _span = crate::trace::span("the whole command");
+    if cli.trust {
+        crate::trust::assume_trusted();
+    }
     if quiet {
         // Read by progress::enabled in this process only.
         std::env::set_var("BOULDER_QUIET", "1");
@@ -167,6 +182,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 Command::Pull(args) => sync::pull(&ws, args),
                 Command::Sync(args) => sync::sync_cmd(&ws, args),
                 Command::Remote(cmd) => sync::remote(&ws, cmd),
+                Command::Trust(args) => trust::run(&ws, args),
                 Command::Demo(_) | Command::Hooks(_) | Command::Hook(_) | Command::Man(_) | Command::Completions(_) => {
                     unreachable!("handled above")
                 }

@@ -27,6 +27,10 @@ pub fn table(
     colour: impl Fn(usize, &str) -> Option<&'static str>,
 ) -> Result<()> {
     let on = color_stdout();
+    // Cells carry titles, names and remote text: one line each, no control character.
+    let rows: Vec<Vec<String>> =
+        rows.iter().map(|r| r.iter().map(|c| crate::text::inert(c).into_owned()).collect()).collect();
+    let rows = &rows;
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -60,11 +64,71 @@ pub fn table(
     Ok(())
 }
 
-/// Print a value as pretty JSON with a trailing newline.
+/// Print a value as pretty JSON with a trailing newline, streamed (a PRD of 100,000 stories is
+/// never held twice in memory as text).
+///
+/// serde_json escapes C0 controls; C1 controls, DEL and bidirectional overrides (which can only
+/// occur inside strings) are escaped here too, so the output is inert on any terminal.
 pub fn json(out: &mut impl Write, value: &impl serde::Serialize) -> Result<()> {
-    serde_json::to_writer_pretty(&mut *out, value).map_err(|e| crate::Error::internal(format!("JSON output: {e}")))?;
-    writeln!(out)?;
+    let mut buf = std::io::BufWriter::with_capacity(64 * 1024, &mut *out);
+    let mut ser = serde_json::Serializer::with_formatter(&mut buf, Inert(serde_json::ser::PrettyFormatter::new()));
+    value.serialize(&mut ser).map_err(|e| match e.io_error_kind() {
+        Some(kind) => crate::Error::from(std::io::Error::from(kind)),
+        None => crate::Error::internal(format!("JSON output: {e}")),
+    })?;
+    writeln!(buf)?;
+    buf.flush()?;
     Ok(())
+}
+
+/// A JSON formatter that writes string contents with the characters terminals act on escaped.
+struct Inert<F>(F);
+
+fn active(c: char) -> bool {
+    matches!(c, '\u{7f}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for Inert<F> {
+    fn write_string_fragment<W: ?Sized + Write>(&mut self, w: &mut W, fragment: &str) -> std::io::Result<()> {
+        if !fragment.contains(active) {
+            return w.write_all(fragment.as_bytes());
+        }
+        let mut rest = fragment;
+        while let Some(at) = rest.find(active) {
+            w.write_all(&rest.as_bytes()[..at])?;
+            let c = rest[at..].chars().next().expect("a char at a found index");
+            write!(w, "\\u{:04x}", c as u32)?;
+            rest = &rest[at + c.len_utf8()..];
+        }
+        w.write_all(rest.as_bytes())
+    }
+    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_value(w)
+    }
 }
 
 /// The colour of a stream or story status.

@@ -114,9 +114,28 @@ fn show(ws: &Workspace, args: ShowArgs) -> Result<()> {
     Ok(())
 }
 
-fn story_json(s: &Story) -> serde_json::Value {
-    json!({"id": s.id, "title": s.title, "status": s.status, "wave": s.wave, "span": s.span,
-           "depends_on": s.depends_on, "priority": s.priority})
+/// One story in `prd show --json`, borrowed from the parsed PRD.
+#[derive(serde::Serialize)]
+struct StoryJson<'a> {
+    id: &'a str,
+    title: &'a str,
+    status: crate::prd::Status,
+    wave: &'a Option<String>,
+    span: &'a crate::prd::Span,
+    depends_on: &'a [String],
+    priority: Option<i64>,
+}
+
+fn story_json(s: &Story) -> StoryJson<'_> {
+    StoryJson {
+        id: &s.id,
+        title: &s.title,
+        status: s.status,
+        wave: &s.wave,
+        span: &s.span,
+        depends_on: &s.depends_on,
+        priority: s.priority,
+    }
 }
 
 /// The first open story: lowest priority number first when the PRD has priorities, else file order.
@@ -148,9 +167,16 @@ fn next(ws: &Workspace, args: ShowArgs) -> Result<()> {
     }
     match story {
         Some(s) => {
-            writeln!(out, "{}: {} [{}] ({remaining} of {} open)", s.id, s.title, s.status.as_str(), list.len())?;
+            writeln!(
+                out,
+                "{}: {} [{}] ({remaining} of {} open)",
+                crate::text::inert(&s.id),
+                crate::text::inert(&s.title),
+                s.status.as_str(),
+                list.len()
+            )?;
             writeln!(out)?;
-            out.write_all(s.text.as_bytes())?;
+            out.write_all(crate::text::inert_lines(&s.text).as_bytes())?;
             if !s.text.ends_with('\n') {
                 writeln!(out)?;
             }

@@ -18,12 +18,12 @@ pub fn run(ws: &Workspace, args: StatusArgs) -> Result<()> {
     let plan = ws.plan()?;
     // State that plain `git fetch` brought (after `git boulder remote setup`) comes in first.
     if let Err(e) = crate::sync::absorb_pending(&ws.repo) {
-        eprintln!("warning: {}", e.message);
+        eprintln!("warning: {}", crate::text::inert_lines(&e.message));
     }
     let prd = match ws.load_prd(Some(&plan), None) {
         Ok((_, prd)) => Some(prd),
         Err(e) => {
-            eprintln!("warning: {}; progress counts only `prd done` records", e.message);
+            eprintln!("warning: {}; progress counts only `prd done` records", crate::text::inert_lines(&e.message));
             None
         }
     };

@@ -212,10 +212,10 @@ fn init(ws: &Workspace, args: InitArgs) -> Result<()> {
         if report.changes.is_empty() {
             writeln!(out, "{}: already initialized at {} (nothing to do)", report.name, report.path.display())?;
         } else {
-            writeln!(out, "{}: {}", report.name, report.changes.join("; "))?;
+            writeln!(out, "{}: {}", report.name, crate::text::inert(&report.changes.join("; ")))?;
         }
         if let Some(e) = report.setup_failed {
-            writeln!(out, "{}: setup failed: {e} (the worktree is kept)", report.name)?;
+            writeln!(out, "{}: setup failed: {} (the worktree is kept)", report.name, crate::text::inert(&e))?;
             failed_setup.push(report.name);
         }
     }
@@ -242,14 +242,15 @@ fn run_loop(ws: &Workspace, args: RunArgs) -> Result<()> {
         max_failures: args.max_failures.unwrap_or(b.max_failures).max(1),
         command: args.command,
     };
-    let outcome = crate::runloop::run(ws, &plan, stream, &opts, |line| eprintln!("{line}"))?;
+    let outcome =
+        crate::runloop::run(ws, &plan, stream, &opts, |line| eprintln!("{}", crate::text::inert_lines(line)))?;
     writeln!(
         std::io::stdout().lock(),
         "{}: {} after {} iteration(s) ({})",
         stream.name,
         outcome.status,
         outcome.iterations,
-        outcome.reason
+        crate::text::inert(&outcome.reason)
     )?;
     if outcome.status == "FAILED" {
         return Err(Error::refused(format!("stream {} failed: {}", stream.name, outcome.reason)));
@@ -298,7 +299,7 @@ fn cleanup(ws: &Workspace, args: CleanupArgs) -> Result<()> {
         if let Some(n) = r.note {
             what.push(n);
         }
-        writeln!(out, "{}: {}", r.name, what.join("; "))?;
+        writeln!(out, "{}: {}", r.name, crate::text::inert(&what.join("; ")))?;
     }
     Ok(())
 }
@@ -340,6 +341,8 @@ fn suggest(ws: &Workspace, args: SuggestArgs) -> Result<()> {
             .hint("pass --force to overwrite it, or run without --write to see the proposal"));
     }
     crate::fsutil::write_atomic(&target, text.as_bytes())?;
+    // Written here by the user through git-boulder: its commands are theirs.
+    crate::trust::trust_written(&ws.repo, &text)?;
     eprintln!("wrote {}; check it with `git boulder stream validate`", plan::PLAN_PATH);
     Ok(())
 }
@@ -402,6 +405,10 @@ fn validate(ws: &Workspace, args: ValidateArgs) -> Result<()> {
         None => Vec::new(),
     };
     findings.extend(plan::validate(&plan, ids.as_deref(), &tree_paths));
+    if let (Ok(_), Err(e)) = (ws.root(), ws.worktree_dir(&plan)) {
+        let hint = Some(e.hints.join("; "));
+        findings.push(plan::Finding { severity: Severity::Error, code: "worktree_dir", message: e.message, hint });
+    }
     let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -416,9 +423,9 @@ fn validate(ws: &Workspace, args: ValidateArgs) -> Result<()> {
                 Severity::Error => ("error", "31"),
                 Severity::Warning => ("warning", "33"),
             };
-            writeln!(out, "{}: {}", super::output::paint(on, code, label), f.message)?;
+            writeln!(out, "{}: {}", super::output::paint(on, code, label), crate::text::inert_lines(&f.message))?;
             if let Some(h) = &f.hint {
-                writeln!(out, "  hint: {h}")?;
+                writeln!(out, "  hint: {}", crate::text::inert_lines(h))?;
             }
         }
         let warnings = findings.len() - errors;

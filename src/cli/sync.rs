@@ -88,7 +88,13 @@ fn counts(refs: &[RefOutcome]) -> String {
 fn print_pull(out: &mut impl Write, r: &PullReport) -> Result<()> {
     writeln!(out, "pulled from {}: {}", r.remote, counts(&r.refs))?;
     for x in r.refs.iter().filter(|x| x.result == "refused" || x.result == "ignored") {
-        writeln!(out, "  {} {}: {}", x.result, x.name, x.why.as_deref().unwrap_or(""))?;
+        writeln!(
+            out,
+            "  {} {}: {}",
+            x.result,
+            crate::text::inert(&x.name),
+            crate::text::inert(x.why.as_deref().unwrap_or(""))
+        )?;
     }
     Ok(())
 }
@@ -97,7 +103,12 @@ fn print_push(out: &mut impl Write, r: &PushReport) -> Result<()> {
     let rounds = if r.rounds > 0 { format!(" (after {} pull-and-merge round(s))", r.rounds) } else { String::new() };
     writeln!(out, "pushed to {}: {}{rounds}", r.remote, counts(&r.refs))?;
     for x in r.refs.iter().filter(|x| x.result == "rejected") {
-        writeln!(out, "  rejected {}: {}", x.name, x.why.as_deref().unwrap_or(""))?;
+        writeln!(
+            out,
+            "  rejected {}: {}",
+            crate::text::inert(&x.name),
+            crate::text::inert(x.why.as_deref().unwrap_or(""))
+        )?;
     }
     if r.refs.iter().any(|x| x.result == "rejected") {
         for line in &r.remote_messages {

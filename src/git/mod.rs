@@ -45,35 +45,32 @@ impl Repo {
 
     /// Discover the repository starting at `dir`.
     pub fn discover_at(dir: &Path) -> Result<Repo> {
-        let repo = gix::discover_with_environment_overrides(dir).map_err(|e| {
-            // gix's message already names the folder and its parents; say it once.
-            let text = e.to_string();
-            let message = if text.starts_with("Could not find a git repository in") {
-                format!("not a git repository (nor any of its parent folders): {}", dir.display())
-            } else {
-                format!("not a git repository: {text}")
-            };
-            Error::usage(message).hint("run git boulder inside a git repository, or create one with `git init`")
-        })?;
+        let repo = gix::discover_with_environment_overrides(dir).map_err(|e| not_a_repository(dir, e))?;
         Self::from_gix(repo)
     }
 
     /// Open exactly the repository at `path` (a work tree or a git dir), without environment overrides.
     pub fn open(path: &Path) -> Result<Repo> {
         let repo = gix::open(path).map_err(|e| {
-            // gix's message may name the path itself; name it once.
-            let text = e.to_string();
-            let shown = path.display().to_string();
-            if text.contains(&shown) {
-                Error::usage(format!("cannot open the repository: {text}"))
-            } else {
-                Error::usage(format!("cannot open the repository at {shown}: {text}"))
-            }
+            let git_dir = if path.join(".git").exists() { path.join(".git") } else { path.to_path_buf() };
+            format_problem(&git_dir).unwrap_or_else(|| {
+                // gix's message may name the path itself; name it once.
+                let text = e.to_string();
+                let shown = path.display().to_string();
+                if text.contains(&shown) {
+                    Error::usage(format!("cannot open the repository: {text}"))
+                } else {
+                    Error::usage(format!("cannot open the repository at {shown}: {text}"))
+                }
+            })
         })?;
         Self::from_gix(repo)
     }
 
     fn from_gix(mut repo: gix::Repository) -> Result<Repo> {
+        if let Some(e) = format_problem_of(&repo) {
+            return Err(e);
+        }
         // Keep state writes from ever depending on a configured identity or hooks' environment.
         repo.object_cache_size_if_unset(4 * 1024 * 1024);
         let common_dir = absolute(repo.common_dir());
@@ -148,6 +145,14 @@ impl Repo {
         }
     }
 
+    /// The id of the blob at `path` in the tree of `commit`, if there is one (the blob is not read).
+    pub fn blob_id_at(&self, commit: gix::ObjectId, path: &str) -> Result<Option<gix::ObjectId>> {
+        let commit = self.repo.find_commit(commit).internal("cannot read commit")?;
+        let tree = commit.tree().internal("cannot read tree")?;
+        let entry = tree.lookup_entry_by_path(path).internal(format_args!("cannot look up {path}"))?;
+        Ok(entry.filter(|e| e.mode().is_blob()).map(|e| e.object_id()))
+    }
+
     /// A value of git config (e.g. `boulder.actor`), trimmed, if set.
     pub fn config_string(&self, key: &str) -> Option<String> {
         self.repo.config_snapshot().string(key).map(|v| v.to_str_lossy().trim().to_owned())
@@ -162,6 +167,74 @@ pub fn tree_of(repo: &gix::Repository, commit: gix::ObjectId) -> Result<gix::Obj
         .tree_id()
         .internal(format_args!("cannot read the tree of {commit}"))?
         .detach())
+}
+
+/// The error for a directory gix could not open as a repository: the repository format when git
+/// knows the repository but git-boulder cannot read it ([`format_problem`]), else "not a git
+/// repository".
+pub(crate) fn not_a_repository(dir: &Path, e: impl std::fmt::Display) -> Error {
+    let git_dir = match std::env::var_os("GIT_DIR") {
+        Some(d) => Some(PathBuf::from(d)),
+        None => gix::discover::upwards(dir).ok().map(|(p, _)| p.into_repository_and_work_tree_directories().0),
+    };
+    git_dir.and_then(|d| format_problem(&d)).unwrap_or_else(|| {
+        // gix's message already names the folder and its parents; say it once.
+        let text = e.to_string();
+        let message = if text.starts_with("Could not find a git repository in") {
+            format!("not a git repository (nor any of its parent folders): {}", dir.display())
+        } else {
+            format!("not a git repository: {text}")
+        };
+        Error::usage(message).hint("run git boulder inside a git repository, or create one with `git init`")
+    })
+}
+
+/// Why git-boulder cannot work in the repository whose git dir is `git_dir`, read from its
+/// config before anything else is read or written: refs in the reftable format (gix 0.90 reads
+/// and writes only loose and packed refs, so it would neither see git's refs nor write refs git
+/// can see), or object ids other than SHA-1 (git-boulder is built for SHA-1 only). Exit 2.
+pub fn format_problem(git_dir: &Path) -> Option<Error> {
+    // A linked worktree's git dir names the common dir, where the repository config lives.
+    let common = match std::fs::read_to_string(git_dir.join("commondir")) {
+        Ok(c) => {
+            let c = PathBuf::from(c.trim_end_matches(['\n', '\r']));
+            if c.is_absolute() {
+                c
+            } else {
+                git_dir.join(c)
+            }
+        }
+        Err(_) => git_dir.to_path_buf(),
+    };
+    let config = gix::config::File::from_path_no_includes(common.join("config"), gix::config::Source::Local).ok()?;
+    unsupported(|key| config.string(key).map(|v| v.to_str_lossy().into_owned()))
+}
+
+/// [`format_problem`] for a repository gix opened, from the config it already read.
+pub(crate) fn format_problem_of(repo: &gix::Repository) -> Option<Error> {
+    let config = repo.config_snapshot();
+    unsupported(|key| config.string(key).map(|v| v.to_str_lossy().into_owned()))
+}
+
+fn unsupported(value: impl Fn(&str) -> Option<String>) -> Option<Error> {
+    let value = |key: &str| value(key).map(|v| v.trim().to_ascii_lowercase());
+    if let Some(refs) = value("extensions.refStorage").filter(|v| v != "files") {
+        return Some(
+            Error::usage(format!(
+                "this repository stores refs in the {refs} format (extensions.refStorage = {refs}), which git-boulder does not support yet; nothing was read or written"
+            ))
+            .hint("convert it with `git refs migrate --ref-format=files` (git 2.46+, no linked worktrees), or use git-boulder in a repository with the files ref format"),
+        );
+    }
+    if let Some(hash) = value("extensions.objectFormat").filter(|v| v != "sha1") {
+        return Some(
+            Error::usage(format!(
+                "this repository uses {hash} object ids (extensions.objectFormat = {hash}), which git-boulder does not support yet (SHA-1 only); nothing was read or written"
+            ))
+            .hint("use git-boulder in a SHA-1 repository (`git init --object-format=sha1`)"),
+        );
+    }
+    None
 }
 
 /// Delete a ref only if it still points at `expected` (compare-and-swap).

@@ -2,8 +2,8 @@
 //! trees (`gix::note`), every ref update a compare-and-swap retried on a lost race.
 //!
 //! * [`write`] and [`read`]: one note (the post-commit hook).
-//! * [`carry`]: copy the notes of rewritten commits onto their new ids in one notes commit
-//!   (post-rewrite, merges that rebase).
+//! * [`carry`]: carry the notes of rewritten commits onto their new ids in one notes commit,
+//!   concatenating the records of commits squashed into one (post-rewrite, merges that rebase).
 //! * [`union`]: merge another notes commit into ours (pull): a commit noted on one side keeps its
 //!   note, a commit noted differently on both sides keeps both records, one line each.
 
@@ -201,25 +201,65 @@ fn commit(
     Ok(repo.reference(NOTES_REF, id, prev, format!("notes: {message}")).is_ok())
 }
 
-/// Copy the note of each `old` commit onto its `new` commit (unless `new` has one already), in
-/// one notes commit. Returns how many notes were copied.
+/// Carry the notes of rewritten commits onto their new ids, in one notes commit, the way
+/// `notes.rewriteRef` with `notes.rewriteMode = concatenate` does: when several old commits map to
+/// one new commit (squash and fixup in `rebase -i`), the new commit's note holds the records of
+/// all of them (and any it had already), each record once, in order. Returns how many new
+/// commits got a note or a changed one.
 pub fn carry(repo: &gix::Repository, pairs: &[(ObjectId, ObjectId)]) -> Result<usize> {
+    // The old commits of each new commit, in the order git reported them.
+    let mut olds: Vec<(ObjectId, Vec<ObjectId>)> = Vec::new();
+    for (old, new) in pairs {
+        if old == new {
+            continue;
+        }
+        match olds.iter_mut().find(|(n, _)| n == new) {
+            Some((_, list)) => list.push(*old),
+            None => olds.push((*new, vec![*old])),
+        }
+    }
     for _ in 0..TRIES {
         let Some(tip) = tip(repo)? else { return Ok(0) };
         let mut state = state_at(repo, Some(tip))?;
         let mut n = 0;
-        for (old, new) in pairs {
-            if old == new {
-                continue;
-            }
-            let get = |s: &mut State, id: &ObjectId| {
-                s.get(id, repo).map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {id}: {e}")))
+        for (new, list) in &olds {
+            let mut get = |id: &ObjectId| {
+                state.get(id, repo).map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {id}: {e}")))
             };
-            if let Some(blob) = get(&mut state, old)? {
-                if get(&mut state, new)?.is_none() {
-                    state.edit(*new, Some(blob), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
-                    n += 1;
+            let current = get(new)?;
+            let mut blobs: Vec<ObjectId> = current.into_iter().collect();
+            for old in list {
+                if let Some(blob) = get(old)? {
+                    if !blobs.contains(&blob) {
+                        blobs.push(blob);
+                    }
                 }
+            }
+            let merged = match blobs.as_slice() {
+                [] => continue,
+                [one] => *one,
+                _ => {
+                    let mut records: Vec<Vec<u8>> = Vec::new();
+                    for blob in &blobs {
+                        let data = repo
+                            .find_object(*blob)
+                            .map_err(|e| Error::internal(format!("note blob {blob}: {e}")))?
+                            .detach()
+                            .data;
+                        for l in lines(&data) {
+                            if !records.contains(&l) {
+                                records.push(l);
+                            }
+                        }
+                    }
+                    let mut text = records.join(&b'\n');
+                    text.push(b'\n');
+                    repo.write_blob(&text).map_err(|e| Error::internal(format!("cannot write a note: {e}")))?.detach()
+                }
+            };
+            if current != Some(merged) {
+                state.edit(*new, Some(merged), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+                n += 1;
             }
         }
         if n == 0 {
@@ -256,11 +296,14 @@ pub fn all(repo: &gix::Repository, commit: ObjectId) -> Result<BTreeMap<ObjectId
     Ok(out)
 }
 
+/// Largest note git-boulder reads from a fetched notes ref.
+pub const MAX_NOTE_BYTES: u64 = 64 * 1024;
+
 /// Check a note's bytes as git-boulder writes them: at most 64 KiB of UTF-8, one JSON object per
 /// non-empty line, each with a string `stream`. Pure, so notes fetched from anywhere can be checked
 /// (and fuzzed). The error completes "the note of <commit> …".
 pub fn check(data: &[u8]) -> std::result::Result<(), String> {
-    if data.len() > 64 * 1024 {
+    if data.len() as u64 > MAX_NOTE_BYTES {
         return Err("is larger than 64 KiB".into());
     }
     let text = std::str::from_utf8(data).map_err(|_| "is not UTF-8".to_string())?;

@@ -1,9 +1,12 @@
 //! Git hooks (DESIGN §7): installing shims beside the user's own hooks, and what each hook does.
 //!
-//! * [`install`], [`uninstall`], [`status`]: shims (template `hooks/shim.sh`) in the directory git
-//!   really uses — `core.hooksPath` when set, else `$GIT_COMMON_DIR/hooks`. A hook that was there
-//!   is moved aside to `<name>.boulder-orig` and still runs first, with the same arguments and
-//!   stdin; uninstall moves it back byte for byte.
+//! * [`install`], [`uninstall`], [`status`]: shims (template `hooks/shim.sh`) in a folder git uses
+//!   in every worktree — `$GIT_COMMON_DIR/hooks`, or an absolute `core.hooksPath`. A hook that was
+//!   there is moved aside to `<name>.boulder-orig` and still runs first, with the same arguments
+//!   and stdin; uninstall moves it back byte for byte. A relative `core.hooksPath` (husky), which
+//!   git resolves in each worktree, is replaced by git-boulder's own folder whose shims (and
+//!   pass-throughs, `hooks/pass.sh`) run the user's hooks first ([`Chain`]). [`status`] also
+//!   names the worktrees where git would not run git-boulder's hooks.
 //! * [`run`]: the hook bodies, called by the shims as `git-boulder hook NAME ARGS…`.
 
 mod changes;
@@ -24,6 +27,9 @@ pub use run::{current_boulder, run};
 
 /// The shim template.
 const SHIM: &str = include_str!("../../hooks/shim.sh");
+/// The pass-through template (every other hook, when git-boulder's folder replaces a relative
+/// `core.hooksPath`).
+const PASS: &str = include_str!("../../hooks/pass.sh");
 /// The line that marks a shim as ours.
 const MARKER: &str = "git-boulder";
 /// Hooks installed by default, and whether git feeds them stdin.
@@ -32,33 +38,179 @@ const HOOKS: &[(&str, bool)] = &[("post-commit", false), ("post-rewrite", true),
 const PRE_COMMIT: (&str, bool) = ("pre-commit", false);
 /// Suffix of a previous hook moved aside.
 const ORIG: &str = ".boulder-orig";
+/// Names other hook managers give a hook they move aside to put theirs in its place, and then
+/// run: pre-commit's `.legacy`, lefthook's `.old`.
+const MOVED_ASIDE: &[&str] = &[".legacy", ".old"];
+/// Every hook git runs from the hooks folder (githooks(5)), for the pass-throughs.
+const GIT_HOOKS: &[&str] = &[
+    "applypatch-msg",
+    "pre-applypatch",
+    "post-applypatch",
+    "pre-commit",
+    "pre-merge-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "pre-rebase",
+    "post-checkout",
+    "post-merge",
+    "pre-push",
+    "pre-receive",
+    "update",
+    "proc-receive",
+    "post-receive",
+    "post-update",
+    "reference-transaction",
+    "push-to-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+    "sendemail-validate",
+    "post-index-change",
+    "p4-changelist",
+    "p4-prepare-changelist",
+    "p4-post-changelist",
+    "p4-pre-submit",
+];
+/// Hooks git runs very often (every ref update, every index write): a pass-through is written only
+/// when the folder it chains to has one, so git does not start a shell for nothing.
+const ON_DEMAND: &[&str] = &["reference-transaction", "post-index-change"];
+/// The git config key that keeps a relative `core.hooksPath` git-boulder's folder replaced.
+const CHAINED_KEY: &str = "boulder.hooksPath";
 
-fn shim(name: &str, stdin: bool) -> String {
-    SHIM.replace("@HOOK@", name).replace("@STDIN@", if stdin { "1" } else { "0" })
+/// A relative `core.hooksPath` (husky's `.husky` or `.husky/_`): git resolves it against the root
+/// of each worktree, so it names a different folder in every worktree. git-boulder's folder
+/// replaces it and runs its hooks first: from the worktree git runs the hook in, else (an
+/// ignored, generated folder a new worktree does not have) from the main worktree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Chain {
+    /// The relative path, as configured.
+    rel: String,
+    /// The main worktree.
+    main: PathBuf,
+}
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+impl Chain {
+    /// The shell lines that set `orig` to the chained hook `name`.
+    fn lines(&self, name: &str) -> String {
+        let rel = format!("{}/{name}", self.rel.trim_end_matches('/'));
+        let main = self.main.join(&rel);
+        format!(
+            "# core.hooksPath was {:?}: the worktree's own folder, else the main worktree's.\norig={}; [ -x \"$orig\" ] || orig={}\n",
+            self.rel,
+            quote(&rel),
+            quote(&main.to_string_lossy())
+        )
+    }
+}
+
+fn shim(name: &str, stdin: bool, chain: Option<&Chain>) -> String {
+    SHIM.replace("@CHAIN@", &chain.map(|c| c.lines(name)).unwrap_or_default())
+        .replace("@HOOK@", name)
+        .replace("@STDIN@", if stdin { "1" } else { "0" })
+}
+
+fn pass(name: &str, chain: &Chain) -> String {
+    PASS.replace("@CHAIN@", &chain.lines(name)).replace("@HOOK@", name)
 }
 
 fn is_ours(text: &str) -> bool {
     text.lines().nth(1).is_some_and(|l| l.contains(MARKER) && l.contains("hook shim"))
 }
 
-/// The hooks directory git uses for this repository.
+fn is_ours_at(path: &Path) -> bool {
+    std::fs::read(path).ok().is_some_and(|t| is_ours(&String::from_utf8_lossy(&t)))
+}
+
+/// git-boulder's own hooks folder, used in place of a relative `core.hooksPath`.
+fn own_dir(repo: &Repo) -> PathBuf {
+    repo.boulder_dir().join("hooks")
+}
+
+/// `core.hooksPath` as git reads it: `~/` expanded; `None` when unset or empty.
+fn configured(value: Option<String>) -> Option<PathBuf> {
+    let p = value.filter(|p| !p.is_empty())?;
+    Some(if let Some(rest) = p.strip_prefix("~/") {
+        std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(rest)
+    } else {
+        PathBuf::from(p)
+    })
+}
+
+/// Where the shims go and what they chain to.
+enum Layout {
+    /// Shims in `dir` (the common dir's `hooks/` or an absolute `core.hooksPath`, which every
+    /// worktree shares), a previous hook kept beside each as `<name>.boulder-orig`.
+    Shared(PathBuf),
+    /// git-boulder's own folder as `core.hooksPath`, chaining to a relative one (`installed`:
+    /// already so; else `install` makes it so).
+    Chained { dir: PathBuf, chain: Chain, installed: bool },
+}
+
+fn layout(repo: &Repo) -> Layout {
+    let own = own_dir(repo);
+    let recorded = repo.config_string(CHAINED_KEY).filter(|p| !p.is_empty());
+    match configured(repo.config_string("core.hooksPath")) {
+        None => Layout::Shared(repo.common_dir.join("hooks")),
+        Some(p) if p == own => match (recorded, &repo.main_work_dir) {
+            (Some(rel), Some(main)) => {
+                Layout::Chained { dir: own, chain: Chain { rel, main: main.clone() }, installed: true }
+            }
+            _ => Layout::Shared(own),
+        },
+        Some(p) if p.is_absolute() => Layout::Shared(p),
+        Some(p) => match &repo.main_work_dir {
+            Some(main) => Layout::Chained {
+                dir: own,
+                chain: Chain { rel: p.to_string_lossy().into_owned(), main: main.clone() },
+                installed: false,
+            },
+            // Hooks of a bare repository run in its git dir.
+            None => Layout::Shared(repo.git_dir.join(p)),
+        },
+    }
+}
+
+/// The hooks directory git uses for this repository in the current worktree.
 pub fn hooks_dir(repo: &Repo) -> PathBuf {
-    match repo.config_string("core.hooksPath").filter(|p| !p.is_empty()) {
-        Some(p) => {
-            let p = if let Some(rest) = p.strip_prefix("~/") {
-                std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default().join(rest)
-            } else {
-                PathBuf::from(p)
-            };
-            if p.is_absolute() {
-                p
-            } else {
-                // Relative to where hooks run: the work tree root (the git dir when bare).
-                repo.work_dir.clone().unwrap_or_else(|| repo.git_dir.clone()).join(p)
+    match layout(repo) {
+        Layout::Shared(dir) => dir,
+        Layout::Chained { dir, installed: true, .. } => dir,
+        Layout::Chained { chain, .. } => repo.work_dir.clone().unwrap_or_else(|| chain.main.clone()).join(&chain.rel),
+    }
+}
+
+/// Write `text` as the executable hook `path`.
+fn write_hook(path: &Path, text: &str) -> Result<()> {
+    crate::fsutil::write_atomic(path, text.as_bytes())?;
+    set_executable(path)
+}
+
+/// Set (or with `None` remove) keys of the repository's own config file (`$GIT_COMMON_DIR/config`),
+/// written whole and atomically.
+fn set_config(repo: &Repo, edits: &[(&str, &str, Option<&str>)]) -> Result<()> {
+    let path = repo.common_dir.join("config");
+    let mut file = gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
+        .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))?;
+    for (section, key, value) in edits {
+        match value {
+            Some(v) => {
+                file.set_raw_value_by(*section, None, *key, *v)
+                    .map_err(|e| Error::internal(format!("cannot set {section}.{key}: {e}")))?;
+            }
+            None => {
+                if let Ok(mut s) = file.section_mut(*section, None) {
+                    while s.remove(key).is_some() {}
+                }
             }
         }
-        None => repo.common_dir.join("hooks"),
     }
+    let mut out = Vec::new();
+    file.write_to(&mut out).map_err(|e| Error::internal(format!("cannot write the config: {e}")))?;
+    crate::fsutil::write_atomic(&path, &out)
 }
 
 /// One hook's state, for `hooks status`.
@@ -72,18 +224,45 @@ pub struct HookStatus {
     pub chained: Option<String>,
     /// Whether git-boulder installs this hook by default.
     pub default: bool,
+    /// Worktrees (folders) where git would not run this hook although it is installed here:
+    /// git resolves `core.hooksPath` to another folder there.
+    pub not_running_in: Vec<String>,
 }
 
 impl HookStatus {
     /// What is wrong and how to fix it, for `doctor` (only for default hooks).
     pub fn problem(&self) -> Option<(String, String)> {
-        if !self.default || self.state == "installed" {
+        if !self.default {
             return None;
+        }
+        if self.state == "installed" {
+            if self.not_running_in.is_empty() {
+                return None;
+            }
+            // Installed where the repository's config points, so those worktrees set their own
+            // core.hooksPath (per-worktree config).
+            return Some((
+                format!(
+                    "git-boulder's {} hook would not run in {}: core.hooksPath of that worktree's own config names another folder",
+                    self.name,
+                    self.not_running_in.join(", ")
+                ),
+                self.not_running_in
+                    .iter()
+                    .map(|w| format!("git -C {w} config --worktree --unset core.hooksPath"))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ));
         }
         let what = match self.state.as_str() {
             "missing" => format!("the {} hook is not installed ({})", self.name, self.path),
             "foreign" => format!("{} is another tool's hook; git-boulder's is not installed beside it", self.path),
             _ => format!("the {} hook at {} is an older git-boulder shim", self.name, self.path),
+        };
+        let what = if self.not_running_in.is_empty() {
+            what
+        } else {
+            format!("{what}; git-boulder's {} hook does not run in {}", self.name, self.not_running_in.join(", "))
         };
         Some((what, "git boulder hooks install".into()))
     }
@@ -108,14 +287,24 @@ fn set_executable(path: &Path) -> Result<()> {
 
 /// Install the shims (and `pre-commit` with `pre_commit`). Idempotent.
 pub fn install(repo: &Repo, pre_commit: bool) -> Result<Report> {
-    let dir = hooks_dir(repo);
-    std::fs::create_dir_all(&dir).map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
-    let mut lines = Vec::new();
     let wanted: Vec<(&str, bool)> = HOOKS.iter().copied().chain(pre_commit.then_some(PRE_COMMIT)).collect();
-    for (name, stdin) in wanted {
+    match layout(repo) {
+        Layout::Shared(dir) => install_shared(&dir, &wanted),
+        Layout::Chained { dir, chain, installed } => install_chained(repo, &dir, &chain, installed, &wanted),
+    }
+}
+
+fn install_shared(dir: &Path, wanted: &[(&str, bool)]) -> Result<Report> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
+    let mut lines = Vec::new();
+    for &(name, stdin) in wanted {
         let path = dir.join(name);
         let orig = dir.join(format!("{name}{ORIG}"));
-        let text = shim(name, stdin);
+        let text = shim(name, stdin, None);
+        // Another manager that put its hook in place of ours keeps ours under its own name and
+        // runs it: that copy must go, or each would run the other.
+        let ours_aside: Vec<PathBuf> =
+            MOVED_ASIDE.iter().map(|s| dir.join(format!("{name}{s}"))).filter(|p| is_ours_at(p)).collect();
         match std::fs::read(&path) {
             Ok(current) if current == text.as_bytes() => {
                 lines.push(format!("{name}: already installed"));
@@ -124,39 +313,130 @@ pub fn install(repo: &Repo, pre_commit: bool) -> Result<Report> {
             Ok(current) if is_ours(&String::from_utf8_lossy(&current)) => {
                 lines.push(format!("{name}: updated the shim"));
             }
-            Ok(_) => {
+            Ok(current) => {
                 if orig.exists() {
-                    return Err(Error::usage(format!(
-                        "{} is another tool's hook, and {} already holds an earlier one",
-                        path.display(),
-                        orig.display()
-                    ))
-                    .hint(format!(
-                        "merge the two by hand, remove {}, then run `git boulder hooks install` again",
-                        orig.display()
-                    )));
+                    if std::fs::read(&orig).ok().as_deref() == Some(current.as_slice()) {
+                        // The same hook again (its manager installed it once more): nothing to keep.
+                        lines.push(format!(
+                            "{name}: installed again; your previous hook runs first (still kept as {name}{ORIG})"
+                        ));
+                    } else if !ours_aside.is_empty() {
+                        // The manager whose older hook is kept replaced ours with a newer one.
+                        std::fs::rename(&path, &orig)
+                            .map_err(|e| Error::internal(format!("cannot move {} aside: {e}", path.display())))?;
+                        lines.push(format!(
+                            "{name}: installed again; your newer hook runs first (kept as {name}{ORIG})"
+                        ));
+                    } else {
+                        return Err(Error::usage(format!(
+                            "{} is another tool's hook, and {} already holds a different earlier one",
+                            path.display(),
+                            orig.display()
+                        ))
+                        .hint(format!(
+                            "merge the two by hand, remove {}, then run `git boulder hooks install` again",
+                            orig.display()
+                        )));
+                    }
+                } else {
+                    std::fs::rename(&path, &orig)
+                        .map_err(|e| Error::internal(format!("cannot move {} aside: {e}", path.display())))?;
+                    lines.push(format!("{name}: installed; your previous hook runs first (kept as {name}{ORIG})"));
                 }
-                std::fs::rename(&path, &orig)
-                    .map_err(|e| Error::internal(format!("cannot move {} aside: {e}", path.display())))?;
-                lines.push(format!("{name}: installed; your previous hook runs first (kept as {name}{ORIG})"));
             }
             Err(_) => lines.push(format!("{name}: installed")),
         }
-        crate::fsutil::write_atomic(&path, text.as_bytes())?;
-        set_executable(&path)?;
+        for p in ours_aside {
+            std::fs::remove_file(&p).map_err(|e| Error::internal(format!("cannot remove {}: {e}", p.display())))?;
+        }
+        write_hook(&path, &text)?;
+    }
+    Ok(Report { dir: dir.display().to_string(), lines })
+}
+
+fn install_chained(repo: &Repo, dir: &Path, chain: &Chain, installed: bool, wanted: &[(&str, bool)]) -> Result<Report> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
+    let mut lines = Vec::new();
+    for name in GIT_HOOKS {
+        let path = dir.join(name);
+        // pre-commit stays a full shim once installed with --pre-commit.
+        let full = wanted.iter().find(|(n, _)| n == name).copied().or_else(|| {
+            (*name == PRE_COMMIT.0
+                && std::fs::read(&path).ok().is_some_and(|t| t == shim(name, false, Some(chain)).as_bytes()))
+            .then_some(PRE_COMMIT)
+        });
+        let current = std::fs::read(&path).ok();
+        if full.is_none() && ON_DEMAND.contains(name) && !chain.main.join(&chain.rel).join(name).is_file() {
+            if current.is_some() && is_ours_at(&path) {
+                std::fs::remove_file(&path)
+                    .map_err(|e| Error::internal(format!("cannot remove {}: {e}", path.display())))?;
+            }
+            continue;
+        }
+        let text = match full {
+            Some((_, stdin)) => shim(name, stdin, Some(chain)),
+            None => pass(name, chain),
+        };
+        if current.as_deref() == Some(text.as_bytes()) {
+            if full.is_some() {
+                lines.push(format!("{name}: already installed"));
+            }
+            continue;
+        }
+        write_hook(&path, &text)?;
+        if full.is_some() {
+            lines.push(format!(
+                "{name}: {}; {}/{name} runs first",
+                if current.is_some() { "updated the shim" } else { "installed" },
+                chain.rel
+            ));
+        }
+    }
+    if !installed {
+        // Shims an earlier git-boulder wrote into the main worktree's folder would run twice.
+        let earlier = chain.main.join(&chain.rel);
+        if GIT_HOOKS.iter().any(|n| is_ours_at(&earlier.join(n))) {
+            uninstall_shared(&earlier)?;
+            lines.push(format!("removed the shims an earlier install wrote into {}", earlier.display()));
+        }
+        let own = dir.to_string_lossy().into_owned();
+        set_config(repo, &[("boulder", "hooksPath", Some(&chain.rel)), ("core", "hooksPath", Some(&own))])?;
+        lines.push(format!(
+            "core.hooksPath was {} (relative: a different folder in each worktree); it is now {own}, \
+             whose hooks run {}'s first in every worktree (uninstall puts it back)",
+            chain.rel, chain.rel
+        ));
     }
     Ok(Report { dir: dir.display().to_string(), lines })
 }
 
 /// Remove the shims and put back what was there before, byte for byte.
 pub fn uninstall(repo: &Repo) -> Result<Report> {
+    if let Layout::Chained { dir, chain, installed: true } = layout(repo) {
+        let mut lines = Vec::new();
+        for name in GIT_HOOKS {
+            let path = dir.join(name);
+            if is_ours_at(&path) {
+                std::fs::remove_file(&path)
+                    .map_err(|e| Error::internal(format!("cannot remove {}: {e}", path.display())))?;
+            }
+        }
+        let _ = std::fs::remove_dir(&dir);
+        set_config(repo, &[("core", "hooksPath", Some(&chain.rel)), ("boulder", "hooksPath", None)])?;
+        lines.push(format!("removed git-boulder's hooks folder; core.hooksPath is {} again", chain.rel));
+        return Ok(Report { dir: dir.display().to_string(), lines });
+    }
     let dir = hooks_dir(repo);
+    let lines = uninstall_shared(&dir)?;
+    Ok(Report { dir: dir.display().to_string(), lines })
+}
+
+fn uninstall_shared(dir: &Path) -> Result<Vec<String>> {
     let mut lines = Vec::new();
     for (name, _) in HOOKS.iter().copied().chain([PRE_COMMIT]) {
         let path = dir.join(name);
         let orig = dir.join(format!("{name}{ORIG}"));
-        let ours = std::fs::read(&path).ok().is_some_and(|t| is_ours(&String::from_utf8_lossy(&t)));
-        if !ours {
+        if !is_ours_at(&path) {
             if path.exists() {
                 lines.push(format!("{name}: not git-boulder's; left as it is"));
             }
@@ -172,29 +452,89 @@ pub fn uninstall(repo: &Repo) -> Result<Report> {
             lines.push(format!("{name}: removed"));
         }
     }
-    Ok(Report { dir: dir.display().to_string(), lines })
+    Ok(lines)
+}
+
+/// The hooks folder git uses in each worktree (the main one first): `core.hooksPath` of the
+/// repository config, or of the worktree's own `config.worktree` when `extensions.worktreeConfig`
+/// is on, resolved against that worktree's root when relative.
+fn worktree_dirs(repo: &Repo) -> Result<Vec<(PathBuf, PathBuf)>> {
+    let common = configured(repo.config_string("core.hooksPath"));
+    let per_worktree = repo.repo.config_snapshot().boolean("extensions.worktreeConfig") == Some(true);
+    let resolve = |root: &Path, git_dir: &Path| -> PathBuf {
+        let own = per_worktree
+            .then(|| {
+                gix::config::File::from_path_no_includes(git_dir.join("config.worktree"), gix::config::Source::Worktree)
+                    .ok()
+                    .and_then(|f| f.string("core.hooksPath").map(|v| v.to_string()))
+            })
+            .flatten();
+        match own.map(|v| configured(Some(v))).unwrap_or_else(|| common.clone()) {
+            None => repo.common_dir.join("hooks"),
+            Some(p) if p.is_absolute() => p,
+            Some(p) => root.join(p),
+        }
+    };
+    let mut out = Vec::new();
+    if let Some(main) = &repo.main_work_dir {
+        out.push((main.clone(), resolve(main, &repo.common_dir)));
+    }
+    for w in crate::worktree::list(repo)? {
+        if !w.missing {
+            let admin = repo.common_dir.join("worktrees").join(&w.admin_id);
+            out.push((w.path.clone(), resolve(&w.path, &admin)));
+        }
+    }
+    Ok(out)
 }
 
 /// The state of every hook git-boulder knows.
 pub fn status(repo: &Repo) -> Result<Vec<HookStatus>> {
-    let dir = hooks_dir(repo);
+    let (dir, chain) = match layout(repo) {
+        Layout::Shared(dir) => (dir, None),
+        Layout::Chained { dir, chain, installed: true } => (dir, Some(chain)),
+        Layout::Chained { .. } => (hooks_dir(repo), None),
+    };
+    let worktrees = worktree_dirs(repo)?;
     let mut out = Vec::new();
     for (name, stdin) in HOOKS.iter().copied().chain([PRE_COMMIT]) {
         let path = dir.join(name);
         let orig = dir.join(format!("{name}{ORIG}"));
         let state = match std::fs::read(&path) {
             Err(_) => "missing",
-            Ok(t) if t == shim(name, stdin).as_bytes() => "installed",
+            Ok(t) if t == shim(name, stdin, chain.as_ref()).as_bytes() => "installed",
+            Ok(t) if chain.is_some() && name == PRE_COMMIT.0 && is_ours(&String::from_utf8_lossy(&t)) => "missing",
             Ok(t) if is_ours(&String::from_utf8_lossy(&t)) => "outdated",
             Ok(_) => "foreign",
+        };
+        let chained = match &chain {
+            Some(c) => Some(format!("{}/{name}", c.rel)),
+            None => orig.exists().then(|| orig.display().to_string()),
+        };
+        // Worktrees where git would not run git-boulder's hook (only said of a hook installed here).
+        let not_running_in = if name != PRE_COMMIT.0 || state == "installed" || state == "outdated" {
+            worktrees
+                .iter()
+                .filter(|(_, d)| {
+                    std::fs::read(d.join(name)).map_or(true, |t| is_pass(&t) || !is_ours(&String::from_utf8_lossy(&t)))
+                })
+                .map(|(w, _)| w.display().to_string())
+                .collect()
+        } else {
+            Vec::new()
         };
         out.push(HookStatus {
             name: name.to_string(),
             path: path.display().to_string(),
             state: state.to_string(),
-            chained: orig.exists().then(|| orig.display().to_string()),
+            chained,
             default: name != PRE_COMMIT.0,
+            not_running_in,
         });
     }
     Ok(out)
+}
+
+fn is_pass(text: &[u8]) -> bool {
+    String::from_utf8_lossy(text).lines().nth(1).is_some_and(|l| l.contains("(pass-through)"))
 }

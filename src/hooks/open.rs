@@ -5,17 +5,18 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::git::{absolute, Repo};
 
 /// Discover the repository from the current directory as [`Repo::discover`] does (the same paths,
 /// honouring `GIT_DIR` and `GIT_WORK_TREE`), opening it once. No object cache is set: the caller
 /// sizes it for what it reads.
 pub fn discover() -> Result<Repo> {
-    let repo = gix::discover_with_environment_overrides(".").map_err(|e| {
-        Error::usage(format!("not a git repository (or any parent up to the root): {e}"))
-            .hint("run git boulder inside a git repository, or create one with `git init`")
-    })?;
+    let repo = gix::discover_with_environment_overrides(".")
+        .map_err(|e| crate::git::not_a_repository(std::path::Path::new("."), e))?;
+    if let Some(e) = crate::git::format_problem_of(&repo) {
+        return Err(e);
+    }
     let common_dir = absolute(repo.common_dir());
     let git_dir = absolute(repo.git_dir());
     let work_dir = repo.workdir().map(absolute);

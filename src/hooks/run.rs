@@ -21,7 +21,7 @@ use super::open;
 use super::ownership::{check_paths, report, Violation};
 use crate::error::{Error, Result};
 use crate::git::{notes, Repo};
-use crate::plan::{Level, Plan};
+use crate::plan::{Level, Plan, StreamDef};
 use crate::state::{self, BoulderState, Store};
 use crate::workspace::Workspace;
 
@@ -41,18 +41,29 @@ pub fn run(name: &str, args: &[String]) -> Result<i32> {
         Ok(code) => Ok(code),
         Err(e) => {
             // Never break the user's git command over an internal problem.
-            eprintln!("git-boulder {name} hook: {} (git continues)", e.message);
+            eprintln!("git-boulder {name} hook: {} (git continues)", crate::text::inert_lines(&e.message));
             Ok(0)
         }
     }
 }
 
-/// Whether git is replaying commits (rebase, cherry-pick or revert sequences, am).
+/// Whether git is replaying commits it will report to post-rewrite (a rebase) or applying
+/// patches (am): their commits are not new work. A cherry-pick or revert makes new commits (git
+/// reports no rewrite and `notes.rewriteRef` does not apply), so it is not replaying.
 fn replaying(repo: &Repo) -> bool {
     let g = &repo.git_dir;
-    ["rebase-merge", "rebase-apply", "sequencer", "CHERRY_PICK_HEAD", "REVERT_HEAD"].iter().any(|p| g.join(p).exists())
-        || std::env::var("GIT_REFLOG_ACTION")
-            .is_ok_and(|a| a.starts_with("rebase") || a.starts_with("cherry-pick") || a.starts_with("am"))
+    ["rebase-merge", "rebase-apply"].iter().any(|p| g.join(p).exists())
+        || std::env::var("GIT_REFLOG_ACTION").is_ok_and(|a| a.starts_with("rebase") || a.starts_with("am"))
+}
+
+/// Whether `commit` was just made by `git commit --amend`: HEAD's newest reflog entry says so.
+/// git runs post-commit for an amend too, but the commit replaces one already recorded (and
+/// post-rewrite carries its note), so it is no new iteration.
+fn amended(repo: &Repo, commit: ObjectId) -> bool {
+    let Ok(head) = repo.repo.head() else { return false };
+    let mut log = head.log_iter();
+    let Ok(Some(mut rev)) = log.rev() else { return false };
+    matches!(rev.next(), Some(Ok(line)) if line.new_oid == commit && line.message.starts_with(b"commit (amend)"))
 }
 
 /// The plan in force and the stream whose branch HEAD is on, if any.
@@ -85,12 +96,15 @@ fn post_commit() -> Result<()> {
     };
     let (branch, head_id) = (branch.to_string(), head.id().map(|id| id.detach()));
     drop(head);
-    let ws = Workspace { repo, config_override: None };
+    let ws = Workspace::from_repo(repo, None);
     let Some(stream) = ws.plan()?.stream_for_branch(&branch).map(|s| s.name.clone()) else { return Ok(()) };
     let head = match head_id {
         Some(id) => id,
         None => ws.repo.ref_id("HEAD")?.ok_or_else(|| Error::internal("HEAD has no commit"))?,
     };
+    if amended(&ws.repo, head) {
+        return Ok(());
+    }
     let store = Store::new(&ws.repo)?;
     let story = std::env::var("BOULDER_STORY").ok().filter(|s| !s.is_empty());
     let boulder = current_boulder(&ws.repo, &stream);
@@ -154,8 +168,11 @@ fn pre_push(args: &[String]) -> Result<i32> {
     let mut input = String::new();
     std::io::stdin().read_to_string(&mut input)?;
     let remote = args.first().cloned().unwrap_or_default();
-    let repo = open::discover()?;
-    let ws = Workspace { repo, config_override: None };
+    let repo = match open::discover() {
+        Ok(repo) => repo,
+        Err(e) => return unreadable_pre_push(e),
+    };
+    let ws = Workspace::from_repo(repo, None);
     let mut plan: Option<Plan> = None;
     let mut code = 0;
     for line in input.lines() {
@@ -167,9 +184,6 @@ fn pre_push(args: &[String]) -> Result<i32> {
         }
         let local_branch = local_ref.strip_prefix("refs/heads/");
         let remote_branch = remote_ref.strip_prefix("refs/heads/");
-        if local_branch.is_none() && remote_branch.is_none() {
-            continue;
-        }
         if plan.is_none() {
             plan = Some(ws.plan()?);
         }
@@ -177,17 +191,28 @@ fn pre_push(args: &[String]) -> Result<i32> {
         if plan.settings.ownership == Level::Off {
             return Ok(0);
         }
-        // The local branch says whose commits these are; `git push origin HEAD:boulder/auth` or a
-        // differently named local branch is judged by the branch it updates.
-        let Some(stream) = local_branch
-            .and_then(|b| plan.stream_for_branch(b))
-            .or_else(|| remote_branch.and_then(|b| plan.stream_for_branch(b)))
+        // What is pushed, a commit (a tag is peeled; a tree or blob pushes no commits).
+        let Ok(object) = ObjectId::from_hex(local_sha.as_bytes()) else { continue };
+        let Some(tip) = ws.repo.repo.find_object(object).ok().and_then(|o| o.peel_to_commit().ok()).map(|c| c.id)
         else {
             continue;
         };
+        // Whose commits these are, by what is pushed rather than by the remote ref's name: the
+        // local stream branch pushed (`boulder/x:other`), else the streams whose branch holds the
+        // pushed commit (`HEAD:refs/for/main`, a raw id), else the stream branch it updates.
+        let candidates: Vec<&StreamDef> = match local_branch.and_then(|b| plan.stream_for_branch(b)) {
+            Some(s) => vec![s],
+            None => {
+                let holding = streams_holding(&ws.repo, plan, tip)?;
+                match remote_branch.and_then(|b| plan.stream_for_branch(b)) {
+                    None => holding,
+                    Some(s) if holding.is_empty() => vec![s],
+                    Some(_) => holding,
+                }
+            }
+        };
+        let Some(&stream) = candidates.first() else { continue };
         let branch = &stream.branch;
-        let tip = ObjectId::from_hex(local_sha.as_bytes())
-            .map_err(|e| Error::internal(format!("bad sha {local_sha}: {e}")))?;
         let g = &ws.repo.repo;
         let mut hidden: Vec<ObjectId> = Vec::new();
         if let Ok(id) = ObjectId::from_hex(remote_sha.as_bytes()) {
@@ -216,7 +241,13 @@ fn pre_push(args: &[String]) -> Result<i32> {
             }
         }
         let changes = changed_paths(g, tip, hidden).map_err(|e| e.context(format!("checking {branch}")))?;
-        let found: Vec<Violation> = check_paths(plan, &stream.name, &changes);
+        // A commit on several streams' branches (one branched from another) is judged as the
+        // stream it wrongs least.
+        let (stream, found) = candidates
+            .iter()
+            .map(|s| (*s, check_paths(plan, &s.name, &changes)))
+            .min_by_key(|(_, f): &(&StreamDef, Vec<Violation>)| f.iter().filter(|v| v.refused).count())
+            .unwrap_or((stream, Vec::new()));
         if found.is_empty() {
             continue;
         }
@@ -229,9 +260,50 @@ fn pre_push(args: &[String]) -> Result<i32> {
     Ok(code)
 }
 
+/// The streams whose branch holds `commit` as stream work: the branch tip itself (that stream
+/// alone), or a commit the tip descends from that the base branch does not hold.
+fn streams_holding<'p>(repo: &Repo, plan: &'p Plan, commit: ObjectId) -> Result<Vec<&'p StreamDef>> {
+    let g = &repo.repo;
+    let contains = |tip: ObjectId| -> bool {
+        tip == commit || g.merge_base(commit, tip).ok().flatten().map(|b| b.detach()) == Some(commit)
+    };
+    let base = repo.branch_tip(&plan.settings.base_branch)?;
+    let mut out = Vec::new();
+    for s in &plan.streams {
+        let Some(tip) = repo.branch_tip(&s.branch)? else { continue };
+        if tip == commit {
+            return Ok(vec![s]);
+        }
+        if contains(tip) && !base.is_some_and(contains) {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+/// pre-push in a repository git-boulder cannot open (a format it does not read): the pushed
+/// commits cannot be checked, so a plan with `ownership: error` refuses the push (fail safe) and
+/// names the bypass; otherwise the error is one warning and the push goes on. The plan is read
+/// from the work tree the hook runs in (git runs hooks at its root).
+fn unreadable_pre_push(e: Error) -> Result<i32> {
+    let level = std::fs::read_to_string(crate::plan::PLAN_PATH)
+        .ok()
+        .and_then(|text| crate::plan::parse(&text).ok())
+        .map(|plan| plan.settings.ownership);
+    if level != Some(Level::Error) {
+        return Err(e);
+    }
+    eprintln!(
+        "git-boulder pre-push hook: {}\nPush refused (settings.ownership: error): the pushed commits cannot be checked \
+         for ownership; bypass the check once with `git push --no-verify`.",
+        e.message
+    );
+    Ok(1)
+}
+
 fn pre_commit() -> Result<i32> {
     let repo = open::discover()?;
-    let ws = Workspace { repo, config_override: None };
+    let ws = Workspace::from_repo(repo, None);
     let Some((plan, stream)) = stream_of_head(&ws)? else { return Ok(0) };
     if plan.settings.ownership == Level::Off {
         return Ok(0);

@@ -17,7 +17,9 @@ pub struct NewStream<'a> {
 }
 
 /// Add `stream` to the plan file at `path` (creating a minimal plan when there is none), keeping
-/// every other byte of the file. Refused when the name is invalid or taken, a glob is invalid, or
+/// every other byte of the file. Trust (`crate::trust`) is left as it was on purpose: a stream's
+/// stories and paths are not part of the plan's command fingerprint, so a trusted plan stays
+/// trusted, and an untrusted plan's commands must not become trusted because a stream was added. Refused when the name is invalid or taken, a glob is invalid, or
 /// the streams mapping is written in flow style (`streams: {a: …}`).
 pub fn add_stream(path: &Path, stream: &NewStream) -> Result<()> {
     let text = match std::fs::read(path) {

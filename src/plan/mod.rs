@@ -188,7 +188,7 @@ pub struct Finding {
     pub severity: Severity,
     /// A short stable code: `name`, `unknown_story`, `duplicate_story`, `glob`, `depends_on`,
     /// `cycle`, `overlap`, `potential_overlap`, `shared_read`, `agent`, `branch`, `no_streams`,
-    /// `no_stories`.
+    /// `no_stories`, `worktree_dir` (added by `stream validate`, which knows the repository).
     pub code: &'static str,
     pub message: String,
     pub hint: Option<String>,

@@ -70,7 +70,7 @@ pub const EMPTY_PLAN: &str = "the plan is empty; see `git boulder stream suggest
 
 const MAX_BYTES: usize = 8 << 20;
 const MAX_STREAMS: usize = 1000;
-const MAX_ENTRIES: usize = 100_000;
+const MAX_ENTRIES: usize = 1_000_000;
 /// libyaml takes time quadratic in the nesting of flow mappings; no valid plan nests past a
 /// handful of levels.
 const MAX_FLOW_DEPTH: usize = 200;

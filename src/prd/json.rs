@@ -148,7 +148,8 @@ pub fn parse(text: &str) -> Result<Prd, PrdError> {
     let objects = || entries.iter().filter_map(|e| e.value.as_object());
     let default_passes = format == Format::UserStoriesJson
         || (objects().any(|s| s.contains_key("passes")) && !objects().any(|s| s.contains_key("status")));
-    let mut stories = Vec::new();
+    let mut stories: Vec<Story> = Vec::new();
+    let mut first_at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut warnings = Vec::new();
     for (index, entry) in entries.iter().enumerate() {
         let label = &entry.label;
@@ -184,8 +185,8 @@ pub fn parse(text: &str) -> Result<Prd, PrdError> {
             Some(Value::Array(a)) => a.iter().filter_map(id_of).collect(),
             _ => Vec::new(),
         };
-        if let Some(first) = stories.iter().position(|x: &Story| x.id == id) {
-            let first = &entries[match stories[first].span {
+        if let Some(first) = first_at.get(&id).map(|&i| &stories[i]) {
+            let first = &entries[match first.span {
                 Span::Index { index } => index,
                 Span::Lines { start, .. } => start,
             }]
@@ -193,6 +194,7 @@ pub fn parse(text: &str) -> Result<Prd, PrdError> {
             warnings.push(format!("story {id} appears again at {label} (first at {first}); the first counts"));
             continue;
         }
+        first_at.insert(id.clone(), stories.len());
         stories.push(Story {
             title: ["title", "name"]
                 .iter()
@@ -214,7 +216,7 @@ pub fn parse(text: &str) -> Result<Prd, PrdError> {
             id,
         });
     }
-    Ok(Prd { format, title, stories, warnings })
+    Ok(Prd { format, title, stories, warnings, by_id: Default::default() })
 }
 
 pub fn set_status(text: &str, story: &Story, status: Status) -> Result<String, PrdError> {

@@ -523,20 +523,22 @@ pub fn parse(text: &str) -> Prd {
     // File order; a repeated id keeps the first.
     stories.sort_by_key(line_of);
     let mut kept: Vec<Story> = Vec::with_capacity(stories.len());
+    let mut first_at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut warnings = Vec::new();
     for story in stories {
-        if let Some(first) = kept.iter().find(|s| s.id == story.id) {
+        if let Some(&first) = first_at.get(&story.id) {
             warnings.push(format!(
                 "story {} appears again at line {} (first at line {}); the first counts",
                 story.id,
                 line_of(&story),
-                line_of(first)
+                line_of(&kept[first])
             ));
         } else {
+            first_at.insert(story.id.clone(), kept.len());
             kept.push(story);
         }
     }
-    Prd { format: Format::Markdown, title, stories: kept, warnings }
+    Prd { format: Format::Markdown, title, stories: kept, warnings, by_id: Default::default() }
 }
 
 fn line_of(s: &Story) -> usize {

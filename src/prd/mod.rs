@@ -118,6 +118,20 @@ pub struct Prd {
     pub stories: Vec<Story>,
     /// Things worth telling the user that did not stop parsing (e.g. a repeated story id).
     pub warnings: Vec<String>,
+    /// Story positions by id, built on the first lookup.
+    #[serde(skip)]
+    pub by_id: StoryIndex,
+}
+
+/// Story positions by id for [`Prd::story`], built once on first use, so that looking up every
+/// story of a plan costs linear time, not quadratic. Never part of equality or output.
+#[derive(Debug, Clone, Default)]
+pub struct StoryIndex(std::sync::OnceLock<std::collections::HashMap<String, usize>>);
+
+impl PartialEq for StoryIndex {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// Why a PRD could not be parsed or rewritten; messages name the line (and column) involved.
@@ -132,8 +146,16 @@ pub enum PrdError {
 }
 
 impl Prd {
+    /// The story with this id (ids are unique: the parsers keep the first of repeated ones).
     pub fn story(&self, id: &str) -> Option<&Story> {
-        self.stories.iter().find(|s| s.id == id)
+        let index = self.by_id.0.get_or_init(|| {
+            let mut m = std::collections::HashMap::with_capacity(self.stories.len());
+            for (i, s) in self.stories.iter().enumerate() {
+                m.entry(s.id.clone()).or_insert(i);
+            }
+            m
+        });
+        index.get(id).and_then(|&i| self.stories.get(i)).filter(|s| s.id == id)
     }
 }
 

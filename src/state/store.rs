@@ -36,6 +36,14 @@ const MAX_TRIES: u32 = 400;
 const MAX_ODD_TRIES: u32 = 3;
 /// Most commits a validation, a merge or a log will walk.
 pub const MAX_WALK: usize = 100_000;
+/// Largest op commit (headers and message) read; checked before the object is read.
+pub const MAX_COMMIT_BYTES: u64 = 64 * 1024;
+/// Largest op commit tree (it holds two entries).
+pub const MAX_TREE_BYTES: u64 = 4 * 1024;
+/// Largest `op.json` read; checked before the blob is read.
+pub const MAX_OP_BYTES: u64 = 1024 * 1024;
+/// Largest `state.json` read; checked before the blob is read.
+pub const MAX_STATE_BYTES: u64 = 4 * 1024 * 1024;
 /// The identity of every state commit: state never needs a configured git identity.
 pub const COMMITTER_NAME: &str = "git-boulder";
 pub const COMMITTER_EMAIL: &str = "git-boulder@localhost";
@@ -193,8 +201,20 @@ impl<'r> Store<'r> {
     /// The two blobs of an op commit, checking its tree holds exactly `op.json` and `state.json`
     /// as regular files. `want_op` false skips reading `op.json`.
     fn blobs(&self, commit: ObjectId, want_op: bool) -> std::result::Result<(Option<Vec<u8>>, Vec<u8>), String> {
+        // Sizes are checked from the object headers before anything is read whole: fetched
+        // state may be hostile.
+        let bounded = |id: ObjectId, limit: u64, what: &str| -> std::result::Result<(), String> {
+            let size = self.git().find_header(id).map_err(|e| format!("commit {commit}: {what}: {e}"))?.size();
+            if size > limit {
+                return Err(format!("commit {commit}: {what} is {size} bytes, more than the limit of {limit}"));
+            }
+            Ok(())
+        };
+        bounded(commit, MAX_COMMIT_BYTES, "the commit")?;
         let c = self.git().find_commit(commit).map_err(|e| format!("commit {commit}: {e}"))?;
-        let tree = c.tree().map_err(|e| format!("commit {commit}: {e}"))?;
+        let tree_id = c.tree_id().map_err(|e| format!("commit {commit}: {e}"))?.detach();
+        bounded(tree_id, MAX_TREE_BYTES, "its tree")?;
+        let tree = self.git().find_tree(tree_id).map_err(|e| format!("commit {commit}: {e}"))?;
         let mut names = Vec::new();
         for e in tree.iter() {
             let e = e.map_err(|e| format!("commit {commit}: {e}"))?;
@@ -210,6 +230,7 @@ impl<'r> Store<'r> {
         }
         let blob = |name: &str| -> std::result::Result<Vec<u8>, String> {
             let entry = tree.find_entry(name).ok_or_else(|| format!("commit {commit}: no {name}"))?;
+            bounded(entry.object_id(), if name == "op.json" { MAX_OP_BYTES } else { MAX_STATE_BYTES }, name)?;
             let obj = entry.object().map_err(|e| format!("commit {commit}: {name}: {e}"))?;
             Ok(obj.detach().data)
         };
@@ -482,6 +503,7 @@ impl<'r> Store<'r> {
     /// Like [`Store::validate_chain`], but trusting (not checking) what is reachable from
     /// `trusted`, e.g. the local tip before a pull.
     pub fn validate_since<S: State>(&self, tip: ObjectId, trusted: &[ObjectId]) -> std::result::Result<(), String> {
+        self.check_commit_sizes(tip, trusted)?;
         let walk = self
             .git()
             .rev_walk([tip])
@@ -552,6 +574,37 @@ impl<'r> Store<'r> {
                 }
                 n => return Err(format!("commit {id}: {n} parents; op-log commits have at most two")),
             }
+        }
+        Ok(())
+    }
+
+    /// Check from the object headers alone that everything `tip` adds over `trusted` is a commit
+    /// of at most [`MAX_COMMIT_BYTES`], before any walk reads those commits whole (the first
+    /// [`MAX_WALK`] commits met, depth first).
+    fn check_commit_sizes(&self, tip: ObjectId, trusted: &[ObjectId]) -> std::result::Result<(), String> {
+        let mut seen = HashSet::new();
+        let mut todo = vec![tip];
+        while let Some(id) = todo.pop() {
+            if trusted.contains(&id) || !seen.insert(id) {
+                continue;
+            }
+            if seen.len() > MAX_WALK {
+                // Only a long shared history gets here (the walk does not stop at our tip's
+                // ancestors); the checks that follow have their own bound of MAX_WALK commits.
+                return Ok(());
+            }
+            let header = self.git().find_header(id).map_err(|e| format!("commit {id}: {e}"))?;
+            if header.kind() != gix::objs::Kind::Commit {
+                return Err(format!("{id} is a {}, not an op commit", header.kind()));
+            }
+            if header.size() > MAX_COMMIT_BYTES {
+                return Err(format!(
+                    "commit {id} is {} bytes, more than the limit of {MAX_COMMIT_BYTES}",
+                    header.size()
+                ));
+            }
+            let commit = self.git().find_commit(id).map_err(|e| format!("commit {id}: {e}"))?;
+            todo.extend(commit.parent_ids().map(|p| p.detach()));
         }
         Ok(())
     }

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# How the cost of reading the plan and the PRD grows: `prd show`, `prd next`, `status`,
+# `stream validate` and `stream suggest` on a PRD of N stories and a plan of M streams, at N and
+# 10×N (M and 10×M). Linear cost means a ratio near 10; the goal is at most 12.
+# For scale, the same run times `git status` of the repository (what every command pays anyway).
+#
+# usage: bash bench/scale.sh [RUNS] [STORIES] [STREAMS]   (defaults 3, 10000, 100)
+source "$(dirname "$0")/common.sh"
+RUNS=${1:-3}
+N=${2:-10000}
+M=${3:-100}
+
+# make_plan DIR STORIES STREAMS: a repository with a Ralph PRD of STORIES stories and a plan of
+# STREAMS streams sharing them out, each owning its own folder.
+make_plan() {
+  local dir=$1 n=$2 m=$3
+  mkdir -p "$dir/.boulder" "$dir/.agents/tasks"
+  git -C "$dir" init -q -b main
+  python3 - "$dir" "$n" "$m" <<'PY'
+import sys
+root, n, m = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+with open(f"{root}/.agents/tasks/prd.md", "w") as f:
+    f.write("# PRD: scale\n\n## Stories\n\n")
+    for i in range(n):
+        mark = "x" if i % 3 == 0 else " "
+        f.write(f"### [{mark}] US-{i:06d}: Story number {i}\nChange `src/s{i % m:04d}/f{i}.rs` and test it.\n\n")
+with open(f"{root}/.boulder/streams.yaml", "w") as f:
+    f.write("version: 1\nprd: .agents/tasks/prd.md\nstreams:\n")
+    per = n // m
+    for s in range(m):
+        ids = ", ".join(f"US-{i:06d}" for i in range(s * per, (s + 1) * per))
+        f.write(f"  s{s:04d}:\n    stories: [{ids}]\n    paths: ['src/s{s:04d}/**']\n")
+    f.write("settings:\n  base_branch: main\n")
+PY
+  git -C "$dir" add -A
+  git -C "$dir" commit -q -m "plan: $n stories, $m streams"
+}
+
+small=$WORK/small
+large=$WORK/large
+make_plan "$small" "$N" "$M"
+make_plan "$large" "$((N * 10))" "$((M * 10))"
+
+echo "machine: $(machine)"
+echo "sizes: $N stories / $M streams vs $((N * 10)) stories / $((M * 10)) streams; median of $RUNS runs"
+printf '%-22s %10s %10s %8s\n' "command" "small ms" "large ms" "growth"
+measure() {
+  local label=$1
+  shift
+  local a=() b=() i
+  for ((i = 0; i < RUNS; i++)); do
+    a+=("$(cd "$small" && time_ms "$@")")
+    b+=("$(cd "$large" && time_ms "$@")")
+  done
+  local ma mb
+  ma=$(median "${a[@]}")
+  mb=$(median "${b[@]}")
+  printf '%-22s %10s %10s %8s\n' "$label" "$ma" "$mb" "$(awk -v a="$ma" -v b="$mb" 'BEGIN { printf "%.1f", (a > 0 ? b / a : 0) }')"
+}
+measure "git status" git status --porcelain
+measure "prd show" git-boulder prd show
+measure "prd next" git-boulder prd next
+measure "prd show --json" git-boulder prd show --json
+measure "status" git-boulder status
+measure "status --json" git-boulder status --json
+measure "stream validate" git-boulder stream validate
+measure "stream suggest" git-boulder stream suggest
