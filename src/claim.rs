@@ -242,9 +242,9 @@ pub fn take(
     let how = match &current {
         Some((_, c)) if c.actor != actor && !c.expired() => {
             return Err(Error::refused(format!("stream {stream} is claimed on {} by {}", remote.given, c.describe()))
-                .hint(
-                    "wait for it to be released or to expire, or ask its holder to run `git boulder stream release`",
-                ));
+                .hint(format!(
+                    "wait for it to be released or to expire, or ask its holder to run `git boulder stream release {stream}`"
+                )));
         }
         Some((_, c)) if c.actor == actor => Taken::Renewed,
         Some((_, c)) => Taken::TakenOver(c.describe()),

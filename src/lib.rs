@@ -11,6 +11,7 @@ pub mod error;
 pub mod failpoint;
 pub mod fsutil;
 pub mod git;
+pub mod history;
 pub mod hooks;
 pub mod lifecycle;
 pub mod lock;

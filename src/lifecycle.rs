@@ -43,7 +43,7 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
         crate::trust::require(repo, plan, "stream init", &[crate::trust::SETUP.to_string()])?;
     }
 
-    let _guard = lock::acquire(repo, &format!("stream-{}", stream.name), false, "stream init")?;
+    let _guard = lock::try_acquire(repo, &format!("stream-{}", stream.name), "stream init")?;
     let from = match repo.branch_tip(&stream.branch)? {
         Some(_) => plan.settings.base_branch.clone(),
         None => {
@@ -290,7 +290,7 @@ pub fn cleanup(ws: &Workspace, plan: &Plan, names: &[String], opts: &CleanupOpti
             }
             continue;
         }
-        let _guard = lock::acquire(&ws.repo, &format!("stream-{}", stream.name), false, "stream cleanup")?;
+        let _guard = lock::try_acquire(&ws.repo, &format!("stream-{}", stream.name), "stream cleanup")?;
         if !opts.force && exists {
             let dirt = worktree::dirt(&path, 10)?;
             if !dirt.is_clean() {

@@ -172,11 +172,21 @@ fn lock_file(file: File, wait: bool) -> std::io::Result<Option<File>> {
 /// busy). Non-blocking unless `wait`: a busy lock is refused with a message naming the holder.
 pub fn acquire(repo: &Repo, name: &str, wait: bool, command: &str) -> Result<LockGuard> {
     validate_name(name)?;
-    acquire_at(&lock_path(repo, name), name, wait, command)
+    acquire_at(&lock_path(repo, name), name, Some(wait), command)
 }
 
-/// [`acquire`] on an explicit lock file path.
-pub fn acquire_at(path: &Path, name: &str, wait: bool, command: &str) -> Result<LockGuard> {
+/// [`acquire`] for a command without a `--wait` option: never blocks, and a refusal's hint says
+/// what does work (`stream stop` for a running loop, else running the command again later).
+pub fn try_acquire(repo: &Repo, name: &str, command: &str) -> Result<LockGuard> {
+    validate_name(name)?;
+    acquire_at(&lock_path(repo, name), name, None, command)
+}
+
+/// [`acquire`] on an explicit lock file path; `wait` is `None` when the caller has no `--wait`
+/// option (it then does not block).
+pub fn acquire_at(path: &Path, name: &str, wait: Option<bool>, command: &str) -> Result<LockGuard> {
+    let waitable = wait.is_some();
+    let wait = wait.unwrap_or(false);
     let lock_err = |e: std::io::Error| Error::internal(format!("cannot lock {}: {e}", path.display()));
     // A busy lock whose holder has not written its details yet (it is between locking and
     // writing) or that is only being probed by `holders` is retried briefly before refusing.
@@ -196,8 +206,13 @@ pub fn acquire_at(path: &Path, name: &str, wait: bool, command: &str) -> Result<
             continue;
         }
         let holder = holder.unwrap_or_else(Holder::unknown);
-        let mut err = Error::refused(format!("the {name} lock is held by {}", holder.describe()))
-            .hint(format!("rerun with --wait to block until the {name} lock is free"));
+        let mut err = Error::refused(format!("the {name} lock is held by {}", holder.describe()));
+        err = match name.strip_prefix("stream-") {
+            _ if waitable => err.hint(format!("rerun with --wait to block until the {name} lock is free")),
+            Some(stream) if holder.command.contains("stream run") => err
+                .hint(format!("`git boulder stream stop {stream}` asks that loop to stop after its current iteration")),
+            _ => err.hint("run the command again when that one has finished"),
+        };
         if holder.pid != 0 {
             err = err.hint(format!("or wait for pid {} to finish", holder.pid));
         }
@@ -263,15 +278,15 @@ mod tests {
     #[test]
     fn lock_second_acquire_is_refused_with_holder() {
         let (_dir, path) = tmp_lock();
-        let g = acquire_at(&path, "merge", false, "git boulder stream merge auth").unwrap();
-        let err = acquire_at(&path, "merge", false, "other").unwrap_err();
+        let g = acquire_at(&path, "merge", Some(false), "git boulder stream merge auth").unwrap();
+        let err = acquire_at(&path, "merge", Some(false), "other").unwrap_err();
         assert_eq!(err.kind, crate::error::Kind::Refused);
         assert!(err.message.contains(&format!("pid {}", std::process::id())), "{}", err.message);
         assert!(err.message.contains("git boulder stream merge auth"), "{}", err.message);
         assert!(err.message.contains(&hostname()), "{}", err.message);
         assert!(err.hints.iter().any(|h| h.contains("--wait")), "{:?}", err.hints);
         drop(g);
-        let g2 = acquire_at(&path, "merge", false, "other").unwrap();
+        let g2 = acquire_at(&path, "merge", Some(false), "other").unwrap();
         assert!(read_holder(&path).unwrap().command == "other");
         drop(g2);
         // Released: the file remains but is empty.
@@ -282,11 +297,11 @@ mod tests {
     #[test]
     fn lock_wait_blocks_until_released() {
         let (_dir, path) = tmp_lock();
-        let g = acquire_at(&path, "merge", false, "first").unwrap();
+        let g = acquire_at(&path, "merge", Some(false), "first").unwrap();
         let p2 = path.clone();
         let started = std::time::Instant::now();
         let t = std::thread::spawn(move || {
-            let g = acquire_at(&p2, "merge", true, "second").unwrap();
+            let g = acquire_at(&p2, "merge", Some(true), "second").unwrap();
             let waited = started.elapsed();
             drop(g);
             waited
@@ -318,13 +333,13 @@ mod tests {
         let mut buf = [0u8; 7];
         child.stdout.as_mut().unwrap().read_exact(&mut buf).unwrap();
         assert_eq!(&buf[..6], b"locked");
-        let err = acquire_at(&path, "merge", false, "me").unwrap_err();
+        let err = acquire_at(&path, "merge", Some(false), "me").unwrap_err();
         assert!(err.message.contains(&format!("pid {}", child.id())), "{}", err.message);
         assert!(err.hints.iter().any(|h| h.contains(&format!("pid {}", child.id()))), "{:?}", err.hints);
         child.kill().unwrap();
         child.wait().unwrap();
         // The stale content is still there, but the lock is gone.
-        let g = acquire_at(&path, "merge", false, "me").expect("no stale lock after the holder died");
+        let g = acquire_at(&path, "merge", Some(false), "me").expect("no stale lock after the holder died");
         drop(g);
     }
 
@@ -344,7 +359,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(15));
         });
         rx.recv().unwrap();
-        let g = acquire_at(&path, "merge", false, "me").expect("retried past the probe");
+        let g = acquire_at(&path, "merge", Some(false), "me").expect("retried past the probe");
         assert_eq!(read_holder(&path).unwrap().command, "me");
         drop(g);
         t.join().unwrap();

@@ -1,9 +1,12 @@
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use git_boulder::cli::{self, Cli};
 
 fn main() -> ExitCode {
+    // Called by the completion scripts (`git boulder completions SHELL`) with the words typed:
+    // print the candidates and exit.
+    clap_complete::CompleteEnv::with_factory(Cli::command).var(cli::complete::ENV_VAR).complete();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -63,7 +63,7 @@ pub fn run(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, say:
     }
     crate::trust::require(&ws.repo, plan, "stream run", &keys)?;
     // One run per stream on this machine (the lock), then one per stream anywhere (the claim).
-    let _lock = crate::lock::acquire(&ws.repo, &format!("stream-{}", stream.name), false, "stream run")?;
+    let _lock = crate::lock::try_acquire(&ws.repo, &format!("stream-{}", stream.name), "stream run")?;
     let Some(remote) = &plan.settings.claim_remote else { return run_loop(ws, plan, stream, opts, &say, None) };
     let remote = crate::sync::resolve(&ws.repo, Some(remote), &plan.settings.base_branch)?;
     let actor = Store::new(&ws.repo)?.actor;

@@ -1,29 +1,217 @@
-//! `stream suggest`: a stream plan proposed from the PRD. Pure: a parsed PRD in, YAML text out.
+//! `stream suggest`: a stream plan proposed from the PRD. Pure: a parsed PRD (with HEAD's files
+//! and a way to ask whether a branch exists) in, YAML text out.
 //!
-//! Stories are grouped, in this order of preference, by an area in their id (`US-AUTH-01` →
-//! `auth`), by the area of the first path their text names (`src/auth/login.rs` → `auth`), by
-//! their wave (`wave-1`), else into one stream `main`. Each stream owns the directories of the
-//! paths its stories name.
+//! * Stories with an area in their id (`US-AUTH-01` → `auth`) are grouped by it.
+//! * Other stories (Ralph's plain `US-001`) are grouped by what they share: a path glob, the area
+//!   of a path (`src/billing/page.ts` → `billing`), or a distinctive word of their titles (one
+//!   that is not common to most stories). A group is named after its most common path area, else
+//!   its most common shared word. Stories that share nothing and name no path go together by
+//!   wave (`wave-1`), else into one stream `other`.
+//! * Each stream owns the globs of the paths its stories name: a directory (one HEAD has files
+//!   below, one written with a trailing `/`, or a name without an extension) becomes `dir/**`, a
+//!   file becomes its directory's `dir/**` (a file directly under a generic root like `src/`
+//!   stays itself).
+//! * A stream is never named like a branch that exists (or the base): `-work` is added, then a
+//!   number.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::prd::Prd;
 
 /// Directory names too generic to name an area on their own.
 const GENERIC_ROOTS: &[&str] = &["src", "lib", "app", "apps", "pkg", "packages", "crates", "internal", "cmd", "source"];
 
+/// Title words too common in PRDs to group stories by.
+const STOPWORDS: &[&str] = &[
+    "about",
+    "able",
+    "after",
+    "allow",
+    "allows",
+    "also",
+    "when",
+    "with",
+    "without",
+    "from",
+    "into",
+    "that",
+    "this",
+    "then",
+    "than",
+    "them",
+    "they",
+    "their",
+    "there",
+    "have",
+    "should",
+    "must",
+    "each",
+    "every",
+    "more",
+    "most",
+    "some",
+    "using",
+    "use",
+    "make",
+    "made",
+    "show",
+    "shows",
+    "view",
+    "page",
+    "user",
+    "users",
+    "feature",
+    "support",
+    "add",
+    "adds",
+    "added",
+    "create",
+    "update",
+    "implement",
+    "basic",
+    "initial",
+    "new",
+    "list",
+    "data",
+    "story",
+    "only",
+    "over",
+    "under",
+    "same",
+    "work",
+    "works",
+    "text",
+    "file",
+    "files",
+    "setup",
+    "handle",
+    "other",
+];
+
+/// What `propose` needs from the repository.
+pub struct Repo<'a> {
+    /// The files of HEAD's tree (to tell directories from files).
+    pub tree_paths: &'a [String],
+    /// Whether a local branch of this name exists.
+    pub branch_exists: &'a dyn Fn(&str) -> bool,
+}
+
+/// One story's features.
+struct Item {
+    id: String,
+    globs: Vec<String>,
+    areas: Vec<String>,
+    words: BTreeSet<String>,
+    wave: Option<String>,
+}
+
+fn find(parent: &mut [usize], mut i: usize) -> usize {
+    while parent[i] != i {
+        parent[i] = parent[parent[i]];
+        i = parent[i];
+    }
+    i
+}
+
 /// Propose the text of a `.boulder/streams.yaml` for `prd` (whose path relative to the work tree
 /// is `prd_path`), with `base_branch` as the base.
-pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str) -> String {
+pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> String {
+    let items: Vec<Item> = prd
+        .stories
+        .iter()
+        .map(|story| {
+            let globs: Vec<String> =
+                named_paths(&story.text).iter().filter_map(|p| glob_for(p, repo.tree_paths)).collect();
+            let areas = globs.iter().filter_map(|g| path_area(g)).collect();
+            Item { id: story.id.clone(), globs, areas, words: title_words(&story.title), wave: story.wave.clone() }
+        })
+        .collect();
+    // Words shared by most stories say nothing about which belong together.
+    let mut df: BTreeMap<&str, usize> = BTreeMap::new();
+    for it in &items {
+        for w in &it.words {
+            *df.entry(w).or_default() += 1;
+        }
+    }
+    let limit = (items.len() / 2).max(2);
+    let distinctive = |w: &str| df.get(w).is_some_and(|n| *n >= 2 && *n <= limit);
+
+    // Union stories without an id area that share a glob, an area or a distinctive word.
+    let n = items.len();
+    let mut parent: Vec<usize> = (0..n).collect();
+    let keyed: Vec<Option<String>> = prd.stories.iter().map(|s| id_area(&s.id)).collect();
+    let mut first_with: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, it) in items.iter().enumerate() {
+        if keyed[i].is_some() {
+            continue;
+        }
+        let features = it
+            .globs
+            .iter()
+            .map(|g| format!("g:{g}"))
+            .chain(it.areas.iter().map(|a| format!("a:{a}")))
+            .chain(it.words.iter().filter(|w| distinctive(w)).map(|w| format!("w:{w}")));
+        for f in features {
+            match first_with.get(&f) {
+                Some(&j) => {
+                    let (a, b) = (find(&mut parent, i), find(&mut parent, j));
+                    parent[a.max(b)] = a.min(b);
+                }
+                None => {
+                    first_with.insert(f, i);
+                }
+            }
+        }
+    }
+    // Name each story's group.
+    let mut members: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for i in 0..n {
+        let r = find(&mut parent, i);
+        members.entry(r).or_default().push(i);
+    }
+    let most_common = |list: &mut dyn Iterator<Item = String>| -> Option<String> {
+        let mut count: Vec<(String, usize)> = Vec::new();
+        for x in list {
+            match count.iter_mut().find(|c| c.0 == x) {
+                Some(c) => c.1 += 1,
+                None => count.push((x, 1)),
+            }
+        }
+        let best = count.iter().map(|c| c.1).max()?;
+        count.into_iter().find(|c| c.1 == best).map(|c| c.0)
+    };
+    let mut key_of: Vec<String> = vec![String::new(); n];
+    for (i, key) in keyed.iter().enumerate() {
+        if let Some(k) = key {
+            key_of[i] = k.clone();
+        }
+    }
+    for list in members.values() {
+        if keyed[list[0]].is_some() {
+            continue;
+        }
+        let alone = list.len() == 1 && items[list[0]].globs.is_empty();
+        let key = if alone {
+            items[list[0]].wave.as_ref().map(|w| format!("wave-{w}")).unwrap_or_else(|| "other".into())
+        } else {
+            most_common(&mut list.iter().flat_map(|&i| items[i].areas.clone()))
+                .or_else(|| {
+                    most_common(
+                        &mut list.iter().flat_map(|&i| items[i].words.iter().filter(|w| distinctive(w)).cloned()),
+                    )
+                })
+                .or_else(|| items[list[0]].wave.as_ref().map(|w| format!("wave-{w}")))
+                .unwrap_or_else(|| "other".into())
+        };
+        for &i in list {
+            key_of[i] = key.clone();
+        }
+    }
+
     // (stream name, stories, globs) in first-seen order.
     let mut groups: Vec<(String, Vec<String>, BTreeSet<String>)> = Vec::new();
-    for story in &prd.stories {
-        let paths = named_paths(&story.text);
-        let key = id_area(&story.id)
-            .or_else(|| paths.iter().find_map(|p| path_area(p)))
-            .or_else(|| story.wave.as_ref().map(|w| format!("wave-{w}")))
-            .unwrap_or_else(|| "main".to_string());
-        let key = sanitize(&key);
+    for (i, it) in items.iter().enumerate() {
+        let key = sanitize(&key_of[i]);
         let idx = match groups.iter().position(|g| g.0 == key) {
             Some(i) => i,
             None => {
@@ -31,12 +219,26 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str) -> String {
                 groups.len() - 1
             }
         };
-        groups[idx].1.push(story.id.clone());
-        for p in paths {
-            if let Some(glob) = dir_glob(&p) {
-                groups[idx].2.insert(glob);
-            }
+        groups[idx].1.push(it.id.clone());
+        groups[idx].2.extend(it.globs.iter().cloned());
+    }
+    // Never a stream named like a branch that exists.
+    let taken: Vec<String> = groups.iter().map(|g| g.0.clone()).collect();
+    for g in groups.iter_mut() {
+        if g.0 != base_branch && !(repo.branch_exists)(&g.0) {
+            continue;
         }
+        let free = |c: &str| {
+            c != base_branch
+                && !(repo.branch_exists)(c)
+                && !taken.iter().any(|t| t == c)
+                && crate::names::problem(c).is_none()
+        };
+        let stem = format!("{}-work", g.0);
+        g.0 = std::iter::once(stem.clone())
+            .chain((2..).map(|k| format!("{stem}-{k}")))
+            .find(|c| free(c))
+            .expect("an unused name");
     }
     let mut out = String::new();
     out.push_str(&format!(
@@ -112,19 +314,39 @@ fn strip_ext(s: &str) -> &str {
     s.split('.').next().filter(|p| !p.is_empty()).unwrap_or(s)
 }
 
-/// `src/auth/login.rs` → `src/auth/**`; `docs/` → `docs/**`; a bare `src/x.rs` → `src/x.rs`.
-fn dir_glob(path: &str) -> Option<String> {
+/// The glob a named path stands for: a directory (HEAD has files below it, it ends in `/`, or its
+/// last part has no extension and HEAD has no such file) → `dir/**`; a file → its directory's
+/// `dir/**`, except directly under a generic root (`src/x.rs` stays itself).
+fn glob_for(path: &str, tree_paths: &[String]) -> Option<String> {
     if path.contains('*') {
         return Some(path.to_string());
     }
     if let Some(dir) = path.strip_suffix('/') {
         return Some(format!("{dir}/**"));
     }
+    let is_file = tree_paths.iter().any(|p| p == path);
+    let below = format!("{path}/");
+    let last = path.rsplit('/').next().unwrap_or(path);
+    if !is_file && (tree_paths.iter().any(|p| p.starts_with(&below)) || !last.contains('.')) {
+        return Some(format!("{path}/**"));
+    }
     let (dir, _) = path.rsplit_once('/')?;
     if GENERIC_ROOTS.contains(&dir) {
         return Some(path.to_string());
     }
     Some(format!("{dir}/**"))
+}
+
+/// The words of a title that may tie stories together: lower case, 4+ letters, not a stop word,
+/// a plural's `s` dropped.
+fn title_words(title: &str) -> BTreeSet<String> {
+    title
+        .split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|w| w.chars().count() >= 4 && w.chars().any(char::is_alphabetic) && !STOPWORDS.contains(&w.as_str()))
+        .map(|w| if w.len() > 4 && w.ends_with('s') && !w.ends_with("ss") { w[..w.len() - 1].to_string() } else { w })
+        .filter(|w| !STOPWORDS.contains(&w.as_str()))
+        .collect()
 }
 
 /// Drop globs nested inside another glob of the same set (`src/auth/x/**` under `src/auth/**`).
@@ -156,7 +378,7 @@ fn sanitize(key: &str) -> String {
 }
 
 /// A YAML scalar, double-quoted unless plainly safe.
-fn scalar(s: &str) -> String {
+pub fn scalar(s: &str) -> String {
     let plain = !s.is_empty()
         && s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
         && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '*'))

@@ -302,6 +302,9 @@ fn parse_prd(bytes: Vec<u8>, label: &str, name: &str) -> Result<(String, Prd)> {
     let name = name.rsplit('/').next().unwrap_or(name);
     let prd = prd::parse(name, &text)
         .map_err(|e| Error::usage(format!("{label}: {e}")).hint("fix the PRD at the place named"))?;
+    for w in &prd.warnings {
+        eprintln!("warning: {label}: {w}");
+    }
     Ok((text, prd))
 }
 

@@ -14,10 +14,10 @@ pub struct CreateArgs {
     /// The new boulder's id (a single ref component).
     pub name: String,
     /// Its parent boulder (default: a root boulder).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", add = super::complete::boulder_ids())]
     pub parent: Option<String>,
     /// The stream it belongs to (default: the parent's, else this worktree's stream).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", add = super::complete::stream_names())]
     pub stream: Option<String>,
 }
 
@@ -31,6 +31,7 @@ pub struct ListArgs {
 #[derive(Debug, clap::Args)]
 pub struct SwitchArgs {
     /// The boulder this worktree's commits count for from now on.
+    #[arg(add = super::complete::boulder_ids())]
     pub id: String,
 }
 
@@ -43,7 +44,7 @@ pub struct CheckArgs {
     #[arg(long)]
     pub subagent: bool,
     /// The boulder to check (default: this worktree's current boulder).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", add = super::complete::boulder_ids())]
     pub boulder: Option<String>,
     /// Print {enforce, gate, reason, variant, message, boulder, iteration, parent_iteration, depth}.
     #[arg(long)]
@@ -469,6 +470,7 @@ pub fn resume(ws: &Workspace, args: ResumeArgs) -> Result<()> {
 #[derive(Debug, clap::Args)]
 pub struct FinishArgs {
     /// The boulder (default: this worktree's current boulder).
+    #[arg(add = super::complete::boulder_ids())]
     pub id: Option<String>,
 }
 

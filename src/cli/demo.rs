@@ -3,6 +3,7 @@
 //! The demo plays the user: it runs `git` and `git boulder` as a person would type them, in DIR
 //! (a new temporary directory when none is given), and leaves DIR to explore.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -38,7 +39,8 @@ pub fn run(args: DemoArgs, quiet: bool) -> Result<()> {
     };
     let demo = Demo { dir: dir.join("notes"), quiet };
     std::fs::create_dir_all(&demo.dir)?;
-    demo.say(&format!("Building a sample project in {}", demo.dir.display()));
+    demo.say(&format!("Building a sample project in {}", demo.dir.display()))?;
+    demo.line(&format!("$ cd {}    # every command below runs from here", shell_quote(&demo.dir.to_string_lossy())))?;
     for (path, text) in PROJECT {
         let p = demo.dir.join(path);
         std::fs::create_dir_all(p.parent().expect("embedded paths have a parent"))?;
@@ -62,7 +64,7 @@ pub fn run(args: DemoArgs, quiet: bool) -> Result<()> {
     demo.step("4. Hooks that record every commit and guard ownership at push", &["hooks", "install"])?;
     demo.step("5. The next open story of the auth stream", &["prd", "next", "--stream", "auth"])?;
 
-    demo.say("6. Two scripted agents commit in their streams at the same time");
+    demo.say("6. Two scripted agents commit in their streams at the same time")?;
     let auth = demo.dir.join(".boulder/worktrees/auth");
     let api = demo.dir.join(".boulder/worktrees/api");
     std::thread::scope(|s| -> Result<()> {
@@ -75,25 +77,21 @@ pub fn run(args: DemoArgs, quiet: bool) -> Result<()> {
         b.join().map_err(|_| Error::internal("demo agent panicked"))??;
         Ok(())
     })?;
-    if !demo.quiet {
-        println!("auth made 2 commits, api made 1; each commit got a note in refs/notes/boulder");
-    }
+    demo.line("auth made 2 commits, api made 1; each commit got a note in refs/notes/boulder")?;
     demo.show_git(&auth, &["log", "--notes=boulder", "-1", "--format=%h %s%n  note: %N"])?;
 
-    demo.say("7. The api agent strays into auth's files: the push is refused");
+    demo.say("7. The api agent strays into auth's files: the push is refused")?;
     demo.agent(&api, &[("src/auth/backdoor.txt", "not yours\n", "api: touch auth")])?;
     demo.show_git(&api, &["push", "origin", "boulder/api"])?;
     demo.git_in(&api, &["reset", "-q", "--hard", "HEAD~1"])?;
     demo.show_git(&api, &["push", "-q", "origin", "boulder/api"])?;
-    if !demo.quiet {
-        println!("after undoing the stray commit, the push goes through");
-    }
+    demo.line("after undoing the stray commit, the push goes through")?;
 
     demo.step(
         "8. Stories done, recorded in git without editing the PRD",
         &["prd", "done", "US-AUTH-01", "US-AUTH-02"],
     )?;
-    demo.say("9. Meanwhile someone commits on main (the base moves on)");
+    demo.say("9. Meanwhile someone commits on main (the base moves on)")?;
     std::fs::write(demo.dir.join("README.md"), "# Tiny notes service\n\nRun it with `notes serve`.\n")?;
     demo.git(&["commit", "-q", "-am", "README: how to run it"])?;
     demo.step(
@@ -103,7 +101,7 @@ pub fn run(args: DemoArgs, quiet: bool) -> Result<()> {
     demo.step("11. Merge auth: rebase onto main, fast-forward, sync the PRD", &["stream", "merge", "auth"])?;
     demo.show_git(&demo.dir, &["log", "--oneline", "-4"])?;
 
-    demo.say("12. The docs agent rewrites README.md, which main changed too");
+    demo.say("12. The docs agent rewrites README.md, which main changed too")?;
     let docs = demo.dir.join(".boulder/worktrees/docs");
     demo.agent(&docs, &[("docs/guide.md", "Install, run, first note.\n", "docs: getting started guide")])?;
     demo.agent(&docs, &[("README.md", "# Notes\n\nSee docs/guide.md.\n", "docs: point the README at the guide")])?;
@@ -116,12 +114,12 @@ pub fn run(args: DemoArgs, quiet: bool) -> Result<()> {
     demo.step("14. Share the state: push it to the remote", &["push"])?;
     let mate = dir.join("teammate");
     demo.git(&["clone", "-q", remote.to_str().unwrap_or_default(), mate.to_str().unwrap_or_default()])?;
-    demo.say(&format!("15. A teammate's clone ({}) pulls it", mate.display()));
+    demo.say(&format!("15. A teammate's clone ({}) pulls it", mate.display()))?;
     demo.step_in(&mate, &["pull"])?;
     demo.step_in(&mate, &["status"])?;
     demo.step("16. The dashboard", &["status"])?;
     demo.step("17. The op history of the auth stream", &["log", "auth"])?;
-    demo.say(&format!("Done. Explore it yourself: cd {}", demo.dir.display()));
+    demo.say(&format!("Done. Explore it yourself: cd {}", shell_quote(&demo.dir.to_string_lossy())))?;
     Ok(())
 }
 
@@ -131,10 +129,44 @@ struct Demo {
 }
 
 impl Demo {
-    fn say(&self, text: &str) {
+    fn say(&self, text: &str) -> Result<()> {
+        self.line(&format!("\n== {text}"))
+    }
+
+    /// A line of the narration on stdout (unless quiet). A closed pipe ends the demo quietly.
+    fn line(&self, text: &str) -> Result<()> {
         if !self.quiet {
-            println!("\n== {text}");
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{text}")?;
+            out.flush()?;
         }
+        Ok(())
+    }
+
+    /// A child's output, stdout then stderr, on stdout, so every line reaches a pipe.
+    fn relay(&self, out: &std::process::Output) -> Result<()> {
+        if !self.quiet {
+            let mut o = std::io::stdout().lock();
+            o.write_all(&out.stdout)?;
+            o.write_all(&out.stderr)?;
+            o.flush()?;
+        }
+        Ok(())
+    }
+
+    /// How to type a command run in `dir` from the sample repository: `git -C REL …` elsewhere.
+    fn typed(&self, dir: &std::path::Path, prog: &str, args: &[&str]) -> String {
+        let mut words = vec!["git".to_string()];
+        if dir != self.dir {
+            let rel = relative(&self.dir, dir);
+            words.push("-C".into());
+            words.push(shell_quote(&rel));
+        }
+        if !prog.is_empty() {
+            words.push(prog.into());
+        }
+        words.extend(args.iter().map(|a| shell_quote(a)));
+        format!("$ {}", words.join(" "))
     }
 
     /// The user's own git commands.
@@ -183,15 +215,11 @@ impl Demo {
     /// Run a git command whose output (and refusal) the user should see; its failure is shown,
     /// not fatal.
     fn show_git(&self, dir: &std::path::Path, args: &[&str]) -> Result<()> {
-        if !self.quiet {
-            println!("$ git {}", args.join(" "));
-        }
+        self.line(&self.typed(dir, "", args))?;
         let out = self.user_git(dir).args(args).output()?;
-        if !self.quiet {
-            print!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-            if !out.status.success() {
-                println!("(git exited with {})", out.status.code().unwrap_or(-1));
-            }
+        self.relay(&out)?;
+        if !out.status.success() {
+            self.line(&format!("(git exited with {})", out.status.code().unwrap_or(-1)))?;
         }
         Ok(())
     }
@@ -199,7 +227,7 @@ impl Demo {
     /// Run `git boulder ARGS` in the sample repository, showing the command and its output.
     fn step(&self, title: &str, args: &[&str]) -> Result<()> {
         if !title.is_empty() {
-            self.say(title);
+            self.say(title)?;
         }
         self.step_in(&self.dir, args)
     }
@@ -215,7 +243,7 @@ impl Demo {
 
     /// A step that must be refused (exit 1), showing why.
     fn refused(&self, title: &str, args: &[&str]) -> Result<()> {
-        self.say(title);
+        self.say(title)?;
         let code = self.show_boulder(&self.dir, args)?;
         if code != 1 {
             return Err(Error::internal(format!(
@@ -223,23 +251,18 @@ impl Demo {
                 args.join(" ")
             )));
         }
-        if !self.quiet {
-            println!("(refused with exit 1; main, the stream branch and both worktrees are unchanged)");
-        }
+        self.line("(refused with exit 1; main, the stream branch and both worktrees are unchanged)")?;
         Ok(())
     }
 
     fn show_boulder(&self, dir: &std::path::Path, args: &[&str]) -> Result<i32> {
-        if !self.quiet {
-            println!("$ git boulder {}", args.join(" "));
-        }
+        self.line(&self.typed(dir, "boulder", args))?;
         let mut run = Command::new(self_exe()?);
         run.args(args).current_dir(dir).stdin(std::process::Stdio::null());
         identity(&mut run);
-        if self.quiet {
-            run.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
-        }
-        Ok(run.status()?.code().unwrap_or(-1))
+        let out = run.output()?;
+        self.relay(&out)?;
+        Ok(out.status.code().unwrap_or(-1))
     }
 }
 
@@ -252,6 +275,33 @@ fn identity(cmd: &mut Command) {
         ("GIT_COMMITTER_EMAIL", "demo@example.com"),
     ] {
         cmd.env(k, v);
+    }
+}
+
+/// `s` as a POSIX shell word: as is when it is plainly safe, else in single quotes.
+fn shell_quote(s: &str) -> String {
+    let safe = !s.is_empty()
+        && s.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | ':' | '=' | '@' | '+' | ',' | '%')
+        });
+    if safe {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// `to` relative to `from` (both absolute, under a common folder): `../teammate`, `.boulder/x`.
+fn relative(from: &std::path::Path, to: &std::path::Path) -> String {
+    let a: Vec<_> = from.components().collect();
+    let b: Vec<_> = to.components().collect();
+    let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let mut parts: Vec<String> = std::iter::repeat_n("..".to_string(), a.len() - common).collect();
+    parts.extend(b[common..].iter().map(|c| c.as_os_str().to_string_lossy().into_owned()));
+    if parts.is_empty() {
+        ".".into()
+    } else {
+        parts.join("/")
     }
 }
 

@@ -9,6 +9,7 @@ use crate::workspace::Workspace;
 #[derive(Debug, clap::Args)]
 pub struct LogArgs {
     /// A stream or boulder name; `prd` for the completion records.
+    #[arg(add = super::complete::log_names())]
     pub name: String,
     /// Print a JSON array of {ref, commit, op}.
     #[arg(long)]

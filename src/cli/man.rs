@@ -22,7 +22,8 @@ pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
 }
 
-/// Every command and subcommand, with its man page name (`git-boulder-stream-init`).
+/// Every command and subcommand, with its man page name (`git-boulder-stream-init`). Hidden
+/// commands and clap's `help` subcommand get no page, so no page lists them either.
 fn pages() -> Vec<(String, clap::Command)> {
     fn walk(cmd: &clap::Command, name: &str, out: &mut Vec<(String, clap::Command)>) {
         let page = cmd.clone().name(name.to_string()).bin_name(name.replace('-', " "));
@@ -31,23 +32,88 @@ fn pages() -> Vec<(String, clap::Command)> {
             walk(sub, &format!("{name}-{}", sub.get_name()), out);
         }
     }
-    let mut root = super::Cli::command();
+    fn no_help(cmd: clap::Command) -> clap::Command {
+        let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_string()).collect();
+        let mut cmd = cmd.disable_help_subcommand(true);
+        for n in names {
+            cmd = cmd.mut_subcommand(n, no_help);
+        }
+        cmd
+    }
+    let mut root = no_help(super::Cli::command());
     root.build();
     let mut out = Vec::new();
     walk(&root, "git-boulder", &mut out);
     out
 }
 
-pub fn man(args: ManArgs) -> Result<()> {
-    let render = |cmd: clap::Command| -> Result<Vec<u8>> {
-        let mut buf = Vec::new();
-        clap_mangen::Man::new(cmd).render(&mut buf).map_err(|e| Error::internal(format!("man page: {e}")))?;
-        Ok(buf)
+/// Text for roff: backslashes and hyphens escaped, a leading `.` or `'` made literal.
+fn roff_text(s: &str) -> String {
+    let t = s.replace('\\', "\\e").replace('-', "\\-");
+    if t.starts_with(['.', '\'']) {
+        format!("\\&{t}")
+    } else {
+        t
+    }
+}
+
+/// The EXAMPLES and EXIT STATUS sections of page `name`.
+fn extra_sections(name: &str, cmd: &clap::Command) -> String {
+    let mut out = String::from(".SH EXAMPLES\n");
+    let examples = super::man_examples::examples(name);
+    let generated;
+    let examples = if examples.is_empty() {
+        // A command without written examples shows its usage with the required arguments.
+        let words: Vec<String> = cmd
+            .get_positionals()
+            .filter(|a| a.is_required_set())
+            .map(|a| {
+                a.get_value_names()
+                    .and_then(|v| v.first())
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| a.get_id().to_string().to_uppercase())
+            })
+            .collect();
+        let line = format!("{} {}", name.replacen("git-boulder", "git boulder", 1).replace('-', " "), words.join(" "));
+        let about = cmd.get_about().map(|a| a.to_string()).unwrap_or_default();
+        generated = vec![(line.trim_end().to_string(), about)];
+        generated.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect::<Vec<_>>()
+    } else {
+        examples.to_vec()
     };
+    for (command, what) in examples {
+        out.push_str(".PP\n");
+        out.push_str(&format!("{}\n", roff_text(what)));
+        out.push_str(".PP\n.RS 4\n.nf\n");
+        out.push_str(&format!("$ {}\n", roff_text(command)));
+        out.push_str(".fi\n.RE\n");
+    }
+    out.push_str(".SH \"EXIT STATUS\"\n");
+    for (code, what) in super::man_examples::exit_status(name) {
+        out.push_str(&format!(".TP\n\\fB{code}\\fR\n{}\n", roff_text(&what)));
+    }
+    out
+}
+
+/// The page of `name`: clap_mangen's NAME, SYNOPSIS, DESCRIPTION, OPTIONS and SUBCOMMANDS, then
+/// EXAMPLES and EXIT STATUS, then VERSION.
+fn render(name: &str, cmd: clap::Command) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    clap_mangen::Man::new(cmd.clone()).render(&mut buf).map_err(|e| Error::internal(format!("man page: {e}")))?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let extra = extra_sections(name, &cmd);
+    let text = match text.find(".SH VERSION") {
+        Some(at) => format!("{}{extra}{}", &text[..at], &text[at..]),
+        None => format!("{text}{extra}"),
+    };
+    Ok(text.into_bytes())
+}
+
+pub fn man(args: ManArgs) -> Result<()> {
     match args.install_dir {
         None => {
-            let (_, root) = pages().into_iter().next().expect("the root page");
-            std::io::stdout().lock().write_all(&render(root)?)?;
+            let (name, root) = pages().into_iter().next().expect("the root page");
+            std::io::stdout().lock().write_all(&render(&name, root)?)?;
         }
         Some(dir) => {
             let man1 = dir.join("man1");
@@ -55,7 +121,7 @@ pub fn man(args: ManArgs) -> Result<()> {
                 .map_err(|e| Error::usage(format!("cannot create {}: {e}", man1.display())))?;
             let all = pages();
             for (name, cmd) in &all {
-                crate::fsutil::write_atomic(&man1.join(format!("{name}.1")), &render(cmd.clone())?)?;
+                crate::fsutil::write_atomic(&man1.join(format!("{name}.1")), &render(name, cmd.clone())?)?;
             }
             eprintln!("wrote {} man pages to {}", all.len(), man1.display());
             eprintln!("make sure {} is on your MANPATH; then `git boulder --help` opens them", dir.display());
@@ -64,22 +130,52 @@ pub fn man(args: ManArgs) -> Result<()> {
     Ok(())
 }
 
+/// Print the completion script for a shell: it registers git-boulder with the shell's completion
+/// and, at each `<TAB>`, asks this binary (clap_complete's dynamic engine, see
+/// [`super::complete`]) for candidates, so stream names, boulder ids and story ids come from the
+/// repository. Subcommands come before flags; the internal `hook` command is not offered.
 pub fn completions(args: CompletionsArgs) -> Result<()> {
-    let mut cmd = super::Cli::command().bin_name("git-boulder");
+    use clap_complete::env::EnvCompleter;
+    use clap_complete::Shell;
+    // The script calls this very binary, wherever it is installed.
+    let exe =
+        std::env::current_exe().map_err(|e| Error::internal(format!("cannot find the git-boulder binary: {e}")))?;
+    let exe = exe.to_string_lossy();
+    let shell: &dyn EnvCompleter = match args.shell {
+        Shell::Bash => &clap_complete::env::Bash,
+        Shell::Zsh => &clap_complete::env::Zsh,
+        Shell::Fish => &clap_complete::env::Fish,
+        Shell::Elvish => &clap_complete::env::Elvish,
+        Shell::PowerShell => &clap_complete::env::Powershell,
+        other => {
+            return Err(
+                Error::usage(format!("no completions for {other}")).hint("use bash, zsh, fish, elvish or powershell")
+            )
+        }
+    };
     let mut out = std::io::stdout().lock();
-    let mut script = Vec::new();
-    clap_complete::generate(args.shell, &mut cmd, "git-boulder", &mut script);
-    let mut script = String::from_utf8_lossy(&script).into_owned();
-    if args.shell == clap_complete::Shell::Bash {
-        // clap_complete spells the hyphenated name two ways in its bash case labels; unify them.
-        script = script.replace("git__subcmd__boulder", "git__boulder");
-    }
-    out.write_all(script.as_bytes())?;
-    if args.shell == clap_complete::Shell::Bash {
-        // git's own completion calls _git_boulder for `git boulder <TAB>`.
+    shell.write_registration(super::complete::ENV_VAR, "git-boulder", "git-boulder", &exe, &mut out)?;
+    if args.shell == Shell::Bash {
+        // git's own completion calls _git_boulder for `git boulder <TAB>` (after `git -C DIR`
+        // too: __git_cmd_idx is where `boulder` sits).
+        let quoted = format!("'{}'", exe.replace('\'', "'\\''"));
         writeln!(
             out,
-            "\n_git_boulder() {{\n  COMP_WORDS=(git-boulder \"${{COMP_WORDS[@]:2}}\")\n  COMP_CWORD=$((COMP_CWORD - 1))\n  _git__boulder git-boulder \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"\n}}"
+            r#"
+_git_boulder() {{
+    local IFS=$'\013'
+    local i=${{__git_cmd_idx:-1}}
+    local words=(git-boulder "${{COMP_WORDS[@]:i+1}}")
+    COMPREPLY=( $( \
+        _CLAP_IFS="$IFS" \
+        _CLAP_COMPLETE_INDEX="$((COMP_CWORD - i))" \
+        _CLAP_COMPLETE_SPACE=true \
+        {var}="bash" \
+        {quoted} -- "${{words[@]}}" \
+    ) )
+    [[ $? == 0 ]] || unset COMPREPLY
+}}"#,
+            var = super::complete::ENV_VAR
         )?;
     }
     Ok(())

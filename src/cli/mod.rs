@@ -2,11 +2,13 @@
 //! `run` function. Commands are thin: parse, open the workspace, call the domain, print.
 
 pub mod boulder;
+pub mod complete;
 pub mod demo;
 pub mod doctor;
 pub mod hooks;
 pub mod log;
 pub mod man;
+mod man_examples;
 pub mod merge;
 pub mod output;
 pub mod prd;
@@ -28,7 +30,15 @@ use crate::workspace::Workspace;
 /// of its state inside git (refs and notes), records activity with git hooks, and merges finished
 /// streams back after checking for conflicts.
 #[derive(Debug, Parser)]
-#[command(name = "git-boulder", version, propagate_version = true)]
+#[command(
+    name = "git-boulder",
+    version,
+    propagate_version = true,
+    after_long_help = "History views: the state lives in refs/boulder/* and refs/notes/boulder. To leave it out of \
+                       `git log --all`, gitk and tig, give them `--exclude='refs/boulder*' --exclude='refs/notes/*' \
+                       --all` instead of `--all`; `git boulder remote setup` also sets log.excludeDecoration so \
+                       state refs never label your commits."
+)]
 pub struct Cli {
     /// Use this stream plan instead of the main worktree's .boulder/streams.yaml.
     #[arg(long, global = true, value_name = "PATH")]
@@ -110,9 +120,10 @@ pub enum Command {
     Man(man::ManArgs),
     /// Print shell completions for bash, zsh or fish.
     ///
-    /// bash: `git-boulder completions bash > ~/.local/share/bash-completion/completions/git-boulder`
-    /// (also defines `_git_boulder`, which git's completion calls for `git boulder <TAB>`);
-    /// zsh: save as `_git-boulder` on your fpath; fish: save in ~/.config/fish/completions/.
+    /// The script asks git-boulder at each <TAB>, so stream names, boulder ids and story ids come
+    /// from the repository. bash: `source <(git boulder completions bash)` in ~/.bashrc (also
+    /// defines `_git_boulder`, which git's completion calls for `git boulder <TAB>`); zsh: the
+    /// same with zsh in ~/.zshrc; fish: save in ~/.config/fish/completions/git-boulder.fish.
     Completions(man::CompletionsArgs),
     /// Let the stream plan's commands (setup, verify, agents) run on this machine.
     ///

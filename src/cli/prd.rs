@@ -29,7 +29,7 @@ pub enum PrdCommand {
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
     /// Only this stream's stories, with its view of their status.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", add = super::complete::stream_names())]
     pub stream: Option<String>,
     /// Read this PRD instead of the one the plan names.
     #[arg(long, value_name = "PATH")]
@@ -42,7 +42,7 @@ pub struct ShowArgs {
 #[derive(Debug, clap::Args)]
 pub struct DoneArgs {
     /// Story ids, as the PRD spells them.
-    #[arg(required = true, value_name = "ID")]
+    #[arg(required = true, value_name = "ID", add = super::complete::story_ids())]
     pub ids: Vec<String>,
     /// Read this PRD instead of the one the plan names (to check the ids).
     #[arg(long, value_name = "PATH")]

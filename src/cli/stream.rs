@@ -12,9 +12,16 @@ use crate::workspace::{load_prd, Workspace};
 pub enum StreamCommand {
     /// Propose a stream plan from the PRD.
     ///
-    /// Groups story ids by prefix (US-AUTH-* → auth), then by the paths each story's text names,
-    /// then by wave. Prints the proposed .boulder/streams.yaml; --write saves it.
+    /// Groups story ids by prefix (US-AUTH-* → auth); other stories by the paths and title words
+    /// they share, else by wave. A directory a story names becomes `dir/**`; no stream is named
+    /// like an existing branch. Prints the proposed .boulder/streams.yaml; --write saves it.
     Suggest(SuggestArgs),
+    /// Add a stream to the plan, for ad-hoc work.
+    ///
+    /// Appends NAME with its stories and paths to the `streams:` of .boulder/streams.yaml (made
+    /// when there is none), editing the text in place: comments, order and quoting stay as they
+    /// were. Refused when the name is taken; then run `git boulder stream validate`.
+    Add(AddArgs),
     /// Check the stream plan against itself, the PRD and HEAD's tree.
     ///
     /// Checks names, stories the PRD lacks, stories in two streams, globs, depends_on (unknown or
@@ -85,15 +92,28 @@ pub struct SuggestArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct AddArgs {
+    /// The new stream's name (its branch is boulder/NAME).
+    pub name: String,
+    /// Story ids the stream works on, as the PRD spells them.
+    #[arg(long = "story", value_name = "ID", num_args = 1.., add = super::complete::story_ids())]
+    pub stories: Vec<String>,
+    /// Globs of the paths the stream owns (e.g. src/auth/**).
+    #[arg(long = "path", value_name = "GLOB", num_args = 1..)]
+    pub paths: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct InitArgs {
     /// Streams to initialize; all streams of the plan when none is named.
-    #[arg(value_name = "NAME")]
+    #[arg(value_name = "NAME", add = super::complete::stream_names())]
     pub names: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// The stream.
+    #[arg(add = super::complete::stream_names())]
     pub name: String,
     /// Stop after this many iterations (default: the stream's max_iterations, else no limit).
     #[arg(long, value_name = "N")]
@@ -112,13 +132,14 @@ pub struct RunArgs {
 #[derive(Debug, clap::Args)]
 pub struct PathArgs {
     /// The stream.
+    #[arg(add = super::complete::stream_names())]
     pub name: String,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct CleanupArgs {
     /// Streams to clean up.
-    #[arg(value_name = "NAME")]
+    #[arg(value_name = "NAME", add = super::complete::stream_names())]
     pub names: Vec<String>,
     /// Every merged stream: merged by git-boulder, or its branch has commits of its own, all in the
     /// base branch (never a stream that has not started).
@@ -148,6 +169,7 @@ pub struct ValidateArgs {
 pub fn run(ws: &Workspace, cmd: StreamCommand) -> Result<()> {
     match cmd {
         StreamCommand::Suggest(args) => suggest(ws, args),
+        StreamCommand::Add(args) => add(ws, args),
         StreamCommand::Validate(args) => validate(ws, args),
         StreamCommand::Init(args) => init(ws, args),
         StreamCommand::Path(args) => path(ws, args),
@@ -298,7 +320,17 @@ fn suggest(ws: &Workspace, args: SuggestArgs) -> Result<()> {
         .map(|p| p.settings.base_branch.clone())
         .or_else(|| default_branch(&ws.repo))
         .unwrap_or_else(|| "main".into());
-    let text = crate::suggest::propose(&prd, &prd_rel, &base);
+    let tree_paths = match ws.repo.ref_id("HEAD")? {
+        Some(head) => ws.repo.tree_paths(head)?,
+        None => Vec::new(),
+    };
+    let branch_exists = |name: &str| ws.repo.branch_tip(name).ok().flatten().is_some();
+    let text = crate::suggest::propose(
+        &prd,
+        &prd_rel,
+        &base,
+        &crate::suggest::Repo { tree_paths: &tree_paths, branch_exists: &branch_exists },
+    );
     if !args.write {
         std::io::stdout().lock().write_all(text.as_bytes())?;
         return Ok(());
@@ -312,6 +344,25 @@ fn suggest(ws: &Workspace, args: SuggestArgs) -> Result<()> {
     // Written here by the user through git-boulder: its commands are theirs.
     crate::trust::trust_written(&ws.repo, &text)?;
     eprintln!("wrote {}; check it with `git boulder stream validate`", plan::PLAN_PATH);
+    Ok(())
+}
+
+fn add(ws: &Workspace, args: AddArgs) -> Result<()> {
+    let path = match &ws.config_override {
+        Some(p) => p.clone(),
+        None => ws
+            .repo
+            .main_work_dir
+            .as_ref()
+            .ok_or_else(|| {
+                Error::usage("a bare repository has no work tree to write the plan in")
+                    .hint("run `git boulder stream add` in a clone or worktree")
+            })?
+            .join(plan::PLAN_PATH),
+    };
+    let stream = plan::edit::NewStream { name: &args.name, stories: &args.stories, paths: &args.paths };
+    plan::edit::add_stream(&path, &stream)?;
+    eprintln!("added stream {} to {}; check it with `git boulder stream validate`", args.name, path.display());
     Ok(())
 }
 

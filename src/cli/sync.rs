@@ -28,7 +28,9 @@ pub enum RemoteCommand {
     /// Fetch: refs/boulder/* and refs/notes/boulder into refs/boulder-remotes/REMOTE/ (the next
     /// git-boulder command brings them in). Push: the op-logs and notes, plus HEAD when the remote
     /// had no push refspecs (so `git push` still pushes the current branch). --undo removes
-    /// exactly what was added.
+    /// exactly what was added. Also sets log.excludeDecoration (refs/boulder*, refs/notes/*) so
+    /// state refs never label commits in `git log`; `git log --exclude='refs/boulder*'
+    /// --exclude='refs/notes/*' --all` (gitk and tig take the same) leaves their commits out.
     Setup(SetupArgs),
 }
 
@@ -45,6 +47,7 @@ pub struct SetupArgs {
 #[derive(Debug, clap::Args)]
 pub struct ClaimArgs {
     /// The stream.
+    #[arg(add = super::complete::stream_names())]
     pub name: String,
     /// The remote that holds the lease (default: settings.claim_remote, else the default remote).
     #[arg(long, value_name = "REMOTE")]
@@ -57,6 +60,7 @@ pub struct ClaimArgs {
 #[derive(Debug, clap::Args)]
 pub struct ReleaseArgs {
     /// The stream.
+    #[arg(add = super::complete::stream_names())]
     pub name: String,
     /// The remote that holds the lease (default: settings.claim_remote, else the default remote).
     #[arg(long, value_name = "REMOTE")]
@@ -226,7 +230,9 @@ pub fn remote(ws: &Workspace, cmd: RemoteCommand) -> Result<()> {
                 Some(r) => r,
                 None => crate::git::remote::default_remote(&ws.repo, &base_branch(ws))?,
             };
-            let changed = sync::setup(&ws.repo, &name, args.undo)?;
+            let mut changed = sync::setup(&ws.repo, &name, args.undo)?;
+            // The state refs fetched and pushed from now on never label the user's commits.
+            changed.extend(crate::history::exclude_decorations(&ws.repo, args.undo)?);
             let mut out = std::io::stdout().lock();
             if changed.is_empty() {
                 writeln!(out, "remote {name}: nothing to change")?;

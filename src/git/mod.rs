@@ -37,7 +37,10 @@ pub(crate) fn absolute(p: &Path) -> PathBuf {
 impl Repo {
     /// Discover the repository from the current directory as git would.
     pub fn discover() -> Result<Repo> {
-        Self::discover_at(Path::new("."))
+        // From the absolute current directory: gix's upward search from a relative `.` inside
+        // `.git/` looks for `./.git` and misses the git dir it is standing in.
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        Self::discover_at(&cwd)
     }
 
     /// Discover the repository starting at `dir`.
@@ -50,8 +53,16 @@ impl Repo {
     pub fn open(path: &Path) -> Result<Repo> {
         let repo = gix::open(path).map_err(|e| {
             let git_dir = if path.join(".git").exists() { path.join(".git") } else { path.to_path_buf() };
-            format_problem(&git_dir)
-                .unwrap_or_else(|| Error::usage(format!("cannot open repository at {}: {e}", path.display())))
+            format_problem(&git_dir).unwrap_or_else(|| {
+                // gix's message may name the path itself; name it once.
+                let text = e.to_string();
+                let shown = path.display().to_string();
+                if text.contains(&shown) {
+                    Error::usage(format!("cannot open the repository: {text}"))
+                } else {
+                    Error::usage(format!("cannot open the repository at {shown}: {text}"))
+                }
+            })
         })?;
         Self::from_gix(repo)
     }
@@ -167,8 +178,14 @@ pub(crate) fn not_a_repository(dir: &Path, e: impl std::fmt::Display) -> Error {
         None => gix::discover::upwards(dir).ok().map(|(p, _)| p.into_repository_and_work_tree_directories().0),
     };
     git_dir.and_then(|d| format_problem(&d)).unwrap_or_else(|| {
-        Error::usage(format!("not a git repository (or any parent up to the root): {e}"))
-            .hint("run git boulder inside a git repository, or create one with `git init`")
+        // gix's message already names the folder and its parents; say it once.
+        let text = e.to_string();
+        let message = if text.starts_with("Could not find a git repository in") {
+            format!("not a git repository (nor any of its parent folders): {}", dir.display())
+        } else {
+            format!("not a git repository: {text}")
+        };
+        Error::usage(message).hint("run git boulder inside a git repository, or create one with `git init`")
     })
 }
 

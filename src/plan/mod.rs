@@ -18,6 +18,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+pub mod edit;
 mod parse;
 mod validate;
 

@@ -256,6 +256,7 @@ pub fn validate(plan: &Plan, story_ids: Option<&[String]>, tree_paths: &[String]
     branches(&mut c);
     stories(&mut c, story_ids);
     let globs = globs(&mut c);
+    bare_directories(&mut c, tree_paths);
     dependencies(&mut c);
     agents(&mut c);
     overlap(&mut c, &globs, tree_paths);
@@ -409,6 +410,32 @@ fn globs(c: &mut Check) -> Vec<Vec<Compiled>> {
     compile(c, "settings.copy_into_worktree".into(), &c.plan.settings.copy_into_worktree);
     out.push(shared);
     out
+}
+
+/// A path without wildcards names one path; when that is a directory of HEAD's tree, the stream
+/// owns nothing below it (`src/auth` owns neither `src/auth/mod.rs` nor anything else).
+fn bare_directories(c: &mut Check, tree_paths: &[String]) {
+    for s in &c.plan.streams {
+        for g in &s.paths {
+            let lit = normalize(g);
+            if lit.is_empty() || lit.contains(is_meta) || tree_paths.iter().any(|p| *p == lit) {
+                continue;
+            }
+            let below = format!("{lit}/");
+            if tree_paths.iter().any(|p| p.starts_with(&below)) {
+                c.warn(
+                    "bare_directory",
+                    format!(
+                        "stream {}{}: path {} is a directory; a path without wildcards owns only itself, so nothing below it",
+                        quote(&s.name),
+                        at(s),
+                        quote(g)
+                    ),
+                    format!("write {} to own everything below it", quote(&format!("{lit}/**"))),
+                );
+            }
+        }
+    }
 }
 
 fn dependencies(c: &mut Check) {

@@ -1,21 +1,29 @@
-//! JSON PRDs: Ralph's `prd.json` (`userStories[]` with `id`, `title`, `priority`, `passes`) and
-//! `prd-*.json` (`stories[]` with `status` open/in_progress/done and `dependsOn`). The rewrite
-//! replaces only the bytes of one story's `passes`/`status` value, found with a small scanner that
-//! records where each value sits, so every other byte stays as it was.
+//! JSON PRDs as people write them: Ralph's `prd.json` (`userStories[]` with `id`, `title`,
+//! `priority`, `passes`), `prd-*.json` (`stories[]` with `status` open/in_progress/done and
+//! `dependsOn`, or with Ralph's `passes`), stories grouped in phases (`phases[].stories[]`) and a
+//! task list (`tasks[]` with `status`, `dependencies`). The rewrite replaces only the bytes of one
+//! story's `passes`/`status` value, found with a small scanner that records where each value
+//! sits, so every other byte stays as it was.
 //!
 //! Rules:
-//! * `userStories` wins over `stories` when both are arrays. The title is the first string of
-//!   `project`, `title`, `branchName`, `name`.
-//! * `passes: true` → completed; `false`, `null` or missing → pending (blocked with
-//!   `"blocked": true`). Another `passes` value is [`PrdError::Invalid`].
-//! * `status` (any case): open/pending/todo → pending, in_progress/in-progress/started/doing →
-//!   in_progress, done/completed/complete/closed → completed, blocked → blocked; missing →
-//!   pending; anything else is [`PrdError::Invalid`].
+//! * The first array found wins, in this order: `userStories`, `stories`, `phases` (when one of
+//!   its objects has a `stories` array), `tasks`. The title is the first string of `project`,
+//!   `title`, `branchName`, `name`.
+//! * `userStories`: `passes: true` → completed; `false`, `null` or missing → pending (blocked
+//!   with `"blocked": true`). Another `passes` value is [`PrdError::Invalid`].
+//! * The other forms read `status` when the story has one, else `passes` as above. `status` (any
+//!   case): open/pending/todo/new/not_started → pending, in_progress/in-progress/started/doing/
+//!   review → in_progress, done/completed/complete/closed/finished → completed, blocked/deferred →
+//!   blocked; missing → pending; anything else is [`PrdError::Invalid`].
+//! * Phases: a story's `wave` is its phase's `phase`/`id`/`number`, else its `name`/`title`,
+//!   else its 1-based position. `span` is the story's index in the flattened list.
+//! * A story without an id is [`PrdError::Invalid`] naming the entry (`phases[1].stories[0]`) and
+//!   its title.
 //! * A story's `text` is its whole object pretty-printed (description, acceptanceCriteria, notes
-//!   included); `span` is its index in the array.
-//! * A repeated id keeps the first and adds a warning naming both indexes.
+//!   included).
+//! * A repeated id keeps the first and adds a warning naming both entries.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{Format, Marks, Prd, PrdError, Span, Status, Story};
 
@@ -31,91 +39,178 @@ fn id_of(v: &Value) -> Option<String> {
     }
 }
 
+/// The forms, in the order they are looked for, for messages.
+pub const FORMS: &str = "JSON `userStories[]`, `stories[]`, `phases[].stories[]` or `tasks[]` with an `id` each";
+
+/// The form of a parsed JSON object, if it has one.
+fn form_of(obj: &Map<String, Value>) -> Option<Format> {
+    let is_array = |k: &str| obj.get(k).is_some_and(Value::is_array);
+    if is_array("userStories") {
+        Some(Format::UserStoriesJson)
+    } else if is_array("stories") {
+        Some(Format::StoriesJson)
+    } else if obj
+        .get("phases")
+        .and_then(Value::as_array)
+        .is_some_and(|p| p.iter().any(|ph| ph.get("stories").is_some_and(Value::is_array)))
+    {
+        Some(Format::PhasesJson)
+    } else if is_array("tasks") {
+        Some(Format::TasksJson)
+    } else {
+        None
+    }
+}
+
+/// One story entry: where it is named in messages, its phase (for the wave) and its value.
+struct Entry<'a> {
+    label: String,
+    wave: Option<String>,
+    value: &'a Value,
+}
+
+fn entries<'a>(obj: &'a Map<String, Value>, format: Format) -> Vec<Entry<'a>> {
+    let list = |key: &str, v: &'a Value, wave: Option<String>, prefix: &str| -> Vec<Entry<'a>> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .enumerate()
+                    .map(|(i, value)| Entry { label: format!("{prefix}{key}[{i}]"), wave: wave.clone(), value })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    match format {
+        Format::PhasesJson => {
+            let mut out = Vec::new();
+            for (p, phase) in obj["phases"].as_array().into_iter().flatten().enumerate() {
+                let Some(stories) = phase.get("stories").filter(|s| s.is_array()) else { continue };
+                let wave = ["phase", "id", "number"]
+                    .iter()
+                    .find_map(|k| phase.get(*k).and_then(id_of))
+                    .or_else(|| ["name", "title"].iter().find_map(|k| phase.get(*k).and_then(id_of)))
+                    .unwrap_or_else(|| (p + 1).to_string());
+                out.extend(list("stories", stories, Some(wave), &format!("phases[{p}].")));
+            }
+            out
+        }
+        _ => list(format.json_key(), &obj[format.json_key()], None, ""),
+    }
+}
+
+fn status_word(label: &str, id: &str, v: &str) -> Result<Status, PrdError> {
+    Ok(match v.trim().to_ascii_lowercase().replace([' ', '-'], "_").as_str() {
+        "open" | "pending" | "todo" | "new" | "not_started" | "" => Status::Pending,
+        "in_progress" | "inprogress" | "started" | "doing" | "review" | "in_review" => Status::InProgress,
+        "done" | "completed" | "complete" | "closed" | "finished" => Status::Completed,
+        "blocked" | "deferred" => Status::Blocked,
+        _ => {
+            return Err(PrdError::Invalid(format!(
+                "{label} ({id}): unknown status {:?} (use open, in_progress, done or blocked)",
+                v.trim()
+            )))
+        }
+    })
+}
+
+fn passes_status(label: &str, id: &str, s: &Map<String, Value>) -> Result<Status, PrdError> {
+    match s.get("passes") {
+        Some(Value::Bool(true)) => Ok(Status::Completed),
+        Some(Value::Bool(false)) | None | Some(Value::Null) => {
+            if s.get("blocked").and_then(Value::as_bool) == Some(true) {
+                Ok(Status::Blocked)
+            } else {
+                Ok(Status::Pending)
+            }
+        }
+        Some(other) => Err(PrdError::Invalid(format!("{label} ({id}): \"passes\" must be true or false, not {other}"))),
+    }
+}
+
 pub fn parse(text: &str) -> Result<Prd, PrdError> {
     let body = text.strip_prefix('\u{feff}').unwrap_or(text);
     let root: Value = serde_json::from_str(body).map_err(syntax)?;
     let Value::Object(obj) = &root else {
-        return Err(PrdError::Invalid("a JSON PRD must be an object with userStories or stories".into()));
+        return Err(PrdError::Invalid(format!("a JSON PRD must be an object; git-boulder reads {FORMS}")));
     };
-    let (format, key) = if obj.get("userStories").is_some_and(Value::is_array) {
-        (Format::UserStoriesJson, "userStories")
-    } else if obj.get("stories").is_some_and(Value::is_array) {
-        (Format::StoriesJson, "stories")
-    } else {
-        return Err(PrdError::Invalid("the JSON PRD has no \"userStories\" or \"stories\" array".into()));
+    let Some(format) = form_of(obj) else {
+        return Err(PrdError::Invalid(format!("the JSON PRD has none of the forms git-boulder reads: {FORMS}")));
     };
     let title = ["project", "title", "branchName", "name"]
         .iter()
         .find_map(|k| obj.get(*k).and_then(Value::as_str))
         .map(str::to_string);
-    let spans = value_spans(body, key).unwrap_or_default();
+    let layout = layout(body, format).unwrap_or_default();
     let offset = text.len() - body.len();
+    let shift = |span: Option<(usize, usize)>| span.map(|(a, b)| (a + offset, b + offset));
+    let entries = entries(obj, format);
+    // Where a story has neither field, the one the file's other stories use is added.
+    let objects = || entries.iter().filter_map(|e| e.value.as_object());
+    let default_passes = format == Format::UserStoriesJson
+        || (objects().any(|s| s.contains_key("passes")) && !objects().any(|s| s.contains_key("status")));
     let mut stories: Vec<Story> = Vec::new();
     let mut first_at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut warnings = Vec::new();
-    for (index, item) in obj[key].as_array().expect("checked above").iter().enumerate() {
-        let Value::Object(s) = item else {
-            return Err(PrdError::Invalid(format!("{key}[{index}] is not an object")));
+    for (index, entry) in entries.iter().enumerate() {
+        let label = &entry.label;
+        let Value::Object(s) = entry.value else {
+            return Err(PrdError::Invalid(format!("{label} is not an object")));
         };
         let Some(id) = s.get("id").and_then(id_of) else {
-            return Err(PrdError::Invalid(format!("{key}[{index}] has no \"id\"")));
+            let named = ["title", "name"].iter().find_map(|k| s.get(*k).and_then(Value::as_str));
+            let named = named.map(|t| format!(" ({t:?})")).unwrap_or_default();
+            return Err(PrdError::Invalid(format!("{label}{named} has no \"id\"")));
         };
-        let status = match format {
-            Format::UserStoriesJson => match s.get("passes") {
-                Some(Value::Bool(true)) => Status::Completed,
-                Some(Value::Bool(false)) | None | Some(Value::Null) => {
-                    if s.get("blocked").and_then(Value::as_bool) == Some(true) {
-                        Status::Blocked
-                    } else {
-                        Status::Pending
-                    }
-                }
-                Some(other) => {
-                    return Err(PrdError::Invalid(format!(
-                        "{key}[{index}] ({id}): \"passes\" must be true or false, not {other}"
-                    )))
-                }
-            },
-            _ => match s.get("status").and_then(Value::as_str).map(|v| v.trim().to_ascii_lowercase()) {
+        let loc = layout.get(index);
+        let use_status = format != Format::UserStoriesJson && s.contains_key("status");
+        let use_passes = !use_status && (s.contains_key("passes") || default_passes);
+        let status = if use_status {
+            match s.get("status").and_then(Value::as_str) {
+                Some(v) => status_word(label, &id, v)?,
                 None => Status::Pending,
-                Some(v) => match v.as_str() {
-                    "open" | "pending" | "todo" | "" => Status::Pending,
-                    "in_progress" | "in-progress" | "inprogress" | "started" | "doing" => Status::InProgress,
-                    "done" | "completed" | "complete" | "closed" => Status::Completed,
-                    "blocked" => Status::Blocked,
-                    other => {
-                        return Err(PrdError::Invalid(format!(
-                            "{key}[{index}] ({id}): unknown status {other:?} (use open, in_progress, done or blocked)"
-                        )))
-                    }
-                },
-            },
+            }
+        } else {
+            passes_status(label, &id, s)?
         };
-        let depends_on = match s.get("dependsOn").or_else(|| s.get("depends_on")) {
+        let value = loc.and_then(|l| {
+            if use_status {
+                l.status
+            } else if use_passes {
+                l.passes
+            } else {
+                None
+            }
+        });
+        let depends_on = match s.get("dependsOn").or_else(|| s.get("depends_on")).or_else(|| s.get("dependencies")) {
             Some(Value::Array(a)) => a.iter().filter_map(id_of).collect(),
             _ => Vec::new(),
         };
         if let Some(first) = first_at.get(&id).map(|&i| &stories[i]) {
-            let first = match first.span {
+            let first = &entries[match first.span {
                 Span::Index { index } => index,
                 Span::Lines { start, .. } => start,
-            };
-            warnings.push(format!(
-                "story {id} appears again at {key}[{index}] (first at {key}[{first}]); the first counts"
-            ));
+            }]
+            .label;
+            warnings.push(format!("story {id} appears again at {label} (first at {first}); the first counts"));
             continue;
         }
         first_at.insert(id.clone(), stories.len());
         stories.push(Story {
-            title: s.get("title").and_then(Value::as_str).unwrap_or_default().to_string(),
+            title: ["title", "name"]
+                .iter()
+                .find_map(|k| s.get(*k).and_then(Value::as_str))
+                .unwrap_or_default()
+                .to_string(),
             status,
-            wave: None,
-            text: serde_json::to_string_pretty(item).unwrap_or_default() + "\n",
+            wave: entry.wave.clone(),
+            text: serde_json::to_string_pretty(entry.value).unwrap_or_default() + "\n",
             span: Span::Index { index },
             depends_on,
             priority: s.get("priority").and_then(Value::as_i64),
             marks: Marks {
-                value: spans.get(index).copied().flatten().map(|(a, b)| (a + offset, b + offset)),
+                value: shift(value),
+                insert_at: loc.and_then(|l| l.open).map(|o| o + offset + 1),
+                passes: use_passes,
                 ..Marks::default()
             },
             id,
@@ -124,34 +219,34 @@ pub fn parse(text: &str) -> Result<Prd, PrdError> {
     Ok(Prd { format, title, stories, warnings, by_id: Default::default() })
 }
 
-pub fn set_status(text: &str, format: Format, story: &Story, status: Status) -> Result<String, PrdError> {
-    let replacement = match format {
-        Format::UserStoriesJson => match status {
-            Status::Completed => "true",
-            Status::Pending | Status::InProgress | Status::Blocked => "false",
-        },
-        _ => match status {
-            Status::Completed => "\"done\"",
-            Status::Pending => "\"open\"",
-            Status::InProgress => "\"in_progress\"",
-            Status::Blocked => "\"blocked\"",
-        },
+pub fn set_status(text: &str, story: &Story, status: Status) -> Result<String, PrdError> {
+    let replacement = match (story.marks.passes, status) {
+        (true, Status::Completed) => "true",
+        (true, _) => "false",
+        (false, Status::Completed) => "\"done\"",
+        (false, Status::Pending) => "\"open\"",
+        (false, Status::InProgress) => "\"in_progress\"",
+        (false, Status::Blocked) => "\"blocked\"",
     };
-    match story.marks.value {
-        Some((a, b)) if b <= text.len() => Ok(format!("{}{replacement}{}", &text[..a], &text[b..])),
-        _ => {
-            // No value yet: insert one right after the story object's opening brace.
-            let Span::Index { index } = story.span else { return Err(PrdError::Invalid("not a JSON story".into())) };
-            let key = if format == Format::UserStoriesJson { "userStories" } else { "stories" };
-            let body_off = text.len() - text.strip_prefix('\u{feff}').unwrap_or(text).len();
-            let open = object_starts(&text[body_off..], key)
-                .and_then(|v| v.get(index).copied())
-                .ok_or_else(|| PrdError::Invalid(format!("cannot find story {} in the JSON", story.id)))?;
-            let at = body_off + open + 1;
-            let field = if format == Format::UserStoriesJson { "passes" } else { "status" };
+    match (story.marks.value, story.marks.insert_at) {
+        (Some((a, b)), _) if b <= text.len() && text.is_char_boundary(a) && text.is_char_boundary(b) => {
+            Ok(format!("{}{replacement}{}", &text[..a], &text[b..]))
+        }
+        // No value yet: insert one right after the story object's opening brace.
+        (None, Some(at)) if at <= text.len() && text.is_char_boundary(at) && text[..at].ends_with('{') => {
+            let field = if story.marks.passes { "passes" } else { "status" };
             Ok(format!("{}\"{field}\": {replacement}, {}", &text[..at], &text[at..]))
         }
+        _ => Err(PrdError::Invalid(format!("cannot find story {} in the JSON", story.id))),
     }
+}
+
+/// Where one story object sits: its `{`, and the spans of its `status` and `passes` values.
+#[derive(Debug, Default, Clone, Copy)]
+struct Loc {
+    open: Option<usize>,
+    status: Option<(usize, usize)>,
+    passes: Option<(usize, usize)>,
 }
 
 /// A tiny JSON scanner that records byte spans.
@@ -309,33 +404,78 @@ impl Scan<'_> {
     }
 }
 
-/// For each story of the array `key`: the span of its `passes` (userStories) or `status` value.
-/// With duplicate keys, the last one wins, as serde_json reads it.
-fn value_spans(text: &str, key: &str) -> Option<Vec<Option<(usize, usize)>>> {
-    let field = if key == "userStories" { "passes" } else { "status" };
+/// A story object (or any value, which gives an empty [`Loc`]) at the cursor.
+fn story_loc(sc: &mut Scan) -> Option<Loc> {
+    sc.ws();
+    let mut loc = Loc::default();
+    if sc.b.get(sc.i) == Some(&b'{') {
+        loc.open = Some(sc.i);
+        sc.object(|sc, k| match k {
+            "status" => {
+                loc.status = Some(sc.value()?);
+                Some(true)
+            }
+            "passes" => {
+                loc.passes = Some(sc.value()?);
+                Some(true)
+            }
+            _ => Some(false),
+        })?;
+    } else {
+        sc.value()?;
+    }
+    Some(loc)
+}
+
+/// The story objects of an array at the cursor, or `None` (value skipped) when it is not one.
+fn story_list(sc: &mut Scan) -> Option<Option<Vec<Loc>>> {
+    sc.ws();
+    if sc.b.get(sc.i) != Some(&b'[') {
+        sc.value()?;
+        return Some(None);
+    }
+    let mut out = Vec::new();
+    sc.array(|sc| {
+        out.push(story_loc(sc)?);
+        Some(())
+    })?;
+    Some(Some(out))
+}
+
+/// Each story's [`Loc`], in the order [`entries`] lists them. With duplicate keys, the last one
+/// wins, as serde_json reads it.
+fn layout(text: &str, format: Format) -> Option<Vec<Loc>> {
+    let top = format.json_key();
     let mut out = Vec::new();
     let mut sc = Scan { b: text.as_bytes(), i: 0 };
     sc.object(|sc, k| {
-        if k != key {
+        if k != top {
             return Some(false);
         }
         out.clear();
+        if format != Format::PhasesJson {
+            out = story_list(sc)?.unwrap_or_default();
+            return Some(true);
+        }
+        sc.ws();
+        if sc.b.get(sc.i) != Some(&b'[') {
+            sc.value()?;
+            return Some(true);
+        }
         sc.array(|sc| {
-            let mut span = None;
             sc.ws();
-            if sc.b.get(sc.i) == Some(&b'{') {
-                sc.object(|sc, k| {
-                    if k == field {
-                        span = Some(sc.value()?);
-                        Some(true)
-                    } else {
-                        Some(false)
-                    }
-                })?;
-            } else {
-                sc.value()?;
+            if sc.b.get(sc.i) != Some(&b'{') {
+                return sc.value().map(|_| ());
             }
-            out.push(span);
+            let mut items = None;
+            sc.object(|sc, k| {
+                if k != "stories" {
+                    return Some(false);
+                }
+                items = story_list(sc)?;
+                Some(true)
+            })?;
+            out.extend(items.unwrap_or_default());
             Some(())
         })?;
         Some(true)
@@ -343,21 +483,32 @@ fn value_spans(text: &str, key: &str) -> Option<Vec<Option<(usize, usize)>>> {
     Some(out)
 }
 
-/// Byte offset of each story object's `{` in the array `key`.
-fn object_starts(text: &str, key: &str) -> Option<Vec<usize>> {
-    let mut out = Vec::new();
-    let mut sc = Scan { b: text.as_bytes(), i: 0 };
-    sc.object(|sc, k| {
-        if k != key {
-            return Some(false);
-        }
-        out.clear();
-        sc.array(|sc| {
-            sc.ws();
-            out.push(sc.i);
-            sc.value().map(|_| ())
-        })?;
-        Some(true)
-    })?;
-    Some(out)
+#[cfg(test)]
+mod tests {
+    use super::super::{parse, set_status, Status};
+
+    /// The rewrite writes the field each form uses, in place, and the result reads back.
+    #[test]
+    fn set_status_in_each_form() {
+        let text = "{\"stories\": [{\"id\": \"A\", \"passes\": true}, {\"id\": \"B\"}]}";
+        let prd = parse("prd.json", text).unwrap();
+        let out = set_status(text, &prd, "B", Status::Completed).unwrap();
+        assert_eq!(out, "{\"stories\": [{\"id\": \"A\", \"passes\": true}, {\"passes\": true, \"id\": \"B\"}]}");
+        let out = set_status(text, &prd, "A", Status::Pending).unwrap();
+        assert_eq!(out, text.replacen("true", "false", 1));
+
+        let text = "{\"phases\": [{\"name\": \"x\"}, {\"phase\": 2, \"stories\": [{\"id\": \"P1\", \"status\": \"open\"}, {\"id\": \"P2\"}]}]}";
+        let prd = parse("prd.json", text).unwrap();
+        assert_eq!(prd.stories[1].wave.as_deref(), Some("2"));
+        let out = set_status(text, &prd, "P1", Status::Completed).unwrap();
+        assert_eq!(out, text.replace("\"open\"", "\"done\""));
+        let out = set_status(text, &prd, "P2", Status::InProgress).unwrap();
+        assert_eq!(out, text.replace("{\"id\": \"P2\"}", "{\"status\": \"in_progress\", \"id\": \"P2\"}"));
+        assert_eq!(parse("prd.json", &out).unwrap().stories[1].status, Status::InProgress);
+
+        let text = "\u{feff}{\"tasks\": [{\"id\": 7, \"status\": \"pending\", \"subtasks\": [{\"id\": 1, \"status\": \"done\"}]}]}";
+        let prd = parse("tasks.json", text).unwrap();
+        let out = set_status(text, &prd, "7", Status::Completed).unwrap();
+        assert_eq!(out, text.replacen("\"pending\"", "\"done\"", 1));
+    }
 }

@@ -43,8 +43,25 @@ pub enum Format {
     Markdown,
     /// Ralph `prd.json`: `userStories[]` with `passes`.
     UserStoriesJson,
-    /// `prd-*.json`: `stories[]` with `status` and `dependsOn`.
+    /// `prd-*.json`: `stories[]` with `status` (or `passes`) and `dependsOn`.
     StoriesJson,
+    /// `phases[].stories[]`: stories grouped in phases (the phase is the story's wave).
+    PhasesJson,
+    /// `tasks[]` with `status` and `dependencies`.
+    TasksJson,
+}
+
+impl Format {
+    /// The top-level JSON key of a JSON form.
+    pub fn json_key(self) -> &'static str {
+        match self {
+            Format::Markdown => "",
+            Format::UserStoriesJson => "userStories",
+            Format::StoriesJson => "stories",
+            Format::PhasesJson => "phases",
+            Format::TasksJson => "tasks",
+        }
+    }
 }
 
 /// Where a story sits in its file.
@@ -83,10 +100,13 @@ pub struct Marks {
     /// Offsets of the character inside each `[ ]` box that decides the status (heading box or
     /// checklist items).
     pub boxes: Vec<usize>,
-    /// A heading without a box: where `[x] ` would be inserted.
+    /// A heading without a box: where `[x] ` would be inserted. JSON: the byte after the story
+    /// object's `{`, where a missing `passes`/`status` field is inserted.
     pub insert_at: Option<usize>,
     /// JSON: the byte range of the `passes`/`status` value.
     pub value: Option<(usize, usize)>,
+    /// JSON: the status is Ralph's `passes` boolean (not a `status` word).
+    pub passes: bool,
 }
 
 /// A parsed PRD.
@@ -150,14 +170,30 @@ impl Prd {
 /// Markdown never fails (text without stories gives no stories); JSON fails with
 /// [`PrdError::Syntax`] (serde_json's line and column) or [`PrdError::Invalid`] (no stories
 /// array, a story without an id, an unknown status).
+///
+/// A PRD that yields no story at all gets a warning saying which forms are read and that none
+/// matched (see [`NO_STORIES`]), so an empty result is never silent.
 pub fn parse(name: &str, text: &str) -> Result<Prd, PrdError> {
     let body = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if body.trim_start().starts_with('{') || (name.ends_with(".json") && !body.trim().is_empty()) {
-        json::parse(text)
+    let mut prd = if body.trim_start().starts_with('{') || (name.ends_with(".json") && !body.trim().is_empty()) {
+        json::parse(text)?
     } else {
-        Ok(markdown::parse(text))
+        markdown::parse(text)
+    };
+    if prd.stories.is_empty() {
+        let found = match prd.format {
+            Format::Markdown => "no story heading or task list matched".to_string(),
+            f => format!("its \"{}\" list is empty", f.json_key()),
+        };
+        prd.warnings.push(format!("no stories: {found}. {NO_STORIES}"));
     }
+    Ok(prd)
 }
+
+/// The forms git-boulder reads, for the message about a PRD without stories.
+pub const NO_STORIES: &str = "git-boulder reads markdown story headings `### [ ] US-001: Title` (box optional, \
+an id such as `US-001`, `S01` or `T-12`), wave sections `## Wave 1` with `- [ ]` task lists, a `## TODOs` list, \
+and JSON `userStories[]`, `stories[]`, `phases[].stories[]` or `tasks[]` with an `id` each";
 
 /// Return `text` with story `id`'s status changed to `status`, touching only its status marks.
 /// Every other byte (line endings, a missing trailing newline, a BOM) is kept.
@@ -176,6 +212,8 @@ pub fn set_status(text: &str, prd: &Prd, id: &str, status: Status) -> Result<Str
     let story = prd.story(id).ok_or_else(|| PrdError::NoSuchStory(id.to_string()))?;
     match prd.format {
         Format::Markdown => markdown::set_status(text, story, status),
-        Format::UserStoriesJson | Format::StoriesJson => json::set_status(text, prd.format, story, status),
+        Format::UserStoriesJson | Format::StoriesJson | Format::PhasesJson | Format::TasksJson => {
+            json::set_status(text, story, status)
+        }
     }
 }

@@ -1,0 +1,141 @@
+//! The EXAMPLES and EXIT STATUS sections of the man pages, per page (`git-boulder-stream-init`).
+//! Exit codes follow DESIGN §6: 0 done, 1 refused, 2 usage or configuration, 3 internal.
+
+/// (command line, what it does) pairs; empty when the page has none written (the usage is shown).
+pub fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
+    match page {
+        "git-boulder" => &[
+            ("git boulder stream suggest --write", "Propose a stream plan from the PRD and save it."),
+            (
+                "git boulder stream init && git boulder hooks install",
+                "Give every stream its branch and worktree, and record commits.",
+            ),
+            ("git boulder status", "The dashboard: every stream's status, progress and last activity."),
+            ("git boulder stream merge auth", "Merge a finished stream back after a conflict check."),
+        ],
+        "git-boulder-stream" => &[
+            ("git boulder stream validate", "Check the plan against the PRD and the tree."),
+            ("cd \"$(git boulder stream path auth)\"", "Go to a stream's worktree."),
+        ],
+        "git-boulder-stream-suggest" => &[
+            ("git boulder stream suggest", "Print a proposed .boulder/streams.yaml."),
+            ("git boulder stream suggest --write --prd docs/prd.json", "Save a proposal made from another PRD."),
+        ],
+        "git-boulder-stream-add" => &[(
+            "git boulder stream add hotfix --story US-007 US-008 --path 'src/payments/**'",
+            "Add a stream for ad-hoc work, keeping the plan's comments and order.",
+        )],
+        "git-boulder-stream-validate" => &[
+            ("git boulder stream validate", "Name every problem of the plan, with a hint each."),
+            ("git boulder stream validate --json | jq '.findings[].code'", "The finding codes, for scripts."),
+        ],
+        "git-boulder-stream-init" => &[
+            ("git boulder stream init", "A branch boulder/NAME and a worktree for every stream."),
+            ("git boulder stream init auth api", "Only these two streams."),
+        ],
+        "git-boulder-stream-path" => &[("cd \"$(git boulder stream path auth)\"", "Go to the auth stream's worktree.")],
+        "git-boulder-stream-cleanup" => &[
+            (
+                "git boulder stream cleanup --merged --delete-branch",
+                "Remove the worktrees and branches of merged streams.",
+            ),
+            ("git boulder stream cleanup --stale", "Forget streams whose worktree folder git no longer knows."),
+        ],
+        "git-boulder-stream-run" => &[
+            (
+                "git boulder stream run auth -- claude -p \"$BOULDER_PROMPT\"",
+                "Run an agent on auth's stories until they are done.",
+            ),
+            (
+                "git boulder stream run docs --max-iterations 3",
+                "Run the stream's configured agent three times at most.",
+            ),
+        ],
+        "git-boulder-stream-stop" => {
+            &[("git boulder stream stop auth", "Ask auth's loop to stop after its current iteration.")]
+        }
+        "git-boulder-stream-merge" => &[
+            ("git boulder stream merge auth --dry-run", "What merging would do: commits, conflict check, PRD diff."),
+            ("git boulder stream merge --all", "Merge every complete stream in depends_on order."),
+            ("git boulder stream merge api --wait", "Wait for another merge to finish first."),
+        ],
+        "git-boulder-stream-claim" => {
+            &[("git boulder stream claim auth --ttl 2h", "Lease auth on the remote for two hours.")]
+        }
+        "git-boulder-stream-release" => &[("git boulder stream release auth", "Give the lease back.")],
+        "git-boulder-status" | "git-boulder-stream-status" | "git-boulder-stream-list" => &[
+            ("git boulder status", "The table of streams."),
+            ("git boulder status --json", "The same as JSON (docs/schemas/status.schema.json)."),
+        ],
+        "git-boulder-prd" | "git-boulder-prd-show" => &[
+            ("git boulder prd show", "Every story with its status."),
+            ("git boulder prd show --stream auth --json", "The auth stream's stories as JSON."),
+        ],
+        "git-boulder-prd-next" => {
+            &[("git boulder prd next --stream auth", "The next open story of auth, with its text.")]
+        }
+        "git-boulder-prd-done" => {
+            &[("git boulder prd done US-001 US-002", "Record two stories as done without editing the PRD.")]
+        }
+        "git-boulder-log" => &[
+            ("git boulder log auth", "The op history of the auth stream."),
+            ("git boulder log prd --json", "The story completion records as JSON."),
+        ],
+        "git-boulder-hooks" | "git-boulder-hooks-install" => &[
+            ("git boulder hooks install", "Install the hook shims (an existing hook keeps running first)."),
+            ("git boulder hooks status", "Which hooks are installed."),
+        ],
+        "git-boulder-push" | "git-boulder-pull" | "git-boulder-sync" => &[
+            ("git boulder sync", "Pull the default remote's state, merge it, push ours."),
+            ("git boulder push origin", "Send the state to origin."),
+        ],
+        "git-boulder-remote" | "git-boulder-remote-setup" => {
+            &[("git boulder remote setup origin", "Fetch and push git-boulder's refs with origin.")]
+        }
+        "git-boulder-doctor" => &[("git boulder doctor", "Find what is out of step and how to fix each.")],
+        "git-boulder-man" => &[(
+            "git boulder man --install-dir ~/.local/share/man",
+            "Install every page; then `git boulder --help` opens them.",
+        )],
+        "git-boulder-completions" => &[
+            (
+                "source <(git boulder completions bash)",
+                "Complete commands, stream names, boulder ids and story ids in bash.",
+            ),
+            ("git boulder completions fish > ~/.config/fish/completions/git-boulder.fish", "The same for fish."),
+        ],
+        "git-boulder-demo" => &[("git boulder demo | less", "The whole flow on a sample project, narrated.")],
+        "git-boulder-create" => &[("git boulder create oauth --parent auth", "A boulder under the auth boulder.")],
+        "git-boulder-switch" => &[("git boulder switch oauth", "This worktree's commits count for oauth from now on.")],
+        "git-boulder-check" => &[("git boulder check --json", "Whether to push the agent on, for a stop hook.")],
+        "git-boulder-checkpoint" => {
+            &[("git boulder checkpoint -m \"login form done, tests next\"", "Record where work stands.")]
+        }
+        "git-boulder-resume" => &[("git boulder resume", "Everything the next session needs.")],
+        _ => &[],
+    }
+}
+
+/// (code, meaning) for the page.
+pub fn exit_status(page: &str) -> Vec<(&'static str, String)> {
+    let mut out = vec![("0", "Success.".to_string())];
+    let refused = match page {
+        "git-boulder-stream-merge" => "Refused: conflicts (a table names them), stories not done, depends_on not merged, or uncommitted changes; nothing was changed.",
+        "git-boulder-stream-run" | "git-boulder-stream-init" | "git-boulder-stream-cleanup" => {
+            "Refused: the stream's lock is held by another git-boulder process, or work would be lost (cleanup)."
+        }
+        "git-boulder-stream-claim" => "Refused: another machine holds the lease.",
+        "git-boulder-doctor" => "Something needs fixing (each finding says how).",
+        "git-boulder-push" | "git-boulder-pull" | "git-boulder-sync" => "Refused by the remote, or a ref failed validation.",
+        "git-boulder-stream-add" => "Refused: the plan already has a stream of that name.",
+        _ => "Refused: the operation would break a rule (the message says which and how to proceed).",
+    };
+    out.push(("1", refused.to_string()));
+    let usage = match page {
+        "git-boulder-stream-validate" => "The plan has errors, or bad arguments.",
+        _ => "Bad arguments or configuration: no repository, an unreadable plan or PRD, an unknown name.",
+    };
+    out.push(("2", usage.to_string()));
+    out.push(("3", "An internal error (a bug or an unexpected I/O failure).".to_string()));
+    out
+}

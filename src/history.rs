@@ -1,0 +1,64 @@
+//! Keeping history views readable: git-boulder's state lives in refs (`refs/boulder/*`,
+//! `refs/boulder-remotes/*`) and notes (`refs/notes/boulder`) whose commits `git log --all`, gitk
+//! and tig would otherwise draw beside the user's branches. [`exclude_decorations`] sets
+//! `log.excludeDecoration` so those refs never label the user's commits, and [`HIDE_ARGS`] is what
+//! to give `git log`, gitk or tig in place of a bare `--all`.
+
+use crate::error::{Error, Result};
+use crate::git::Repo;
+
+/// `--all` without git-boulder's state: `git log $HIDE_ARGS`, `gitk $HIDE_ARGS`, `tig $HIDE_ARGS`.
+pub const HIDE_ARGS: &str = "--exclude='refs/boulder*' --exclude='refs/notes/*' --all";
+
+/// The `log.excludeDecoration` patterns git-boulder adds. `refs/notes/*` is needed as well: once
+/// any exclusion is configured, git (2.40 and later) decorates every namespace, notes included.
+pub const DECORATION_EXCLUDES: [&str; 2] = ["refs/boulder*", "refs/notes/*"];
+
+/// Add (with `undo`, remove) [`DECORATION_EXCLUDES`] to `log.excludeDecoration` in the
+/// repository's config file, leaving every other value as it is. Returns the `±key value` lines
+/// changed.
+pub fn exclude_decorations(repo: &Repo, undo: bool) -> Result<Vec<String>> {
+    let path = repo.common_dir.join("config");
+    let mut file = gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
+        .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))?;
+    let mut changed = Vec::new();
+    let mut now_empty = false;
+    {
+        let mut section = file
+            .section_mut_or_create_new("log", None)
+            .map_err(|e| Error::internal(format!("cannot edit log.*: {e}")))?;
+        let now: Vec<String> = section.values("excludeDecoration").iter().map(|v| v.to_string()).collect();
+        if undo {
+            let kept: Vec<&String> = now.iter().filter(|v| !DECORATION_EXCLUDES.contains(&v.as_str())).collect();
+            if kept.len() != now.len() {
+                while section.remove("excludeDecoration").is_some() {}
+                for v in &kept {
+                    section
+                        .push("excludeDecoration", Some(v.as_bytes().into()))
+                        .map_err(|e| Error::internal(e.to_string()))?;
+                }
+                for v in now.iter().filter(|v| DECORATION_EXCLUDES.contains(&v.as_str())) {
+                    changed.push(format!("-log.excludeDecoration {v}"));
+                }
+                now_empty = section.num_values() == 0;
+            }
+        } else {
+            for pattern in DECORATION_EXCLUDES.iter().filter(|p| !now.iter().any(|v| v == *p)) {
+                section
+                    .push("excludeDecoration", Some(pattern.as_bytes().into()))
+                    .map_err(|e| Error::internal(e.to_string()))?;
+                changed.push(format!("+log.excludeDecoration {pattern}"));
+            }
+        }
+    }
+    if now_empty {
+        // The section held only what setup added: remove it, so undo restores the file.
+        file.remove_section("log", None);
+    }
+    if !changed.is_empty() {
+        let mut out = Vec::new();
+        file.write_to(&mut out).map_err(|e| Error::internal(format!("cannot write the config: {e}")))?;
+        crate::fsutil::write_atomic(&path, &out)?;
+    }
+    Ok(changed)
+}
