@@ -141,6 +141,11 @@ impl Workspace {
         })
     }
 
+    /// The stream whose branch this worktree's HEAD is on, if any.
+    pub fn here_stream<'p>(&self, plan: &'p Plan) -> Option<&'p StreamDef> {
+        self.repo.head_branch().and_then(|b| plan.stream_for_branch(&b))
+    }
+
     /// The stream named `name`, or a usage error listing the streams there are.
     pub fn stream<'p>(&self, plan: &'p Plan, name: &str) -> Result<&'p StreamDef> {
         crate::names::validate("stream", name)?;

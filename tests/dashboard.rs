@@ -105,3 +105,34 @@ fn a_merge_that_moved_the_local_base_says_push_until_the_remote_has_it() {
     let r = repo.boulder(&["status"]).ok();
     assert!(!r.stderr.contains("push main"), "{}", r.stderr);
 }
+
+#[test]
+fn commands_in_a_stream_worktree_default_to_that_stream() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "auth", "api"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/api");
+    // prd next/show: the stream's stories, not the whole PRD (--all for that).
+    let next = repo.boulder_in(&wt, &["prd", "next", "--json"]).ok().json();
+    assert_eq!(next["id"], "US-003");
+    let show = repo.boulder_in(&wt, &["prd", "show", "--json"]).ok().json();
+    assert_eq!(show["stream"], "api");
+    let ids: Vec<&str> = show["stories"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["US-003", "US-004"]);
+    let all = repo.boulder_in(&wt, &["prd", "show", "--all", "--json"]).ok().json();
+    assert_eq!(all["stories"].as_array().unwrap().len(), 6);
+    // From the main worktree: the whole PRD, and the first open story of it.
+    assert_eq!(repo.boulder(&["prd", "next", "--json"]).ok().json()["id"], "US-001");
+    // checkpoint and resume: the stream's boulder.
+    repo.boulder_in(&wt, &["checkpoint", "-m", "list endpoint half done"]).ok();
+    let r = repo.boulder_in(&wt, &["resume"]).ok();
+    assert!(r.stdout.contains("list endpoint half done"), "{}", r.stdout);
+    // log: the stream's history there; every op-log, newest first, from the main worktree; -n.
+    let here = repo.boulder_in(&wt, &["log"]).ok();
+    assert!(here.stdout.contains("checkpoint"), "{}", here.stdout);
+    assert!(!here.stdout.contains("auth"), "{}", here.stdout);
+    let every = repo.boulder(&["log"]).ok();
+    assert!(every.stdout.contains("stream auth") && every.stdout.contains("stream api"), "{}", every.stdout);
+    assert!(every.stdout.lines().next().unwrap().contains("checkpoint"), "{}", every.stdout);
+    let two = repo.boulder(&["log", "-n", "2"]).ok();
+    assert_eq!(two.stdout.lines().count(), 2, "{}", two.stdout);
+}

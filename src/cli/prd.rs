@@ -28,9 +28,13 @@ pub enum PrdCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    /// Only this stream's stories, with its view of their status.
+    /// Only this stream's stories, with its view of their status (default in a stream's
+    /// worktree: that stream).
     #[arg(long, value_name = "NAME", add = super::complete::stream_names())]
     pub stream: Option<String>,
+    /// The whole PRD, also in a stream's worktree.
+    #[arg(long, conflicts_with = "stream")]
+    pub all: bool,
     /// Read this PRD instead of the one the plan names.
     #[arg(long, value_name = "PATH")]
     pub prd: Option<PathBuf>,
@@ -59,7 +63,9 @@ pub fn run(ws: &Workspace, cmd: PrdCommand) -> Result<()> {
 }
 
 /// The stories in view: the whole PRD or one stream's, with recorded completion applied.
-fn stories(ws: &Workspace, args: &ShowArgs) -> Result<(Prd, Vec<Story>)> {
+/// The PRD, the stories in view, and the stream they are the view of (`--stream`, or the stream
+/// of the worktree the command runs in).
+fn stories(ws: &Workspace, args: &ShowArgs) -> Result<(Prd, Vec<Story>, Option<String>)> {
     // A plan is needed for --stream; otherwise a missing plan just means the default PRD path.
     let plan = match (&args.stream, ws.plan()) {
         (_, Ok(plan)) => Some(plan),
@@ -69,7 +75,13 @@ fn stories(ws: &Workspace, args: &ShowArgs) -> Result<(Prd, Vec<Story>)> {
     };
     let (_, prd) = ws.load_prd(plan.as_ref(), args.prd.as_deref())?;
     let done = ws.recorded_done()?;
-    let list = match (&args.stream, &plan) {
+    // In a stream's worktree, that stream is the default view.
+    let here = match (&args.stream, &plan) {
+        (None, Some(plan)) if !args.all && args.prd.is_none() => ws.here_stream(plan).map(|s| s.name.clone()),
+        _ => None,
+    };
+    let view = args.stream.clone().or(here);
+    let list = match (&view, &plan) {
         (Some(name), Some(plan)) => {
             let stream = ws.stream(plan, name)?;
             ws.stream_stories(plan, stream, &prd, &done)?
@@ -86,18 +98,18 @@ fn stories(ws: &Workspace, args: &ShowArgs) -> Result<(Prd, Vec<Story>)> {
             })
             .collect(),
     };
-    Ok((prd, list))
+    Ok((prd, list, view))
 }
 
 fn show(ws: &Workspace, args: ShowArgs) -> Result<()> {
-    let (prd, list) = stories(ws, &args)?;
+    let (prd, list, view) = stories(ws, &args)?;
     let mut out = std::io::stdout().lock();
     if args.json {
         let items: Vec<_> = list.iter().map(story_json).collect();
         let done = list.iter().filter(|s| s.status.is_done()).count();
         return super::output::json(
             &mut out,
-            &json!({"title": prd.title, "format": prd.format, "stream": args.stream,
+            &json!({"title": prd.title, "format": prd.format, "stream": view,
                     "total": list.len(), "done": done, "stories": items}),
         );
     }
@@ -155,7 +167,7 @@ pub fn next_open(list: &[Story]) -> Option<&Story> {
 }
 
 fn next(ws: &Workspace, args: ShowArgs) -> Result<()> {
-    let (_, list) = stories(ws, &args)?;
+    let (_, list, _) = stories(ws, &args)?;
     let remaining = list.iter().filter(|s| !s.status.is_done()).count();
     let story = next_open(&list);
     let mut out = std::io::stdout().lock();
