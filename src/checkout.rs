@@ -144,6 +144,10 @@ fn blockers_in(wt: &gix::Repository, work_dir: &Path, changes: &[FileChange]) ->
         if sparse || is_gitlink(c) {
             continue;
         }
+        if submodule_in_the_way(work_dir, c) {
+            out.push(Blocker { path: c.path.to_str_lossy().into_owned(), why: "a submodule's files are in the way" });
+            continue;
+        }
         if holds(wt, work_dir, &c.path, c.old, &ids) || holds(wt, work_dir, &c.path, c.new, &ids) {
             continue;
         }
@@ -153,8 +157,21 @@ fn blockers_in(wt: &gix::Repository, work_dir: &Path, changes: &[FileChange]) ->
     Ok(out)
 }
 
+/// Both sides of the change are submodules (or absent): the merge moves a gitlink and never
+/// enters the submodule, so there is nothing in the worktree to check.
 fn is_gitlink(c: &FileChange) -> bool {
-    c.old.is_some_and(|(_, k)| k == EntryKind::Commit) || c.new.is_some_and(|(_, k)| k == EntryKind::Commit)
+    let sub = |side: Option<(ObjectId, EntryKind)>| side.is_none_or(|(_, k)| k == EntryKind::Commit);
+    sub(c.old) && sub(c.new) && (c.old.is_some() || c.new.is_some())
+}
+
+/// A submodule's folder that a file is to replace: refused while it holds anything (a checked-out
+/// submodule), as git refuses to lose it.
+fn submodule_in_the_way(work_dir: &Path, c: &FileChange) -> bool {
+    let was_sub = c.old.is_some_and(|(_, k)| k == EntryKind::Commit);
+    let becomes_file = c.new.is_some_and(|(_, k)| k != EntryKind::Commit);
+    was_sub
+        && becomes_file
+        && std::fs::read_dir(in_worktree(work_dir, c.path.as_bstr())).is_ok_and(|mut d| d.next().is_some())
 }
 
 /// The refusal for blockers in the worktree at `work_dir`.
@@ -202,11 +219,16 @@ struct LockRecord {
     host: String,
     dev: u64,
     ino: u64,
+    /// The lock file's change time (seconds, nanoseconds): an inode number can be reused by a
+    /// lock git creates after ours was removed; its change time then differs.
+    #[serde(default)]
+    ctime: (i64, i64),
 }
 
-fn file_id(path: &Path) -> Option<(u64, u64)> {
+/// Device, inode and change time of a file: which file it is.
+fn file_id(path: &Path) -> Option<(u64, u64, (i64, i64))> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino()))
+    std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino(), (m.ctime(), m.ctime_nsec())))
 }
 
 impl IndexLock {
@@ -220,13 +242,14 @@ impl IndexLock {
         for attempt in 0..2 {
             match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
                 Ok(file) => {
-                    let (dev, ino) = file_id(&path).unwrap_or_default();
+                    let (dev, ino, ctime) = file_id(&path).unwrap_or_default();
                     let rec = LockRecord {
                         lock: path.display().to_string(),
                         pid: std::process::id(),
                         host: crate::lock::hostname(),
                         dev,
                         ino,
+                        ctime,
                     };
                     let json = serde_json::to_vec(&rec).map_err(|e| Error::internal(format!("lock record: {e}")))?;
                     let lock = IndexLock { path, record: record.clone(), file: Some(file) };
@@ -264,7 +287,7 @@ impl IndexLock {
         let dead = rec.host == crate::lock::hostname()
             && Path::new("/proc/self").exists()
             && !Path::new("/proc").join(rec.pid.to_string()).exists();
-        dead && rec.lock == path.display().to_string() && file_id(path) == Some((rec.dev, rec.ino))
+        dead && rec.lock == path.display().to_string() && file_id(path) == Some((rec.dev, rec.ino, rec.ctime))
     }
 
     /// Write `index` through the lock and put it in place of the worktree's index.
@@ -424,6 +447,10 @@ pub fn move_branch(
     for c in &changes {
         let sparse = before.get(&c.path).is_some_and(|e| e.skip_worktree);
         if sparse || is_gitlink(c) {
+            continue;
+        }
+        if submodule_in_the_way(&work_dir, c) {
+            found.push(Blocker { path: c.path.to_str_lossy().into_owned(), why: "a submodule's files are in the way" });
             continue;
         }
         let ours = written_before.get(&c.path).is_some_and(|stat| {

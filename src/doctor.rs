@@ -160,7 +160,10 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
                         "stream {} is recorded RUNNING, but no `stream run` holds its lock: the run was interrupted",
                         stream.name
                     ),
-                    fix: format!("git boulder stream run {}", stream.name),
+                    fix: match &stream.agent {
+                        Some(_) => format!("git boulder stream run {}", stream.name),
+                        None => format!("git boulder stream run {} -- CMD…", stream.name),
+                    },
                 });
             }
         }

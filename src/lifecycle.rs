@@ -83,6 +83,9 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
             changes.push(format!("copied {} file(s) into the worktree", copied.len()));
         }
         if !plan.settings.setup.trim().is_empty() {
+            // Checked again right where it runs: a repaired worktree of an initialized stream
+            // gets here too, after the early check let it pass.
+            crate::trust::require(repo, plan, "stream init", &[crate::trust::SETUP.to_string()])?;
             match run_shell(&plan.settings.setup, &path, &stream.name) {
                 Ok(()) => changes.push(format!("ran setup: {}", plan.settings.setup)),
                 Err(e) => setup_failed = Some(e),

@@ -169,9 +169,10 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
     Ok(rows)
 }
 
-/// The base branch's commits that its upstream (`branch.<base>.remote`/`.merge`) lacks: after a
-/// local merge, the work is not shared until the base is pushed. `(upstream, remote, ahead)`.
-pub fn unpushed_base(ws: &Workspace, plan: &Plan) -> Result<Option<(String, String, usize)>> {
+/// `main is 2 commit(s) ahead of origin/main: push main to share it (…)` when the base branch
+/// holds commits its upstream (`branch.<base>.remote`/`.merge`) lacks — after a local merge, the
+/// work is not shared until the base is pushed.
+pub fn push_hint(ws: &Workspace, plan: &Plan) -> Result<Option<String>> {
     let base = &plan.settings.base_branch;
     let Some(remote) = ws.repo.config_string(&format!("branch.{base}.remote")) else { return Ok(None) };
     let merge = ws.repo.config_string(&format!("branch.{base}.merge")).unwrap_or_else(|| format!("refs/heads/{base}"));
@@ -179,7 +180,15 @@ pub fn unpushed_base(ws: &Workspace, plan: &Plan) -> Result<Option<(String, Stri
     let tracking = format!("refs/remotes/{remote}/{short}");
     let (Some(tip), Some(up)) = (ws.repo.branch_tip(base)?, ws.repo.ref_id(&tracking)?) else { return Ok(None) };
     let (ahead, _) = crate::worktree::ahead_behind(&ws.repo, tip, up)?;
-    Ok((ahead > 0).then(|| (format!("{remote}/{short}"), remote, ahead)))
+    if ahead == 0 {
+        return Ok(None);
+    }
+    // Pushed by name when the upstream branch has the same name, else name both.
+    let spec = if short == *base { base.clone() } else { format!("{base}:{short}") };
+    Ok(Some(format!(
+        "{base} is {ahead} commit(s) ahead of {remote}/{short}: push {base} to share it (`git push {} {spec}`)",
+        crate::text::inert(&remote)
+    )))
 }
 
 /// "12s ago", "5m ago", "3h ago", "2d ago" for an RFC 3339 time; "-" when none.

@@ -137,14 +137,15 @@ fn bound_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), String>
         let tree = g.find_tree(t).map_err(|e| format!("{t}: {e}"))?;
         for e in tree.iter() {
             let e = e.map_err(|e| format!("{t}: {e}"))?;
+            // Every entry counts, subtrees too: a tree repeated under many names would otherwise
+            // be walked again and again (exponentially) before any bound fired.
+            notes += 1;
             if e.mode().is_tree() {
                 trees.push(e.object_id());
-            } else {
-                notes += 1;
             }
         }
         if notes > MAX_NOTES {
-            return Err(format!("more than {MAX_NOTES} notes"));
+            return Err(format!("more than {MAX_NOTES} notes and note folders"));
         }
     }
     Ok(())

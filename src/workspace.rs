@@ -308,7 +308,7 @@ fn parse_prd(bytes: Vec<u8>, label: &str, name: &str) -> Result<(String, Prd)> {
     let prd = prd::parse(name, &text)
         .map_err(|e| Error::usage(format!("{label}: {e}")).hint("fix the PRD at the place named"))?;
     for w in &prd.warnings {
-        eprintln!("warning: {label}: {w}");
+        eprintln!("warning: {}: {}", crate::text::inert(label), crate::text::inert_lines(w));
     }
     Ok((text, prd))
 }

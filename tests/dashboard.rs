@@ -60,7 +60,8 @@ fn a_killed_run_shows_interrupted_with_the_command_that_resumes_it() {
     assert_eq!(row(&repo, &repo.dir, "auth")["status"], "INTERRUPTED");
     let r = repo.boulder(&["status"]).ok();
     assert!(r.stdout.contains("INTERRUPTED"), "{}", r.stdout);
-    assert!(r.stderr.contains("resume it with `git boulder stream run auth`"), "{}", r.stderr);
+    // The sample plan names no agent, so the command the run had is needed again.
+    assert!(r.stderr.contains("resume it with `git boulder stream run auth -- CMD…`"), "{}", r.stderr);
     let d = repo.boulder(&["doctor"]).code(1);
     assert!(d.stdout.contains("no `stream run` holds its lock"), "{}", d.stdout);
     assert!(d.stdout.contains("git boulder stream run auth"), "{}", d.stdout);
@@ -135,4 +136,24 @@ fn commands_in_a_stream_worktree_default_to_that_stream() {
     assert!(every.stdout.lines().next().unwrap().contains("checkpoint"), "{}", every.stdout);
     let two = repo.boulder(&["log", "-n", "2"]).ok();
     assert_eq!(two.stdout.lines().count(), 2, "{}", two.stdout);
+}
+
+#[test]
+fn stream_init_installs_the_hooks_so_commits_are_recorded() {
+    let repo = sample();
+    let r = repo.boulder(&["stream", "init", "auth"]).ok();
+    assert!(r.stderr.contains("installed git-boulder's hooks"), "{}", r.stderr);
+    let st = repo.boulder(&["hooks", "status", "--json"]).ok().json();
+    for h in st.as_array().unwrap().iter().filter(|h| h["default"] == true) {
+        assert_eq!(h["state"], "installed", "{st}");
+    }
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    std::fs::write(wt.join("src/auth/login.rs"), "fn login() {}\n").unwrap();
+    repo.git_in(&wt, &["add", "-A"]).ok();
+    repo.git_in(&wt, &["commit", "-q", "-m", "login"]).ok();
+    let note = repo.git_out(&["notes", "--ref=boulder", "show", "boulder/auth"]);
+    assert!(note.contains("\"stream\":\"auth\""), "{note}");
+    // A second init finds them there and says nothing about them.
+    let r = repo.boulder(&["stream", "init", "api"]).ok();
+    assert!(!r.stderr.contains("hooks"), "{}", r.stderr);
 }

@@ -367,3 +367,30 @@ fn force_merges_past_an_ownership_violation() {
     assert!(r.stderr.contains("owned by api"), "{}", r.stderr);
     assert_eq!(repo.read("src/api/mod.rs"), "// auth was here\n");
 }
+
+#[test]
+fn a_file_replacing_a_checked_out_submodule_is_refused_and_the_submodule_kept() {
+    let repo = setup_with(&[("src/auth/mod.rs", "// auth\n")], PLAN);
+    let sub = repo.tmp.path().join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    repo.git_in(&sub, &["init", "-q", "-b", "main"]).ok();
+    std::fs::write(sub.join("lib.txt"), "v1\n").unwrap();
+    repo.git_in(&sub, &["add", "-A"]).ok();
+    repo.git_in(&sub, &["commit", "-q", "-m", "v1"]).ok();
+    repo.git(&["-c", "protocol.file.allow=always", "submodule", "add", "-q", sub.to_str().unwrap(), "src/auth/vendor"])
+        .ok();
+    repo.git(&["commit", "-q", "-m", "add submodule"]).ok();
+    // The stream turns the submodule into a plain file.
+    let w = wt(&repo, "auth");
+    repo.git_in(&w, &["merge", "-q", "--ff-only", "main"]).ok();
+    repo.git_in(&w, &["rm", "-q", "--cached", "src/auth/vendor"]).ok();
+    let _ = std::fs::remove_dir_all(w.join("src/auth/vendor"));
+    commit_in(&repo, &w, "src/auth/vendor", b"now a file\n", "vendor becomes a file");
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    base_moves(&repo);
+    let before = rev(&repo, "main");
+    let r = repo.boulder(&["stream", "merge", "auth", "--force"]).code(1);
+    assert!(r.stderr.contains("a submodule's files are in the way"), "{}", r.stderr);
+    assert_eq!(rev(&repo, "main"), before);
+    assert_eq!(std::fs::read_to_string(repo.dir.join("src/auth/vendor/lib.txt")).unwrap(), "v1\n");
+}

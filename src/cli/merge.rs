@@ -114,11 +114,8 @@ pub fn run(ws: &Workspace, args: MergeArgs) -> Result<()> {
         writeln!(out, "nothing to merge: no complete stream has unmerged work")?;
     }
     if !args.dry_run && !merged.is_empty() {
-        if let Some((upstream, remote, ahead)) = crate::status::unpushed_base(ws, &plan)? {
-            let base = &plan.settings.base_branch;
-            say(&format!(
-                "{base} is {ahead} commit(s) ahead of {upstream}: push {base} to share it (`git push {remote} {base}`)"
-            ));
+        if let Some(line) = crate::status::push_hint(ws, &plan)? {
+            say(&line);
         }
     }
     Ok(())

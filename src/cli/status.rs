@@ -104,21 +104,22 @@ fn hints(ws: &Workspace, plan: &crate::plan::Plan, rows: &[crate::status::Stream
     let mut out = Vec::new();
     for r in rows {
         match r.status.as_str() {
-            "INTERRUPTED" => out.push(format!(
-                "{}: its run was interrupted; resume it with `git boulder stream run {}`",
-                r.name, r.name
-            )),
+            "INTERRUPTED" => {
+                // Without an agent in the plan, the run needs its command again.
+                let cmd = match plan.stream(&r.name).and_then(|s| s.agent.as_ref()) {
+                    Some(_) => format!("git boulder stream run {}", r.name),
+                    None => format!("git boulder stream run {} -- CMD…", r.name),
+                };
+                out.push(format!("{}: its run was interrupted; resume it with `{cmd}`", r.name))
+            }
             "COMPLETED" => {
                 out.push(format!("{}: all stories done, ready to merge: `git boulder stream merge {}`", r.name, r.name))
             }
             _ => {}
         }
     }
-    if let Some((upstream, remote, ahead)) = crate::status::unpushed_base(ws, plan)? {
-        let base = &plan.settings.base_branch;
-        out.push(format!(
-            "{base} is {ahead} commit(s) ahead of {upstream}: push {base} to share it (`git push {remote} {base}`)"
-        ));
+    if let Some(line) = crate::status::push_hint(ws, plan)? {
+        out.push(line);
     }
     Ok(out)
 }

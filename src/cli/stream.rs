@@ -108,6 +108,9 @@ pub struct InitArgs {
     /// Streams to initialize; all streams of the plan when none is named.
     #[arg(value_name = "NAME", add = super::complete::stream_names())]
     pub names: Vec<String>,
+    /// Do not install git-boulder's hooks (commits in the worktrees are then not recorded).
+    #[arg(long)]
+    pub no_hooks: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -220,11 +223,47 @@ fn init(ws: &Workspace, args: InitArgs) -> Result<()> {
         }
     }
     super::output::progress_done();
+    hooks_for_init(ws, args.no_hooks);
     if !failed_setup.is_empty() {
         return Err(Error::refused(format!("setup failed in: {}", failed_setup.join(", ")))
             .hint("fix the setup command in settings.setup, then run it by hand in the worktree"));
     }
     Ok(())
+}
+
+/// Commits in a stream's worktree are recorded by git-boulder's hooks: `stream init` installs them
+/// when they are not (or says, with `--no-hooks`, that activity will not be recorded). A hook
+/// another tool holds in a way git-boulder cannot chain is reported, never a failed init.
+fn hooks_for_init(ws: &Workspace, no_hooks: bool) {
+    let missing: Vec<String> = match crate::hooks::status(&ws.repo) {
+        Ok(list) => list.into_iter().filter(|h| h.default && h.state != "installed").map(|h| h.name).collect(),
+        Err(e) => {
+            eprintln!("warning: cannot look at the hooks: {}", crate::text::inert_lines(&e.message));
+            return;
+        }
+    };
+    if missing.is_empty() {
+        return;
+    }
+    if no_hooks {
+        eprintln!(
+            "git-boulder's hooks are not installed (--no-hooks): commits in the stream worktrees will not be recorded; \
+             `git boulder hooks install` records them from now on, `git boulder doctor` finds commits left unrecorded"
+        );
+        return;
+    }
+    match crate::hooks::install(&ws.repo, false) {
+        Ok(report) => eprintln!(
+            "installed git-boulder's hooks ({}) in {}, so commits in the stream worktrees are recorded",
+            missing.join(", "),
+            crate::text::inert(&report.dir)
+        ),
+        Err(e) => eprintln!(
+            "warning: git-boulder's hooks are not installed, so commits will not be recorded: {}\n  {}",
+            crate::text::inert_lines(&e.message),
+            e.hints.iter().map(|h| crate::text::inert_lines(h).into_owned()).collect::<Vec<_>>().join("\n  ")
+        ),
+    }
 }
 
 fn run_loop(ws: &Workspace, args: RunArgs) -> Result<()> {

@@ -112,7 +112,7 @@ fn print_push(out: &mut impl Write, r: &PushReport) -> Result<()> {
     }
     if r.refs.iter().any(|x| x.result == "rejected") {
         for line in &r.remote_messages {
-            writeln!(out, "  {line}")?;
+            writeln!(out, "  {}", crate::text::inert(line))?;
         }
     }
     Ok(())

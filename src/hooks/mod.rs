@@ -249,7 +249,7 @@ impl HookStatus {
                 ),
                 self.not_running_in
                     .iter()
-                    .map(|w| format!("git -C {w} config --worktree --unset core.hooksPath"))
+                    .map(|w| format!("git -C {} config --worktree --unset core.hooksPath", quote(w)))
                     .collect::<Vec<_>>()
                     .join("; "),
             ));
