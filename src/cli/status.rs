@@ -80,7 +80,7 @@ pub fn run(ws: &Workspace, args: StatusArgs) -> Result<()> {
             "AHEAD/BEHIND",
             "WORKTREE",
             "LAST ACTIVITY",
-            "ITERATION",
+            "COMMITS",
             "CLAIMED BY",
         ],
         &table,
