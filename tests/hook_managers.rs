@@ -380,7 +380,8 @@ fn a_worktree_with_its_own_hooks_path_is_reported() {
     assert_eq!(post["state"], "installed");
     assert_eq!(post["not_running_in"], serde_json::json!([wt.to_str().unwrap()]), "{st}");
     let text = repo.boulder(&["hooks", "status"]).ok().stdout;
-    let fix = format!("git -C {} config --worktree --unset core.hooksPath", wt.display());
+    // The path is shell-quoted, so the command pastes whatever the folder is called.
+    let fix = format!("git -C '{}' config --worktree --unset core.hooksPath", wt.display());
     assert!(text.contains("would not run in") && text.contains(&fix), "{text}");
     let doc = repo.boulder(&["doctor", "--json"]).code(1).json();
     assert!(
