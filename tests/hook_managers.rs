@@ -396,3 +396,28 @@ fn a_worktree_with_its_own_hooks_path_is_reported() {
     commit(&repo, &wt, "src/auth/b.rs").ok();
     assert_eq!(iteration(&repo, "auth"), before + 1);
 }
+
+#[test]
+fn a_hand_written_hook_survives_another_manager_and_a_reinstall() {
+    let Some(pre_commit) = tool("pre-commit") else { return };
+    let pre_commit = pre_commit.to_str().unwrap();
+    let repo = stream_repo();
+    // The user's own post-commit hook, kept by git-boulder as post-commit.boulder-orig.
+    let mine = repo.tmp.path().join("mine.log");
+    let hook = repo.dir.join(".git/hooks/post-commit");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    std::fs::write(&hook, format!("#!/bin/sh\necho mine >> '{}'\n", mine.display())).unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&hook).status().unwrap();
+    repo.boulder(&["hooks", "install"]).ok();
+    // pre-commit moves our shim aside as post-commit.legacy and puts its own hook there.
+    repo.write(".pre-commit-config.yaml", &pre_commit_config(&repo));
+    repo.commit_all("pre-commit config");
+    run_env(&repo, pre_commit, &repo.dir, &["install", "-t", "post-commit"]).ok();
+    // git-boulder installs again: the user's hook is not lost, and still runs.
+    let r = repo.boulder(&["hooks", "install"]).ok();
+    assert!(r.stdout.contains("your earlier hook"), "{}", r.stdout);
+    let _ = std::fs::remove_file(&mine);
+    repo.write("README.md", "again\n");
+    repo.commit_all("a commit");
+    assert_eq!(std::fs::read_to_string(&mine).unwrap_or_default(), "mine\n", "the user's hook did not run");
+}

@@ -321,12 +321,37 @@ fn install_shared(dir: &Path, wanted: &[(&str, bool)]) -> Result<Report> {
                             "{name}: installed again; your previous hook runs first (still kept as {name}{ORIG})"
                         ));
                     } else if !ours_aside.is_empty() {
-                        // The manager whose older hook is kept replaced ours with a newer one.
+                        // Another manager put its hook in place of ours and kept ours aside. The
+                        // hook kept earlier is never lost: it takes the place of our copy (which
+                        // pre-commit's hook runs as `.legacy`), or, where the manager does not run
+                        // that copy, a numbered backup that we say about.
+                        let slot = &ours_aside[0];
+                        let runs_it = slot.to_string_lossy().ends_with(".legacy");
+                        let keep = if runs_it { slot.clone() } else { free_backup(&orig) };
+                        std::fs::rename(&orig, &keep)
+                            .map_err(|e| Error::internal(format!("cannot keep {}: {e}", orig.display())))?;
                         std::fs::rename(&path, &orig)
                             .map_err(|e| Error::internal(format!("cannot move {} aside: {e}", path.display())))?;
                         lines.push(format!(
-                            "{name}: installed again; your newer hook runs first (kept as {name}{ORIG})"
+                            "{name}: installed again; the other manager's hook runs first (kept as {name}{ORIG})"
                         ));
+                        if runs_it {
+                            lines.push(format!(
+                                "{name}: your earlier hook is now {} (the manager's hook runs it)",
+                                keep.display()
+                            ));
+                        } else {
+                            lines.push(format!(
+                                "{name}: your earlier hook is kept as {} but no longer runs; add it to the other manager's configuration",
+                                keep.display()
+                            ));
+                        }
+                        for p in ours_aside.iter().filter(|p| **p != keep) {
+                            std::fs::remove_file(p)
+                                .map_err(|e| Error::internal(format!("cannot remove {}: {e}", p.display())))?;
+                        }
+                        write_hook(&path, &text)?;
+                        continue;
                     } else {
                         return Err(Error::usage(format!(
                             "{} is another tool's hook, and {} already holds a different earlier one",
@@ -352,6 +377,11 @@ fn install_shared(dir: &Path, wanted: &[(&str, bool)]) -> Result<Report> {
         write_hook(&path, &text)?;
     }
     Ok(Report { dir: dir.display().to_string(), lines })
+}
+
+/// `<orig>.1`, `<orig>.2`, …: the first name not taken.
+fn free_backup(orig: &Path) -> PathBuf {
+    (1..).map(|i| PathBuf::from(format!("{}.{i}", orig.display()))).find(|p| !p.exists()).expect("a free name")
 }
 
 fn install_chained(repo: &Repo, dir: &Path, chain: &Chain, installed: bool, wanted: &[(&str, bool)]) -> Result<Report> {
