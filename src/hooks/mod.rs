@@ -190,27 +190,49 @@ fn write_hook(path: &Path, text: &str) -> Result<()> {
 }
 
 /// Set (or with `None` remove) keys of the repository's own config file (`$GIT_COMMON_DIR/config`),
-/// written whole and atomically.
+/// the way git writes it: under `config.lock` (taken exclusively, so a concurrent `git config`
+/// is never lost — it waits or fails as it would against git), read after the lock is held,
+/// written whole into the lock and renamed over the file.
 fn set_config(repo: &Repo, edits: &[(&str, &str, Option<&str>)]) -> Result<()> {
+    use std::io::Write;
     let path = repo.common_dir.join("config");
-    let mut file = gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
-        .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))?;
-    for (section, key, value) in edits {
-        match value {
-            Some(v) => {
-                file.set_raw_value_by(*section, None, *key, *v)
-                    .map_err(|e| Error::internal(format!("cannot set {section}.{key}: {e}")))?;
-            }
-            None => {
-                if let Ok(mut s) = file.section_mut(*section, None) {
-                    while s.remove(key).is_some() {}
+    let lock_path = repo.common_dir.join("config.lock");
+    let mut lock = std::fs::OpenOptions::new().write(true).create_new(true).open(&lock_path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AlreadyExists {
+            Error::refused(format!("{} exists: another git command is writing the config", lock_path.display()))
+                .hint("wait for it to finish and run the command again")
+        } else {
+            Error::internal(format!("cannot create {}: {e}", lock_path.display()))
+        }
+    })?;
+    let written = (|| -> Result<()> {
+        let mut file = gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
+            .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))?;
+        for (section, key, value) in edits {
+            match value {
+                Some(v) => {
+                    file.set_raw_value_by(*section, None, *key, *v)
+                        .map_err(|e| Error::internal(format!("cannot set {section}.{key}: {e}")))?;
+                }
+                None => {
+                    if let Ok(mut s) = file.section_mut(*section, None) {
+                        while s.remove(key).is_some() {}
+                    }
                 }
             }
         }
+        let mut out = Vec::new();
+        file.write_to(&mut out).map_err(|e| Error::internal(format!("cannot write the config: {e}")))?;
+        lock.write_all(&out)?;
+        lock.sync_all()?;
+        std::fs::rename(&lock_path, &path)
+            .map_err(|e| Error::internal(format!("cannot put {} in place: {e}", path.display())))?;
+        Ok(())
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&lock_path);
     }
-    let mut out = Vec::new();
-    file.write_to(&mut out).map_err(|e| Error::internal(format!("cannot write the config: {e}")))?;
-    crate::fsutil::write_atomic(&path, &out)
+    written
 }
 
 /// One hook's state, for `hooks status`.
