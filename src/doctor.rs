@@ -11,7 +11,7 @@ use crate::workspace::Workspace;
 /// One problem and its fix.
 #[derive(Debug, Clone, Serialize)]
 pub struct Problem {
-    /// `worktree`, `state`, `plan`, `hooks`, `ref`, `lock` or `merge`.
+    /// `worktree`, `state`, `plan`, `hooks`, `activity`, `ref`, `lock` or `merge`.
     pub area: &'static str,
     pub message: String,
     /// The command (or action) that fixes it.
@@ -146,6 +146,11 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
         }
     }
 
+    // Stream commits without a note: made where the hooks did not run.
+    if let Some(plan) = &plan {
+        activity(ws, plan, &mut problems)?;
+    }
+
     // Runs recorded RUNNING on this machine whose process is gone (the stream lock is free).
     let held = crate::lock::holders(&ws.repo);
     if let Some(plan) = &plan {
@@ -178,6 +183,31 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
         });
     }
     Ok(problems)
+}
+
+/// Each stream's commits (base..branch, at most [`crate::record::DOCTOR_WALK`] looked at) that have
+/// no note on refs/notes/boulder: the hooks did not record them.
+fn activity(ws: &Workspace, plan: &crate::plan::Plan, problems: &mut Vec<Problem>) -> Result<()> {
+    let mut noted = crate::git::notes::Noted::new(&ws.repo.repo)?;
+    for stream in &plan.streams {
+        let (missing, cut) = crate::record::unrecorded(ws, plan, stream, &mut noted, Some(crate::record::DOCTOR_WALK))?;
+        if missing.is_empty() {
+            continue;
+        }
+        let count = if cut { format!("at least {}", missing.len()) } else { missing.len().to_string() };
+        problems.push(Problem {
+            area: "activity",
+            message: format!(
+                "stream {}: {count} commit(s) of {} are not recorded (made where the hooks did not run: hooks \
+                 missing, or git-boulder not on the PATH of the tool that committed); the oldest is {}",
+                stream.name,
+                stream.branch,
+                missing[0].to_hex_with_len(12)
+            ),
+            fix: format!("git boulder record --stream {}", stream.name),
+        });
+    }
+    Ok(())
 }
 
 /// What remains of a stream the plan no longer has.

@@ -20,6 +20,7 @@ pub mod names;
 pub mod plan;
 pub mod prd;
 pub mod progress;
+pub mod record;
 pub mod runloop;
 pub mod state;
 pub mod status;

@@ -93,6 +93,11 @@ pub fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
             &[("git boulder remote setup origin", "Fetch and push git-boulder's refs with origin.")]
         }
         "git-boulder-doctor" => &[("git boulder doctor", "Find what is out of step and how to fix each.")],
+        "git-boulder-record" => &[
+            ("git boulder record", "Record this stream's commits made without the hooks, each once."),
+            ("git boulder record --stream auth", "The same for the auth stream, from anywhere in the repository."),
+            ("git boulder record HEAD~3..HEAD", "Record these commits (those already recorded are left alone)."),
+        ],
         "git-boulder-man" => &[(
             "git boulder man --install-dir ~/.local/share/man",
             "Install every page; then `git boulder --help` opens them.",
@@ -133,6 +138,9 @@ pub fn exit_status(page: &str) -> Vec<(&'static str, String)> {
     out.push(("1", refused.to_string()));
     let usage = match page {
         "git-boulder-stream-validate" => "The plan has errors, or bad arguments.",
+        "git-boulder-record" => {
+            "Bad arguments: a range that names commits of no stream (they are named), an unknown stream."
+        }
         _ => "Bad arguments or configuration: no repository, an unreadable plan or PRD, an unknown name.",
     };
     out.push(("2", usage.to_string()));

@@ -12,6 +12,7 @@ mod man_examples;
 pub mod merge;
 pub mod output;
 pub mod prd;
+pub mod record;
 pub mod status;
 pub mod stream;
 pub mod sync;
@@ -91,6 +92,11 @@ pub enum Command {
     Resume(boulder::ResumeArgs),
     /// Show the op history of a stream or boulder.
     Log(log::LogArgs),
+    /// Record commits made without the hooks (each once), as the post-commit hook would have.
+    ///
+    /// Default: the commits of this worktree's stream branch that the base lacks and that have no
+    /// note on refs/notes/boulder, oldest first, each at its committer time. `doctor` finds them.
+    Record(record::RecordArgs),
     /// Install, remove or inspect git-boulder's git hooks.
     #[command(subcommand)]
     Hooks(hooks::HooksCommand),
@@ -169,6 +175,7 @@ pub fn run(cli: Cli) -> Result<()> {
                 Command::Status(args) => status::run(&ws, args),
                 Command::Prd(cmd) => prd::run(&ws, cmd),
                 Command::Log(args) => log::run(&ws, args),
+                Command::Record(args) => record::run(&ws, args),
                 Command::Create(args) => boulder::create(&ws, args),
                 Command::List(args) => boulder::list(&ws, args),
                 Command::Switch(args) => boulder::switch(&ws, args),

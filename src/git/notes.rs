@@ -160,6 +160,31 @@ pub fn read(repo: &gix::Repository, commit: ObjectId) -> Option<Vec<u8>> {
     found.into_iter().next().map(|n| n.blob.data.clone())
 }
 
+/// Which commits have a note: the notes tree at the tip of `refs/notes/boulder`, read once and
+/// looked up per commit (a few tree reads each, however many notes there are).
+pub struct Noted {
+    state: Option<State>,
+}
+
+impl Noted {
+    pub fn new(repo: &gix::Repository) -> Result<Self> {
+        let state = match tip(repo)? {
+            Some(t) => Some(state_at(repo, Some(t))?),
+            None => None,
+        };
+        Ok(Noted { state })
+    }
+
+    /// Whether `commit` has a note.
+    pub fn has(&mut self, repo: &gix::Repository, commit: ObjectId) -> Result<bool> {
+        let Some(state) = self.state.as_mut() else { return Ok(false) };
+        let found = state
+            .get(&commit, repo)
+            .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {commit}: {e}")))?;
+        Ok(found.is_some())
+    }
+}
+
 fn tip(repo: &gix::Repository) -> Result<Option<ObjectId>> {
     match repo.try_find_reference(NOTES_REF) {
         Ok(Some(mut r)) => {

@@ -12,7 +12,7 @@
 mod changes;
 mod open;
 mod ownership;
-mod run;
+pub mod run;
 
 use std::path::{Path, PathBuf};
 

@@ -108,8 +108,26 @@ fn post_commit() -> Result<()> {
     let store = Store::new(&ws.repo)?;
     let story = std::env::var("BOULDER_STORY").ok().filter(|s| !s.is_empty());
     let boulder = current_boulder(&ws.repo, &stream);
+    record_commit(&ws.repo, &store, &stream, &boulder, head, story.as_deref(), &crate::time::now_rfc3339())
+}
+
+/// Record `commit` as work of `stream`, as post-commit does: an activity op on `boulder` and each
+/// of its ancestors (a stream's root boulder is made on first use), then the commit's note
+/// `{stream, boulder, story, iteration, at}`. `at` is the commit's time: now for the hook, the
+/// committer time for `git boulder record`; an activity op carries it as `data.at`. An activity
+/// op for a commit already counted changes nothing, so recording twice counts once.
+pub fn record_commit(
+    repo: &Repo,
+    store: &Store,
+    stream: &str,
+    boulder: &str,
+    commit: ObjectId,
+    story: Option<&str>,
+    at: &str,
+) -> Result<()> {
+    let activity = json!({"commit": commit.to_string(), "story": story, "at": at});
     // The commit counts for the current boulder and each of its ancestors.
-    let mut id = Some(boulder.clone());
+    let mut id = Some(boulder.to_string());
     let mut iteration = 0;
     let mut first = true;
     let mut seen = std::collections::HashSet::new();
@@ -119,18 +137,16 @@ fn post_commit() -> Result<()> {
         }
         let e = store.append_if::<BoulderState>(&state::boulder_ref(&b), |cur| {
             Ok(Some(match cur {
-                Some(_) => ("activity".to_string(), json!({"commit": head.to_string(), "story": story})),
+                Some(_) => ("activity".to_string(), activity.clone()),
                 // A root boulder made on first use.
                 None if b == stream => ("created".to_string(), json!({"stream": stream, "depth": 0})),
                 None => return Ok(None),
             }))
         })?;
         let e = match e {
-            Some(e) if e.op.kind == "created" => store.append::<BoulderState>(
-                &state::boulder_ref(&b),
-                "activity",
-                json!({"commit": head.to_string(), "story": story}),
-            )?,
+            Some(e) if e.op.kind == "created" => {
+                store.append::<BoulderState>(&state::boulder_ref(&b), "activity", activity.clone())?
+            }
             Some(e) => e,
             None => break,
         };
@@ -140,9 +156,8 @@ fn post_commit() -> Result<()> {
         }
         id = e.state.parent.clone();
     }
-    let note = json!({"stream": stream, "boulder": boulder, "story": story, "iteration": iteration,
-                      "at": crate::time::now_rfc3339()});
-    notes::write(&ws.repo.repo, head, &format!("{note}\n"))
+    let note = json!({"stream": stream, "boulder": boulder, "story": story, "iteration": iteration, "at": at});
+    notes::write(&repo.repo, commit, &format!("{note}\n"))
 }
 
 fn post_rewrite(args: &[String]) -> Result<()> {

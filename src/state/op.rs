@@ -536,8 +536,13 @@ impl State for BoulderState {
                     let extra = self.recent_commits.len() - RECENT_COMMITS;
                     self.recent_commits.drain(..extra);
                 }
-                if self.last_activity.as_deref().is_none_or(|t| at_or_after(&op.at, t)) {
-                    self.last_activity = Some(op.at.clone());
+                // The commit's time when the op carries it (a commit recorded after the fact),
+                // else the op's.
+                let when = string(op, "at")?
+                    .filter(|t| crate::time::parse_rfc3339(t).is_some())
+                    .unwrap_or_else(|| op.at.clone());
+                if self.last_activity.as_deref().is_none_or(|t| at_or_after(&when, t)) {
+                    self.last_activity = Some(when);
                     self.last_commit = Some(commit);
                     self.last_story = story;
                 }

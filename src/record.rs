@@ -1,0 +1,248 @@
+//! Commits made without the hooks (hooks missing, git-boulder not on an editor's PATH,
+//! `--no-verify` does not matter: post-commit always runs): finding them (`doctor`) and recording
+//! them after the fact (`git boulder record`), each once.
+//!
+//! A stream's unrecorded commits are those of `base..branch` with no note on `refs/notes/boulder`,
+//! merge commits left out (merging is not an iteration of work). Recording one does what the
+//! post-commit hook would have done ([`crate::hooks::run::record_commit`]), with the commit's
+//! committer time as its time, oldest first so iterations count up in history order.
+
+use std::collections::{HashMap, HashSet};
+
+use gix::ObjectId;
+
+use crate::error::{Error, Result};
+use crate::git::notes::Noted;
+use crate::plan::{Plan, StreamDef};
+use crate::state::Store;
+use crate::workspace::Workspace;
+
+/// The most commits of one stream's branch `doctor` looks at.
+pub const DOCTOR_WALK: usize = 2000;
+
+/// One walked commit.
+struct Walked {
+    id: ObjectId,
+    parents: Vec<ObjectId>,
+}
+
+/// The commits reachable from `tips` but not from `hidden`, at most `limit` of them (`None`:
+/// all), and whether the walk stopped at the limit.
+fn walk(
+    repo: &gix::Repository,
+    tips: &[ObjectId],
+    hidden: &[ObjectId],
+    limit: Option<usize>,
+) -> Result<(Vec<Walked>, bool)> {
+    let what = |e: &dyn std::fmt::Display| Error::internal(format!("cannot walk the history: {e}"));
+    let iter = repo.rev_walk(tips.iter().copied()).with_hidden(hidden.iter().copied()).all().map_err(|e| what(&e))?;
+    let mut out = Vec::new();
+    for info in iter {
+        if limit.is_some_and(|l| out.len() >= l) {
+            return Ok((out, true));
+        }
+        let info = info.map_err(|e| what(&e))?;
+        out.push(Walked { id: info.id, parents: info.parent_ids.iter().copied().collect() });
+    }
+    Ok((out, false))
+}
+
+/// `walked` ordered parents first (oldest first), merge commits left out.
+fn oldest_first(walked: Vec<Walked>) -> Vec<ObjectId> {
+    let parents: HashMap<ObjectId, Vec<ObjectId>> = walked.iter().map(|w| (w.id, w.parents.clone())).collect();
+    let mut done = HashSet::new();
+    let mut out = Vec::new();
+    // Walk order is newest first; visit each commit's parents (within the set) before it.
+    for w in walked.iter().rev() {
+        let mut stack = vec![(w.id, false)];
+        while let Some((id, expanded)) = stack.pop() {
+            if done.contains(&id) {
+                continue;
+            }
+            if expanded {
+                done.insert(id);
+                if parents.get(&id).is_some_and(|p| p.len() <= 1) {
+                    out.push(id);
+                }
+                continue;
+            }
+            stack.push((id, true));
+            for p in parents.get(&id).into_iter().flatten() {
+                if parents.contains_key(p) && !done.contains(p) {
+                    stack.push((*p, false));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The base branch's tip, if the branch exists.
+fn base_tip(ws: &Workspace, plan: &Plan) -> Result<Option<ObjectId>> {
+    ws.repo.branch_tip(&plan.settings.base_branch)
+}
+
+/// The commits of `stream`'s branch the base lacks (oldest first, merges left out), at most
+/// `limit` walked; `None` when the branch does not exist. The flag says the walk was cut short.
+pub fn stream_commits(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    limit: Option<usize>,
+) -> Result<Option<(Vec<ObjectId>, bool)>> {
+    let Some(tip) = ws.repo.branch_tip(&stream.branch)? else { return Ok(None) };
+    let hidden: Vec<ObjectId> = base_tip(ws, plan)?.into_iter().collect();
+    let (walked, cut) = walk(&ws.repo.repo, &[tip], &hidden, limit)?;
+    Ok(Some((oldest_first(walked), cut)))
+}
+
+/// A stream's commits that have no note: (commits oldest first, whether the walk was cut short).
+pub fn unrecorded(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    noted: &mut Noted,
+    limit: Option<usize>,
+) -> Result<(Vec<ObjectId>, bool)> {
+    let Some((commits, cut)) = stream_commits(ws, plan, stream, limit)? else { return Ok((Vec::new(), false)) };
+    let mut out = Vec::new();
+    for c in commits {
+        if !noted.has(&ws.repo.repo, c)? {
+            out.push(c);
+        }
+    }
+    Ok((out, cut))
+}
+
+/// What [`record`] did.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Commits recorded now, oldest first, with their stream.
+    pub recorded: Vec<(ObjectId, String)>,
+    /// Commits of the range that already had a note (left alone).
+    pub already: usize,
+}
+
+/// The stream of the branch checked out in this worktree, if any.
+fn stream_here<'p>(ws: &Workspace, plan: &'p Plan) -> Option<&'p StreamDef> {
+    ws.repo.head_branch().and_then(|b| plan.stream_for_branch(&b))
+}
+
+/// Record the commits of `range` (default: the stream's commits the base lacks) that have no
+/// note, as work of `stream` (default: the stream whose branch holds each commit).
+pub fn record(ws: &Workspace, range: Option<&str>, stream: Option<&str>) -> Result<Outcome> {
+    let plan = ws.plan()?;
+    let chosen = match stream {
+        Some(name) => Some(plan.stream(name).ok_or_else(|| {
+            Error::usage(format!("no stream named {name:?} in the plan")).hint("list them with `git boulder status`")
+        })?),
+        None => None,
+    };
+    let here = stream_here(ws, &plan);
+    let g = &ws.repo.repo;
+
+    // The commits asked for, oldest first.
+    let commits: Vec<ObjectId> = match range {
+        None => {
+            let Some(s) = chosen.or(here) else {
+                return Err(Error::usage("this worktree is not on a stream's branch, so there is no default range")
+                    .hint("name the stream: `git boulder record --stream NAME`, or give a range such as A..B"));
+            };
+            match stream_commits(ws, &plan, s, None)? {
+                Some((c, _)) => c,
+                None => {
+                    return Err(Error::usage(format!("stream {} has no branch {} yet", s.name, s.branch))
+                        .hint(format!("create it with `git boulder stream init {}`", s.name)))
+                }
+            }
+        }
+        Some(spec) => resolve(g, spec)?,
+    };
+
+    // Whose each commit is.
+    let mut owners: Vec<(ObjectId, &StreamDef)> = Vec::new();
+    let mut orphans = Vec::new();
+    if let Some(s) = chosen {
+        owners = commits.iter().map(|c| (*c, s)).collect();
+    } else {
+        // Each stream's commits the base lacks, walked once per stream that a commit needs.
+        let mut sets: Vec<(&StreamDef, HashSet<ObjectId>)> = Vec::new();
+        let mut order: Vec<&StreamDef> = here.into_iter().collect();
+        order.extend(plan.streams.iter().filter(|s| here.is_none_or(|h| h.name != s.name)));
+        for s in order {
+            let set = stream_commits(ws, &plan, s, None)?.map(|(c, _)| c.into_iter().collect()).unwrap_or_default();
+            sets.push((s, set));
+        }
+        for c in &commits {
+            match sets.iter().find(|(_, set)| set.contains(c)) {
+                Some((s, _)) => owners.push((*c, s)),
+                None => orphans.push(*c),
+            }
+        }
+    }
+    if !orphans.is_empty() {
+        let names: Vec<String> = orphans.iter().map(|c| c.to_hex_with_len(12).to_string()).collect();
+        return Err(Error::usage(format!(
+            "{} commit(s) of the range are on no stream's branch (or are already on the base branch {}): {}",
+            orphans.len(),
+            plan.settings.base_branch,
+            names.join(", ")
+        ))
+        .hint("give a range of stream commits, or say whose they are with `git boulder record --stream NAME RANGE`"));
+    }
+
+    let store = Store::new(&ws.repo)?;
+    let mut noted = Noted::new(g)?;
+    let mut out = Outcome::default();
+    for (commit, s) in owners {
+        if noted.has(g, commit)? {
+            out.already += 1;
+            continue;
+        }
+        let at = g
+            .find_commit(commit)
+            .ok()
+            .and_then(|c| c.time().ok())
+            .map(|t| crate::time::format_secs(t.seconds as f64))
+            .ok_or_else(|| Error::internal(format!("cannot read the time of commit {commit}")))?;
+        // The boulder this worktree counts commits for when it is on the stream's branch, else the
+        // stream's root boulder.
+        let boulder = match here {
+            Some(h) if h.name == s.name => crate::hooks::run::current_boulder(&ws.repo, &s.name),
+            _ => s.name.clone(),
+        };
+        crate::hooks::run::record_commit(&ws.repo, &store, &s.name, &boulder, commit, None, &at)?;
+        out.recorded.push((commit, s.name.clone()));
+    }
+    Ok(out)
+}
+
+/// The commits `spec` names (`A..B`, `A...B`, `^A B`-free forms git understands, or one commit),
+/// oldest first, merges left out.
+fn resolve(g: &gix::Repository, spec: &str) -> Result<Vec<ObjectId>> {
+    use gix::revision::plumbing::Spec;
+    let bad = |e: &dyn std::fmt::Display| {
+        Error::usage(format!("{spec:?} is not a commit or range: {e}"))
+            .hint("give a commit (HEAD~2) or a range (main..HEAD), as `git log` takes them")
+    };
+    let parsed = g.rev_parse(spec).map_err(|e| bad(&e))?.detach();
+    let commit = |id: ObjectId| -> Result<ObjectId> {
+        g.find_object(id)
+            .ok()
+            .and_then(|o| o.peel_to_commit().ok())
+            .map(|c| c.id)
+            .ok_or_else(|| bad(&format!("{id} is not a commit")))
+    };
+    let (tips, hidden) = match parsed {
+        Spec::Include(id) => return Ok(vec![commit(id)?]),
+        Spec::Range { from, to } => (vec![commit(to)?], vec![commit(from)?]),
+        Spec::Merge { theirs, ours } => {
+            let (a, b) = (commit(theirs)?, commit(ours)?);
+            let base = g.merge_base(a, b).ok().flatten().map(|m| m.detach());
+            (vec![a, b], base.into_iter().collect())
+        }
+        _ => return Err(bad(&"only a commit, A..B or A...B can be recorded")),
+    };
+    let (walked, _) = walk(g, &tips, &hidden, None)?;
+    Ok(oldest_first(walked))
+}
