@@ -392,9 +392,20 @@ fn a_worktree_with_its_own_hooks_path_is_reported() {
     );
     // The fix works.
     git(&repo, &wt, &["config", "--worktree", "--unset", "core.hooksPath"]).ok();
+    // The commit made while the hook did not run is still unrecorded; its fix records it.
+    let doc = repo.boulder(&["doctor", "--json"]).code(1).json();
+    let problems = doc["problems"].as_array().unwrap();
+    assert!(
+        problems.len() == 1
+            && problems[0]["area"] == "activity"
+            && problems[0]["fix"] == "git boulder record --stream auth",
+        "{doc}"
+    );
+    repo.boulder(&["record", "--stream", "auth"]).ok();
+    assert_eq!(iteration(&repo, "auth"), before + 1);
     assert!(repo.boulder(&["doctor", "--json"]).ok().json()["problems"].as_array().unwrap().is_empty());
     commit(&repo, &wt, "src/auth/b.rs").ok();
-    assert_eq!(iteration(&repo, "auth"), before + 1);
+    assert_eq!(iteration(&repo, "auth"), before + 2);
 }
 
 #[test]
