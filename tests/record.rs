@@ -176,3 +176,36 @@ fn commits_the_hooks_recorded_and_merges_from_the_base_are_not_reported() {
     assert!(r.stdout.contains("0 commit(s) recorded (1 already recorded)"), "{}", r.stdout);
     assert_eq!(boulder_state(&repo, "docs")["iteration"], 1);
 }
+
+#[test]
+fn a_commit_from_a_program_without_git_boulder_on_its_path_is_found_and_recorded() {
+    let repo = sample();
+    repo.boulder(&["stream", "init"]).ok();
+    let auth = worktree(&repo, "auth");
+    // An IDE whose PATH has git but not git-boulder: the installed hook runs and does nothing.
+    std::fs::write(auth.join("src/auth/ide.rs"), "// ide\n").unwrap();
+    repo.git_in(&auth, &["add", "-A"]).ok();
+    let git_dir = String::from_utf8(Command::new("sh").args(["-c", "command -v git"]).output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .rsplit_once('/')
+        .unwrap()
+        .0
+        .to_string();
+    let mut cmd = Command::new("git");
+    fixed_env(&mut cmd, &repo.home);
+    let out =
+        cmd.args(["commit", "-q", "-m", "from the IDE"]).env("PATH", &git_dir).current_dir(&auth).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not found on PATH"));
+    let ide = repo.git_out(&["rev-parse", "boulder/auth"]);
+    assert!(note(&repo, &ide).is_none());
+
+    let found = activity_problems(&repo);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0]["message"].as_str().unwrap().contains("stream auth: 1 commit(s)"), "{found:?}");
+    repo.boulder_in(&auth, &["record"]).ok();
+    assert_eq!(note(&repo, &ide).unwrap()["iteration"], 1);
+    assert_eq!(boulder_state(&repo, "auth")["iteration"], 1);
+    assert!(activity_problems(&repo).is_empty());
+}
