@@ -756,6 +756,28 @@ mod tests {
     }
 
     #[test]
+    fn an_activity_recorded_after_the_fact_keeps_the_commits_time() {
+        let created = op("created", 1, json!({"stream": "auth"}));
+        // A commit of 2025 recorded now: the last activity is the commit's time, not the op's.
+        let old = op("activity", 2, json!({"commit": "abc1", "at": "2025-06-01T00:00:00.000Z"}));
+        let s = run::<BoulderState>(&[created.clone(), old.clone()]).unwrap();
+        assert_eq!(s.last_activity.as_deref(), Some("2025-06-01T00:00:00.000Z"));
+        assert_eq!(s.iteration, 1);
+        // A newer commit after it moves the last activity; an older one does not, but counts.
+        let newer = op("activity", 3, json!({"commit": "abc2"}));
+        let older = op("activity", 4, json!({"commit": "abc3", "at": "2024-01-01T00:00:00Z"}));
+        let s = run::<BoulderState>(&[created.clone(), old.clone(), newer, older]).unwrap();
+        assert_eq!(s.last_activity.as_deref(), Some("2026-01-01T00:00:03Z"));
+        assert_eq!(s.last_commit.as_deref(), Some("abc2"));
+        assert_eq!(s.iteration, 3);
+        // A time that does not parse falls back to the op's; a non-string is refused.
+        let odd = op("activity", 2, json!({"commit": "abc1", "at": "yesterday"}));
+        let s = run::<BoulderState>(&[created.clone(), odd]).unwrap();
+        assert_eq!(s.last_activity.as_deref(), Some("2026-01-01T00:00:02Z"));
+        assert!(run::<BoulderState>(&[created, op("activity", 2, json!({"commit": "abc1", "at": 5}))]).is_err());
+    }
+
+    #[test]
     fn unknown_kinds_name_the_kind() {
         for e in [
             run::<StreamState>(&[op("explode", 1, json!({}))]).unwrap_err(),
