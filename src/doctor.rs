@@ -194,12 +194,15 @@ fn activity(ws: &Workspace, plan: &crate::plan::Plan, problems: &mut Vec<Problem
         if missing.is_empty() {
             continue;
         }
-        let count = if cut { format!("at least {}", missing.len()) } else { missing.len().to_string() };
+        let (count, oldest) = match cut {
+            true => (format!("at least {}", missing.len()), "the oldest of those looked at"),
+            false => (missing.len().to_string(), "the oldest"),
+        };
         problems.push(Problem {
             area: "activity",
             message: format!(
                 "stream {}: {count} commit(s) of {} are not recorded (made where the hooks did not run: hooks \
-                 missing, or git-boulder not on the PATH of the tool that committed); the oldest is {}",
+                 missing, or git-boulder not on the PATH of the tool that committed); {oldest} is {}",
                 stream.name,
                 stream.branch,
                 missing[0].to_hex_with_len(12)
