@@ -132,7 +132,7 @@ fn stream_here<'p>(ws: &Workspace, plan: &'p Plan) -> Option<&'p StreamDef> {
 /// note, as work of `stream` (default: the stream whose branch holds each commit).
 pub fn record(ws: &Workspace, range: Option<&str>, stream: Option<&str>) -> Result<Outcome> {
     let plan = ws.plan()?;
-    let chosen = match stream {
+    let mut chosen = match stream {
         Some(name) => Some(plan.stream(name).ok_or_else(|| {
             Error::usage(format!("no stream named {name:?} in the plan")).hint("list them with `git boulder status`")
         })?),
@@ -141,13 +141,14 @@ pub fn record(ws: &Workspace, range: Option<&str>, stream: Option<&str>) -> Resu
     let here = stream_here(ws, &plan);
     let g = &ws.repo.repo;
 
-    // The commits asked for, oldest first.
+    // The commits asked for, oldest first; without a range, the stream is known.
     let commits: Vec<ObjectId> = match range {
         None => {
             let Some(s) = chosen.or(here) else {
                 return Err(Error::usage("this worktree is not on a stream's branch, so there is no default range")
                     .hint("name the stream: `git boulder record --stream NAME`, or give a range such as A..B"));
             };
+            chosen = Some(s);
             match stream_commits(ws, &plan, s, None)? {
                 Some((c, _)) => c,
                 None => {
@@ -165,23 +166,35 @@ pub fn record(ws: &Workspace, range: Option<&str>, stream: Option<&str>) -> Resu
     if let Some(s) = chosen {
         owners = commits.iter().map(|c| (*c, s)).collect();
     } else {
-        // Each stream's commits the base lacks, walked once per stream that a commit needs.
-        let mut sets: Vec<(&StreamDef, HashSet<ObjectId>)> = Vec::new();
+        // Each stream's commits the base lacks, this worktree's stream first, walked until every
+        // commit has its stream.
         let mut order: Vec<&StreamDef> = here.into_iter().collect();
         order.extend(plan.streams.iter().filter(|s| here.is_none_or(|h| h.name != s.name)));
+        let wanted: HashSet<ObjectId> = commits.iter().copied().collect();
+        let mut owner_of: HashMap<ObjectId, &StreamDef> = HashMap::new();
         for s in order {
-            let set = stream_commits(ws, &plan, s, None)?.map(|(c, _)| c.into_iter().collect()).unwrap_or_default();
-            sets.push((s, set));
+            if owner_of.len() == wanted.len() {
+                break;
+            }
+            let Some((set, _)) = stream_commits(ws, &plan, s, None)? else { continue };
+            for c in set {
+                if wanted.contains(&c) {
+                    owner_of.entry(c).or_insert(s);
+                }
+            }
         }
         for c in &commits {
-            match sets.iter().find(|(_, set)| set.contains(c)) {
-                Some((s, _)) => owners.push((*c, s)),
+            match owner_of.get(c) {
+                Some(s) => owners.push((*c, *s)),
                 None => orphans.push(*c),
             }
         }
     }
     if !orphans.is_empty() {
-        let names: Vec<String> = orphans.iter().map(|c| c.to_hex_with_len(12).to_string()).collect();
+        let mut names: Vec<String> = orphans.iter().take(10).map(|c| c.to_hex_with_len(12).to_string()).collect();
+        if orphans.len() > 10 {
+            names.push(format!("and {} more", orphans.len() - 10));
+        }
         return Err(Error::usage(format!(
             "{} commit(s) of the range are on no stream's branch (or are already on the base branch {}): {}",
             orphans.len(),

@@ -209,3 +209,18 @@ fn a_commit_from_a_program_without_git_boulder_on_its_path_is_found_and_recorded
     assert_eq!(boulder_state(&repo, "auth")["iteration"], 1);
     assert!(activity_problems(&repo).is_empty());
 }
+
+#[test]
+fn a_range_over_two_streams_records_each_commit_for_the_stream_that_holds_it() {
+    let repo = without_hooks();
+    let a = commit_at(&repo, &worktree(&repo, "auth"), "src/auth/x.rs", "@1700000000 +0000");
+    let b = commit_at(&repo, &worktree(&repo, "docs"), "docs/x.md", "@1700000050 +0000");
+    // Commits reachable from either branch but not both: one of each stream.
+    let r = repo.boulder(&["record", "boulder/auth...boulder/docs"]).ok();
+    assert!(r.stdout.contains("2 commit(s) recorded"), "{}", r.stdout);
+    assert_eq!(note(&repo, &a).unwrap()["stream"], "auth");
+    assert_eq!(note(&repo, &b).unwrap()["stream"], "docs");
+    assert_eq!(boulder_state(&repo, "auth")["iteration"], 1);
+    assert_eq!(boulder_state(&repo, "docs")["iteration"], 1);
+    assert!(activity_problems(&repo).is_empty());
+}
