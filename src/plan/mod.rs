@@ -91,6 +91,10 @@ pub struct Settings {
     pub copy_into_worktree: Vec<String>,
     pub setup: String,
     pub verify: String,
+    /// `BOULDER_PORT` of the stream with index `i` is `port_base + i × port_stride` (index 0, the
+    /// main checkout, keeps `port_base`).
+    pub port_base: u32,
+    pub port_stride: u32,
     /// Agent name → command line (run by `sh -c`).
     pub agents: BTreeMap<String, String>,
     pub boulder: BoulderSettings,
@@ -115,6 +119,8 @@ impl Default for Settings {
             copy_into_worktree: Vec::new(),
             setup: String::new(),
             verify: String::new(),
+            port_base: 3000,
+            port_stride: 10,
             agents: BTreeMap::new(),
             boulder: BoulderSettings::default(),
             claim_remote: None,

@@ -48,6 +48,8 @@ pub(crate) const SETTINGS_KEYS: &[&str] = &[
     "copy_into_worktree",
     "setup",
     "verify",
+    "port_base",
+    "port_stride",
     "agents",
     "boulder",
     "claim_remote",
@@ -1069,6 +1071,20 @@ impl<'de> Visitor<'de> for SettingsSeed<'_> {
                 }
                 "setup" => s.setup = map.next_value_seed(Str { what: w })?.unwrap_or_default(),
                 "verify" => s.verify = map.next_value_seed(Str { what: w })?.unwrap_or_default(),
+                "port_base" | "port_stride" => {
+                    if let Some(v) = map.next_value_seed(Count { ctx, what: w, min: 1 })? {
+                        if v > 65535 {
+                            return Err(
+                                ctx.fail(format!("{w} must be a port number of at most 65535, not {v}"), key.at())
+                            );
+                        }
+                        if key.name == "port_base" {
+                            s.port_base = v;
+                        } else {
+                            s.port_stride = v;
+                        }
+                    }
+                }
                 "claim_remote" => s.claim_remote = map.next_value_seed(Str { what: w })?,
                 "agents" => s.agents = map.next_value_seed(Agents { ctx })?,
                 "boulder" => s.boulder = map.next_value_seed(BoulderSeed { ctx })?,

@@ -164,6 +164,9 @@ fn check_time(what: &str, t: &Option<String>) -> Result<(), String> {
     }
 }
 
+/// The largest stream index accepted.
+pub const MAX_INDEX: u64 = 65535;
+
 /// Stream statuses.
 pub const STREAM_STATUSES: &[&str] =
     &["DEFINED", "INITIALIZED", "RUNNING", "STOPPED", "COMPLETED", "FAILED", "MERGED", "CLEANED"];
@@ -208,6 +211,14 @@ pub struct StreamState {
     /// The actor (machine) that last initialized it: a worktree is expected on that machine only.
     #[serde(default)]
     pub initialized_by: Option<String>,
+    /// The stream's small index on the machine that initialized it (1, 2, …; `null` for a stream
+    /// initialized before indexes were recorded): `BOULDER_STREAM_INDEX`, and `BOULDER_PORT` is
+    /// derived from it. Kept across plan edits; recorded by `initialized`.
+    #[serde(default)]
+    pub index: Option<u64>,
+    /// How the setup command failed at the last `initialized` (`null`: it ran, or there is none).
+    #[serde(default)]
+    pub setup_failed: Option<String>,
     /// The commit the base branch was at after the stream merged.
     #[serde(default)]
     pub merged_commit: Option<String>,
@@ -251,6 +262,8 @@ impl Default for StreamState {
             worktree: None,
             base: None,
             initialized_by: None,
+            index: None,
+            setup_failed: None,
             merged_commit: None,
             merge_strategy: None,
             merged_tip: None,
@@ -276,7 +289,17 @@ impl State for StreamState {
                 let branch = string(op, "branch")?;
                 let worktree = string(op, "worktree")?;
                 let base = string(op, "base")?;
+                let index = match field(op, "index") {
+                    None => None,
+                    Some(v) => match v.as_u64() {
+                        Some(n) if (1..=MAX_INDEX).contains(&n) => Some(n),
+                        _ => return Err(format!("initialized op: data.index must be a whole number 1..={MAX_INDEX}")),
+                    },
+                };
+                let setup_failed = string(op, "setup_failed")?;
                 self.name = name.or(self.name.take());
+                self.index = index;
+                self.setup_failed = setup_failed;
                 self.status = "INITIALIZED".into();
                 self.branch = branch.or(self.branch.take());
                 self.worktree = worktree;
@@ -362,6 +385,12 @@ impl State for StreamState {
         }
         check_time("updated_at", &self.updated_at)?;
         check_time("cleaned_at", &self.cleaned_at)?;
+        if self.index.is_some_and(|i| !(1..=MAX_INDEX).contains(&i)) {
+            return Err(format!("stream index {:?} is out of range (1..={MAX_INDEX})", self.index));
+        }
+        if self.setup_failed.as_ref().is_some_and(|s| s.len() > MAX_TEXT) {
+            return Err(format!("setup_failed is longer than {MAX_TEXT} bytes"));
+        }
         if let Some(run) = &self.last_run {
             check_time("last_run.started_at", &Some(run.started_at.clone()))?;
             check_time("last_run.ended_at", &run.ended_at)?;
