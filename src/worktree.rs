@@ -635,6 +635,110 @@ fn walk_files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
 /// `.git` or nested repositories/worktrees, never overwrites a file that exists in `wt`. Returns
 /// the relative paths copied, sorted.
 pub fn copy_files(main: &Path, wt: &Path, globs: &[String]) -> Result<Vec<PathBuf>> {
+    copy_matching(main, wt, globs, &mut |_| true)
+}
+
+/// The file at the repository root that lists, in gitignore syntax, ignored files to copy into
+/// new worktrees (the format Claude Code reads).
+pub const WORKTREE_INCLUDE: &str = ".worktreeinclude";
+
+/// The patterns of `main`'s `.worktreeinclude` as globs for [`copy_files`]: (included, negated).
+/// gitignore syntax: `#` comments and blank lines are skipped, `!` negates, a trailing `/` names a
+/// directory, a pattern with a `/` before its end is relative to the root, one without matches at
+/// any depth. A missing file gives no patterns; a pattern with `..` or `.git`, or that cannot be a
+/// glob, is refused with its line number.
+pub fn worktree_include(main: &Path) -> Result<(Vec<String>, Vec<String>)> {
+    let path = main.join(WORKTREE_INCLUDE);
+    let text = match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.is_file() => {
+            std::fs::read(&path).map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))?
+        }
+        // A symlink (possibly leading out of the repository) or a directory is not read.
+        Ok(_) => {
+            return Err(Error::usage(format!("{WORKTREE_INCLUDE} is not a regular file"))
+                .hint(format!("make {WORKTREE_INCLUDE} a plain file at the repository root, or remove it")))
+        }
+        Err(_) => return Ok((Vec::new(), Vec::new())),
+    };
+    if text.len() > 1024 * 1024 {
+        return Err(Error::usage(format!("{WORKTREE_INCLUDE} is larger than 1 MiB")));
+    }
+    let text = String::from_utf8_lossy(&text);
+    let (mut include, mut exclude) = (Vec::new(), Vec::new());
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim_end();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (negated, pat) = match line.strip_prefix('!') {
+            Some(rest) => (true, rest),
+            None => (false, line.strip_prefix('\\').unwrap_or(line)),
+        };
+        let pat = pat.trim_end_matches('/');
+        let anchored = pat.contains('/');
+        let pat = pat.trim_start_matches('/');
+        let bad = pat.is_empty()
+            || pat.split('/').any(|c| c == ".." || c == ".git")
+            || globset::GlobBuilder::new(pat).literal_separator(true).build().is_err();
+        if bad {
+            return Err(Error::usage(format!(
+                "{WORKTREE_INCLUDE} line {}: {:?} is not a pattern of files inside the repository",
+                n + 1,
+                crate::text::inert_lines(line)
+            ))
+            .hint(format!("use gitignore patterns without '..' or .git in {WORKTREE_INCLUDE}")));
+        }
+        let glob = if anchored { pat.to_string() } else { format!("**/{pat}") };
+        if negated {
+            exclude.push(glob);
+        } else {
+            include.push(glob);
+        }
+    }
+    Ok((include, exclude))
+}
+
+/// Copy the files that `main`'s `.worktreeinclude` names and that git ignores in `main` into the
+/// worktree `wt`, as [`copy_files`] does (same protections). Returns the relative paths copied.
+pub fn copy_included(main: &Path, wt: &Path) -> Result<Vec<PathBuf>> {
+    let (include, exclude) = worktree_include(main)?;
+    if include.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut negated = globset::GlobSetBuilder::new();
+    for g in &exclude {
+        if let Ok(glob) = globset::GlobBuilder::new(g).literal_separator(true).build() {
+            negated.add(glob);
+        }
+    }
+    let negated = negated.build().map_err(|e| Error::usage(format!("invalid {WORKTREE_INCLUDE} patterns: {e}")))?;
+    let repo = gix::open(main).map_err(|e| gix_err("cannot open the main worktree", e))?;
+    let Some(tree) = repo.worktree() else { return Ok(Vec::new()) };
+    let mut ignored = tree.excludes(None).map_err(|e| gix_err("cannot read the ignore rules", e))?;
+    let mut keep = |rel: &Path| -> bool {
+        let negated_here =
+            negated.is_match(rel) || rel.ancestors().skip(1).any(|a| !a.as_os_str().is_empty() && negated.is_match(a));
+        if negated_here {
+            return false;
+        }
+        // Only ignored files are copied (tracked ones are in the checkout): the file itself or a
+        // folder it is in must be excluded.
+        let file = ignored.at_path(rel, Some(gix::index::entry::Mode::FILE)).is_ok_and(|p| p.is_excluded());
+        file || rel
+            .ancestors()
+            .skip(1)
+            .filter(|a| !a.as_os_str().is_empty())
+            .any(|a| ignored.at_path(a, Some(gix::index::entry::Mode::DIR)).is_ok_and(|p| p.is_excluded()))
+    };
+    copy_matching(main, wt, &include, &mut keep)
+}
+
+fn copy_matching(
+    main: &Path,
+    wt: &Path,
+    globs: &[String],
+    keep: &mut dyn FnMut(&Path) -> bool,
+) -> Result<Vec<PathBuf>> {
     let main_real =
         std::fs::canonicalize(main).map_err(|e| Error::internal(format!("cannot read {}: {e}", main.display())))?;
     let wt_real =
@@ -684,7 +788,7 @@ pub fn copy_files(main: &Path, wt: &Path, globs: &[String]) -> Result<Vec<PathBu
     for rel in candidates {
         let selected =
             set.is_match(&rel) || rel.ancestors().skip(1).any(|a| !a.as_os_str().is_empty() && set.is_match(a));
-        if !selected || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        if !selected || rel.components().any(|c| !matches!(c, Component::Normal(_))) || !keep(&rel) {
             continue;
         }
         let src = main_real.join(&rel);
