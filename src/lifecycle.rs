@@ -37,6 +37,8 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
         return Err(Error::usage(format!("settings.copy_into_worktree: {why}"))
             .hint("use globs relative to the repository root, without '..' or a leading '/'"));
     }
+    // So are `.worktreeinclude` patterns that would.
+    worktree::worktree_include(ws.root()?)?;
     // Setup runs unless the stream is already initialized; refuse before anything changes when
     // its command is not trusted on this machine.
     if !(recorded_live && path.join(".git").exists()) {
@@ -76,17 +78,21 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
     let mut setup_failed = None;
     // Copy and set up whenever the stream is not yet recorded as initialized: a run killed
     // between checkout and the record does it again (setup commands are expected to be rerunnable).
-    if !recorded_live || outcome != AddOutcome::AlreadyPresent {
+    // A stream whose setup failed is set up again.
+    let failed_before = recorded.as_ref().is_some_and(|e| e.state.setup_failed.is_some());
+    if !recorded_live || outcome != AddOutcome::AlreadyPresent || failed_before {
         let main = ws.root()?;
-        let copied = worktree::copy_files(main, &path, &plan.settings.copy_into_worktree)?;
+        let mut copied = worktree::copy_files(main, &path, &plan.settings.copy_into_worktree)?;
+        copied.extend(worktree::copy_included(main, &path)?);
         if !copied.is_empty() {
             changes.push(format!("copied {} file(s) into the worktree", copied.len()));
         }
+        let index = pick_index(&store, &stream.name, recorded.as_ref().map(|e| &e.state))?;
         if !plan.settings.setup.trim().is_empty() {
             // Checked again right where it runs: a repaired worktree of an initialized stream
             // gets here too, after the early check let it pass.
             crate::trust::require(repo, plan, "stream init", &[crate::trust::SETUP.to_string()])?;
-            match run_shell(&plan.settings.setup, &path, &stream.name) {
+            match run_shell(&plan.settings.setup, &path, &env_for(plan, &stream.name, Some(index))) {
                 Ok(()) => changes.push(format!("ran setup: {}", plan.settings.setup)),
                 Err(e) => setup_failed = Some(e),
             }
@@ -94,9 +100,15 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
         store.append::<StreamState>(
             &sref,
             "initialized",
-            json!({"branch": stream.branch, "worktree": path.display().to_string(), "base": plan.settings.base_branch}),
+            json!({
+                "branch": stream.branch,
+                "worktree": path.display().to_string(),
+                "base": plan.settings.base_branch,
+                "index": index,
+                "setup_failed": setup_failed,
+            }),
         )?;
-        changes.push("recorded INITIALIZED".into());
+        changes.push(format!("recorded INITIALIZED (stream index {index})"));
     }
     ensure_root_boulder(&store, &stream.name)?;
     Ok(InitReport { name: stream.name.clone(), path, changes, setup_failed })
@@ -119,13 +131,60 @@ fn is_live(status: &str) -> bool {
     matches!(status, "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED")
 }
 
-/// Run a plan command (`setup`) with `sh -c` in `dir`; the error text says how it failed.
-pub fn run_shell(command: &str, dir: &Path, stream: &str) -> std::result::Result<(), String> {
+/// The stream's index: the one recorded before, unless another live stream of this machine holds
+/// it now; else the lowest index from 1 up that no live stream of this machine holds. Index 0 is
+/// left to the main checkout (`BOULDER_PORT` = `port_base` there).
+fn pick_index(store: &Store, name: &str, recorded: Option<&StreamState>) -> Result<u64> {
+    let mut taken = std::collections::BTreeSet::new();
+    for (refname, _) in store.list(state::STREAMS)? {
+        if refname.strip_prefix(state::STREAMS) == Some(name) {
+            continue;
+        }
+        // Unreadable state (garbage from a remote) holds no index.
+        let Ok(Some(e)) = store.read::<StreamState>(&refname) else { continue };
+        let here = e.state.initialized_by.as_deref() == Some(store.actor.as_str());
+        if let (true, true, Some(i)) = (here, is_live(&e.state.status), e.state.index) {
+            taken.insert(i);
+        }
+    }
+    if let Some(i) = recorded.and_then(|s| s.index).filter(|i| !taken.contains(i)) {
+        return Ok(i);
+    }
+    (1..=state::op::MAX_INDEX).find(|i| !taken.contains(i)).ok_or_else(|| {
+        Error::refused("every stream index is taken").hint("clean up streams: `git boulder stream cleanup --merged`")
+    })
+}
+
+/// The environment plan commands and agents of a stream run with: `BOULDER_STREAM`, and with a
+/// recorded index `BOULDER_STREAM_INDEX` and `BOULDER_PORT` (`port_base + index × port_stride`,
+/// left out when that is past 65535).
+pub fn env_for(plan: &Plan, name: &str, index: Option<u64>) -> Vec<(String, String)> {
+    let mut env = vec![("BOULDER_STREAM".to_string(), name.to_string())];
+    if let Some(i) = index {
+        env.push(("BOULDER_STREAM_INDEX".into(), i.to_string()));
+        let port = u64::from(plan.settings.port_base) + i * u64::from(plan.settings.port_stride);
+        if port <= 65535 {
+            env.push(("BOULDER_PORT".into(), port.to_string()));
+        }
+    }
+    env
+}
+
+/// [`env_for`] with the index recorded in the stream's state (none when it has none).
+pub fn stream_env(ws: &Workspace, plan: &Plan, name: &str) -> Result<Vec<(String, String)>> {
+    let store = Store::new(&ws.repo)?;
+    let index = store.read::<StreamState>(&state::stream_ref(name))?.and_then(|e| e.state.index);
+    Ok(env_for(plan, name, index))
+}
+
+/// Run a plan command (`setup`, `verify`) with `sh -c` in `dir` with `env` (see [`env_for`]); the
+/// error text says how it failed.
+pub fn run_shell(command: &str, dir: &Path, env: &[(String, String)]) -> std::result::Result<(), String> {
     let status = std::process::Command::new("sh")
         .arg("-c")
         .arg(command)
         .current_dir(dir)
-        .env("BOULDER_STREAM", stream)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .status()
         .map_err(|e| format!("cannot run `{command}`: {e}"))?;
     if status.success() {

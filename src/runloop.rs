@@ -190,10 +190,11 @@ fn run_loop(
         say(&format!("iteration {iteration}: {} {}", story.id, story.title));
         let tip_before = ws.repo.branch_tip(&stream.branch)?;
         let done_before = stories.len() - open;
+        let env = crate::lifecycle::stream_env(ws, plan, &stream.name)?;
         let status = Command::new(&command[0])
             .args(&command[1..])
             .current_dir(&wt)
-            .env("BOULDER_STREAM", &stream.name)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env("BOULDER_STORY", &story.id)
             .env("BOULDER_STORY_TITLE", &story.title)
             .env("BOULDER_STORY_FILE", story_file.path())

@@ -46,9 +46,10 @@ pub enum StreamCommand {
     /// Holds the stream lock (a second run of the same stream is refused), records RUNNING, and
     /// ends COMPLETED when the stream's stories are done, FAILED after --max-failures iterations
     /// without a commit or a finished story, or STOPPED at --max-iterations or after
-    /// `git boulder stream stop`. CMD runs without a shell, with BOULDER_STREAM, BOULDER_STORY,
-    /// BOULDER_STORY_TITLE, BOULDER_STORY_FILE, BOULDER_PRD, BOULDER_ITERATION and BOULDER_PROMPT
-    /// set; without CMD the stream's `agent` from settings.agents runs.
+    /// `git boulder stream stop`. CMD runs without a shell, with BOULDER_STREAM,
+    /// BOULDER_STREAM_INDEX, BOULDER_PORT, BOULDER_STORY, BOULDER_STORY_TITLE, BOULDER_STORY_FILE,
+    /// BOULDER_PRD, BOULDER_ITERATION and BOULDER_PROMPT set; without CMD the stream's `agent`
+    /// from settings.agents runs.
     #[command(alias = "start")]
     Run(RunArgs),
     /// Ask a running loop to stop after its current iteration.

@@ -479,7 +479,8 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
             })?;
             crate::progress::done();
             say(&format!("running verify in {}: {verify}", wt.display()));
-            if let Err(e) = crate::lifecycle::run_shell(verify, &wt, &j.stream) {
+            let env = crate::lifecycle::stream_env(ws, plan, &j.stream)?;
+            if let Err(e) = crate::lifecycle::run_shell(verify, &wt, &env) {
                 return Err(Error::refused(format!(
                     "verify failed for stream {}: {e}; the base branch {} was not changed (the stream branch holds the rebased result)",
                     j.stream, j.base_branch
