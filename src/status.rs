@@ -101,12 +101,16 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
         });
         // A worktree is expected only on the machine that initialized the stream.
         let here = st.as_ref().is_none_or(|e| e.state.initialized_by.as_ref().is_none_or(|a| *a == me));
+        let setup_failed = st.as_ref().is_some_and(|e| e.state.setup_failed.is_some());
         let mut status = st.map(|e| e.state.status).filter(|s| !s.is_empty()).unwrap_or_else(|| "DEFINED".into());
         if invalid {
             status = "INVALID".into();
         } else if status == "RUNNING" && here && !held.contains(&format!("stream-{}", stream.name)) {
             // Recorded RUNNING by a run on this machine that no longer holds the lock: killed.
             status = "INTERRUPTED".into();
+        } else if status == "INITIALIZED" && setup_failed {
+            // Initialized, but its setup command failed: the worktree is kept, not ready.
+            status = "SETUP_FAILED".into();
         }
         // All stories done is COMPLETED (ready to merge), whoever finished them.
         if progress.total > 0
@@ -118,7 +122,10 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
         if !invalid
             && wt.is_none()
             && here
-            && matches!(status.as_str(), "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED" | "INTERRUPTED")
+            && matches!(
+                status.as_str(),
+                "INITIALIZED" | "SETUP_FAILED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED" | "INTERRUPTED"
+            )
         {
             status = "STALE".into();
         }

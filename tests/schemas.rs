@@ -288,14 +288,17 @@ fn the_schemas_match_the_codes_fixed_sets() {
     let status = Schema::status();
     let mut expected: BTreeSet<String> =
         git_boulder::state::op::STREAM_STATUSES.iter().map(|s| s.to_string()).collect();
-    expected.extend(["STALE".to_string(), "INVALID".to_string(), "INTERRUPTED".to_string()]);
+    expected.extend(["STALE", "INVALID", "INTERRUPTED", "SETUP_FAILED"].map(String::from));
     let listed: BTreeSet<String> = status.root["$defs"]["stream"]["properties"]["status"]["enum"]
         .as_array()
         .unwrap()
         .iter()
         .map(|s| s.as_str().unwrap().to_string())
         .collect();
-    assert_eq!(listed, expected, "status enum = the op-log's statuses + STALE + INVALID + INTERRUPTED (src/status.rs)");
+    assert_eq!(
+        listed, expected,
+        "status enum = the op-log's statuses + STALE + INVALID + INTERRUPTED + SETUP_FAILED (src/status.rs)"
+    );
 
     // The gate enum is the union of the oneOf branches' gates.
     let check = Schema::check();

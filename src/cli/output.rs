@@ -136,7 +136,7 @@ pub fn status_colour(status: &str) -> Option<&'static str> {
     match status {
         "COMPLETED" | "MERGED" | "completed" => Some("32"),
         "RUNNING" | "in_progress" | "INITIALIZED" => Some("33"),
-        "FAILED" | "STALE" | "blocked" => Some("31"),
+        "FAILED" | "STALE" | "SETUP_FAILED" | "blocked" => Some("31"),
         "STOPPED" => Some("35"),
         _ => None,
     }

@@ -112,6 +112,10 @@ fn hints(ws: &Workspace, plan: &crate::plan::Plan, rows: &[crate::status::Stream
                 };
                 out.push(format!("{}: its run was interrupted; resume it with `{cmd}`", r.name))
             }
+            "SETUP_FAILED" => out.push(format!(
+                "{}: its setup command failed; fix it and set it up again with `git boulder stream init {}`",
+                r.name, r.name
+            )),
             "COMPLETED" => {
                 out.push(format!("{}: all stories done, ready to merge: `git boulder stream merge {}`", r.name, r.name))
             }
