@@ -1,0 +1,208 @@
+//! Worktrees that start warm: every stream gets a stable small index, and its setup, verify and
+//! agent see `BOULDER_STREAM_INDEX` and `BOULDER_PORT`; `.worktreeinclude` copies ignored files
+//! into new worktrees; `status` shows a stream whose setup failed.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+/// The sample repository with `extra` added under `settings:`, committed and trusted.
+fn sample_with(extra: &str) -> TestRepo {
+    let repo = sample();
+    set_settings(&repo, extra);
+    repo
+}
+
+/// Replace the plan's settings additions with `extra`, commit and trust.
+fn set_settings(repo: &TestRepo, extra: &str) {
+    let plan = SAMPLE_PLAN.replace("settings:\n", &format!("settings:\n{extra}"));
+    repo.write(".boulder/streams.yaml", &plan);
+    repo.commit_all("plan settings");
+    repo.boulder(&["trust"]).ok();
+}
+
+fn wt(repo: &TestRepo, name: &str) -> PathBuf {
+    repo.dir.join(".boulder/worktrees").join(name)
+}
+
+fn stream_state(repo: &TestRepo, name: &str) -> serde_json::Value {
+    let text = repo.git_out(&["cat-file", "-p", &format!("refs/boulder/streams/{name}:state.json")]);
+    serde_json::from_str(&text).unwrap()
+}
+
+fn status_of(repo: &TestRepo, name: &str) -> String {
+    let v = repo.boulder(&["status", "--json"]).ok().json();
+    let row = v["streams"].as_array().unwrap().iter().find(|r| r["name"] == name).unwrap().clone();
+    row["status"].as_str().unwrap().to_string()
+}
+
+/// What the setup command of a stream wrote: "STREAM INDEX PORT".
+fn seen(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("env-seen")).unwrap().trim().to_string()
+}
+
+const RECORD_ENV: &str = "  setup: 'echo \"$BOULDER_STREAM $BOULDER_STREAM_INDEX $BOULDER_PORT\" > env-seen'\n";
+
+#[test]
+fn setup_sees_a_stable_small_index_and_a_port_of_its_own() {
+    let repo = sample_with(&format!("{RECORD_ENV}  port_base: 4000\n  port_stride: 5\n"));
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    assert_eq!(seen(&wt(&repo, "auth")), "auth 1 4005");
+    assert_eq!(seen(&wt(&repo, "docs")), "docs 2 4010");
+    assert_eq!(stream_state(&repo, "auth")["index"], 1);
+    assert_eq!(stream_state(&repo, "docs")["index"], 2);
+
+    // The plan changes: a new stream comes first. Indexes stay with their streams; the new one
+    // takes the lowest index no live stream holds.
+    let plan = repo
+        .read(".boulder/streams.yaml")
+        .replace("streams:\n", "streams:\n  zeta:\n    stories: []\n    paths: [zeta/**]\n");
+    repo.write(".boulder/streams.yaml", &plan);
+    repo.commit_all("zeta first");
+    repo.boulder(&["stream", "init", "zeta"]).ok();
+    assert_eq!(seen(&wt(&repo, "zeta")), "zeta 3 4015");
+    // Setting up again (after a setup failure or a repair) keeps the index.
+    std::fs::remove_dir_all(wt(&repo, "docs")).unwrap();
+    repo.git(&["worktree", "prune"]).ok();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    assert_eq!(seen(&wt(&repo, "docs")), "docs 2 4010");
+
+    // A cleaned-up stream frees its index for the next stream initialized.
+    repo.boulder(&["stream", "cleanup", "auth", "--force"]).ok();
+    repo.boulder(&["stream", "init", "api"]).ok();
+    assert_eq!(seen(&wt(&repo, "api")), "api 1 4005");
+    assert_eq!(stream_state(&repo, "api")["index"], 1);
+}
+
+#[test]
+fn ports_default_to_3000_plus_ten_per_index() {
+    let repo = sample_with(RECORD_ENV);
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    assert_eq!(seen(&wt(&repo, "docs")), "docs 1 3010");
+    assert_eq!(seen(&wt(&repo, "auth")), "auth 2 3020");
+}
+
+#[test]
+fn port_settings_out_of_range_are_refused() {
+    for (extra, what) in [
+        ("  port_base: 70000\n", "settings.port_base"),
+        ("  port_stride: 0\n", "settings.port_stride"),
+        ("  port_base: web\n", "settings.port_base"),
+    ] {
+        let repo = sample();
+        let plan = SAMPLE_PLAN.replace("settings:\n", &format!("settings:\n{extra}"));
+        repo.write(".boulder/streams.yaml", &plan);
+        repo.commit_all("bad port");
+        let r = repo.boulder(&["stream", "init", "auth"]).code(2);
+        assert!(r.stderr.contains(what), "{extra}: {}", r.stderr);
+        assert!(!wt(&repo, "auth").exists());
+    }
+}
+
+#[test]
+fn the_agent_and_verify_see_the_index_and_port() {
+    let repo = sample();
+    let out = repo.tmp.path().join("verify-saw");
+    set_settings(
+        &repo,
+        &format!(
+            "  port_base: 5000\n  port_stride: 100\n  verify: 'echo \"$BOULDER_STREAM_INDEX $BOULDER_PORT\" > {}'\n",
+            out.display()
+        ),
+    );
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let agent_saw = repo.tmp.path().join("agent-saw");
+    let script = format!("echo \"$BOULDER_STREAM $BOULDER_STREAM_INDEX $BOULDER_PORT\" > {}", agent_saw.display());
+    repo.boulder(&["stream", "run", "auth", "--max-iterations", "1", "--cooldown", "10ms", "--", "sh", "-c", &script]);
+    assert_eq!(std::fs::read_to_string(&agent_saw).unwrap().trim(), "auth 2 5200");
+
+    // verify runs on merge when the base moved.
+    let w = wt(&repo, "auth");
+    std::fs::write(w.join("src/auth/login.rs"), "fn login() {}\n").unwrap();
+    repo.git_in(&w, &["add", "-A"]).ok();
+    repo.git_in(&w, &["commit", "-q", "-m", "login"]).ok();
+    repo.write("README.md", "moved\n");
+    repo.commit_all("base moves");
+    repo.boulder(&["stream", "merge", "auth", "--force"]).ok();
+    assert_eq!(std::fs::read_to_string(&out).unwrap().trim(), "2 5200");
+}
+
+#[test]
+fn worktreeinclude_copies_the_ignored_files_it_names() {
+    let repo = sample();
+    repo.write(".gitignore", ".env\n*.local\nbuild/\n");
+    repo.write(
+        ".worktreeinclude",
+        "# local files every worktree needs\n.env\n/config/*.local\n!config/b.local\nnotes.txt\nbuild/\n",
+    );
+    repo.commit_all("ignore and include");
+    repo.write(".env", "SECRET=1\n");
+    repo.write("sub/.env", "SUB=1\n");
+    repo.write("config/a.local", "a\n");
+    repo.write("config/b.local", "b\n");
+    repo.write("build/out.bin", "bin\n");
+    // Untracked but not ignored: not copied (only ignored files are).
+    repo.write("notes.txt", "notes\n");
+    // An ignored file that is a symlink leading out of the repository is never followed.
+    let outside = repo.tmp.path().join("outside-secret");
+    std::fs::write(&outside, "outside\n").unwrap();
+    std::os::unix::fs::symlink(&outside, repo.dir.join("config/c.local")).unwrap();
+
+    let r = repo.boulder(&["stream", "init", "docs"]).ok();
+    assert!(r.stdout.contains("copied 4 file(s)"), "{}", r.stdout);
+    let w = wt(&repo, "docs");
+    assert_eq!(std::fs::read_to_string(w.join(".env")).unwrap(), "SECRET=1\n");
+    assert_eq!(std::fs::read_to_string(w.join("sub/.env")).unwrap(), "SUB=1\n");
+    assert_eq!(std::fs::read_to_string(w.join("config/a.local")).unwrap(), "a\n");
+    assert_eq!(std::fs::read_to_string(w.join("build/out.bin")).unwrap(), "bin\n");
+    assert!(!w.join("config/b.local").exists(), "negated pattern copied");
+    assert!(!w.join("notes.txt").exists(), "a file git does not ignore was copied");
+    assert!(std::fs::symlink_metadata(w.join("config/c.local")).is_err(), "symlink out was followed");
+    // The worktree stays clean: only ignored files came in.
+    assert_eq!(repo.git_in(&w, &["status", "--porcelain"]).ok().stdout, "");
+}
+
+#[test]
+fn worktreeinclude_patterns_leading_out_are_refused_before_anything_changes() {
+    for bad in ["../outside\n", "/../x\n", ".git/config\n"] {
+        let repo = sample();
+        repo.write(".worktreeinclude", &format!(".env\n{bad}"));
+        repo.commit_all("hostile include");
+        let r = repo.boulder(&["stream", "init", "docs"]).code(2);
+        assert!(r.stderr.contains(".worktreeinclude line 2"), "{bad}: {}", r.stderr);
+        assert!(!wt(&repo, "docs").exists());
+        assert!(repo.refs("refs/boulder/streams/").is_empty());
+        assert_eq!(repo.git(&["rev-parse", "--verify", "-q", "refs/heads/boulder/docs"]).code, 1);
+    }
+}
+
+#[test]
+fn status_shows_a_stream_whose_setup_failed_until_setup_succeeds() {
+    let repo = sample_with("  setup: 'echo half > half-done; exit 7'\n");
+    let r = repo.boulder(&["stream", "init", "docs"]).code(1);
+    assert!(r.stdout.contains("setup failed"), "{}", r.stdout);
+    assert!(wt(&repo, "docs").join("half-done").exists(), "the worktree is kept");
+    assert!(stream_state(&repo, "docs")["setup_failed"].as_str().unwrap().contains("exit"));
+    assert_eq!(status_of(&repo, "docs"), "SETUP_FAILED");
+    assert_eq!(status_of(&repo, "auth"), "DEFINED");
+    let human = repo.boulder(&["status"]).ok();
+    let line = human.stdout.lines().find(|l| l.starts_with("docs")).unwrap();
+    assert!(line.contains("SETUP_FAILED"), "{}", human.stdout);
+    assert!(human.stderr.contains("git boulder stream init docs"), "{}", human.stderr);
+
+    // Fixed setup: init sets the stream up again and the mark goes away.
+    set_settings(&repo, "  setup: 'echo ok > setup-ok'\n");
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    assert!(wt(&repo, "docs").join("setup-ok").exists(), "setup did not run again");
+    assert!(stream_state(&repo, "docs")["setup_failed"].is_null());
+    assert_eq!(status_of(&repo, "docs"), "INITIALIZED");
+    // Once set up, init does not run setup again.
+    std::fs::remove_file(wt(&repo, "docs").join("setup-ok")).unwrap();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    assert!(!wt(&repo, "docs").join("setup-ok").exists());
+}
