@@ -87,7 +87,9 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
         if !copied.is_empty() {
             changes.push(format!("copied {} file(s) into the worktree", copied.len()));
         }
-        let index = pick_index(&store, &stream.name, recorded.as_ref().map(|e| &e.state))?;
+        // The index's lock is held until INITIALIZED records it: two `stream init` runs at once
+        // never pick the same index.
+        let (index, _index_guard) = pick_index(&store, &stream.name, recorded.as_ref().map(|e| &e.state))?;
         if !plan.settings.setup.trim().is_empty() {
             // Checked again right where it runs: a repaired worktree of an initialized stream
             // gets here too, after the early check let it pass.
@@ -133,8 +135,9 @@ fn is_live(status: &str) -> bool {
 
 /// The stream's index: the one recorded before, unless another live stream of this machine holds
 /// it now; else the lowest index from 1 up that no live stream of this machine holds. Index 0 is
-/// left to the main checkout (`BOULDER_PORT` = `port_base` there).
-fn pick_index(store: &Store, name: &str, recorded: Option<&StreamState>) -> Result<u64> {
+/// left to the main checkout (`BOULDER_PORT` = `port_base` there). Returns the index with its lock
+/// (`index-<n>`) held; an index whose lock another `stream init` holds is skipped.
+fn pick_index(store: &Store, name: &str, recorded: Option<&StreamState>) -> Result<(u64, lock::LockGuard)> {
     let mut taken = std::collections::BTreeSet::new();
     for (refname, _) in store.list(state::STREAMS)? {
         if refname.strip_prefix(state::STREAMS) == Some(name) {
@@ -147,12 +150,19 @@ fn pick_index(store: &Store, name: &str, recorded: Option<&StreamState>) -> Resu
             taken.insert(i);
         }
     }
-    if let Some(i) = recorded.and_then(|s| s.index).filter(|i| !taken.contains(i)) {
-        return Ok(i);
+    let candidates = recorded.and_then(|s| s.index).into_iter().chain(1..=state::op::MAX_INDEX);
+    let mut busy = None;
+    for (tries, i) in candidates.filter(|i| !taken.contains(i)).enumerate() {
+        match lock::try_acquire(store.repo, &format!("index-{i}"), "stream init") {
+            Ok(guard) => return Ok((i, guard)),
+            // Held by another init right now (or the locks cannot be written: give up soon).
+            Err(e) if tries < 64 => busy = Some(e),
+            Err(e) => return Err(e),
+        }
     }
-    (1..=state::op::MAX_INDEX).find(|i| !taken.contains(i)).ok_or_else(|| {
+    Err(busy.unwrap_or_else(|| {
         Error::refused("every stream index is taken").hint("clean up streams: `git boulder stream cleanup --merged`")
-    })
+    }))
 }
 
 /// The environment plan commands and agents of a stream run with: `BOULDER_STREAM`, and with a

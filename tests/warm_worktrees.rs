@@ -206,3 +206,25 @@ fn status_shows_a_stream_whose_setup_failed_until_setup_succeeds() {
     repo.boulder(&["stream", "init", "docs"]).ok();
     assert!(!wt(&repo, "docs").join("setup-ok").exists());
 }
+
+#[test]
+fn two_inits_at_once_never_share_an_index() {
+    // Setup takes a while, so both runs pick their index before either records it.
+    let repo = sample_with(&format!("  setup: 'sleep 1; {}'\n", &RECORD_ENV["  setup: '".len()..RECORD_ENV.len() - 2]));
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| repo.boulder(&["stream", "init", "auth"]));
+        let b = s.spawn(|| repo.boulder(&["stream", "init", "docs"]));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    a.ok();
+    b.ok();
+    // Each run saw its own index and port, and recorded the index it saw.
+    let mut indexes = Vec::new();
+    for name in ["auth", "docs"] {
+        let i = stream_state(&repo, name)["index"].as_u64().unwrap();
+        assert_eq!(seen(&wt(&repo, name)), format!("{name} {i} {}", 3000 + 10 * i));
+        indexes.push(i);
+    }
+    indexes.sort();
+    assert_eq!(indexes, [1, 2]);
+}
