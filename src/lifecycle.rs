@@ -111,6 +111,11 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
             }),
         )?;
         changes.push(format!("recorded INITIALIZED (stream index {index})"));
+    } else if recorded.as_ref().is_some_and(|e| e.state.index.is_none()) {
+        // Initialized by a git-boulder that recorded no index: give it one now.
+        let (index, _index_guard) = pick_index(&store, &stream.name, None)?;
+        store.append::<StreamState>(&sref, "indexed", json!({ "index": index }))?;
+        changes.push(format!("recorded stream index {index}"));
     }
     ensure_root_boulder(&store, &stream.name)?;
     Ok(InitReport { name: stream.name.clone(), path, changes, setup_failed })

@@ -228,3 +228,55 @@ fn two_inits_at_once_never_share_an_index() {
     indexes.sort();
     assert_eq!(indexes, [1, 2]);
 }
+
+/// Rewrite the stream's single `initialized` commit as an older git-boulder wrote it: no index.
+fn drop_recorded_index(repo: &TestRepo, name: &str) {
+    let r = format!("refs/boulder/streams/{name}");
+    assert_eq!(repo.git_out(&["rev-list", "--count", &r]), "1");
+    let mut blobs = Vec::new();
+    for file in ["op.json", "state.json"] {
+        let text = repo.git_out(&["cat-file", "-p", &format!("{r}:{file}")]);
+        let kept: Vec<&str> = text.lines().filter(|l| !l.contains("\"index\"")).collect();
+        assert!(kept.len() < text.lines().count(), "{file} had no index");
+        let path = repo.tmp.path().join(file);
+        std::fs::write(&path, kept.join("\n")).unwrap();
+        blobs.push(repo.git_out(&["hash-object", "-w", path.to_str().unwrap()]));
+    }
+    let listing = repo.tmp.path().join("tree");
+    std::fs::write(&listing, format!("100644 blob {}\top.json\n100644 blob {}\tstate.json\n", blobs[0], blobs[1]))
+        .unwrap();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("git mktree < '{}'", listing.display()))
+        .current_dir(&repo.dir)
+        .output()
+        .unwrap();
+    let tree = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let commit = repo.git_out(&["commit-tree", &tree, "-m", "boulder: initialized"]);
+    repo.git(&["update-ref", &r, &commit]).ok();
+    assert!(stream_state(repo, name).get("index").is_none());
+}
+
+#[test]
+fn a_stream_initialized_without_an_index_gets_one_at_the_next_init() {
+    let repo = sample_with("  setup: 'true'\n");
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    drop_recorded_index(&repo, "auth");
+    // Its agent sees no index until one is recorded.
+    let saw = repo.tmp.path().join("agent-saw");
+    let script = format!("echo \"[$BOULDER_STREAM_INDEX] [$BOULDER_PORT]\" > {}", saw.display());
+    let run = ["stream", "run", "auth", "--max-iterations", "1", "--cooldown", "10ms", "--", "sh", "-c", &script];
+    repo.boulder(&run);
+    assert_eq!(std::fs::read_to_string(&saw).unwrap().trim(), "[] []");
+    // init gives it the lowest free index (docs holds 2), without setting it up again.
+    let r = repo.boulder(&["stream", "init", "auth"]).ok();
+    assert!(r.stdout.contains("recorded stream index 1"), "{}", r.stdout);
+    assert_eq!(stream_state(&repo, "auth")["index"], 1);
+    assert_eq!(stream_state(&repo, "auth")["status"], "STOPPED");
+    repo.boulder(&run);
+    assert_eq!(std::fs::read_to_string(&saw).unwrap().trim(), "[1] [3010]");
+    // Once it has one, init records nothing more.
+    let r = repo.boulder(&["stream", "init", "auth"]).ok();
+    assert!(r.stdout.contains("nothing to do"), "{}", r.stdout);
+}

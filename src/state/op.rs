@@ -145,6 +145,14 @@ fn commit_id(op: &Op, key: &str) -> Result<String, String> {
     Ok(c.to_ascii_lowercase())
 }
 
+/// A stream index as data: a whole number 1..=[`MAX_INDEX`].
+fn index(op: &Op) -> Result<u64, String> {
+    match field(op, "index").and_then(|v| v.as_u64()) {
+        Some(n) if (1..=MAX_INDEX).contains(&n) => Ok(n),
+        _ => Err(format!("{} op: data.index must be a whole number 1..={MAX_INDEX}", op.kind)),
+    }
+}
+
 fn unknown(what: &str, op: &Op) -> String {
     format!("unknown {what} op {:?}", op.kind)
 }
@@ -291,10 +299,7 @@ impl State for StreamState {
                 let base = string(op, "base")?;
                 let index = match field(op, "index") {
                     None => None,
-                    Some(v) => match v.as_u64() {
-                        Some(n) if (1..=MAX_INDEX).contains(&n) => Some(n),
-                        _ => return Err(format!("initialized op: data.index must be a whole number 1..={MAX_INDEX}")),
-                    },
+                    Some(_) => Some(index(op)?),
                 };
                 let setup_failed = string(op, "setup_failed")?;
                 self.name = name.or(self.name.take());
@@ -344,6 +349,7 @@ impl State for StreamState {
                 self.reason = reason;
             }
             "stop_requested" => self.stop_requested = true,
+            "indexed" => self.index = Some(index(op)?),
             "merged" => {
                 let commit = commit_id(op, "commit")?;
                 let strategy = string(op, "strategy")?;
