@@ -31,19 +31,6 @@ fn wt(repo: &TestRepo, name: &str) -> PathBuf {
     repo.dir.join(".boulder/worktrees").join(name)
 }
 
-/// Write a file in a worktree and commit everything there.
-fn commit_in(repo: &TestRepo, dir: &std::path::Path, file: &str, content: &str, msg: &str) {
-    let p = dir.join(file);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, content).unwrap();
-    repo.git_in(dir, &["add", "-A"]).ok();
-    repo.git_in(dir, &["commit", "-q", "-m", msg]).ok();
-}
-
-fn rev(repo: &TestRepo, r: &str) -> String {
-    repo.git_out(&["rev-parse", r])
-}
-
 fn clean(repo: &TestRepo, dir: &std::path::Path) {
     let s = repo.git_in(dir, &["status", "--porcelain"]).ok().stdout;
     assert_eq!(s, "", "{} is not clean", dir.display());

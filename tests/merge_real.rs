@@ -36,18 +36,6 @@ fn wt(repo: &TestRepo, name: &str) -> PathBuf {
     repo.dir.join(".boulder/worktrees").join(name)
 }
 
-fn commit_in(repo: &TestRepo, dir: &Path, file: &str, content: &[u8], msg: &str) {
-    let p = dir.join(file);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, content).unwrap();
-    repo.git_in(dir, &["add", "-A"]).ok();
-    repo.git_in(dir, &["commit", "-q", "-m", msg]).ok();
-}
-
-fn rev(repo: &TestRepo, r: &str) -> String {
-    repo.git_out(&["rev-parse", r])
-}
-
 fn status(repo: &TestRepo, dir: &Path) -> String {
     repo.git_in(dir, &["status", "--porcelain"]).ok().stdout
 }

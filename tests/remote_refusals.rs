@@ -21,16 +21,12 @@ struct Remote {
 }
 
 fn remote() -> Remote {
-    let origin = TestRepo::with_files(&[
+    let (tmp, root, bare) = bare_remote(&[
         (".agents/tasks/prd.md", PRD),
         (".boulder/streams.yaml", PLAN),
         ("src/auth/mod.rs", "// auth\n"),
         ("src/api/mod.rs", "// api\n"),
     ]);
-    let tmp = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(tmp.path()).unwrap();
-    let bare = root.join("remote.git");
-    origin.git(&["clone", "-q", "--bare", origin.dir.to_str().unwrap(), bare.to_str().unwrap()]).ok();
     Remote { _tmp: tmp, root, bare }
 }
 

@@ -21,16 +21,12 @@ struct Net {
 }
 
 fn net(plan: &str) -> Net {
-    let origin = TestRepo::with_files(&[
+    let (tmp, root, remote) = bare_remote(&[
         (".agents/tasks/prd.md", PRD),
         (".boulder/streams.yaml", plan),
         ("src/auth/mod.rs", "// auth\n"),
         ("src/api/mod.rs", "// api\n"),
     ]);
-    let tmp = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(tmp.path()).unwrap();
-    let remote = root.join("remote.git");
-    origin.git(&["clone", "-q", "--bare", origin.dir.to_str().unwrap(), remote.to_str().unwrap()]).ok();
     Net { _tmp: tmp, root, remote }
 }
 

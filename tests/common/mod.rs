@@ -158,6 +158,31 @@ impl TestRepo {
     }
 }
 
+/// Write `file` with `content` in the worktree `dir` and commit everything there.
+pub fn commit_in(repo: &TestRepo, dir: &Path, file: &str, content: impl AsRef<[u8]>, msg: &str) {
+    let p = dir.join(file);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, content).unwrap();
+    repo.git_in(dir, &["add", "-A"]).ok();
+    repo.git_in(dir, &["commit", "-q", "-m", msg]).ok();
+}
+
+/// The commit id `r` names, as `git rev-parse` says.
+pub fn rev(repo: &TestRepo, r: &str) -> String {
+    repo.git_out(&["rev-parse", r])
+}
+
+/// A bare repository cloned from a repository holding `files`, in a folder of its own:
+/// (the folder's guard, the folder, the bare repository).
+pub fn bare_remote(files: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let origin = TestRepo::with_files(files);
+    let tmp = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(tmp.path()).unwrap();
+    let bare = root.join("remote.git");
+    origin.git(&["clone", "-q", "--bare", origin.dir.to_str().unwrap(), bare.to_str().unwrap()]).ok();
+    (tmp, root, bare)
+}
+
 /// A standard sample: a Ralph PRD with six stories, a plan of three streams, some source files.
 pub const SAMPLE_PRD: &str = "# PRD: Sample\n\n## Stories\n\n\
 ### [ ] US-001: Login form\nBuild `src/auth/login.rs`.\n\n#### Acceptance Criteria\n- [ ] renders\n\n\
