@@ -504,8 +504,29 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
     let writer = with_identity(repo)?;
     let branch_created = ensure_branch(repo, &writer, branch, base)?;
     let interrupt = AtomicBool::new(false);
-    let result =
-        writer.add_worktree(&target, gix::worktree::add::Head::Attached(name), gix::progress::Discard, &interrupt);
+    // Before it creates anything, gix reads every other worktree's registration; one that another
+    // `stream init` (or `git worktree add`) is creating this very moment has an empty `gitdir`
+    // file for an instant. That is a passing state, not an error: look again shortly.
+    let mut result = writer.add_worktree(
+        &target,
+        gix::worktree::add::Head::Attached(name.clone()),
+        gix::progress::Discard,
+        &interrupt,
+    );
+    for _ in 0..50 {
+        match &result {
+            Err(e) if format!("{e:#}").contains("Failed to read or iterate worktree directories") => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                result = writer.add_worktree(
+                    &target,
+                    gix::worktree::add::Head::Attached(name.clone()),
+                    gix::progress::Discard,
+                    &interrupt,
+                );
+            }
+            _ => break,
+        }
+    }
     let (_wt, outcome) = match result {
         Ok(r) => r,
         Err(e) => {
