@@ -185,12 +185,13 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
     Ok(problems)
 }
 
-/// Each stream's commits (base..branch, at most [`crate::record::DOCTOR_WALK`] looked at) that have
+/// Each stream's commits (base..branch, at most [`crate::stream::record::DOCTOR_WALK`] looked at) that have
 /// no note on refs/notes/boulder: the hooks did not record them.
 fn activity(ws: &Workspace, plan: &crate::plan::Plan, problems: &mut Vec<Problem>) -> Result<()> {
     let mut noted = crate::git::notes::Noted::new(&ws.repo.repo)?;
     for stream in &plan.streams {
-        let (missing, cut) = crate::record::unrecorded(ws, plan, stream, &mut noted, Some(crate::record::DOCTOR_WALK))?;
+        let (missing, cut) =
+            crate::stream::record::unrecorded(ws, plan, stream, &mut noted, Some(crate::stream::record::DOCTOR_WALK))?;
         if missing.is_empty() {
             continue;
         }

@@ -98,7 +98,7 @@ fn notes() {
 #[test]
 fn claims() {
     for (name, _, bytes) in corpus("claims") {
-        let r = serde_json::from_slice::<git_boulder::claim::Claim>(&bytes)
+        let r = serde_json::from_slice::<git_boulder::sync::claim::Claim>(&bytes)
             .map_err(|e| e.to_string())
             .and_then(|c| c.validate("auth"));
         assert_eq!(r.is_ok(), expect_ok(&name), "{name}: {r:?}");
@@ -190,7 +190,7 @@ proptest! {
     #[test]
     fn claim_parser_never_panics(v in any_json(), stream in any_json(), actor in any_json(), since in any_json(), expires in any_json()) {
         let obj = serde_json::json!({"v": v, "stream": stream, "actor": actor, "host": "h", "since": since, "expires": expires});
-        if let Ok(c) = serde_json::from_value::<git_boulder::claim::Claim>(obj) {
+        if let Ok(c) = serde_json::from_value::<git_boulder::sync::claim::Claim>(obj) {
             let _ = c.validate("auth");
             let _ = c.expired();
         }

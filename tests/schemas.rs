@@ -297,7 +297,7 @@ fn the_schemas_match_the_codes_fixed_sets() {
         .collect();
     assert_eq!(
         listed, expected,
-        "status enum = the op-log's statuses + STALE + INVALID + INTERRUPTED + SETUP_FAILED (src/status.rs)"
+        "status enum = the op-log's statuses + STALE + INVALID + INTERRUPTED + SETUP_FAILED (src/stream/status.rs)"
     );
 
     // The gate enum is the union of the oneOf branches' gates.

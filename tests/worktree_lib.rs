@@ -407,7 +407,8 @@ fn dirty_agrees_with_git_status() {
         let git_dirty = !porcelain(&t, &wt).is_empty();
         assert_eq!(worktree::dirty(&wt).unwrap(), git_dirty, "{label}: git says {:?}", porcelain(&t, &wt));
         // The fast path decides every one of these cases by itself, and agrees with git.
-        let fast = git_boulder::dirty::decide(&repo, &wt, &git_boulder::dirty::Trees::default()).unwrap();
+        let fast =
+            git_boulder::worktree::dirty::decide(&repo, &wt, &git_boulder::worktree::dirty::Trees::default()).unwrap();
         assert_eq!(fast, Some(git_dirty), "{label} (fast path): git says {:?}", porcelain(&t, &wt));
         git_dirty
     };
@@ -464,7 +465,7 @@ fn dirty_agrees_with_git_status() {
     let many = worktree::dirty_many(&[wt.clone(), api.clone(), wt.clone()]);
     let many: Vec<bool> = many.into_iter().map(|r| r.unwrap()).collect();
     assert_eq!(many, vec![false, true, false]);
-    let many = git_boulder::dirty::dirty_many(&repo, &[wt.clone(), api.clone(), wt.clone()]);
+    let many = git_boulder::worktree::dirty::dirty_many(&repo, &[wt.clone(), api.clone(), wt.clone()]);
     let many: Vec<bool> = many.into_iter().map(|r| r.unwrap()).collect();
     assert_eq!(many, vec![false, true, false]);
 }
@@ -590,12 +591,12 @@ fn dirty_with_eol_filters_agrees_with_git_status() {
     std::fs::write(&f, "# sample\r\n").unwrap();
     let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
     std::fs::File::options().write(true).open(&f).unwrap().set_modified(later).unwrap();
-    let trees = git_boulder::dirty::Trees::default();
-    assert_eq!(git_boulder::dirty::decide(&repo, &wt, &trees).unwrap(), None);
-    assert!(!git_boulder::dirty::dirty(&repo, &wt, &trees).unwrap());
+    let trees = git_boulder::worktree::dirty::Trees::default();
+    assert_eq!(git_boulder::worktree::dirty::decide(&repo, &wt, &trees).unwrap(), None);
+    assert!(!git_boulder::worktree::dirty::dirty(&repo, &wt, &trees).unwrap());
     assert_eq!(porcelain(&t, &wt), "");
     std::fs::write(&f, "# changed\r\n").unwrap();
-    assert!(git_boulder::dirty::dirty(&repo, &wt, &trees).unwrap());
+    assert!(git_boulder::worktree::dirty::dirty(&repo, &wt, &trees).unwrap());
     assert!(!porcelain(&t, &wt).is_empty());
 }
 
@@ -620,7 +621,8 @@ fn dirty_untracked_cache_never_hides_new_files() {
     let wt = wt_path(&t, "auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
     let check = |label: &str| {
-        let fast = git_boulder::dirty::decide(&repo, &wt, &git_boulder::dirty::Trees::default()).unwrap();
+        let fast =
+            git_boulder::worktree::dirty::decide(&repo, &wt, &git_boulder::worktree::dirty::Trees::default()).unwrap();
         let git = !porcelain(&t, &wt).is_empty();
         assert_eq!(fast, Some(git), "{label}: git says {:?}", porcelain(&t, &wt));
         git
@@ -669,8 +671,8 @@ fn dirty_skips_a_submodule_folder() {
     t.git(&["update-index", "--add", "--cacheinfo", &format!("160000,{head},sub")]).ok();
     t.git(&["commit", "-q", "-m", "gitlink"]).ok();
     assert_eq!(porcelain(&t, &t.dir), "");
-    let trees = git_boulder::dirty::Trees::default();
-    assert_eq!(git_boulder::dirty::decide(&repo, &t.dir, &trees).unwrap(), Some(false));
+    let trees = git_boulder::worktree::dirty::Trees::default();
+    assert_eq!(git_boulder::worktree::dirty::decide(&repo, &t.dir, &trees).unwrap(), Some(false));
     std::fs::write(t.dir.join("stray.txt"), "x\n").unwrap();
-    assert_eq!(git_boulder::dirty::decide(&repo, &t.dir, &trees).unwrap(), Some(true));
+    assert_eq!(git_boulder::worktree::dirty::decide(&repo, &t.dir, &trees).unwrap(), Some(true));
 }

@@ -225,7 +225,7 @@ pub fn list(ws: &Workspace, args: ListArgs) -> Result<()> {
                 p.clone(),
                 b.iteration.to_string(),
                 b.status.clone(),
-                crate::status::ago(b.last_activity.as_deref()),
+                crate::stream::status::ago(b.last_activity.as_deref()),
             ]
         })
         .collect();

@@ -114,7 +114,7 @@ pub fn run(ws: &Workspace, args: MergeArgs) -> Result<()> {
         writeln!(out, "nothing to merge: no complete stream has unmerged work")?;
     }
     if !args.dry_run && !merged.is_empty() {
-        if let Some(line) = crate::status::push_hint(ws, &plan)? {
+        if let Some(line) = crate::stream::status::push_hint(ws, &plan)? {
             say(&line);
         }
     }

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use crate::error::Result;
-use crate::status::{ago, collect};
+use crate::stream::status::{ago, collect};
 use crate::workspace::Workspace;
 
 #[derive(Debug, clap::Args)]
@@ -100,7 +100,7 @@ pub fn run(ws: &Workspace, args: StatusArgs) -> Result<()> {
 
 /// What to do next, under the table: resume interrupted runs, merge completed streams, push a
 /// base that holds merges its upstream lacks.
-fn hints(ws: &Workspace, plan: &crate::plan::Plan, rows: &[crate::status::StreamRow]) -> Result<Vec<String>> {
+fn hints(ws: &Workspace, plan: &crate::plan::Plan, rows: &[crate::stream::status::StreamRow]) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for r in rows {
         match r.status.as_str() {
@@ -122,7 +122,7 @@ fn hints(ws: &Workspace, plan: &crate::plan::Plan, rows: &[crate::status::Stream
             _ => {}
         }
     }
-    if let Some(line) = crate::status::push_hint(ws, plan)? {
+    if let Some(line) = crate::stream::status::push_hint(ws, plan)? {
         out.push(line);
     }
     Ok(out)

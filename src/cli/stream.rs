@@ -181,7 +181,7 @@ pub fn run(ws: &Workspace, cmd: StreamCommand) -> Result<()> {
         StreamCommand::Stop(args) => {
             let plan = ws.plan()?;
             let stream = ws.stream(&plan, &args.name)?;
-            crate::runloop::stop(ws, &stream.name)?;
+            crate::stream::runloop::stop(ws, &stream.name)?;
             eprintln!("asked stream {} to stop after its current iteration", stream.name);
             Ok(())
         }
@@ -212,7 +212,7 @@ fn init(ws: &Workspace, args: InitArgs) -> Result<()> {
     let total = streams.len();
     for (i, stream) in streams.into_iter().enumerate() {
         super::output::progress(&format!("[{}/{total}] {}", i + 1, stream.name));
-        let report = crate::lifecycle::init(ws, &plan, stream)?;
+        let report = crate::stream::lifecycle::init(ws, &plan, stream)?;
         if report.changes.is_empty() {
             writeln!(out, "{}: already initialized at {} (nothing to do)", report.name, report.path.display())?;
         } else {
@@ -275,7 +275,7 @@ fn run_loop(ws: &Workspace, args: RunArgs) -> Result<()> {
         Some(c) => crate::time::parse_duration(c).map_err(|e| Error::usage(format!("--cooldown: {e}")))?,
         None => b.cooldown,
     };
-    let opts = crate::runloop::Options {
+    let opts = crate::stream::runloop::Options {
         max_iterations: args.max_iterations.or(stream.max_iterations),
         cooldown,
         multiplier: b.backoff_multiplier,
@@ -283,7 +283,7 @@ fn run_loop(ws: &Workspace, args: RunArgs) -> Result<()> {
         command: args.command,
     };
     let outcome =
-        crate::runloop::run(ws, &plan, stream, &opts, |line| eprintln!("{}", crate::text::inert_lines(line)))?;
+        crate::stream::runloop::run(ws, &plan, stream, &opts, |line| eprintln!("{}", crate::text::inert_lines(line)))?;
     writeln!(
         std::io::stdout().lock(),
         "{}: {} after {} iteration(s) ({})",
@@ -316,14 +316,14 @@ fn path(ws: &Workspace, args: PathArgs) -> Result<()> {
 
 fn cleanup(ws: &Workspace, args: CleanupArgs) -> Result<()> {
     let plan = ws.plan()?;
-    let opts = crate::lifecycle::CleanupOptions {
+    let opts = crate::stream::lifecycle::CleanupOptions {
         merged: args.merged,
         stale: args.stale,
         all: args.all,
         delete_branch: args.delete_branch,
         force: args.force,
     };
-    let reports = crate::lifecycle::cleanup(ws, &plan, &args.names, &opts)?;
+    let reports = crate::stream::lifecycle::cleanup(ws, &plan, &args.names, &opts)?;
     let mut out = std::io::stdout().lock();
     if reports.is_empty() {
         writeln!(out, "nothing to clean up")?;
@@ -365,11 +365,11 @@ fn suggest(ws: &Workspace, args: SuggestArgs) -> Result<()> {
         None => Vec::new(),
     };
     let branch_exists = |name: &str| ws.repo.branch_tip(name).ok().flatten().is_some();
-    let text = crate::suggest::propose(
+    let text = crate::plan::suggest::propose(
         &prd,
         &prd_rel,
         &base,
-        &crate::suggest::Repo { tree_paths: &tree_paths, branch_exists: &branch_exists },
+        &crate::plan::suggest::Repo { tree_paths: &tree_paths, branch_exists: &branch_exists },
     );
     if !args.write {
         std::io::stdout().lock().write_all(text.as_bytes())?;

@@ -1,6 +1,6 @@
 //! `git boulder push | pull | sync [REMOTE]`, `git boulder remote setup`, and
 //! `git boulder stream claim | release`: sharing state through a git remote ([`crate::sync`],
-//! [`crate::claim`]).
+//! [`crate::sync::claim`]).
 
 use std::io::Write;
 
@@ -232,7 +232,7 @@ pub fn remote(ws: &Workspace, cmd: RemoteCommand) -> Result<()> {
             };
             let mut changed = sync::setup(&ws.repo, &name, args.undo)?;
             // The state refs fetched and pushed from now on never label the user's commits.
-            changed.extend(crate::history::exclude_decorations(&ws.repo, args.undo)?);
+            changed.extend(crate::state::history::exclude_decorations(&ws.repo, args.undo)?);
             let mut out = std::io::stdout().lock();
             if changed.is_empty() {
                 writeln!(out, "remote {name}: nothing to change")?;
@@ -258,11 +258,11 @@ pub fn claim(ws: &Workspace, args: ClaimArgs) -> Result<()> {
     let ttl = crate::time::parse_duration(&args.ttl).map_err(|e| Error::usage(format!("--ttl: {e}")))?;
     let remote = claim_remote(ws, args.remote)?;
     let actor = Store::new(&ws.repo)?.actor;
-    let (c, how) = crate::claim::take(&ws.repo, &remote, &stream.name, &actor, ttl)?;
+    let (c, how) = crate::sync::claim::take(&ws.repo, &remote, &stream.name, &actor, ttl)?;
     let (how, note) = match how {
-        crate::claim::Taken::New => ("claimed", String::new()),
-        crate::claim::Taken::Renewed => ("renewed the claim on", String::new()),
-        crate::claim::Taken::TakenOver(prev) => ("claimed", format!("; took over the expired claim of {prev}")),
+        crate::sync::claim::Taken::New => ("claimed", String::new()),
+        crate::sync::claim::Taken::Renewed => ("renewed the claim on", String::new()),
+        crate::sync::claim::Taken::TakenOver(prev) => ("claimed", format!("; took over the expired claim of {prev}")),
     };
     writeln!(
         std::io::stdout().lock(),
@@ -281,7 +281,7 @@ pub fn release(ws: &Workspace, args: ReleaseArgs) -> Result<()> {
     let remote = claim_remote(ws, args.remote)?;
     let actor = Store::new(&ws.repo)?.actor;
     let mut out = std::io::stdout().lock();
-    match crate::claim::release(&ws.repo, &remote, &stream.name, &actor, args.force)? {
+    match crate::sync::claim::release(&ws.repo, &remote, &stream.name, &actor, args.force)? {
         Some(_) => writeln!(out, "released stream {} on {}", stream.name, remote.given)?,
         None => writeln!(out, "stream {} is not claimed on {}", stream.name, remote.given)?,
     }

@@ -22,7 +22,6 @@ use std::collections::BTreeSet;
 use gix::ObjectId;
 use serde_json::json;
 
-use crate::checkout;
 use crate::error::{Error, Result, ResultExt};
 use crate::failpoint;
 use crate::git::notes;
@@ -30,6 +29,7 @@ use crate::plan::{MergeStrategy, Plan, StreamDef};
 use crate::state::{self, Store, StreamState};
 use crate::workspace::{load_prd, Workspace};
 use crate::worktree;
+use crate::worktree::checkout;
 use journal::{Journal, Stage};
 use replay::tree_of;
 pub use replay::{Conflict, ConflictKind, Step};
@@ -479,8 +479,8 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
             })?;
             crate::progress::done();
             say(&format!("running verify in {}: {verify}", wt.display()));
-            let env = crate::lifecycle::stream_env(ws, plan, &j.stream)?;
-            if let Err(e) = crate::lifecycle::run_shell(verify, &wt, &env) {
+            let env = crate::stream::lifecycle::stream_env(ws, plan, &j.stream)?;
+            if let Err(e) = crate::stream::lifecycle::run_shell(verify, &wt, &env) {
                 return Err(Error::refused(format!(
                     "verify failed for stream {}: {e}; the base branch {} was not changed (the stream branch holds the rebased result)",
                     j.stream, j.base_branch
@@ -601,7 +601,7 @@ pub fn already_merged(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result
         None => true,
         Some(t) => {
             st.state.merged_tip.as_deref() == Some(t.to_string().as_str())
-                || crate::lifecycle::is_merged(ws, plan, stream)?
+                || crate::stream::lifecycle::is_merged(ws, plan, stream)?
         }
     })
 }

@@ -48,11 +48,11 @@ pub fn insert_stream(text: &str, stream: &NewStream) -> Result<String> {
     super::compile_globs(stream.paths)
         .map_err(|e| Error::usage(e).hint("globs are relative to the repository root, e.g. src/auth/**"))?;
     let nl = if text.contains("\r\n") { "\r\n" } else { "\n" };
-    let list = |items: &[String]| items.iter().map(|s| crate::suggest::scalar(s)).collect::<Vec<_>>().join(", ");
+    let list = |items: &[String]| items.iter().map(|s| crate::plan::suggest::scalar(s)).collect::<Vec<_>>().join(", ");
     let entry = |ind: &str, child: &str| {
         format!(
             "{ind}{}:{nl}{ind}{child}stories: [{}]{nl}{ind}{child}paths: [{}]{nl}",
-            crate::suggest::scalar(stream.name),
+            crate::plan::suggest::scalar(stream.name),
             list(stream.stories),
             list(stream.paths)
         )

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 pub mod edit;
 mod parse;
+pub mod suggest;
 mod validate;
 
 pub use parse::parse;

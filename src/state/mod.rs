@@ -6,6 +6,8 @@
 //! * [`store`]: read, append (compare-and-swap with retry), log, validation of chains from
 //!   anywhere, and the deterministic merge of two diverged chains (gix).
 
+pub mod history;
+
 pub mod op;
 pub mod store;
 

@@ -11,6 +11,8 @@
 //!   refuses for its own reasons (a hook, a `receive.*` rule) stops the push at once.
 //! * **sync** is pull then push until both sides agree.
 
+pub mod claim;
+
 use std::collections::BTreeMap;
 
 use gix::ObjectId;
@@ -242,12 +244,12 @@ fn absorb_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: Objec
             }
         }
         Target::Claim(stream) => {
-            let local = crate::claim::tracking_ref(key, &stream);
-            match crate::claim::read(repo, &stream, id) {
+            let local = crate::sync::claim::tracking_ref(key, &stream);
+            match crate::sync::claim::read(repo, &stream, id) {
                 Ok(_) => Ok(Some(outcome(&local, "claim", None))),
                 Err(why) => {
                     // Keep no copy of an invalid claim.
-                    crate::claim::forget(repo, key, &stream)?;
+                    crate::sync::claim::forget(repo, key, &stream)?;
                     Ok(Some(outcome(&local, "refused", Some(why))))
                 }
             }
@@ -289,10 +291,10 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
         }
     }
     // Claims the remote no longer has were released there.
-    for (key, stream, _) in crate::claim::seen(repo)? {
+    for (key, stream, _) in crate::sync::claim::seen(repo)? {
         if key == remote.key && !claims_seen.contains(&stream) {
-            crate::claim::forget(repo, &key, &stream)?;
-            report.refs.push(outcome(&crate::claim::tracking_ref(&key, &stream), "claim_released", None));
+            crate::sync::claim::forget(repo, &key, &stream)?;
+            report.refs.push(outcome(&crate::sync::claim::tracking_ref(&key, &stream), "claim_released", None));
         }
     }
     crate::progress::done();

@@ -9,6 +9,9 @@
 //!
 //! Callers serialize [`add`] and [`remove`] of one path (the stream lock of [`crate::lock`]).
 
+pub mod checkout;
+pub mod dirty;
+
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};
@@ -335,7 +338,7 @@ fn rebuild_index(wt: &gix::Repository) -> Result<usize> {
     let mut written = 0;
     if !missing.entries().is_empty() {
         // Exclusive creation: never overwrite.
-        written = crate::checkout::check_out(wt, &mut missing, &work_dir, false)?;
+        written = crate::worktree::checkout::check_out(wt, &mut missing, &work_dir, false)?;
         let stats: Vec<(Vec<u8>, gix::index::entry::Stat)> =
             missing.entries().iter().map(|e| (e.path(&missing).to_vec(), e.stat)).collect();
         for (path, stat) in stats {

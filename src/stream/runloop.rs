@@ -67,7 +67,7 @@ pub fn run(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, say:
     let Some(remote) = &plan.settings.claim_remote else { return run_loop(ws, plan, stream, opts, &say, None) };
     let remote = crate::sync::resolve(&ws.repo, Some(remote), &plan.settings.base_branch)?;
     let actor = Store::new(&ws.repo)?.actor;
-    let (claim, _) = crate::claim::take(&ws.repo, &remote, &stream.name, &actor, CLAIM_TTL)?;
+    let (claim, _) = crate::sync::claim::take(&ws.repo, &remote, &stream.name, &actor, CLAIM_TTL)?;
     say(&format!("claimed stream {} on {} until {}", stream.name, remote.given, claim.expires));
     let held = Held {
         remote,
@@ -75,7 +75,7 @@ pub fn run(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, say:
         expires: std::cell::Cell::new(crate::time::parse_rfc3339(&claim.expires).unwrap_or(0.0)),
     };
     let result = run_loop(ws, plan, stream, opts, &say, Some(&held));
-    match crate::claim::release(&ws.repo, &held.remote, &stream.name, &held.actor, false) {
+    match crate::sync::claim::release(&ws.repo, &held.remote, &stream.name, &held.actor, false) {
         Ok(_) => say(&format!("released the claim on stream {}", stream.name)),
         Err(e) => say(&format!("warning: could not release the claim on stream {}: {}", stream.name, e.message)),
     }
@@ -87,7 +87,7 @@ fn renew_if_due(ws: &Workspace, stream: &str, held: Option<&Held>) -> Result<()>
     if h.expires.get() - crate::time::now_secs() > CLAIM_TTL.as_secs_f64() / 2.0 {
         return Ok(());
     }
-    let (claim, _) = crate::claim::take(&ws.repo, &h.remote, stream, &h.actor, CLAIM_TTL)?;
+    let (claim, _) = crate::sync::claim::take(&ws.repo, &h.remote, stream, &h.actor, CLAIM_TTL)?;
     h.expires.set(crate::time::parse_rfc3339(&claim.expires).unwrap_or(0.0));
     Ok(())
 }
@@ -190,7 +190,7 @@ fn run_loop(
         say(&format!("iteration {iteration}: {} {}", story.id, story.title));
         let tip_before = ws.repo.branch_tip(&stream.branch)?;
         let done_before = stories.len() - open;
-        let env = crate::lifecycle::stream_env(ws, plan, &stream.name)?;
+        let env = crate::stream::lifecycle::stream_env(ws, plan, &stream.name)?;
         let status = Command::new(&command[0])
             .args(&command[1..])
             .current_dir(&wt)

@@ -63,8 +63,8 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
     let mut rows = Vec::with_capacity(plan.streams.len());
     let base_tip = ws.repo.branch_tip(&plan.settings.base_branch)?;
     let me = store.actor.clone();
-    let claims: Vec<(String, String, crate::claim::Claim)> =
-        crate::claim::seen(&ws.repo)?.into_iter().filter(|(_, _, c)| !c.expired()).collect();
+    let claims: Vec<(String, String, crate::sync::claim::Claim)> =
+        crate::sync::claim::seen(&ws.repo)?.into_iter().filter(|(_, _, c)| !c.expired()).collect();
     // RUNNING is true only while a `stream run` holds the stream's lock on this machine.
     let held: std::collections::HashSet<String> = crate::lock::holders(&ws.repo).into_iter().map(|(n, _)| n).collect();
     let standing_in = ws.repo.work_dir.as_deref().map(crate::git::absolute);
@@ -169,7 +169,8 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
         .collect();
     drop(rows_span);
     let _span = crate::trace::span(format!("status: dirty checks of {} worktrees", paths.len()));
-    let results = crate::dirty::dirty_many(&ws.repo, &paths.iter().map(|(_, p)| p.clone()).collect::<Vec<_>>());
+    let results =
+        crate::worktree::dirty::dirty_many(&ws.repo, &paths.iter().map(|(_, p)| p.clone()).collect::<Vec<_>>());
     for ((i, _), dirty) in paths.into_iter().zip(results) {
         rows[i].dirty = dirty.ok();
     }

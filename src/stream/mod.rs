@@ -1,0 +1,8 @@
+//! A stream's life on this machine (DESIGN §3, §8): [`lifecycle`] (`stream init`, `stream
+//! cleanup`), [`runloop`] (`stream run`), [`status`] (the dashboard) and [`record`] (commits made
+//! without the hooks, recorded after the fact).
+
+pub mod lifecycle;
+pub mod record;
+pub mod runloop;
+pub mod status;
