@@ -511,3 +511,66 @@ fn push_gives_up_at_once_on_a_ref_the_remote_holds_garbage_for() {
     assert!(r.stderr.contains("holds invalid state for refs/boulder/prd"), "{}", r.stderr);
     assert_eq!(r.json()["rounds"], 0, "no pointless retries");
 }
+
+/// A `git` on PATH that behaves like git before 2.41, which has no `fetch --porcelain`.
+fn git_without_fetch_porcelain(root: &Path) -> PathBuf {
+    let real = String::from_utf8(Command::new("sh").args(["-c", "command -v git"]).output().unwrap().stdout).unwrap();
+    let dir = root.join("old-git");
+    std::fs::create_dir_all(&dir).unwrap();
+    let shim = dir.join("git");
+    std::fs::write(
+        &shim,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = fetch ]; then for a; do if [ \"$a\" = --porcelain ]; then echo \"error: unknown option \\`porcelain'\" >&2; exit 129; fi; done; fi\nexec {} \"$@\"\n",
+            real.trim()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+#[test]
+fn a_git_without_fetch_porcelain_still_pulls_every_ref() {
+    let n = net(PLAN);
+    let a = n.machine("alpha");
+    a.boulder(&["stream", "init", "auth"]).ok();
+    a.boulder(&["prd", "done", "US-003"]).ok();
+    a.boulder(&["push"]).ok();
+    let b = n.machine("beta");
+    let path = format!("{}:{}", git_without_fetch_porcelain(&n.root).display(), std::env::var("PATH").unwrap());
+    let r = b.boulder_env(&b.dir, &["pull", "--json"], &[("PATH", &path)]).ok();
+    let created = r.json()["refs"].as_array().unwrap().iter().filter(|x| x["result"] == "created").count();
+    assert!(created >= 2, "{}", r.stdout);
+    assert_eq!(state_refs(&a), state_refs(&b));
+    assert_eq!(state(&b, "refs/boulder/prd")["done"], serde_json::json!(["US-003"]));
+    // A second pull finds everything up to date, through the same old git.
+    let r = b.boulder_env(&b.dir, &["pull", "--json"], &[("PATH", &path)]).ok();
+    assert!(r.json()["refs"].as_array().unwrap().iter().all(|x| x["result"] != "created"), "{}", r.stdout);
+}
+
+#[test]
+fn a_pull_goes_where_the_users_git_goes_and_prunes_nothing_of_its_own() {
+    let n = net(PLAN);
+    let a = n.machine("alpha");
+    a.boulder(&["stream", "init", "auth"]).ok();
+    a.boulder(&["stream", "claim", "auth"]).ok();
+    a.boulder(&["push"]).ok();
+    // beta reaches the remote only through a `url.<base>.insteadOf` rewrite, and prunes on fetch.
+    let b = n.machine("beta");
+    b.git(&["config", &format!("url.{}.insteadOf", n.remote.display()), "shared:"]).ok();
+    b.git(&["remote", "set-url", "origin", "shared:"]).ok();
+    b.git(&["config", "fetch.prune", "true"]).ok();
+    b.boulder(&["pull"]).ok();
+    assert_eq!(state_refs(&a), state_refs(&b));
+    assert_eq!(b.refs("refs/boulder-remotes/origin/claims/"), vec!["refs/boulder-remotes/origin/claims/auth"]);
+    // Released on the remote: the next pull says so (a pruning fetch would have dropped the
+    // tracking ref silently first).
+    a.boulder(&["stream", "release", "auth"]).ok();
+    let r = b.boulder(&["pull", "--json"]).ok();
+    assert!(r.json()["refs"].as_array().unwrap().iter().any(|x| x["result"] == "claim_released"), "{}", r.stdout);
+    assert!(b.refs("refs/boulder-remotes/origin/claims/").is_empty());
+    // Nothing outside the refspecs was written: no FETCH_HEAD, no tags.
+    assert!(!b.dir.join(".git/FETCH_HEAD").exists());
+}

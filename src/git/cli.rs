@@ -186,6 +186,172 @@ pub fn push(dir: &Path, remote: &str, options: &[String], refspecs: &[String]) -
     Ok(Pushed { refs, remote_lines: remote_lines(&stderr) })
 }
 
+/// One ref a fetch wrote (or found up to date): the local ref and the id it now holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedRef {
+    pub local_ref: String,
+    pub id: String,
+}
+
+/// `git fetch REMOTE REFSPEC…` run in `dir`, returning every local ref the refspecs wrote or found
+/// up to date — that is, every matching ref the remote has now.
+///
+/// Why the git CLI: a fetch must reach a remote the way the user's own `git fetch` does — their
+/// credential helpers, ssh config, proxies, `url.<base>.insteadOf`, `http.*` settings — and git
+/// is the one that knows all of them; it also keeps an HTTP client and TLS stack out of this
+/// binary. The options keep it to exactly the refspecs given: no tags, no `FETCH_HEAD`, no
+/// pruning whatever `fetch.prune` says, no opportunistic updates of configured tracking refs
+/// (`--refmap=`), no submodules, no auto maintenance.
+///
+/// The refs come from `--porcelain -v` (git 2.41 and later: `<flag> <old> <new> <local ref>`, the
+/// up-to-date ones too). An older git, which does not know `--porcelain`, is asked with
+/// `git ls-remote` first and the same fetch after; the ids are then read back from the local refs.
+/// A refspec without a wildcard naming a ref the remote does not have is no error: that ref is
+/// just absent from the result.
+pub fn fetch(dir: &Path, remote: &str, refspecs: &[String]) -> Result<Vec<FetchedRef>> {
+    match fetch_once(dir, remote, refspecs, true)? {
+        Some(refs) => Ok(refs),
+        None => fetch_listed(dir, remote, refspecs),
+    }
+}
+
+const FETCH_OPTIONS: [&str; 6] = [
+    "--no-tags",
+    "--no-prune",
+    "--no-write-fetch-head",
+    "--no-recurse-submodules",
+    "--no-auto-maintenance",
+    "--refmap=",
+];
+
+/// One `git fetch`; `None` when `porcelain` was asked for and this git does not know it.
+fn fetch_once(dir: &Path, remote: &str, refspecs: &[String], porcelain: bool) -> Result<Option<Vec<FetchedRef>>> {
+    let mut cmd = git(dir);
+    // English messages: a missing exact ref is recognized by git's words below.
+    cmd.env("LC_ALL", "C").arg("fetch").args(FETCH_OPTIONS);
+    if porcelain {
+        cmd.args(["--porcelain", "-v"]);
+    } else {
+        cmd.arg("--quiet");
+    }
+    cmd.arg("--").arg(remote).args(refspecs);
+    let out = cmd.output().map_err(|e| Error::internal(format!("cannot run git fetch: {e}")))?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        if porcelain && stderr.contains("porcelain") && out.status.code() == Some(129) {
+            return Ok(None);
+        }
+        // An exact refspec whose source the remote lacks: fetch the others (wildcards and exact
+        // refspecs that exist); the missing one is simply not there.
+        if let Some(missing) = missing_remote_ref(&stderr) {
+            let rest: Vec<String> = refspecs.iter().filter(|s| refspec_source(s) != missing).cloned().collect();
+            if rest.len() < refspecs.len() {
+                return if rest.is_empty() { Ok(Some(Vec::new())) } else { fetch_once(dir, remote, &rest, porcelain) };
+            }
+        }
+        return Err(fetch_failed(remote, &stderr));
+    }
+    Ok(Some(parse_fetch_porcelain(&String::from_utf8_lossy(&out.stdout))))
+}
+
+/// Fetch for a git without `fetch --porcelain`: list what the remote has, fetch, read back.
+fn fetch_listed(dir: &Path, remote: &str, refspecs: &[String]) -> Result<Vec<FetchedRef>> {
+    let mut cmd = git(dir);
+    cmd.env("LC_ALL", "C").args(["ls-remote", "--refs", "--"]).arg(remote);
+    let out = cmd.output().map_err(|e| Error::internal(format!("cannot run git ls-remote: {e}")))?;
+    if !out.status.success() {
+        return Err(fetch_failed(remote, &String::from_utf8_lossy(&out.stderr)));
+    }
+    let listed = String::from_utf8_lossy(&out.stdout);
+    let locals: Vec<String> = listed
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .filter_map(|(_, name)| refspecs.iter().find_map(|s| refspec_map(s, name)))
+        .collect();
+    if locals.is_empty() {
+        return Ok(Vec::new());
+    }
+    fetch_once(dir, remote, refspecs, false)?;
+    let mut cmd = git(dir);
+    cmd.args(["for-each-ref", "--format=%(objectname) %(refname)"]).args(&locals);
+    let out = run(cmd, "read the fetched refs")?;
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, name)| locals.iter().any(|l| l == name))
+        .map(|(id, name)| FetchedRef { local_ref: name.to_string(), id: id.to_string() })
+        .collect())
+}
+
+fn fetch_failed(remote: &str, stderr: &str) -> Error {
+    let said: Vec<&str> = stderr.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    Error::refused(format!("cannot fetch from {remote}: {}", said.join("; ")))
+        .hint("check the remote's URL (`git remote -v`) and that `git fetch` works from here")
+}
+
+/// The ref of git's "couldn't find remote ref X" (an exact refspec's source the remote lacks).
+fn missing_remote_ref(stderr: &str) -> Option<&str> {
+    stderr.lines().find_map(|l| l.split_once("couldn't find remote ref ")).map(|(_, r)| r.trim())
+}
+
+/// The source side of a refspec (`+refs/a/*:refs/b/*` → `refs/a/*`).
+fn refspec_source(spec: &str) -> &str {
+    let spec = spec.strip_prefix('+').unwrap_or(spec);
+    spec.split_once(':').map_or(spec, |(src, _)| src)
+}
+
+/// Where the refspec `spec` puts the remote ref `name`, if it matches (one `*` at most per side).
+fn refspec_map(spec: &str, name: &str) -> Option<String> {
+    let spec = spec.strip_prefix('+').unwrap_or(spec);
+    let (src, dst) = spec.split_once(':')?;
+    match (src.split_once('*'), dst.split_once('*')) {
+        (None, None) => (src == name).then(|| dst.to_string()),
+        (Some((sp, ss)), Some((dp, ds))) => {
+            let middle = name.strip_prefix(sp)?.strip_suffix(ss)?;
+            Some(format!("{dp}{middle}{ds}"))
+        }
+        _ => None,
+    }
+}
+
+/// The remote ref that `spec` maps to the local ref `local` (the reverse of [`refspec_map`]).
+fn refspec_unmap(spec: &str, local: &str) -> Option<String> {
+    let spec = spec.strip_prefix('+').unwrap_or(spec);
+    let (src, dst) = spec.split_once(':')?;
+    let flipped = format!("{dst}:{src}");
+    refspec_map(&flipped, local)
+}
+
+/// The remote ref that one of `specs` maps to the local ref `local`. When several match (`refs/b/*`
+/// and `refs/b/notes*` both cover `refs/b/notes`), the one whose destination spells out more of
+/// the name wins, as the more specific mapping.
+pub fn refspecs_unmap(specs: &[String], local: &str) -> Option<String> {
+    specs
+        .iter()
+        .filter_map(|s| {
+            let dst = s.split_once(':').map_or("", |(_, d)| d);
+            Some((dst.len() - usize::from(dst.contains('*')), refspec_unmap(s, local)?))
+        })
+        .max_by_key(|(specific, _)| *specific)
+        .map(|(_, remote)| remote)
+}
+
+/// Parse `git fetch --porcelain` lines (`<flag> <old-id> <new-id> <local ref>`); a rejected
+/// update (`!`) keeps the local ref's old id, which is what the ref holds.
+fn parse_fetch_porcelain(stdout: &str) -> Vec<FetchedRef> {
+    stdout
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(4, ' ');
+            let (flag, old, new, name) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+            let id = if flag == "!" { old } else { new };
+            let hex = |s: &str| s.len() >= 40 && s.bytes().all(|b| b.is_ascii_hexdigit());
+            (flag.len() == 1 && hex(old) && hex(new) && flag != "-" && !id.bytes().all(|b| b == b'0'))
+                .then(|| FetchedRef { local_ref: name.to_string(), id: id.to_string() })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,5 +377,50 @@ mod tests {
         assert!(refs[2].refused(), "a server rule against non-fast-forwards is no race");
         let lines = remote_lines("remote: remote says no: policy        \nremote: \nerror: failed to push some refs\n");
         assert_eq!(lines, vec!["remote: remote says no: policy".to_string()]);
+    }
+
+    #[test]
+    fn fetch_porcelain_lines_are_parsed() {
+        let z = "0".repeat(40);
+        let a = "a".repeat(40);
+        let b = "b".repeat(40);
+        let text = format!(
+            "* {z} {a} refs/boulder-remotes/o/streams/x\n= {a} {a} refs/boulder-remotes/o/prd\n+ {a} {b} refs/boulder-remotes/o/streams/y\n- {a} {z} refs/boulder-remotes/o/gone\n! {a} {b} refs/boulder-remotes/o/kept\nnoise here\n"
+        );
+        let refs = parse_fetch_porcelain(&text);
+        let got: Vec<(&str, &str)> = refs.iter().map(|r| (r.local_ref.as_str(), r.id.as_str())).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("refs/boulder-remotes/o/streams/x", a.as_str()),
+                ("refs/boulder-remotes/o/prd", a.as_str()),
+                ("refs/boulder-remotes/o/streams/y", b.as_str()),
+                ("refs/boulder-remotes/o/kept", a.as_str()),
+            ]
+        );
+    }
+
+    #[test]
+    fn refspecs_map_both_ways() {
+        let spec = "+refs/boulder/*:refs/boulder-remotes/o/*";
+        assert_eq!(refspec_map(spec, "refs/boulder/streams/a").as_deref(), Some("refs/boulder-remotes/o/streams/a"));
+        assert_eq!(refspec_map(spec, "refs/heads/main"), None);
+        assert_eq!(refspec_unmap(spec, "refs/boulder-remotes/o/streams/a").as_deref(), Some("refs/boulder/streams/a"));
+        let notes = "+refs/notes/boulder*:refs/boulder-remotes/o/notes/boulder*";
+        assert_eq!(refspec_map(notes, "refs/notes/boulder").as_deref(), Some("refs/boulder-remotes/o/notes/boulder"));
+        let exact = "+refs/boulder/claims/s:refs/boulder-remotes/o/claims/s";
+        assert_eq!(refspec_map(exact, "refs/boulder/claims/s2"), None);
+        assert_eq!(refspec_unmap(exact, "refs/boulder-remotes/o/claims/s").as_deref(), Some("refs/boulder/claims/s"));
+        assert_eq!(refspec_source(exact), "refs/boulder/claims/s");
+        let both = [spec.to_string(), notes.to_string()];
+        assert_eq!(
+            refspecs_unmap(&both, "refs/boulder-remotes/o/notes/boulder").as_deref(),
+            Some("refs/notes/boulder")
+        );
+        assert_eq!(refspecs_unmap(&both, "refs/boulder-remotes/o/prd").as_deref(), Some("refs/boulder/prd"));
+        assert_eq!(
+            missing_remote_ref("fatal: couldn't find remote ref refs/boulder/claims/s\n"),
+            Some("refs/boulder/claims/s")
+        );
     }
 }

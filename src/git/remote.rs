@@ -1,15 +1,13 @@
-//! Talking to remotes. Fetch is gix's (local paths and `file://` through `git upload-pack`,
-//! `git://`, `ssh://` through the user's ssh, smart HTTP(S) through reqwest with rustls, all with
-//! the user's git config and credential helpers); push is the git CLI's ([`super::cli::push`]),
-//! because gix 0.90 cannot push.
-
-use std::sync::atomic::AtomicBool;
+//! Talking to remotes. Both directions go through the git CLI ([`super::cli::fetch`],
+//! [`super::cli::push`]), so every transport, credential helper, ssh and proxy setting and
+//! `insteadOf` rewrite of the user's git applies unchanged; this module names remotes and maps
+//! what git reports back to the remote's own ref names.
 
 use gix::bstr::ByteSlice;
 use gix::ObjectId;
 
 use crate::error::{Error, Result};
-use crate::git::Repo;
+use crate::git::{cli, Repo};
 
 /// A remote as the user named it: a configured remote's name, or a URL or path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,49 +59,23 @@ pub struct Fetched {
     pub local_ref: Option<String>,
 }
 
-/// Fetch with gix: `refspecs` (e.g. `+refs/boulder/*:refs/boulder-remotes/origin/*`) from the
-/// remote `remote` (a configured name or a URL/path), no tags. Returns every remote ref the specs
-/// matched, so callers know exactly what the remote holds (also refs it no longer has: absent).
+/// Fetch `refspecs` (e.g. `+refs/boulder/*:refs/boulder-remotes/origin/*`) from the remote
+/// `remote` (a configured name or a URL/path), no tags, through the git CLI ([`cli::fetch`] says
+/// why). Returns every remote ref the specs matched, so callers know exactly what the remote holds
+/// (also refs it no longer has: absent).
 pub fn fetch(repo: &Repo, remote: &str, refspecs: &[String]) -> Result<Vec<Fetched>> {
-    let g = &repo.repo;
-    let fail = |e: &dyn std::fmt::Display| {
-        Error::refused(format!("cannot fetch from {remote}: {e}"))
-            .hint("check the remote's URL (`git remote -v`) and that `git fetch` works from here")
-    };
-    let mut r = match g.try_find_remote(remote.as_bytes().as_bstr()) {
-        Some(Ok(r)) => r,
-        Some(Err(e)) => return Err(fail(&e)),
-        None => {
-            let url = gix::url::parse(remote.as_bytes().as_bstr()).map_err(|e| {
-                Error::usage(format!("{remote:?} is neither a configured remote nor a URL: {e}"))
-                    .hint("see `git remote -v`")
-            })?;
-            g.remote_at(url).map_err(|e| fail(&e))?
-        }
-    };
-    r.replace_refspecs(refspecs.iter().map(|s| s.as_bytes().as_bstr()), gix::remote::Direction::Fetch)
-        .map_err(|e| Error::internal(format!("bad refspec: {e}")))?;
-    let r = r.with_fetch_tags(gix::remote::fetch::Tags::None);
-    let interrupt = AtomicBool::new(false);
-    let connection = r.connect(gix::remote::Direction::Fetch).map_err(|e| fail(&format_args!("{e:#}")))?;
-    let prepared = connection
-        .prepare_fetch(gix::progress::Discard, Default::default())
-        .map_err(|e| fail(&format_args!("{e:#}")))?;
-    if prepared.ref_map().mappings.is_empty() {
-        // The remote has none of these refs (yet): nothing to fetch.
-        return Ok(Vec::new());
-    }
-    let outcome = prepared.receive(gix::progress::Discard, &interrupt).map_err(|e| fail(&format_args!("{e:#}")))?;
-    Ok(outcome
-        .ref_map
-        .mappings
-        .iter()
-        .filter_map(|m| {
-            Some(Fetched {
-                remote_ref: m.remote.as_name()?.to_str_lossy().into_owned(),
-                id: m.remote.as_id()?.to_owned(),
-                local_ref: m.local.as_ref().map(|l| l.to_str_lossy().into_owned()),
-            })
+    let dir = repo.work_dir.clone().unwrap_or_else(|| repo.git_dir.clone());
+    let fetched = cli::fetch(&dir, remote, refspecs)?;
+    fetched
+        .into_iter()
+        .filter_map(|f| {
+            let remote_ref = cli::refspecs_unmap(refspecs, &f.local_ref)?;
+            Some((remote_ref, f))
         })
-        .collect())
+        .map(|(remote_ref, f)| {
+            let id = ObjectId::from_hex(f.id.as_bytes())
+                .map_err(|e| Error::internal(format!("git fetch printed a bad id {:?}: {e}", f.id)))?;
+            Ok(Fetched { remote_ref, id, local_ref: Some(f.local_ref) })
+        })
+        .collect()
 }

@@ -1,7 +1,7 @@
 //! Sharing state through any git remote (DESIGN §9): `push`, `pull`, `sync`, and the refspecs
 //! of `remote setup`.
 //!
-//! * **pull** fetches (gix) `refs/boulder/*` and `refs/notes/boulder` into
+//! * **pull** fetches (git CLI) `refs/boulder/*` and `refs/notes/boulder` into
 //!   `refs/boulder-remotes/<remote>/…`, then brings each op-log in: created, fast-forwarded, kept
 //!   (local ahead) or merged deterministically ([`crate::state::Store::absorb`]); notes merge by
 //!   union; claims are kept as the remote's last word. Everything fetched is validated before it
