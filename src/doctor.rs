@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::error::Result;
-use crate::state::{self, BoulderState, PrdState, Store, StreamState};
+use crate::state::{self, BoulderState, PrdState, Store, StreamState, StreamStatus};
 use crate::workspace::Workspace;
 
 /// One problem and its fix.
@@ -77,19 +77,21 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
             let entry = store.read::<StreamState>(&state::stream_ref(&stream.name)).ok().flatten();
             // A worktree is expected only on the machine that initialized the stream.
             let here = entry.as_ref().is_none_or(|e| e.state.initialized_by.as_ref().is_none_or(|a| *a == store.actor));
-            let recorded = entry.map(|e| e.state.status).unwrap_or_default();
-            let live = matches!(recorded.as_str(), "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED");
+            let recorded = entry.map(|e| e.state.status);
+            let live = recorded.is_some_and(StreamStatus::is_live);
             match (git_has, elsewhere) {
-                (Some(w), _) if !w.missing && !live && recorded != "MERGED" => problems.push(Problem {
-                    area: "state",
-                    message: format!(
-                        "stream {}: git has its worktree at {} but state records {}",
-                        stream.name,
-                        path.display(),
-                        if recorded.is_empty() { "nothing" } else { &recorded }
-                    ),
-                    fix: format!("git boulder stream init {}", stream.name),
-                }),
+                (Some(w), _) if !w.missing && !live && recorded != Some(StreamStatus::Merged) => {
+                    problems.push(Problem {
+                        area: "state",
+                        message: format!(
+                            "stream {}: git has its worktree at {} but state records {}",
+                            stream.name,
+                            path.display(),
+                            recorded.map_or("nothing", StreamStatus::as_str)
+                        ),
+                        fix: format!("git boulder stream init {}", stream.name),
+                    })
+                }
                 (Some(w), _) if !w.missing => {}
                 (_, Some(w)) => problems.push(Problem {
                     area: "worktree",
@@ -127,8 +129,9 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
                 (None, None) if live && here => problems.push(Problem {
                     area: "worktree",
                     message: format!(
-                        "stream {}: state records it {recorded} but git has no worktree at {}",
+                        "stream {}: state records it {} but git has no worktree at {}",
                         stream.name,
+                        recorded.map_or("nothing", StreamStatus::as_str),
                         path.display()
                     ),
                     fix: format!("git boulder stream init {}   (or git boulder stream cleanup --stale)", stream.name),
@@ -158,7 +161,7 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
             let Some(e) = store.read::<StreamState>(&state::stream_ref(&stream.name)).ok().flatten() else { continue };
             let mine = e.state.initialized_by.as_ref().is_none_or(|a| *a == store.actor);
             let running = held.iter().any(|(n, _)| *n == format!("stream-{}", stream.name));
-            if e.state.status == "RUNNING" && mine && !running {
+            if e.state.status == StreamStatus::Running && mine && !running {
                 problems.push(Problem {
                     area: "state",
                     message: format!(
@@ -217,7 +220,7 @@ fn activity(ws: &Workspace, plan: &crate::plan::Plan, problems: &mut Vec<Problem
 /// What remains of a stream the plan no longer has.
 #[derive(Default)]
 struct Leftover {
-    state_ref: Option<(String, String)>,
+    state_ref: Option<(String, StreamStatus)>,
     branch: Option<String>,
     worktrees: Vec<std::path::PathBuf>,
 }
@@ -246,7 +249,7 @@ fn leftovers(
                 left.entry(name.to_string()).or_default().branch = Some(b.to_string());
             }
         }
-        if matches!(st.status.as_str(), "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED") {
+        if st.status.is_live() {
             left.entry(name.to_string()).or_default().state_ref = Some((refname.clone(), st.status));
         }
     }

@@ -456,7 +456,7 @@ fn every_gate_of_decide_fits_the_schema() {
     let now = git_boulder::time::parse_rfc3339("2030-01-01T01:00:00Z").unwrap();
     let ago = |secs: f64| Some(git_boulder::time::format_secs(now - secs));
     let idle = BoulderState { last_activity: ago(1000.0), ..BoulderState::default() };
-    let child = BoulderState { status: "active".into(), ..BoulderState::default() };
+    let child = BoulderState { status: git_boulder::state::BoulderStatus::Active, ..BoulderState::default() };
     // (gate, boulder, its children, --subagent, --message)
     type Case<'a> = (&'a str, BoulderState, Vec<BoulderState>, bool, Option<&'a str>);
     let cases: Vec<Case> = vec![
@@ -476,7 +476,13 @@ fn every_gate_of_decide_fits_the_schema() {
             false,
             None,
         ),
-        ("completed", BoulderState { status: "completed".into(), ..idle.clone() }, vec![], false, None),
+        (
+            "completed",
+            BoulderState { status: git_boulder::state::BoulderStatus::Completed, ..idle.clone() },
+            vec![],
+            false,
+            None,
+        ),
         ("stopped", BoulderState { stop_requested: true, ..idle.clone() }, vec![], false, None),
         ("children", idle.clone(), vec![child], false, None),
         ("enforce", idle.clone(), vec![], false, None),

@@ -19,8 +19,8 @@ fn append_writes_op_and_state_readable_with_git() {
     let repo = TestRepo::with_files(&[("a", "a\n")]);
     let r = open(&repo);
     let store = Store::new(&r).unwrap();
-    store.append::<BoulderState>("refs/boulder/boulders/x", "created", json!({"stream": "x", "depth": 0})).unwrap();
-    let e = store.append::<BoulderState>("refs/boulder/boulders/x", "activity", json!({"commit": "abc"})).unwrap();
+    store.append_raw::<BoulderState>("refs/boulder/boulders/x", "created", json!({"stream": "x", "depth": 0})).unwrap();
+    let e = store.append_raw::<BoulderState>("refs/boulder/boulders/x", "activity", json!({"commit": "abc"})).unwrap();
     assert_eq!(e.state.iteration, 1);
     assert_eq!(e.op.lamport, 2);
     let state: serde_json::Value =
@@ -47,7 +47,7 @@ fn unknown_ops_are_refused_and_nothing_is_written() {
     let repo = TestRepo::with_files(&[("a", "a\n")]);
     let r = open(&repo);
     let store = Store::new(&r).unwrap();
-    let err = store.append::<BoulderState>("refs/boulder/boulders/x", "explode", json!({})).unwrap_err();
+    let err = store.append_raw::<BoulderState>("refs/boulder/boulders/x", "explode", json!({})).unwrap_err();
     assert!(err.message.contains("explode"), "{}", err.message);
     assert!(repo.refs("refs/boulder/").is_empty());
 }
@@ -104,7 +104,7 @@ fn many_threads_appending_to_one_ref_lose_nothing() {
                 let store = Store::new(&r).unwrap();
                 for i in 0..each {
                     store
-                        .append::<BoulderState>(
+                        .append_raw::<BoulderState>(
                             "refs/boulder/boulders/auth",
                             "activity",
                             json!({"commit": format!("{t}-{i}")}),
@@ -152,7 +152,7 @@ fn apply(store: &Store, refname: &str, op: &GenOp) {
         GenOp::Todo(n) => ("todo_add", json!({"id": format!("t{n}"), "text": "x"})),
         GenOp::Stop => ("stop", json!({})),
     };
-    store.append::<BoulderState>(refname, kind, data).unwrap();
+    store.append_raw::<BoulderState>(refname, kind, data).unwrap();
 }
 
 fn state_json(repo: &TestRepo, rev: &str) -> String {
@@ -170,9 +170,9 @@ proptest! {
         let r = open(&repo);
         let store = Store::new(&r).unwrap();
         let base = "refs/boulder/boulders/base";
-        store.append::<BoulderState>(base, "created", json!({"stream": "s"})).unwrap();
+        store.append_raw::<BoulderState>(base, "created", json!({"stream": "s"})).unwrap();
         for i in 0..base_ops {
-            store.append::<BoulderState>(base, "activity", json!({"commit": format!("base{i}")})).unwrap();
+            store.append_raw::<BoulderState>(base, "activity", json!({"commit": format!("base{i}")})).unwrap();
         }
         let base_id = r.ref_id(base).unwrap().unwrap();
         let names = ["refs/boulder/boulders/r0", "refs/boulder/boulders/r1", "refs/boulder/boulders/r2"];

@@ -12,7 +12,7 @@ use git_boulder::error::Kind;
 use git_boulder::git::Repo;
 use git_boulder::state::op::{replay, Op};
 use git_boulder::state::store::Absorbed;
-use git_boulder::state::{BoulderState, PrdState, State, Store, StreamState};
+use git_boulder::state::{BoulderOp, BoulderState, Opt, PrdState, State, Store, StreamState};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
@@ -151,12 +151,12 @@ fn appends_are_plain_git_and_need_no_identity() {
     let r = repo.open();
     assert!(r.repo.committer().is_none(), "the test process must not see an identity");
     let store = Store::new(&r).unwrap();
-    store.append::<BoulderState>(B, "created", json!({"stream": "x", "parent": null, "depth": 0})).unwrap();
-    store.append::<BoulderState>(B, "enforced", json!({"gate": "idle", "message": "keep going"})).unwrap();
-    let e = store.append::<BoulderState>(B, "activity", json!({"commit": "abc123", "story": "US-1"})).unwrap();
+    store.append_raw::<BoulderState>(B, "created", json!({"stream": "x", "parent": null, "depth": 0})).unwrap();
+    store.append_raw::<BoulderState>(B, "enforced", json!({"gate": "idle", "message": "keep going"})).unwrap();
+    let e = store.append_raw::<BoulderState>(B, "activity", json!({"commit": "abc123", "story": "US-1"})).unwrap();
     assert_eq!((e.state.iteration, e.op.lamport, e.state.lamport), (1, 3, 3));
-    store.append::<BoulderState>(B, "checkpoint", json!({"message": "half way"})).unwrap();
-    store.append::<BoulderState>(B, "todo_add", json!({"id": "t1", "text": "tests"})).unwrap();
+    store.append_raw::<BoulderState>(B, "checkpoint", json!({"message": "half way"})).unwrap();
+    store.append_raw::<BoulderState>(B, "todo_add", json!({"id": "t1", "text": "tests"})).unwrap();
 
     let state = repo.json(&format!("{B}:state.json"));
     assert_eq!(state["id"], "x", "the id is filled in from the ref");
@@ -217,15 +217,15 @@ fn stream_and_prd_states() {
     let store = Store::new(&r).unwrap();
     let s = "refs/boulder/streams/auth";
     store
-        .append::<StreamState>(
+        .append_raw::<StreamState>(
             s,
             "initialized",
             json!({"branch": "boulder/auth", "worktree": "/w/auth", "base": "main"}),
         )
         .unwrap();
-    store.append::<StreamState>(s, "status", json!({"status": "RUNNING", "reason": "started"})).unwrap();
-    store.append::<StreamState>(s, "stop_requested", json!({})).unwrap();
-    let e = store.append::<StreamState>(s, "status", json!({"status": "STOPPED", "reason": "asked"})).unwrap();
+    store.append_raw::<StreamState>(s, "status", json!({"status": "RUNNING", "reason": "started"})).unwrap();
+    store.append_raw::<StreamState>(s, "stop_requested", json!({})).unwrap();
+    let e = store.append_raw::<StreamState>(s, "status", json!({"status": "STOPPED", "reason": "asked"})).unwrap();
     assert!(!e.state.stop_requested);
     let state = repo.json(&format!("{s}:state.json"));
     assert_eq!(state["name"], "auth");
@@ -234,15 +234,15 @@ fn stream_and_prd_states() {
     assert_eq!(state["last_run"]["outcome"], "STOPPED");
     assert_eq!(state["last_run"]["actor"], store.actor.as_str());
     let head = "0123456789abcdef0123456789abcdef01234567";
-    store.append::<StreamState>(s, "merged", json!({"commit": head, "strategy": "rebase"})).unwrap();
-    store.append::<StreamState>(s, "cleaned", json!({"worktree_removed": true, "branch_deleted": false})).unwrap();
+    store.append_raw::<StreamState>(s, "merged", json!({"commit": head, "strategy": "rebase"})).unwrap();
+    store.append_raw::<StreamState>(s, "cleaned", json!({"worktree_removed": true, "branch_deleted": false})).unwrap();
     let state = repo.json(&format!("{s}:state.json"));
     assert_eq!((state["status"].as_str(), state["merged_commit"].as_str()), (Some("MERGED"), Some(head)));
     assert_eq!(state["worktree"], Value::Null);
     store.validate_chain::<StreamState>(r.ref_id(s).unwrap().unwrap()).unwrap();
 
-    store.append::<PrdState>("refs/boulder/prd", "done", json!({"ids": ["US-2", "US-1"]})).unwrap();
-    store.append::<PrdState>("refs/boulder/prd", "undone", json!({"ids": ["US-2"]})).unwrap();
+    store.append_raw::<PrdState>("refs/boulder/prd", "done", json!({"ids": ["US-2", "US-1"]})).unwrap();
+    store.append_raw::<PrdState>("refs/boulder/prd", "undone", json!({"ids": ["US-2"]})).unwrap();
     assert_eq!(repo.json("refs/boulder/prd:state.json")["done"], json!(["US-1"]));
     repo.assert_fsck();
 }
@@ -253,15 +253,15 @@ fn refused_ops_write_nothing() {
     let r = repo.open();
     let store = Store::new(&r).unwrap();
     for err in [
-        store.append::<BoulderState>(B, "explode", json!({})).unwrap_err(),
-        store.append::<StreamState>("refs/boulder/streams/s", "explode", json!({})).unwrap_err(),
-        store.append::<PrdState>("refs/boulder/prd", "explode", json!({})).unwrap_err(),
+        store.append_raw::<BoulderState>(B, "explode", json!({})).unwrap_err(),
+        store.append_raw::<StreamState>("refs/boulder/streams/s", "explode", json!({})).unwrap_err(),
+        store.append_raw::<PrdState>("refs/boulder/prd", "explode", json!({})).unwrap_err(),
     ] {
         assert!(err.message.contains("explode"), "{}", err.message);
         assert_eq!(err.kind, Kind::Usage);
     }
     assert_eq!(repo.git(&["for-each-ref", "refs/boulder/"]), "");
-    let first = store.append::<BoulderState>(B, "created", json!({"stream": "x"})).unwrap();
+    let first = store.append_raw::<BoulderState>(B, "created", json!({"stream": "x"})).unwrap();
     for (kind, data) in [
         ("activity", json!({"story": "no commit"})),
         ("status", json!({"status": "sleeping"})),
@@ -269,11 +269,11 @@ fn refused_ops_write_nothing() {
         ("Bad Kind", json!({})),
         ("checkpoint", json!(["not", "an", "object"])),
     ] {
-        let err = store.append::<BoulderState>(B, kind, data).unwrap_err();
+        let err = store.append_raw::<BoulderState>(B, kind, data).unwrap_err();
         assert_eq!(err.kind, Kind::Usage, "{kind}: {}", err.message);
     }
     assert_eq!(r.ref_id(B).unwrap(), Some(first.commit), "the ref did not move");
-    assert!(store.append::<BoulderState>("refs/boulder/boulders/bad..name", "created", json!({})).is_err());
+    assert!(store.append_raw::<BoulderState>("refs/boulder/boulders/bad..name", "created", json!({})).is_err());
 }
 
 #[test]
@@ -290,7 +290,12 @@ fn append_if_decides_on_the_fresh_state() {
                 let e = store
                     .append_if::<BoulderState>(B, |cur| {
                         Ok(match cur {
-                            None => Some(("created".into(), json!({"stream": "x"}))),
+                            None => Some(BoulderOp::Created {
+                                id: Opt::Absent,
+                                stream: Opt::Set("x".into()),
+                                parent: Opt::Absent,
+                                depth: Opt::Absent,
+                            }),
                             Some(_) => None,
                         })
                     })
@@ -320,7 +325,7 @@ fn eight_threads_times_fifty_appends_lose_nothing() {
                 barrier.wait();
                 for i in 0..each {
                     store
-                        .append::<BoulderState>(B, "activity", json!({"commit": format!("{:040x}", t * 1000 + i)}))
+                        .append_raw::<BoulderState>(B, "activity", json!({"commit": format!("{:040x}", t * 1000 + i)}))
                         .unwrap();
                 }
             });
@@ -346,7 +351,7 @@ fn worker_process() {
     let r = Repo::open(Path::new(&dir)).unwrap();
     let store = Store::new(&r).unwrap();
     for i in 0..50 {
-        store.append::<BoulderState>(B, "activity", json!({"commit": format!("p{n}-{i}")})).unwrap();
+        store.append_raw::<BoulderState>(B, "activity", json!({"commit": format!("p{n}-{i}")})).unwrap();
     }
 }
 
@@ -426,7 +431,7 @@ fn garbage_fails_validation_naming_the_commit() {
     let repo = TestRepo::new();
     let r = repo.open();
     let store = Store::new(&r).unwrap();
-    let good = store.append::<BoulderState>(B, "created", json!({"stream": "x"})).unwrap();
+    let good = store.append_raw::<BoulderState>(B, "created", json!({"stream": "x"})).unwrap();
     let parent = good.commit.to_string();
     let good_op = repo.git(&["cat-file", "blob", &format!("{B}:op.json")]);
     let good_state = repo.git(&["cat-file", "blob", &format!("{B}:state.json")]);
@@ -477,7 +482,10 @@ fn garbage_fails_validation_naming_the_commit() {
         }
         // And nothing is appended on top of garbage.
         if !matches!(what, "lying state" | "bad clock") {
-            assert!(store.append::<BoulderState>("refs/boulder/boulders/bad", "stop", json!({})).is_err(), "{what}");
+            assert!(
+                store.append_raw::<BoulderState>("refs/boulder/boulders/bad", "stop", json!({})).is_err(),
+                "{what}"
+            );
         }
     }
     // A good chain under a garbage commit is still garbage: the walk reaches it.
@@ -492,8 +500,8 @@ fn garbage_fails_validation_naming_the_commit() {
 /// Three replicas of one boulder in one repository: refs r0, r1, r2 from a common base.
 fn replicas(repo: &TestRepo, store: &Store) -> [String; 3] {
     let base = "refs/boulder/boulders/base";
-    store.append::<BoulderState>(base, "created", json!({"stream": "s"})).unwrap();
-    store.append::<BoulderState>(base, "activity", json!({"commit": "b0"})).unwrap();
+    store.append_raw::<BoulderState>(base, "created", json!({"stream": "s"})).unwrap();
+    store.append_raw::<BoulderState>(base, "activity", json!({"commit": "b0"})).unwrap();
     let id = repo.git(&["rev-parse", base]);
     let names = ["r0", "r1", "r2"].map(|n| format!("refs/boulder/boulders/{n}"));
     for n in &names {
@@ -509,10 +517,10 @@ fn merges_are_deterministic_commits() {
     let store = Store::new(&r).unwrap();
     let [a, b, _] = replicas(&repo, &store);
     let base = r.ref_id(&a).unwrap().unwrap();
-    store.append::<BoulderState>(&a, "activity", json!({"commit": "c1"})).unwrap();
-    store.append::<BoulderState>(&a, "activity", json!({"commit": "c2"})).unwrap();
-    store.append::<BoulderState>(&b, "activity", json!({"commit": "c2"})).unwrap();
-    store.append::<BoulderState>(&b, "enforced", json!({"gate": "idle", "message": "m"})).unwrap();
+    store.append_raw::<BoulderState>(&a, "activity", json!({"commit": "c1"})).unwrap();
+    store.append_raw::<BoulderState>(&a, "activity", json!({"commit": "c2"})).unwrap();
+    store.append_raw::<BoulderState>(&b, "activity", json!({"commit": "c2"})).unwrap();
+    store.append_raw::<BoulderState>(&b, "enforced", json!({"gate": "idle", "message": "m"})).unwrap();
     let (ta, tb) = (r.ref_id(&a).unwrap().unwrap(), r.ref_id(&b).unwrap().unwrap());
     // Ancestors: the descendant wins, nothing is written.
     assert_eq!(store.merge::<BoulderState>(base, ta).unwrap(), ta);
@@ -535,7 +543,7 @@ fn merges_are_deterministic_commits() {
     store.validate_chain::<BoulderState>(oid(&m)).unwrap();
     // Appends continue above the merge's clock.
     repo.git(&["update-ref", &a, &m]);
-    let e = store.append::<BoulderState>(&a, "stop", json!({})).unwrap();
+    let e = store.append_raw::<BoulderState>(&a, "stop", json!({})).unwrap();
     assert_eq!(e.op.lamport, 6);
     let log = store.log(&a).unwrap();
     assert_eq!((log[0].op.kind.as_str(), log[1].is_merge), ("stop", true));
@@ -572,11 +580,11 @@ fn merges_of_unrelated_histories_replay_everything() {
     let r = repo.open();
     let store = Store::new(&r).unwrap();
     let (a, b) = ("refs/boulder/boulders/a", "refs/boulder/boulders/b");
-    store.append::<BoulderState>(a, "created", json!({"stream": "s"})).unwrap();
-    store.append::<BoulderState>(a, "activity", json!({"commit": "c1"})).unwrap();
-    store.append::<BoulderState>(b, "created", json!({"stream": "s"})).unwrap();
-    store.append::<BoulderState>(b, "activity", json!({"commit": "c1"})).unwrap();
-    store.append::<BoulderState>(b, "activity", json!({"commit": "c2"})).unwrap();
+    store.append_raw::<BoulderState>(a, "created", json!({"stream": "s"})).unwrap();
+    store.append_raw::<BoulderState>(a, "activity", json!({"commit": "c1"})).unwrap();
+    store.append_raw::<BoulderState>(b, "created", json!({"stream": "s"})).unwrap();
+    store.append_raw::<BoulderState>(b, "activity", json!({"commit": "c1"})).unwrap();
+    store.append_raw::<BoulderState>(b, "activity", json!({"commit": "c2"})).unwrap();
     let (ta, tb) = (r.ref_id(a).unwrap().unwrap(), r.ref_id(b).unwrap().unwrap());
     let m = store.merge::<BoulderState>(ta, tb).unwrap();
     assert_eq!(m, store.merge::<BoulderState>(tb, ta).unwrap());
@@ -594,12 +602,12 @@ fn absorb_creates_fast_forwards_merges_and_refuses_garbage() {
     let tb = r.ref_id(&b).unwrap().unwrap();
     assert_eq!(store.absorb::<BoulderState>(fetched, tb).unwrap(), Absorbed::Created);
     assert_eq!(store.absorb::<BoulderState>(fetched, tb).unwrap(), Absorbed::UpToDate);
-    store.append::<BoulderState>(&b, "activity", json!({"commit": "c1"})).unwrap();
+    store.append_raw::<BoulderState>(&b, "activity", json!({"commit": "c1"})).unwrap();
     let tb = r.ref_id(&b).unwrap().unwrap();
     assert_eq!(store.absorb::<BoulderState>(&a, tb).unwrap(), Absorbed::FastForward);
     assert_eq!(r.ref_id(&a).unwrap(), Some(tb));
-    store.append::<BoulderState>(&a, "activity", json!({"commit": "c2"})).unwrap();
-    store.append::<BoulderState>(&b, "activity", json!({"commit": "c3"})).unwrap();
+    store.append_raw::<BoulderState>(&a, "activity", json!({"commit": "c2"})).unwrap();
+    store.append_raw::<BoulderState>(&b, "activity", json!({"commit": "c3"})).unwrap();
     let tb = r.ref_id(&b).unwrap().unwrap();
     assert_eq!(store.absorb::<BoulderState>(&a, tb).unwrap(), Absorbed::Merged);
     assert_eq!(repo.json(&format!("{a}:state.json"))["iteration"], 4);
@@ -669,7 +677,7 @@ proptest! {
                     if kind == "activity" {
                         commits.insert(data["commit"].as_str().unwrap().to_string());
                     }
-                    stores[*i].append::<BoulderState>(&names[*i], kind, data).unwrap();
+                    stores[*i].append_raw::<BoulderState>(&names[*i], kind, data).unwrap();
                 }
                 Step::Pull(i, j) => {
                     let theirs = r.ref_id(&names[*j]).unwrap().unwrap();
@@ -716,12 +724,12 @@ fn merging_what_a_merge_already_holds_changes_nothing() {
     let store = Store::new(&r).unwrap();
     let names = replicas(&repo, &store);
     let stores: Vec<Store> = (0..3).map(|i| Store { repo: &r, actor: format!("actor{i}") }).collect();
-    stores[0].append::<BoulderState>(&names[0], "enforced", json!({"gate": "idle", "message": "m7"})).unwrap();
-    stores[1].append::<BoulderState>(&names[1], "enforced", json!({"gate": "idle", "message": "m3"})).unwrap();
-    stores[2].append::<BoulderState>(&names[2], "activity", json!({"commit": "c7"})).unwrap();
+    stores[0].append_raw::<BoulderState>(&names[0], "enforced", json!({"gate": "idle", "message": "m7"})).unwrap();
+    stores[1].append_raw::<BoulderState>(&names[1], "enforced", json!({"gate": "idle", "message": "m3"})).unwrap();
+    stores[2].append_raw::<BoulderState>(&names[2], "activity", json!({"commit": "c7"})).unwrap();
     let b = r.ref_id(&names[1]).unwrap().unwrap();
     assert_eq!(stores[2].absorb::<BoulderState>(&names[2], b).unwrap(), Absorbed::Merged);
-    stores[2].append::<BoulderState>(&names[2], "stop", json!({})).unwrap();
+    stores[2].append_raw::<BoulderState>(&names[2], "stop", json!({})).unwrap();
     let (a, c) = (r.ref_id(&names[0]).unwrap().unwrap(), r.ref_id(&names[2]).unwrap().unwrap());
     assert_eq!(store.merge::<BoulderState>(b, c).unwrap(), c);
     let ab = store.merge::<BoulderState>(a, b).unwrap();

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::plan::BoulderSettings;
-use crate::state::BoulderState;
+use crate::state::{BoulderState, BoulderStatus};
 
 /// Phrases that say the agent thinks it is finished.
 pub const COMPLETION_PHRASES: &[&str] = &[
@@ -99,7 +99,7 @@ pub fn decide(
     if subagent {
         return no("subagent", "subagents are never enforced".into());
     }
-    if b.status == "completed" {
+    if b.status == BoulderStatus::Completed {
         return no("completed", "the boulder is completed (its work is done); nothing to push on".into());
     }
     let completion = message.is_some_and(is_completion);
@@ -142,7 +142,7 @@ pub fn decide(
     if b.stop_requested {
         return no("stopped", "stopped by the user; new activity clears it".into());
     }
-    if let Some(c) = children.iter().find(|c| c.status != "completed") {
+    if let Some(c) = children.iter().find(|c| c.status != BoulderStatus::Completed) {
         let name = c.parent.as_deref().unwrap_or("");
         let _ = name;
         return no("children", format!("a child boulder is still {}; the parent waits", c.status));
@@ -252,9 +252,9 @@ mod tests {
         b.stop_requested = true;
         assert_eq!(decide(&b, &[], NOW, &t, false, None).gate, "stopped");
         b.stop_requested = false;
-        let child = BoulderState { status: "active".into(), ..BoulderState::default() };
+        let child = BoulderState { status: BoulderStatus::Active, ..BoulderState::default() };
         assert_eq!(decide(&b, &[child], NOW, &t, false, None).gate, "children");
-        let done = BoulderState { status: "completed".into(), ..BoulderState::default() };
+        let done = BoulderState { status: BoulderStatus::Completed, ..BoulderState::default() };
         assert!(decide(&b, &[done], NOW, &t, false, None).enforce);
     }
 

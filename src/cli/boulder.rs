@@ -6,7 +6,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use crate::error::{Error, Result};
-use crate::state::{self, BoulderState, Store};
+use crate::state::{self, BoulderOp, BoulderState, BoulderStatus, Opt, Store};
 use crate::workspace::Workspace;
 
 #[derive(Debug, clap::Args)]
@@ -139,7 +139,7 @@ pub fn create(ws: &Workspace, args: CreateArgs) -> Result<()> {
                 ))
                 .hint("raise settings.boulder.max_depth, or attach it higher up"));
             }
-            let active = children(&store, p)?.iter().filter(|(_, c)| c.status == "active").count();
+            let active = children(&store, p)?.iter().filter(|(_, c)| c.status == BoulderStatus::Active).count();
             if active as u32 >= settings.parallel_limit {
                 return Err(Error::refused(format!(
                     "boulder {p} already has {active} active children (parallel_limit {})",
@@ -154,7 +154,12 @@ pub fn create(ws: &Workspace, args: CreateArgs) -> Result<()> {
     let created = store.append_if::<BoulderState>(&state::boulder_ref(&args.name), |cur| {
         Ok(match cur {
             Some(_) => None,
-            None => Some(("created".into(), json!({"stream": stream, "parent": args.parent, "depth": depth}))),
+            None => Some(BoulderOp::Created {
+                id: Opt::Absent,
+                stream: stream.clone().into(),
+                parent: args.parent.clone().into(),
+                depth: Opt::Set(u64::from(depth)),
+            }),
         })
     })?;
     if created.is_none() {
@@ -224,7 +229,7 @@ pub fn list(ws: &Workspace, args: ListArgs) -> Result<()> {
                 format!("{}{}", "  ".repeat(b.depth as usize), p.rsplit('.').next().unwrap_or(p)),
                 p.clone(),
                 b.iteration.to_string(),
-                b.status.clone(),
+                b.status.to_string(),
                 crate::stream::status::ago(b.last_activity.as_deref()),
             ]
         })
@@ -284,7 +289,7 @@ pub fn check(ws: &Workspace, args: CheckArgs) -> Result<()> {
     if let (Some(plan), None) = (&plan, &b.parent) {
         if let Some(stream) = plan.stream(&id).filter(|s| !s.stories.is_empty()) {
             if crate::merge::complete(ws, plan, stream).unwrap_or(false) {
-                gated.status = "completed".into();
+                gated.status = BoulderStatus::Completed;
             }
         }
     }
@@ -309,9 +314,12 @@ pub fn check(ws: &Workspace, args: CheckArgs) -> Result<()> {
             text.push_str(&format!("\n(iteration {} still waiting)", b.iteration));
         }
         if d.reset_failures {
-            store.append::<BoulderState>(&bref, "reset_failures", json!({}))?;
+            store.append::<BoulderState>(&bref, BoulderOp::ResetFailures {})?;
         }
-        store.append::<BoulderState>(&bref, "enforced", json!({"gate": d.gate, "message": text}))?;
+        store.append::<BoulderState>(
+            &bref,
+            BoulderOp::Enforced { gate: Opt::Set(d.gate.to_string()), message: Opt::Set(text.clone()) },
+        )?;
     }
     d.reset_failures = false;
     let v = json!({"enforce": d.enforce, "gate": d.gate, "reason": d.reason, "variant": d.variant,
@@ -334,7 +342,7 @@ pub fn checkpoint(ws: &Workspace, args: CheckpointArgs) -> Result<()> {
     let id = target(ws, args.boulder.as_deref())?;
     let store = Store::new(&ws.repo)?;
     ensure(&store, &id)?;
-    store.append::<BoulderState>(&state::boulder_ref(&id), "checkpoint", json!({"message": args.message}))?;
+    store.append::<BoulderState>(&state::boulder_ref(&id), BoulderOp::Checkpoint { message: args.message.clone() })?;
     eprintln!("checkpoint recorded on boulder {id}");
     Ok(())
 }
@@ -356,7 +364,7 @@ pub fn todo(ws: &Workspace, cmd: TodoCommand) -> Result<()> {
         TodoCommand::Add { text } => {
             let e = store.append_if::<BoulderState>(&bref, |cur| {
                 let n = cur.map_or(0, |b| b.todos.len()) + 1;
-                Ok(Some(("todo_add".into(), json!({"id": format!("t{n}"), "text": text}))))
+                Ok(Some(BoulderOp::TodoAdd { id: format!("t{n}"), text: text.clone() }))
             })?;
             if let Some(t) = e.and_then(|e| e.state.todos.last().cloned()) {
                 writeln!(out, "{}", t.id)?;
@@ -368,7 +376,7 @@ pub fn todo(ws: &Workspace, cmd: TodoCommand) -> Result<()> {
                 return Err(Error::usage(format!("no todo {todo:?} on boulder {id}"))
                     .hint("see them with `git boulder todo list`"));
             }
-            store.append::<BoulderState>(&bref, "todo_done", json!({"id": todo}))?;
+            store.append::<BoulderState>(&bref, BoulderOp::TodoDone { id: todo.clone() })?;
         }
         TodoCommand::List { json } => {
             let b = read(&store, &id)?.unwrap_or_default();
@@ -479,7 +487,7 @@ pub fn finish(ws: &Workspace, args: FinishArgs) -> Result<()> {
     let id = target(ws, args.id.as_deref())?;
     let store = Store::new(&ws.repo)?;
     ensure(&store, &id)?;
-    store.append::<BoulderState>(&state::boulder_ref(&id), "status", json!({"status": "completed"}))?;
+    store.append::<BoulderState>(&state::boulder_ref(&id), BoulderOp::Status { status: BoulderStatus::Completed })?;
     eprintln!("boulder {id} completed");
     Ok(())
 }

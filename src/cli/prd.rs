@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::error::{Error, Result};
 use crate::prd::{Prd, Status, Story};
-use crate::state::{PrdState, Store, PRD_REF};
+use crate::state::{PrdOp, PrdState, Store, PRD_REF};
 use crate::workspace::Workspace;
 
 #[derive(Debug, Subcommand)]
@@ -221,14 +221,14 @@ fn done(ws: &Workspace, args: DoneArgs, done: bool) -> Result<()> {
     }
     let store = Store::new(&ws.repo)?;
     if done {
-        store.append::<PrdState>(PRD_REF, "done", json!({ "ids": args.ids }))?;
+        store.append::<PrdState>(PRD_REF, PrdOp::Done { ids: args.ids.clone() })?;
         eprintln!("recorded done: {}", crate::text::inert(&args.ids.join(", ")));
         return Ok(());
     }
     let recorded = ws.recorded_done()?;
     let (had, not): (Vec<&String>, Vec<&String>) = args.ids.iter().partition(|id| recorded.contains(*id));
     if !had.is_empty() {
-        store.append::<PrdState>(PRD_REF, "undone", json!({ "ids": had }))?;
+        store.append::<PrdState>(PRD_REF, PrdOp::Undone { ids: had.iter().map(|s| s.to_string()).collect() })?;
         let list: Vec<&str> = had.iter().map(|s| s.as_str()).collect();
         eprintln!("took back done: {}", crate::text::inert(&list.join(", ")));
     }

@@ -3,7 +3,8 @@
 use std::io::Write;
 
 use crate::error::Result;
-use crate::stream::status::{ago, collect};
+use crate::state::StreamStatus;
+use crate::stream::status::{ago, collect, RowStatus};
 use crate::workspace::Workspace;
 
 #[derive(Debug, clap::Args)]
@@ -47,7 +48,7 @@ pub fn run(ws: &Workspace, args: StatusArgs) -> Result<()> {
                     (true, true) => format!("* {}", r.name),
                     (true, false) => format!("  {}", r.name),
                 },
-                r.status.clone(),
+                r.status.to_string(),
                 format!("{}/{}", r.progress.done, r.progress.total),
                 r.branch.clone(),
                 match (r.ahead, r.behind) {
@@ -103,8 +104,8 @@ pub fn run(ws: &Workspace, args: StatusArgs) -> Result<()> {
 fn hints(ws: &Workspace, plan: &crate::plan::Plan, rows: &[crate::stream::status::StreamRow]) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for r in rows {
-        match r.status.as_str() {
-            "INTERRUPTED" => {
+        match r.status {
+            RowStatus::Interrupted => {
                 // Without an agent in the plan, the run needs its command again.
                 let cmd = match plan.stream(&r.name).and_then(|s| s.agent.as_ref()) {
                     Some(_) => format!("git boulder stream run {}", r.name),
@@ -112,11 +113,11 @@ fn hints(ws: &Workspace, plan: &crate::plan::Plan, rows: &[crate::stream::status
                 };
                 out.push(format!("{}: its run was interrupted; resume it with `{cmd}`", r.name))
             }
-            "SETUP_FAILED" => out.push(format!(
+            RowStatus::SetupFailed => out.push(format!(
                 "{}: its setup command failed; fix it and set it up again with `git boulder stream init {}`",
                 r.name, r.name
             )),
-            "COMPLETED" => {
+            RowStatus::Recorded(StreamStatus::Completed) => {
                 out.push(format!("{}: all stories done, ready to merge: `git boulder stream merge {}`", r.name, r.name))
             }
             _ => {}

@@ -6,6 +6,7 @@ use clap::Subcommand;
 
 use crate::error::{Error, Result};
 use crate::plan::{self, Severity};
+use crate::state::StreamStatus;
 use crate::workspace::{load_prd, Workspace};
 
 #[derive(Debug, Subcommand)]
@@ -292,10 +293,10 @@ fn run_loop(ws: &Workspace, args: RunArgs) -> Result<()> {
         outcome.iterations,
         crate::text::inert(&outcome.reason)
     )?;
-    if outcome.status == "FAILED" {
+    if outcome.status == StreamStatus::Failed {
         return Err(Error::refused(format!("stream {} failed: {}", stream.name, outcome.reason)));
     }
-    if outcome.status == "COMPLETED" && plan.settings.auto_merge {
+    if outcome.status == StreamStatus::Completed && plan.settings.auto_merge {
         eprintln!("settings.auto_merge: merging stream {}", stream.name);
         super::merge::auto(ws, &plan, stream)?;
     }

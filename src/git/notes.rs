@@ -41,10 +41,12 @@ fn backoff() {
 const WRITE_MESSAGE: &str = "Notes added by git-boulder";
 
 /// Write (or replace) the note of `commit`, retrying when another writer moved the notes ref.
+/// The note holds the one record `note`.
 ///
 /// The hot path of the post-commit hook: one blob, the notes tree(s) and a commit, then a
 /// compare-and-swap of the ref; the identity comes from [`identity_now`].
-pub fn write(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<()> {
+pub fn write(repo: &gix::Repository, commit: ObjectId, note: &Note) -> Result<()> {
+    let text = &note.text();
     let Some((committer, author)) = identity_now(repo) else { return write_as_configured(repo, commit, text) };
     let blob =
         repo.write_blob(text.as_bytes()).map_err(|e| Error::internal(format!("cannot write a note: {e}")))?.detach();
@@ -324,21 +326,56 @@ pub fn all(repo: &gix::Repository, commit: ObjectId) -> Result<BTreeMap<ObjectId
 /// Largest note git-boulder reads from a fetched notes ref.
 pub const MAX_NOTE_BYTES: u64 = 64 * 1024;
 
-/// Check a note's bytes as git-boulder writes them: at most 64 KiB of UTF-8, one JSON object per
-/// non-empty line, each with a string `stream`. Pure, so notes fetched from anywhere can be checked
-/// (and fuzzed). The error completes "the note of <commit> …".
-pub fn check(data: &[u8]) -> std::result::Result<(), String> {
-    if data.len() as u64 > MAX_NOTE_BYTES {
-        return Err("is larger than 64 KiB".into());
+/// One record of a note: what the post-commit hook knew of a commit when it recorded it. A
+/// note is one record per line, as JSON (several records when commits squashed into one carried
+/// theirs along, see [`carry`]). Built and read only here.
+///
+/// The fields are in alphabetical order: the key order every git-boulder has written. Reading is
+/// lenient beyond `stream`, so records of other versions (missing fields, or more) still read.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Note {
+    /// When the commit was recorded: now for the hook, the committer time for `git boulder record`.
+    pub at: Option<String>,
+    /// The boulder it counted for (and that boulder's ancestors).
+    pub boulder: Option<String>,
+    /// That boulder's iteration after it.
+    pub iteration: Option<u64>,
+    /// The story it was for (`BOULDER_STORY`), when said.
+    pub story: Option<String>,
+    /// The stream whose work it is.
+    pub stream: String,
+}
+
+impl Note {
+    /// The text of a note holding this one record: one JSON line.
+    pub fn text(&self) -> String {
+        // A struct of strings and a number always serializes.
+        format!("{}\n", serde_json::to_string(self).unwrap_or_default())
     }
-    let text = std::str::from_utf8(data).map_err(|_| "is not UTF-8".to_string())?;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("is not JSON lines: {e}"))?;
-        if !v.is_object() || !v.get("stream").is_some_and(|s| s.is_string()) {
-            return Err("is not a git-boulder record (an object with a stream)".into());
+
+    /// The records of a note's bytes, checked as [`check`] says.
+    pub fn parse(data: &[u8]) -> std::result::Result<Vec<Note>, String> {
+        if data.len() as u64 > MAX_NOTE_BYTES {
+            return Err("is larger than 64 KiB".into());
         }
+        let text = std::str::from_utf8(data).map_err(|_| "is not UTF-8".to_string())?;
+        let mut out = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("is not JSON lines: {e}"))?;
+            let note: Note = serde_json::from_value(v)
+                .map_err(|_| "is not a git-boulder record (an object with a stream)".to_string())?;
+            out.push(note);
+        }
+        Ok(out)
     }
-    Ok(())
+}
+
+/// Check a note's bytes as git-boulder writes them: at most 64 KiB of UTF-8, one JSON object per
+/// non-empty line, each a [`Note`] (a string `stream`, and its other fields, where given, of
+/// their types). Pure, so notes fetched from anywhere can be checked (and fuzzed). The error
+/// completes "the note of <commit> …".
+pub fn check(data: &[u8]) -> std::result::Result<(), String> {
+    Note::parse(data).map(|_| ())
 }
 
 /// The lines of a note, for union merges: each record once, in order.

@@ -14,15 +14,15 @@ use std::io::Read;
 
 use gix::bstr::ByteSlice;
 use gix::ObjectId;
-use serde_json::json;
 
 use super::changes::changed_paths;
 use super::open;
 use super::ownership::{check_paths, report, Violation};
 use crate::error::{Error, Result};
-use crate::git::{notes, Repo};
+use crate::git::notes::{self, Note};
+use crate::git::Repo;
 use crate::plan::{Level, Plan, StreamDef};
-use crate::state::{self, BoulderState, Store};
+use crate::state::{self, BoulderOp, BoulderState, Opt, Store};
 use crate::workspace::Workspace;
 
 /// Run hook `name`; the exit code to give git.
@@ -108,26 +108,55 @@ fn post_commit() -> Result<()> {
     let store = Store::new(&ws.repo)?;
     let story = std::env::var("BOULDER_STORY").ok().filter(|s| !s.is_empty());
     let boulder = current_boulder(&ws.repo, &stream);
-    record_commit(&ws.repo, &store, &stream, &boulder, head, story.as_deref(), &crate::time::now_rfc3339())
+    let rec = RecordedCommit { stream, boulder, commit: head, story, at: crate::time::now_rfc3339() };
+    record_commit(&ws.repo, &store, &rec)
 }
 
-/// Record `commit` as work of `stream`, as post-commit does: an activity op on `boulder` and each
-/// of its ancestors (a stream's root boulder is made on first use), then the commit's note
-/// `{stream, boulder, story, iteration, at}`. `at` is the commit's time: now for the hook, the
-/// committer time for `git boulder record`; an activity op carries it as `data.at`. An activity
-/// op for a commit already counted changes nothing, so recording twice counts once.
-pub fn record_commit(
-    repo: &Repo,
-    store: &Store,
-    stream: &str,
-    boulder: &str,
-    commit: ObjectId,
-    story: Option<&str>,
-    at: &str,
-) -> Result<()> {
-    let activity = json!({"commit": commit.to_string(), "story": story, "at": at});
+/// A commit recorded as work of a stream: what post-commit (or `git boulder record`) knows of
+/// it, carried whole from the hook to the op-logs and the note ([`record_commit`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedCommit {
+    /// The stream whose branch it is on.
+    pub stream: String,
+    /// The boulder it counts for (and each of its ancestors).
+    pub boulder: String,
+    pub commit: ObjectId,
+    /// The story it was for (`BOULDER_STORY`), when said.
+    pub story: Option<String>,
+    /// The commit's time: now for the hook, the committer time for `git boulder record`.
+    pub at: String,
+}
+
+impl RecordedCommit {
+    /// The activity op each boulder it counts for records.
+    pub fn activity(&self) -> BoulderOp {
+        BoulderOp::Activity {
+            commit: self.commit.to_string(),
+            story: self.story.clone().into(),
+            at: Opt::Set(self.at.clone()),
+        }
+    }
+
+    /// The note of the commit, once its boulder is at `iteration`.
+    pub fn note(&self, iteration: u64) -> Note {
+        Note {
+            at: Some(self.at.clone()),
+            boulder: Some(self.boulder.clone()),
+            iteration: Some(iteration),
+            story: self.story.clone(),
+            stream: self.stream.clone(),
+        }
+    }
+}
+
+/// Record a commit as work of its stream, as post-commit does: an activity op on its boulder
+/// and each of the boulder's ancestors (a stream's root boulder is made on first use), then the
+/// commit's note `{stream, boulder, story, iteration, at}`. An activity op for a commit already
+/// counted changes nothing, so recording twice counts once.
+pub fn record_commit(repo: &Repo, store: &Store, rec: &RecordedCommit) -> Result<()> {
+    let activity = rec.activity();
     // The commit counts for the current boulder and each of its ancestors.
-    let mut id = Some(boulder.to_string());
+    let mut id = Some(rec.boulder.clone());
     let mut iteration = 0;
     let mut first = true;
     let mut seen = std::collections::HashSet::new();
@@ -135,18 +164,23 @@ pub fn record_commit(
         if !seen.insert(b.clone()) {
             break;
         }
+        let mut created = false;
         let e = store.append_if::<BoulderState>(&state::boulder_ref(&b), |cur| {
+            created = cur.is_none();
             Ok(Some(match cur {
-                Some(_) => ("activity".to_string(), activity.clone()),
+                Some(_) => activity.clone(),
                 // A root boulder made on first use.
-                None if b == stream => ("created".to_string(), json!({"stream": stream, "depth": 0})),
+                None if b == rec.stream => BoulderOp::Created {
+                    id: Opt::Absent,
+                    stream: Opt::Set(rec.stream.clone()),
+                    parent: Opt::Absent,
+                    depth: Opt::Set(0),
+                },
                 None => return Ok(None),
             }))
         })?;
         let e = match e {
-            Some(e) if e.op.kind == "created" => {
-                store.append::<BoulderState>(&state::boulder_ref(&b), "activity", activity.clone())?
-            }
+            Some(_) if created => store.append::<BoulderState>(&state::boulder_ref(&b), activity.clone())?,
             Some(e) => e,
             None => break,
         };
@@ -156,8 +190,7 @@ pub fn record_commit(
         }
         id = e.state.parent.clone();
     }
-    let note = json!({"stream": stream, "boulder": boulder, "story": story, "iteration": iteration, "at": at});
-    notes::write(&repo.repo, commit, &format!("{note}\n"))
+    notes::write(&repo.repo, rec.commit, &rec.note(iteration))
 }
 
 fn post_rewrite(args: &[String]) -> Result<()> {

@@ -20,13 +20,12 @@ pub mod replay;
 use std::collections::BTreeSet;
 
 use gix::ObjectId;
-use serde_json::json;
 
 use crate::error::{Error, Result, ResultExt};
 use crate::failpoint;
 use crate::git::notes;
 use crate::plan::{MergeStrategy, Plan, StreamDef};
-use crate::state::{self, Store, StreamState};
+use crate::state::{self, Opt, Store, StreamOp, StreamState, StreamStatus};
 use crate::workspace::{load_prd, Workspace};
 use crate::worktree;
 use crate::worktree::checkout;
@@ -142,7 +141,7 @@ fn preflight(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options) ->
     let store = Store::new(&ws.repo)?;
     for dep in &stream.depends_on {
         let st = store.read::<StreamState>(&state::stream_ref(dep))?;
-        if st.map(|e| e.state.status) != Some("MERGED".into()) {
+        if st.map(|e| e.state.status) != Some(StreamStatus::Merged) {
             return Err(Error::refused(format!(
                 "stream {} depends on stream {dep}, which is not merged yet",
                 stream.name
@@ -553,9 +552,12 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
     let last_hex = last.to_string();
     let strategy = j.strategy.clone();
     store.append_if::<StreamState>(&state::stream_ref(&j.stream), |cur| {
-        let already = cur.is_some_and(|s| s.status == "MERGED" && s.merged_commit.as_deref() == Some(&last_hex));
-        Ok((!already).then(|| {
-            ("merged".to_string(), json!({"commit": last_hex, "strategy": strategy, "stream_tip": s_new.to_string()}))
+        let already =
+            cur.is_some_and(|s| s.status == StreamStatus::Merged && s.merged_commit.as_deref() == Some(&last_hex));
+        Ok((!already).then(|| StreamOp::Merged {
+            commit: last_hex.clone(),
+            strategy: Opt::Set(strategy.clone()),
+            stream_tip: Opt::Set(s_new.to_string()),
         }))
     })?;
     failpoint::hit("merge-record");
@@ -593,7 +595,7 @@ pub fn complete(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<bool>
 pub fn already_merged(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<bool> {
     let store = Store::new(&ws.repo)?;
     let Some(st) = store.read::<StreamState>(&state::stream_ref(&stream.name))? else { return Ok(false) };
-    if st.state.status != "MERGED" {
+    if st.state.status != StreamStatus::Merged {
         return Ok(false);
     }
     let tip = ws.repo.branch_tip(&stream.branch)?;

@@ -2,7 +2,8 @@
 //! `refs/boulder/boulders/<id>` and `refs/boulder/prd` points at a chain of commits, one per
 //! operation, whose tree holds `op.json` and `state.json` (the whole state after the op).
 //!
-//! * [`op`]: the op record and the state types with their `apply` (pure).
+//! * [`op`]: the op record, the typed ops and statuses, and the state types with their `apply`
+//!   (pure).
 //! * [`store`]: read, append (compare-and-swap with retry), log, validation of chains from
 //!   anywhere, and the deterministic merge of two diverged chains (gix).
 
@@ -11,7 +12,10 @@ pub mod history;
 pub mod op;
 pub mod store;
 
-pub use op::{replay, BoulderState, Checkpoint, Op, PrdState, RunInfo, State, StreamState, Todo};
+pub use op::{
+    replay, BoulderOp, BoulderState, BoulderStatus, Checkpoint, Op, Opt, Payload, PrdOp, PrdState, RunInfo, State,
+    StreamOp, StreamState, StreamStatus, Todo,
+};
 pub use store::{Absorbed, Entry, LogEntry, Store};
 
 /// Ref prefix of stream op-logs.

@@ -13,10 +13,26 @@
 //!   does not change what later ops do.
 //! * The `merge` op (written only by the store's deterministic merge) is accepted and changes
 //!   nothing.
+//!
+//! ### Typed ops
+//!
+//! On disk every op is the envelope [`Op`] `{v, kind, lamport, at, actor, data}`. What its
+//! `kind` and `data` say is typed per state: [`StreamOp`], [`BoulderOp`] and [`PrdOp`], one
+//! variant per kind. [`Payload::parse`] reads an envelope's data into one (refusing an unknown
+//! kind or a missing or mistyped field, naming it); [`Payload::data`] writes it back as the very
+//! JSON git-boulder has always written (keys sorted, a field given as `null` kept `null`, a field
+//! left out left out: see [`Opt`]). [`State::apply_op`] is an exhaustive match on it, and cannot
+//! fail: everything an op is refused for is found when it is parsed.
+//!
+//! ### Adding an op kind
+//!
+//! Add a variant to the state's op enum (its fields named as in the JSON), read it in that
+//! enum's `parse`, name it in `kind`, handle it in the state's `apply_op` (the compiler lists the
+//! matches to complete), and document it in docs/state-format.md.
 
 use std::collections::BTreeSet;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 
 /// The op kind of a deterministic merge commit (accepted everywhere, changes nothing).
 pub const MERGE_KIND: &str = "merge";
@@ -27,7 +43,7 @@ pub const MAX_LAMPORT: u64 = 1 << 53;
 /// The longest string accepted in an op's data.
 pub const MAX_TEXT: usize = 64 * 1024;
 
-/// One operation: the content of `op.json`.
+/// One operation: the content of `op.json`, the envelope of a typed op.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Op {
@@ -42,7 +58,7 @@ pub struct Op {
     pub at: String,
     /// The actor (machine) that made it; `merge` for merge commits.
     pub actor: String,
-    /// The op's arguments, a JSON object.
+    /// The op's arguments, a JSON object: [`Payload::data`] of the typed op (or [`MergeData`]).
     #[serde(default)]
     pub data: serde_json::Value,
 }
@@ -86,20 +102,112 @@ pub fn valid_actor(actor: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// An optional field of an op's data, as it was written: left out, `null`, or a value. `apply`
+/// takes left out and `null` alike; they are kept apart so that an op read back serializes to
+/// the JSON it was written with (some writers always write a key, `null` when there is nothing
+/// to say; others leave it out).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Opt<T> {
+    /// The key is not in the data.
+    #[default]
+    Absent,
+    /// The key is there, `null`.
+    Null,
+    /// The key holds a value.
+    Set(T),
+}
+
+impl<T> Opt<T> {
+    /// Whether the key is left out (for `skip_serializing_if`).
+    pub fn is_absent(&self) -> bool {
+        matches!(self, Opt::Absent)
+    }
+
+    /// The value, if there is one.
+    pub fn get(&self) -> Option<&T> {
+        match self {
+            Opt::Set(v) => Some(v),
+            Opt::Absent | Opt::Null => None,
+        }
+    }
+}
+
+/// `None` is written as `null`.
+impl<T> From<Option<T>> for Opt<T> {
+    fn from(o: Option<T>) -> Self {
+        o.map_or(Opt::Null, Opt::Set)
+    }
+}
+
+impl<T: Serialize> Serialize for Opt<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Opt::Set(v) => v.serialize(s),
+            Opt::Absent | Opt::Null => s.serialize_none(),
+        }
+    }
+}
+
+/// The typed ops of one state: one variant per kind.
+pub trait Payload: Serialize + Clone + PartialEq + std::fmt::Debug + Sized {
+    /// The kind written in the envelope.
+    fn kind(&self) -> &'static str;
+
+    /// Read the kind and data of an envelope (not a `merge`): an unknown kind, or a missing or
+    /// mistyped field, is an error naming it.
+    fn parse(op: &Op) -> Result<Self, String>;
+
+    /// The data object as written in `op.json`: keys sorted, as in every object git-boulder has
+    /// written there.
+    fn data(&self) -> serde_json::Value {
+        // A struct of strings, numbers, booleans and lists always converts.
+        serde_json::to_value(self).unwrap_or_else(|_| serde_json::Value::Object(Default::default()))
+    }
+}
+
+/// The data of a `merge` op, written only by the store's deterministic merge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MergeData {
+    /// The two merged tips, sorted by id.
+    pub parents: [String; 2],
+    /// How many ops only one side had.
+    pub ops: usize,
+}
+
+impl MergeData {
+    /// The data object as written in `op.json` (keys sorted).
+    pub fn data(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_else(|_| serde_json::Value::Object(Default::default()))
+    }
+}
+
 /// A state type kept in an op-log.
 pub trait State: Default + Clone + PartialEq + std::fmt::Debug + Serialize + for<'de> Deserialize<'de> {
     /// What this state is called in messages (`stream`, `boulder`, `prd`).
     const WHAT: &'static str;
-    /// Apply one op; an op this state does not know, or bad data, is an error naming it.
-    fn apply(&mut self, op: &Op) -> Result<(), String>;
+    /// The ops this state takes.
+    type Op: Payload;
+    /// Apply one typed op made at `at` by `actor`: an exhaustive match on its kinds.
+    fn apply_op(&mut self, op: &Self::Op, at: &str, actor: &str);
+    /// Apply one op record: a `merge` changes nothing; any other kind is read into
+    /// [`State::Op`] (an unknown kind or bad data is an error naming it) and applied.
+    fn apply(&mut self, op: &Op) -> Result<(), String> {
+        if op.is_merge() {
+            return Ok(());
+        }
+        let typed = Self::Op::parse(op)?;
+        self.apply_op(&typed, &op.at, &op.actor);
+        Ok(())
+    }
     /// Check a state read from anywhere (a remote included) beyond what parsing checks.
     fn validate(&self) -> Result<(), String> {
         Ok(())
     }
-    /// Complete an op's data from the ref it is appended to, before it is applied (a stream's
-    /// `initialized` records the stream's name, a boulder's `created` its id). `leaf` is the part
-    /// of the ref name after the state's prefix, or `None` when the ref is elsewhere.
-    fn complete_op(_leaf: Option<&str>, _kind: &str, _data: &mut serde_json::Value) {}
+    /// Complete an op from the ref it is appended to, before it is applied (a stream's
+    /// `initialized` records the stream's name, a boulder's `created` its id, when not given).
+    /// `leaf` is the part of the ref name after the state's prefix, or `None` when the ref is
+    /// elsewhere.
+    fn complete_op(_leaf: Option<&str>, _op: &mut Self::Op) {}
     /// The lamport clock of the last op applied.
     fn lamport(&self) -> u64;
     fn set_lamport(&mut self, lamport: u64);
@@ -136,13 +244,13 @@ fn boolean(op: &Op, key: &str) -> Result<bool, String> {
     }
 }
 
-/// A commit id as data: 4 to 64 hex digits.
+/// A commit id as data: 4 to 64 hex digits (kept as written; states keep it in lowercase).
 fn commit_id(op: &Op, key: &str) -> Result<String, String> {
     let c = required(op, key)?;
     if !(4..=64).contains(&c.len()) || !c.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(format!("{} op: data.{key} {c:?} is not a commit id", op.kind));
     }
-    Ok(c.to_ascii_lowercase())
+    Ok(c)
 }
 
 /// A stream index as data: a whole number 1..=[`MAX_INDEX`].
@@ -151,6 +259,20 @@ fn index(op: &Op) -> Result<u64, String> {
         Some(n) if (1..=MAX_INDEX).contains(&n) => Ok(n),
         _ => Err(format!("{} op: data.index must be a whole number 1..={MAX_INDEX}", op.kind)),
     }
+}
+
+/// An optional field, as written: `read` checks a value that is there and not `null`.
+fn opt<T>(op: &Op, key: &str, read: impl FnOnce() -> Result<T, String>) -> Result<Opt<T>, String> {
+    Ok(match op.data.get(key) {
+        None => Opt::Absent,
+        Some(serde_json::Value::Null) => Opt::Null,
+        Some(_) => Opt::Set(read()?),
+    })
+}
+
+/// An optional string field, as written.
+fn opt_string(op: &Op, key: &str) -> Result<Opt<String>, String> {
+    opt(op, key, || Ok(string(op, key)?.unwrap_or_default()))
 }
 
 fn unknown(what: &str, op: &Op) -> String {
@@ -175,9 +297,90 @@ fn check_time(what: &str, t: &Option<String>) -> Result<(), String> {
 /// The largest stream index accepted.
 pub const MAX_INDEX: u64 = 65535;
 
-/// Stream statuses.
+/// Stream statuses, as written ([`StreamStatus::as_str`]).
 pub const STREAM_STATUSES: &[&str] =
     &["DEFINED", "INITIALIZED", "RUNNING", "STOPPED", "COMPLETED", "FAILED", "MERGED", "CLEANED"];
+
+/// The status of a stream, written in capitals (`"RUNNING"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE", try_from = "String")]
+pub enum StreamStatus {
+    /// In the plan, never initialized.
+    #[default]
+    Defined,
+    /// Its branch and worktree were made.
+    Initialized,
+    /// The run loop is running it.
+    Running,
+    /// The run loop stopped (asked to, or at its iteration limit).
+    Stopped,
+    /// The run loop finished its stories.
+    Completed,
+    /// The run loop gave up.
+    Failed,
+    /// Merged into the base branch.
+    Merged,
+    /// Its worktree was removed (a merged stream stays [`StreamStatus::Merged`]).
+    Cleaned,
+}
+
+impl StreamStatus {
+    /// Every status, in the order of [`STREAM_STATUSES`].
+    pub const ALL: [StreamStatus; 8] = [
+        StreamStatus::Defined,
+        StreamStatus::Initialized,
+        StreamStatus::Running,
+        StreamStatus::Stopped,
+        StreamStatus::Completed,
+        StreamStatus::Failed,
+        StreamStatus::Merged,
+        StreamStatus::Cleaned,
+    ];
+
+    /// As written in state and shown to users.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamStatus::Defined => "DEFINED",
+            StreamStatus::Initialized => "INITIALIZED",
+            StreamStatus::Running => "RUNNING",
+            StreamStatus::Stopped => "STOPPED",
+            StreamStatus::Completed => "COMPLETED",
+            StreamStatus::Failed => "FAILED",
+            StreamStatus::Merged => "MERGED",
+            StreamStatus::Cleaned => "CLEANED",
+        }
+    }
+
+    /// The status written `text`, if it is one.
+    pub fn parse(text: &str) -> Option<StreamStatus> {
+        StreamStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// A status in which the stream's worktree is expected to exist.
+    pub fn is_live(self) -> bool {
+        match self {
+            StreamStatus::Initialized
+            | StreamStatus::Running
+            | StreamStatus::Stopped
+            | StreamStatus::Completed
+            | StreamStatus::Failed => true,
+            StreamStatus::Defined | StreamStatus::Merged | StreamStatus::Cleaned => false,
+        }
+    }
+}
+
+impl TryFrom<String> for StreamStatus {
+    type Error = String;
+    fn try_from(text: String) -> Result<Self, String> {
+        StreamStatus::parse(&text).ok_or_else(|| format!("unknown stream status {text:?}"))
+    }
+}
+
+impl std::fmt::Display for StreamStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// One run of `git boulder stream run`, as far as the stream's op-log knows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -192,10 +395,107 @@ pub struct RunInfo {
     pub ended_at: Option<String>,
     /// How it ended: `STOPPED`, `COMPLETED`, `FAILED` (or `MERGED`), `null` while running.
     #[serde(default)]
-    pub outcome: Option<String>,
+    pub outcome: Option<StreamStatus>,
     /// The reason it gave when it ended.
     #[serde(default)]
     pub reason: Option<String>,
+}
+
+/// The ops of a stream's op-log (`refs/boulder/streams/<name>`), by kind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum StreamOp {
+    /// `initialized`: `stream init` made (or repaired) the branch and worktree. `name` is filled
+    /// in from the ref when left out.
+    Initialized {
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        name: Opt<String>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        branch: Opt<String>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        worktree: Opt<String>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        base: Opt<String>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        index: Opt<u64>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        setup_failed: Opt<String>,
+    },
+    /// `status`: the run loop's status changes, with why.
+    Status {
+        status: StreamStatus,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        reason: Opt<String>,
+    },
+    /// `stop_requested`: `stream stop` asks the run loop to stop after its iteration.
+    StopRequested {},
+    /// `indexed`: a stream initialized without an index gets one.
+    Indexed { index: u64 },
+    /// `merged`: merged into the base branch, which then was at `commit`.
+    Merged {
+        commit: String,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        strategy: Opt<String>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        stream_tip: Opt<String>,
+    },
+    /// `cleaned`: `stream cleanup` removed the worktree (and maybe the branch).
+    Cleaned {
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        worktree_removed: Opt<bool>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        branch_deleted: Opt<bool>,
+    },
+}
+
+impl Payload for StreamOp {
+    fn kind(&self) -> &'static str {
+        match self {
+            StreamOp::Initialized { .. } => "initialized",
+            StreamOp::Status { .. } => "status",
+            StreamOp::StopRequested {} => "stop_requested",
+            StreamOp::Indexed { .. } => "indexed",
+            StreamOp::Merged { .. } => "merged",
+            StreamOp::Cleaned { .. } => "cleaned",
+        }
+    }
+
+    fn parse(op: &Op) -> Result<Self, String> {
+        Ok(match op.kind.as_str() {
+            "initialized" => StreamOp::Initialized {
+                name: opt_string(op, "name")?,
+                branch: opt_string(op, "branch")?,
+                worktree: opt_string(op, "worktree")?,
+                base: opt_string(op, "base")?,
+                index: opt(op, "index", || index(op))?,
+                setup_failed: opt_string(op, "setup_failed")?,
+            },
+            "status" => {
+                let status = required(op, "status")?;
+                let Some(status) = StreamStatus::parse(&status) else {
+                    return Err(format!(
+                        "status op: unknown stream status {status:?} (one of {})",
+                        STREAM_STATUSES.join(", ")
+                    ));
+                };
+                StreamOp::Status { status, reason: opt_string(op, "reason")? }
+            }
+            "stop_requested" => StreamOp::StopRequested {},
+            "indexed" => StreamOp::Indexed { index: index(op)? },
+            "merged" => StreamOp::Merged {
+                commit: commit_id(op, "commit")?,
+                strategy: opt_string(op, "strategy")?,
+                stream_tip: opt(op, "stream_tip", || commit_id(op, "stream_tip"))?,
+            },
+            "cleaned" => StreamOp::Cleaned {
+                // `worktree_removed` is checked but not kept in the state: the worktree path is
+                // dropped either way (paths are computed locally).
+                worktree_removed: opt(op, "worktree_removed", || boolean(op, "worktree_removed"))?,
+                branch_deleted: opt(op, "branch_deleted", || boolean(op, "branch_deleted"))?,
+            },
+            _ => return Err(unknown(StreamState::WHAT, op)),
+        })
+    }
 }
 
 /// State of one stream (`refs/boulder/streams/<name>`).
@@ -205,8 +505,8 @@ pub struct StreamState {
     /// The stream's name, as recorded by its `initialized` op (`null` before).
     #[serde(default)]
     pub name: Option<String>,
-    /// One of [`STREAM_STATUSES`]; `DEFINED` until it is initialized.
-    pub status: String,
+    /// `DEFINED` until it is initialized.
+    pub status: StreamStatus,
     /// The stream's branch (short name) as recorded at init.
     #[serde(default)]
     pub branch: Option<String>,
@@ -265,7 +565,7 @@ impl Default for StreamState {
     fn default() -> Self {
         StreamState {
             name: None,
-            status: "DEFINED".into(),
+            status: StreamStatus::Defined,
             branch: None,
             worktree: None,
             base: None,
@@ -288,107 +588,79 @@ impl Default for StreamState {
 
 impl State for StreamState {
     const WHAT: &'static str = "stream";
+    type Op = StreamOp;
 
-    fn apply(&mut self, op: &Op) -> Result<(), String> {
-        match op.kind.as_str() {
-            MERGE_KIND => return Ok(()),
-            "initialized" => {
-                let name = string(op, "name")?;
-                let branch = string(op, "branch")?;
-                let worktree = string(op, "worktree")?;
-                let base = string(op, "base")?;
-                let index = match field(op, "index") {
-                    None => None,
-                    Some(_) => Some(index(op)?),
-                };
-                let setup_failed = string(op, "setup_failed")?;
-                self.name = name.or(self.name.take());
-                self.index = index;
-                self.setup_failed = setup_failed;
-                self.status = "INITIALIZED".into();
-                self.branch = branch.or(self.branch.take());
-                self.worktree = worktree;
-                self.base = base.or(self.base.take());
-                self.initialized_by = Some(op.actor.clone());
+    fn apply_op(&mut self, op: &StreamOp, at: &str, actor: &str) {
+        match op {
+            StreamOp::Initialized { name, branch, worktree, base, index, setup_failed } => {
+                self.name = name.get().cloned().or(self.name.take());
+                self.index = index.get().copied();
+                self.setup_failed = setup_failed.get().cloned();
+                self.status = StreamStatus::Initialized;
+                self.branch = branch.get().cloned().or(self.branch.take());
+                self.worktree = worktree.get().cloned();
+                self.base = base.get().cloned().or(self.base.take());
+                self.initialized_by = Some(actor.to_string());
                 self.stop_requested = false;
                 self.reason = None;
                 self.cleaned_at = None;
                 self.branch_deleted = false;
             }
-            "status" => {
-                let status = required(op, "status")?;
-                if !STREAM_STATUSES.contains(&status.as_str()) {
-                    return Err(format!(
-                        "status op: unknown stream status {status:?} (one of {})",
-                        STREAM_STATUSES.join(", ")
-                    ));
-                }
-                let reason = string(op, "reason")?;
-                match status.as_str() {
-                    "RUNNING" => {
+            StreamOp::Status { status, reason } => {
+                let reason = reason.get().cloned();
+                match status {
+                    StreamStatus::Running => {
                         self.stop_requested = false;
                         self.last_run = Some(RunInfo {
-                            started_at: op.at.clone(),
-                            actor: op.actor.clone(),
+                            started_at: at.to_string(),
+                            actor: actor.to_string(),
                             ended_at: None,
                             outcome: None,
                             reason: None,
                         });
                     }
-                    "STOPPED" | "COMPLETED" | "FAILED" => {
+                    StreamStatus::Stopped | StreamStatus::Completed | StreamStatus::Failed => {
                         self.stop_requested = false;
                         if let Some(run) = self.last_run.as_mut().filter(|r| r.ended_at.is_none()) {
-                            run.ended_at = Some(op.at.clone());
-                            run.outcome = Some(status.clone());
+                            run.ended_at = Some(at.to_string());
+                            run.outcome = Some(*status);
                             run.reason = reason.clone();
                         }
                     }
-                    _ => {}
+                    StreamStatus::Defined
+                    | StreamStatus::Initialized
+                    | StreamStatus::Merged
+                    | StreamStatus::Cleaned => {}
                 }
-                self.status = status;
+                self.status = *status;
                 self.reason = reason;
             }
-            "stop_requested" => self.stop_requested = true,
-            "indexed" => self.index = Some(index(op)?),
-            "merged" => {
-                let commit = commit_id(op, "commit")?;
-                let strategy = string(op, "strategy")?;
-                let tip = match field(op, "stream_tip") {
-                    Some(_) => Some(commit_id(op, "stream_tip")?),
-                    None => None,
-                };
-                self.status = "MERGED".into();
-                self.merged_commit = Some(commit);
-                self.merge_strategy = strategy;
-                self.merged_tip = tip;
+            StreamOp::StopRequested {} => self.stop_requested = true,
+            StreamOp::Indexed { index } => self.index = Some(*index),
+            StreamOp::Merged { commit, strategy, stream_tip } => {
+                self.status = StreamStatus::Merged;
+                self.merged_commit = Some(commit.to_ascii_lowercase());
+                self.merge_strategy = strategy.get().cloned();
+                self.merged_tip = stream_tip.get().map(|t| t.to_ascii_lowercase());
                 self.stop_requested = false;
                 self.reason = None;
             }
-            "cleaned" => {
-                // `worktree_removed` is checked but not kept: the worktree path is dropped either
-                // way (paths are computed locally).
-                boolean(op, "worktree_removed")?;
-                let branch_deleted = boolean(op, "branch_deleted")?;
+            StreamOp::Cleaned { worktree_removed: _, branch_deleted } => {
                 // A merged stream stays MERGED: that it was merged matters more than that its
                 // worktree is gone.
-                if self.status != "MERGED" {
-                    self.status = "CLEANED".into();
+                if self.status != StreamStatus::Merged {
+                    self.status = StreamStatus::Cleaned;
                 }
                 self.worktree = None;
-                self.cleaned_at = Some(op.at.clone());
-                self.branch_deleted = self.branch_deleted || branch_deleted;
+                self.cleaned_at = Some(at.to_string());
+                self.branch_deleted = self.branch_deleted || branch_deleted.get().copied().unwrap_or(false);
                 self.stop_requested = false;
             }
-            _ => return Err(unknown(Self::WHAT, op)),
         }
-        self.updated_at = Some(op.at.clone());
-        Ok(())
+        self.updated_at = Some(at.to_string());
     }
 
     fn validate(&self) -> Result<(), String> {
-        if !STREAM_STATUSES.contains(&self.status.as_str()) {
-            return Err(format!("unknown stream status {:?}", self.status));
-        }
         check_time("updated_at", &self.updated_at)?;
         check_time("cleaned_at", &self.cleaned_at)?;
         if self.index.is_some_and(|i| !(1..=MAX_INDEX).contains(&i)) {
@@ -404,9 +676,9 @@ impl State for StreamState {
         Ok(())
     }
 
-    fn complete_op(leaf: Option<&str>, kind: &str, data: &mut serde_json::Value) {
-        if let (Some(name), "initialized", Some(map)) = (leaf, kind, data.as_object_mut()) {
-            map.entry("name").or_insert_with(|| name.into());
+    fn complete_op(leaf: Option<&str>, op: &mut StreamOp) {
+        if let (Some(leaf), StreamOp::Initialized { name: name @ Opt::Absent, .. }) = (leaf, op) {
+            *name = Opt::Set(leaf.to_string());
         }
     }
 
@@ -442,7 +714,7 @@ pub struct Todo {
 
 /// How many recorded commit ids a boulder keeps, so an activity seen twice counts once.
 pub const RECENT_COMMITS: usize = 64;
-/// Boulder statuses.
+/// Boulder statuses, as written ([`BoulderStatus::as_str`]).
 pub const BOULDER_STATUSES: &[&str] = &["active", "completed", "stopped", "failed"];
 /// The deepest nesting a boulder state accepts (configurations use far less).
 pub const MAX_DEPTH: u64 = 1000;
@@ -463,8 +735,8 @@ pub struct BoulderState {
     /// 0 for a root boulder.
     #[serde(default)]
     pub depth: u32,
-    /// One of [`BOULDER_STATUSES`]: `active`, `completed`, `stopped` or `failed`.
-    pub status: String,
+    /// `active`, `completed`, `stopped` or `failed`.
+    pub status: BoulderStatus,
     /// Distinct commits recorded for it (and, through parents, its descendants).
     pub iteration: u64,
     /// Time of the latest recorded commit.
@@ -509,6 +781,55 @@ pub struct BoulderState {
     pub lamport: u64,
 }
 
+/// The status of a boulder, written in lowercase (`"active"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", try_from = "String")]
+pub enum BoulderStatus {
+    /// Being worked on (enforced).
+    #[default]
+    Active,
+    /// Finished (`git boulder finish`, or its stream completed).
+    Completed,
+    /// Stopped.
+    Stopped,
+    /// Given up.
+    Failed,
+}
+
+impl BoulderStatus {
+    /// Every status, in the order of [`BOULDER_STATUSES`].
+    pub const ALL: [BoulderStatus; 4] =
+        [BoulderStatus::Active, BoulderStatus::Completed, BoulderStatus::Stopped, BoulderStatus::Failed];
+
+    /// As written in state and shown to users.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BoulderStatus::Active => "active",
+            BoulderStatus::Completed => "completed",
+            BoulderStatus::Stopped => "stopped",
+            BoulderStatus::Failed => "failed",
+        }
+    }
+
+    /// The status written `text`, if it is one.
+    pub fn parse(text: &str) -> Option<BoulderStatus> {
+        BoulderStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+impl TryFrom<String> for BoulderStatus {
+    type Error = String;
+    fn try_from(text: String) -> Result<Self, String> {
+        BoulderStatus::parse(&text).ok_or_else(|| format!("unknown boulder status {text:?}"))
+    }
+}
+
+impl std::fmt::Display for BoulderStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl Default for BoulderState {
     fn default() -> Self {
         BoulderState {
@@ -516,7 +837,7 @@ impl Default for BoulderState {
             stream: None,
             parent: None,
             depth: 0,
-            status: "active".into(),
+            status: BoulderStatus::Active,
             iteration: 0,
             last_activity: None,
             last_enforcement: None,
@@ -535,104 +856,173 @@ impl Default for BoulderState {
     }
 }
 
-impl State for BoulderState {
-    const WHAT: &'static str = "boulder";
+/// The ops of a boulder's op-log (`refs/boulder/boulders/<id>`), by kind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum BoulderOp {
+    /// `created`: the boulder is made, under `parent` at `depth`. `id` is filled in from the ref
+    /// when left out.
+    Created {
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        id: Opt<String>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        stream: Opt<String>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        parent: Opt<String>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        depth: Opt<u64>,
+    },
+    /// `activity`: a commit was recorded for it (`at`: the commit's time when recorded after
+    /// the fact, else the op's).
+    Activity {
+        commit: String,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        story: Opt<String>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        at: Opt<String>,
+    },
+    /// `enforced`: `git boulder check` pushed the agent on.
+    Enforced {
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        gate: Opt<String>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        message: Opt<String>,
+    },
+    /// `reset_failures`: the failure count starts again.
+    ResetFailures {},
+    /// `stop`: the user asked it to stop (until new activity).
+    Stop {},
+    /// `status`: its status changes.
+    Status { status: BoulderStatus },
+    /// `checkpoint`: where work stands.
+    Checkpoint { message: String },
+    /// `todo_add`: a todo (an id seen before is not added again).
+    TodoAdd { id: String, text: String },
+    /// `todo_done`: a todo is done (an unknown id changes nothing).
+    TodoDone { id: String },
+}
 
-    fn apply(&mut self, op: &Op) -> Result<(), String> {
-        match op.kind.as_str() {
-            MERGE_KIND => return Ok(()),
-            "created" => {
-                let id = string(op, "id")?;
-                let stream = string(op, "stream")?;
-                let parent = string(op, "parent")?;
-                let depth = match field(op, "depth") {
-                    None => 0,
-                    Some(d) => d
-                        .as_u64()
+impl Payload for BoulderOp {
+    fn kind(&self) -> &'static str {
+        match self {
+            BoulderOp::Created { .. } => "created",
+            BoulderOp::Activity { .. } => "activity",
+            BoulderOp::Enforced { .. } => "enforced",
+            BoulderOp::ResetFailures {} => "reset_failures",
+            BoulderOp::Stop {} => "stop",
+            BoulderOp::Status { .. } => "status",
+            BoulderOp::Checkpoint { .. } => "checkpoint",
+            BoulderOp::TodoAdd { .. } => "todo_add",
+            BoulderOp::TodoDone { .. } => "todo_done",
+        }
+    }
+
+    fn parse(op: &Op) -> Result<Self, String> {
+        Ok(match op.kind.as_str() {
+            "created" => BoulderOp::Created {
+                id: opt_string(op, "id")?,
+                stream: opt_string(op, "stream")?,
+                parent: opt_string(op, "parent")?,
+                depth: opt(op, "depth", || {
+                    field(op, "depth")
+                        .and_then(|d| d.as_u64())
                         .filter(|d| *d <= MAX_DEPTH)
-                        .ok_or(format!("created op: data.depth must be a whole number up to {MAX_DEPTH}"))?,
-                };
-                self.id = id.or(self.id.take());
-                self.stream = stream;
-                self.parent = parent;
-                self.depth = depth as u32;
-            }
-            "activity" => {
-                let commit = required(op, "commit")?;
-                let story = string(op, "story")?;
-                if self.recent_commits.contains(&commit) {
-                    // Seen before: counted once, however often it is seen.
-                    self.updated_at = Some(op.at.clone());
-                    return Ok(());
-                }
-                self.iteration = self.iteration.saturating_add(1);
-                self.recent_commits.push(commit.clone());
-                if self.recent_commits.len() > RECENT_COMMITS {
-                    let extra = self.recent_commits.len() - RECENT_COMMITS;
-                    self.recent_commits.drain(..extra);
-                }
-                // The commit's time when the op carries it (a commit recorded after the fact),
-                // else the op's.
-                let when = string(op, "at")?
-                    .filter(|t| crate::time::parse_rfc3339(t).is_some())
-                    .unwrap_or_else(|| op.at.clone());
-                if self.last_activity.as_deref().is_none_or(|t| at_or_after(&when, t)) {
-                    self.last_activity = Some(when);
-                    self.last_commit = Some(commit);
-                    self.last_story = story;
-                }
-                self.failure_count = 0;
-                self.stop_requested = false;
-                if self.status == "stopped" {
-                    self.status = "active".into();
-                }
-            }
-            "enforced" => {
-                let gate = string(op, "gate")?;
-                let message = string(op, "message")?;
-                self.last_enforcement = Some(op.at.clone());
-                self.failure_count = self.failure_count.saturating_add(1);
-                self.last_gate = gate;
-                self.last_message = message;
-            }
-            "reset_failures" => self.failure_count = 0,
-            "stop" => self.stop_requested = true,
+                        .ok_or(format!("created op: data.depth must be a whole number up to {MAX_DEPTH}"))
+                })?,
+            },
+            "activity" => BoulderOp::Activity {
+                commit: required(op, "commit")?,
+                story: opt_string(op, "story")?,
+                at: opt_string(op, "at")?,
+            },
+            "enforced" => BoulderOp::Enforced { gate: opt_string(op, "gate")?, message: opt_string(op, "message")? },
+            "reset_failures" => BoulderOp::ResetFailures {},
+            "stop" => BoulderOp::Stop {},
             "status" => {
                 let status = required(op, "status")?;
-                if !BOULDER_STATUSES.contains(&status.as_str()) {
+                let Some(status) = BoulderStatus::parse(&status) else {
                     return Err(format!(
                         "status op: unknown boulder status {status:?} (one of {})",
                         BOULDER_STATUSES.join(", ")
                     ));
+                };
+                BoulderOp::Status { status }
+            }
+            "checkpoint" => BoulderOp::Checkpoint { message: required(op, "message")? },
+            "todo_add" => BoulderOp::TodoAdd { id: required(op, "id")?, text: required(op, "text")? },
+            "todo_done" => BoulderOp::TodoDone { id: required(op, "id")? },
+            _ => return Err(unknown(BoulderState::WHAT, op)),
+        })
+    }
+}
+
+impl State for BoulderState {
+    const WHAT: &'static str = "boulder";
+    type Op = BoulderOp;
+
+    fn apply_op(&mut self, op: &BoulderOp, at: &str, _actor: &str) {
+        match op {
+            BoulderOp::Created { id, stream, parent, depth } => {
+                self.id = id.get().cloned().or(self.id.take());
+                self.stream = stream.get().cloned();
+                self.parent = parent.get().cloned();
+                self.depth = depth.get().copied().unwrap_or(0) as u32;
+            }
+            BoulderOp::Activity { commit, story, at: when } => {
+                // A commit seen before is counted once, however often it is seen.
+                if !self.recent_commits.contains(commit) {
+                    self.iteration = self.iteration.saturating_add(1);
+                    self.recent_commits.push(commit.clone());
+                    if self.recent_commits.len() > RECENT_COMMITS {
+                        let extra = self.recent_commits.len() - RECENT_COMMITS;
+                        self.recent_commits.drain(..extra);
+                    }
+                    // The commit's time when the op carries it (a commit recorded after the
+                    // fact), else the op's.
+                    let when = when
+                        .get()
+                        .filter(|t| crate::time::parse_rfc3339(t).is_some())
+                        .cloned()
+                        .unwrap_or_else(|| at.to_string());
+                    if self.last_activity.as_deref().is_none_or(|t| at_or_after(&when, t)) {
+                        self.last_activity = Some(when);
+                        self.last_commit = Some(commit.clone());
+                        self.last_story = story.get().cloned();
+                    }
+                    self.failure_count = 0;
+                    self.stop_requested = false;
+                    if self.status == BoulderStatus::Stopped {
+                        self.status = BoulderStatus::Active;
+                    }
                 }
-                self.status = status;
             }
-            "checkpoint" => {
-                self.checkpoint = Some(Checkpoint { message: required(op, "message")?, at: op.at.clone() });
+            BoulderOp::Enforced { gate, message } => {
+                self.last_enforcement = Some(at.to_string());
+                self.failure_count = self.failure_count.saturating_add(1);
+                self.last_gate = gate.get().cloned();
+                self.last_message = message.get().cloned();
             }
-            "todo_add" => {
-                let id = required(op, "id")?;
-                let text = required(op, "text")?;
-                if !self.todos.iter().any(|t| t.id == id) {
-                    self.todos.push(Todo { id, text, done: false });
+            BoulderOp::ResetFailures {} => self.failure_count = 0,
+            BoulderOp::Stop {} => self.stop_requested = true,
+            BoulderOp::Status { status } => self.status = *status,
+            BoulderOp::Checkpoint { message } => {
+                self.checkpoint = Some(Checkpoint { message: message.clone(), at: at.to_string() });
+            }
+            BoulderOp::TodoAdd { id, text } => {
+                if !self.todos.iter().any(|t| t.id == *id) {
+                    self.todos.push(Todo { id: id.clone(), text: text.clone(), done: false });
                 }
             }
-            "todo_done" => {
-                let id = required(op, "id")?;
-                if let Some(t) = self.todos.iter_mut().find(|t| t.id == id) {
+            BoulderOp::TodoDone { id } => {
+                if let Some(t) = self.todos.iter_mut().find(|t| t.id == *id) {
                     t.done = true;
                 }
             }
-            _ => return Err(unknown(Self::WHAT, op)),
         }
-        self.updated_at = Some(op.at.clone());
-        Ok(())
+        self.updated_at = Some(at.to_string());
     }
 
     fn validate(&self) -> Result<(), String> {
-        if !BOULDER_STATUSES.contains(&self.status.as_str()) {
-            return Err(format!("unknown boulder status {:?}", self.status));
-        }
         if u64::from(self.depth) > MAX_DEPTH {
             return Err(format!("depth {} is above {MAX_DEPTH}", self.depth));
         }
@@ -654,9 +1044,9 @@ impl State for BoulderState {
         Ok(())
     }
 
-    fn complete_op(leaf: Option<&str>, kind: &str, data: &mut serde_json::Value) {
-        if let (Some(id), "created", Some(map)) = (leaf, kind, data.as_object_mut()) {
-            map.entry("id").or_insert_with(|| id.into());
+    fn complete_op(leaf: Option<&str>, op: &mut BoulderOp) {
+        if let (Some(leaf), BoulderOp::Created { id: id @ Opt::Absent, .. }) = (leaf, op) {
+            *id = Opt::Set(leaf.to_string());
         }
     }
 
@@ -682,10 +1072,25 @@ pub struct PrdState {
     pub lamport: u64,
 }
 
-impl State for PrdState {
-    const WHAT: &'static str = "prd";
+/// The ops of the completion records (`refs/boulder/prd`), by kind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum PrdOp {
+    /// `done`: stories recorded done (`git boulder prd done`, or a merge).
+    Done { ids: Vec<String> },
+    /// `undone`: records taken back (`git boulder prd undone`).
+    Undone { ids: Vec<String> },
+}
 
-    fn apply(&mut self, op: &Op) -> Result<(), String> {
+impl Payload for PrdOp {
+    fn kind(&self) -> &'static str {
+        match self {
+            PrdOp::Done { .. } => "done",
+            PrdOp::Undone { .. } => "undone",
+        }
+    }
+
+    fn parse(op: &Op) -> Result<Self, String> {
         let ids = || -> Result<Vec<String>, String> {
             let list =
                 field(op, "ids").and_then(|v| v.as_array()).ok_or(format!("{} op: data.ids is missing", op.kind))?;
@@ -696,18 +1101,28 @@ impl State for PrdState {
                 })
                 .collect()
         };
-        match op.kind.as_str() {
-            MERGE_KIND => return Ok(()),
-            "done" => self.done.extend(ids()?),
-            "undone" => {
-                for id in ids()? {
-                    self.done.remove(&id);
+        Ok(match op.kind.as_str() {
+            "done" => PrdOp::Done { ids: ids()? },
+            "undone" => PrdOp::Undone { ids: ids()? },
+            _ => return Err(unknown(PrdState::WHAT, op)),
+        })
+    }
+}
+
+impl State for PrdState {
+    const WHAT: &'static str = "prd";
+    type Op = PrdOp;
+
+    fn apply_op(&mut self, op: &PrdOp, at: &str, _actor: &str) {
+        match op {
+            PrdOp::Done { ids } => self.done.extend(ids.iter().cloned()),
+            PrdOp::Undone { ids } => {
+                for id in ids {
+                    self.done.remove(id);
                 }
             }
-            _ => return Err(unknown(Self::WHAT, op)),
         }
-        self.updated_at = Some(op.at.clone());
-        Ok(())
+        self.updated_at = Some(at.to_string());
     }
 
     fn validate(&self) -> Result<(), String> {
@@ -836,7 +1251,7 @@ mod tests {
             op("stop_requested", 4, json!({})),
         ])
         .unwrap();
-        assert_eq!(s.status, "RUNNING");
+        assert_eq!(s.status, StreamStatus::Running);
         assert!(s.stop_requested, "a stop asked during a run is kept");
         assert_eq!(s.name.as_deref(), Some("auth"));
         assert_eq!(s.last_run.as_ref().unwrap().started_at, "2026-01-01T00:00:03Z");
@@ -845,11 +1260,11 @@ mod tests {
         s2.apply(&op("status", 5, json!({"status": "STOPPED", "reason": "asked"}))).unwrap();
         assert!(!s2.stop_requested);
         let last = s2.last_run.clone().unwrap();
-        assert_eq!((last.outcome.as_deref(), last.reason.as_deref()), (Some("STOPPED"), Some("asked")));
+        assert_eq!((last.outcome, last.reason.as_deref()), (Some(StreamStatus::Stopped), Some("asked")));
         s2.apply(&op("merged", 6, json!({"commit": "ABCDEF12", "strategy": "rebase"}))).unwrap();
         assert_eq!((s2.status.as_str(), s2.merged_commit.as_deref()), ("MERGED", Some("abcdef12")));
         s2.apply(&op("cleaned", 7, json!({"worktree_removed": true, "branch_deleted": true}))).unwrap();
-        assert_eq!(s2.status, "MERGED");
+        assert_eq!(s2.status, StreamStatus::Merged);
         assert!(s2.worktree.is_none() && s2.branch_deleted && s2.cleaned_at.is_some());
         s2.validate().unwrap();
         // Bad data is refused naming the field.
@@ -859,7 +1274,7 @@ mod tests {
             .unwrap_err()
             .contains("branch_deleted"));
         // A stream that was never initialized is DEFINED.
-        assert_eq!(run::<StreamState>(&[op("stop_requested", 1, json!({}))]).unwrap().status, "DEFINED");
+        assert_eq!(run::<StreamState>(&[op("stop_requested", 1, json!({}))]).unwrap().status, StreamStatus::Defined);
     }
 
     #[test]
@@ -889,7 +1304,7 @@ mod tests {
         assert_eq!(b.last_message.as_deref(), Some("m"));
         assert_eq!(b.checkpoint.as_ref().unwrap().message, "half way");
         assert_eq!(b.todos, vec![Todo { id: "t1".into(), text: "tests".into(), done: true }]);
-        assert_eq!(b.status, "completed");
+        assert_eq!(b.status, BoulderStatus::Completed);
         assert_eq!(b.lamport, 14);
         assert!(run::<BoulderState>(&[op("activity", 1, json!({}))]).unwrap_err().contains("commit"));
         assert!(run::<BoulderState>(&[op("created", 1, json!({"depth": -1}))]).unwrap_err().contains("depth"));
@@ -932,7 +1347,11 @@ mod tests {
         v["surprise"] = json!(1);
         assert!(serde_json::from_value::<BoulderState>(v).is_err());
         assert!(serde_json::from_str::<StreamState>(r#"{"status":"RUNNING","extra":1}"#).is_err());
-        assert!(serde_json::from_str::<StreamState>(r#"{"status":"NOPE"}"#).unwrap().validate().is_err());
+        // An unknown status is refused as the state is read, naming it.
+        let e = serde_json::from_str::<StreamState>(r#"{"status":"NOPE"}"#).unwrap_err().to_string();
+        assert!(e.contains("unknown stream status \"NOPE\""), "{e}");
+        let e = serde_json::from_str::<BoulderState>(r#"{"status":"zzz","iteration":0}"#).unwrap_err().to_string();
+        assert!(e.contains("unknown boulder status \"zzz\""), "{e}");
         assert!(serde_json::from_str::<PrdState>(r#"{"done":["a"],"x":1}"#).is_err());
     }
 
@@ -946,15 +1365,77 @@ mod tests {
 
     #[test]
     fn complete_op_fills_names() {
-        let mut d = json!({"branch": "b"});
-        StreamState::complete_op(Some("auth"), "initialized", &mut d);
-        assert_eq!(d["name"], "auth");
-        let mut d = json!({"id": "given"});
-        BoulderState::complete_op(Some("x"), "created", &mut d);
-        assert_eq!(d["id"], "given");
-        let mut d = json!({});
-        BoulderState::complete_op(Some("x"), "activity", &mut d);
-        assert!(d.get("id").is_none());
+        let parse = |kind: &str, data| op(kind, 1, data);
+        let mut d = StreamOp::parse(&parse("initialized", json!({"branch": "b"}))).unwrap();
+        StreamState::complete_op(Some("auth"), &mut d);
+        assert_eq!(d.data()["name"], "auth");
+        let mut d = BoulderOp::parse(&parse("created", json!({"id": "given"}))).unwrap();
+        BoulderState::complete_op(Some("x"), &mut d);
+        assert_eq!(d.data()["id"], "given");
+        let mut d = BoulderOp::parse(&parse("activity", json!({"commit": "c"}))).unwrap();
+        BoulderState::complete_op(Some("x"), &mut d);
+        assert!(d.data().get("id").is_none());
+    }
+
+    /// Each op kind, with its data as git-boulder's writers write it, reads into its typed op and
+    /// writes back the same JSON; the typed op applies as the record does.
+    #[test]
+    fn typed_ops_write_back_what_they_read() {
+        let stream = [
+            (
+                "initialized",
+                json!({"base": "main", "branch": "boulder/a", "index": 1, "name": "a", "setup_failed": null, "worktree": "/w"}),
+            ),
+            ("initialized", json!({"branch": "boulder/a"})),
+            ("status", json!({"reason": "stream run started", "status": "RUNNING"})),
+            ("stop_requested", json!({})),
+            ("indexed", json!({"index": 3})),
+            ("merged", json!({"commit": "abcd12", "strategy": "rebase", "stream_tip": "ef01"})),
+            ("cleaned", json!({"branch_deleted": false, "worktree_removed": true})),
+        ];
+        for (kind, data) in stream {
+            let o = op(kind, 1, data.clone());
+            let typed = StreamOp::parse(&o).unwrap();
+            assert_eq!((typed.kind(), typed.data()), (kind, data.clone()));
+            assert_eq!(serde_json::to_string(&typed.data()).unwrap(), serde_json::to_string(&data).unwrap());
+            let (mut a, mut b) = (StreamState::default(), StreamState::default());
+            a.apply(&o).unwrap();
+            b.apply_op(&typed, &o.at, &o.actor);
+            assert_eq!(a, b);
+        }
+        let boulder = [
+            ("created", json!({"depth": 0, "id": "a", "parent": null, "stream": "a"})),
+            ("created", json!({"depth": 0, "id": "a", "stream": "a"})),
+            ("created", json!({"depth": 1, "id": "s", "parent": "a", "stream": null})),
+            ("activity", json!({"at": "2026-01-01T00:00:00.000Z", "commit": "c1", "story": null})),
+            ("activity", json!({"commit": "c1"})),
+            ("enforced", json!({"gate": "enforce", "message": "go on"})),
+            ("reset_failures", json!({})),
+            ("stop", json!({})),
+            ("status", json!({"status": "completed"})),
+            ("checkpoint", json!({"message": "half way"})),
+            ("todo_add", json!({"id": "t1", "text": "tests"})),
+            ("todo_done", json!({"id": "t1"})),
+        ];
+        for (kind, data) in boulder {
+            let typed = BoulderOp::parse(&op(kind, 1, data.clone())).unwrap();
+            assert_eq!((typed.kind(), typed.data()), (kind, data));
+        }
+        for (kind, data) in [("done", json!({"ids": ["B", "A"]})), ("undone", json!({"ids": []}))] {
+            let typed = PrdOp::parse(&op(kind, 1, data.clone())).unwrap();
+            assert_eq!((typed.kind(), typed.data()), (kind, data));
+        }
+        let merge = MergeData { parents: ["a".into(), "b".into()], ops: 2 }.data();
+        assert_eq!(serde_json::to_string(&merge).unwrap(), r#"{"ops":2,"parents":["a","b"]}"#);
+        // Statuses are written as they always were.
+        assert_eq!(StreamStatus::ALL.map(StreamStatus::as_str), STREAM_STATUSES);
+        assert_eq!(BoulderStatus::ALL.map(BoulderStatus::as_str), BOULDER_STATUSES);
+        for s in StreamStatus::ALL {
+            assert_eq!(serde_json::to_value(s).unwrap(), json!(s.as_str()));
+        }
+        for s in BoulderStatus::ALL {
+            assert_eq!(serde_json::to_value(s).unwrap(), json!(s.as_str()));
+        }
     }
 
     /// Ops for the replay property: activity on a small set of commits and the others.

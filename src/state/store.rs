@@ -27,7 +27,7 @@ use gix::ObjectId;
 
 use crate::error::{Error, Result};
 use crate::git::Repo;
-use crate::state::op::{self, Op, State, MERGE_ACTOR, MERGE_KIND};
+use crate::state::op::{self, MergeData, Op, Payload, State, MERGE_ACTOR, MERGE_KIND};
 use crate::state::{BOULDERS, STREAMS};
 
 /// How often an append tries a compare-and-swap before giving up.
@@ -279,34 +279,49 @@ impl<'r> Store<'r> {
     }
 
     /// Append one op (compare-and-swap with retry on a lost race).
-    pub fn append<S: State>(&self, refname: &str, kind: &str, data: serde_json::Value) -> Result<Entry<S>> {
-        let kind = kind.to_string();
-        let entry = self.append_if::<S>(refname, |_| Ok(Some((kind.clone(), data.clone()))))?;
+    pub fn append<S: State>(&self, refname: &str, op: S::Op) -> Result<Entry<S>> {
+        let entry = self.append_if::<S>(refname, |_| Ok(Some(op.clone())))?;
         entry.ok_or_else(|| Error::internal("append: nothing was appended"))
+    }
+
+    /// Append an op given as its kind and JSON data, read exactly as an op read from a ref is
+    /// (for tools and tests that write ops from outside; git-boulder itself writes typed ops).
+    /// An unknown kind or bad data is a usage error and nothing is written.
+    pub fn append_raw<S: State>(&self, refname: &str, kind: &str, data: serde_json::Value) -> Result<Entry<S>> {
+        if kind == MERGE_KIND {
+            return Err(Error::usage(format!("{refname}: merge ops are written only by merging two op-logs")));
+        }
+        let data = if data.is_null() { serde_json::json!({}) } else { data };
+        let op = Op {
+            v: 1,
+            kind: kind.to_string(),
+            lamport: 1,
+            at: crate::time::now_rfc3339(),
+            actor: self.actor.clone(),
+            data,
+        };
+        op.validate().map_err(|e| Error::usage(format!("{refname}: {e}")))?;
+        let typed = S::Op::parse(&op).map_err(|e| Error::usage(format!("{refname}: {e}")))?;
+        self.append::<S>(refname, typed)
     }
 
     /// Append the op `decide` returns for the current state (asked again, with the fresh state,
     /// after each lost race), or nothing when it returns `None`.
     ///
-    /// An op the state refuses (unknown kind, bad data) is a usage error and nothing is written.
+    /// An op the state refuses (bad data) is a usage error and nothing is written.
     pub fn append_if<S: State>(
         &self,
         refname: &str,
-        mut decide: impl FnMut(Option<&S>) -> Result<Option<(String, serde_json::Value)>>,
+        mut decide: impl FnMut(Option<&S>) -> Result<Option<S::Op>>,
     ) -> Result<Option<Entry<S>>> {
         let full: gix::refs::FullName =
             refname.try_into().map_err(|e| Error::usage(format!("invalid ref name {refname:?}: {e}")))?;
         let mut odd = 0;
         for attempt in 0..MAX_TRIES {
             let tip = self.read::<S>(refname)?;
-            let Some((kind, mut data)) = decide(tip.as_ref().map(|e| &e.state))? else { return Ok(None) };
-            if kind == MERGE_KIND {
-                return Err(Error::usage(format!("{refname}: merge ops are written only by merging two op-logs")));
-            }
-            if data.is_null() {
-                data = serde_json::json!({});
-            }
-            S::complete_op(leaf(refname), &kind, &mut data);
+            let Some(mut typed) = decide(tip.as_ref().map(|e| &e.state))? else { return Ok(None) };
+            S::complete_op(leaf(refname), &mut typed);
+            let (kind, data) = (typed.kind().to_string(), typed.data());
             let lamport = tip.as_ref().map_or(0, |e| e.op.lamport.max(e.state.lamport())) + 1;
             let op = Op { v: 1, kind, lamport, at: crate::time::now_rfc3339(), actor: self.actor.clone(), data };
             op.validate().map_err(|e| Error::usage(format!("{refname}: {e}")))?;
@@ -689,7 +704,7 @@ impl<'r> Store<'r> {
             lamport,
             at: later(&ours_e.op.at, &theirs_e.op.at).to_string(),
             actor: MERGE_ACTOR.into(),
-            data: serde_json::json!({"parents": [parents[0].to_string(), parents[1].to_string()], "ops": n}),
+            data: MergeData { parents: [parents[0].to_string(), parents[1].to_string()], ops: n }.data(),
         };
         Ok(Plan::Merge { op, state, parents })
     }

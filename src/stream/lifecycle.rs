@@ -3,12 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::json;
-
 use crate::error::{Error, Result};
 use crate::lock;
 use crate::plan::{Plan, StreamDef};
-use crate::state::{self, BoulderState, Store, StreamState};
+use crate::state::{self, BoulderOp, BoulderState, Opt, Store, StreamOp, StreamState, StreamStatus};
 use crate::workspace::Workspace;
 use crate::worktree::{self, AddOutcome};
 
@@ -30,7 +28,7 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
     let store = Store::new(repo)?;
     let sref = state::stream_ref(&stream.name);
     let recorded = store.read::<StreamState>(&sref)?;
-    let recorded_live = recorded.as_ref().is_some_and(|e| is_live(&e.state.status));
+    let recorded_live = recorded.as_ref().is_some_and(|e| e.state.status.is_live());
     let mut changes = Vec::new();
     // Globs that would lead outside the repository are refused before anything is created.
     if let Err(why) = crate::plan::compile_globs(&plan.settings.copy_into_worktree) {
@@ -101,20 +99,20 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
         }
         store.append::<StreamState>(
             &sref,
-            "initialized",
-            json!({
-                "branch": stream.branch,
-                "worktree": path.display().to_string(),
-                "base": plan.settings.base_branch,
-                "index": index,
-                "setup_failed": setup_failed,
-            }),
+            StreamOp::Initialized {
+                name: Opt::Absent,
+                branch: Opt::Set(stream.branch.clone()),
+                worktree: Opt::Set(path.display().to_string()),
+                base: Opt::Set(plan.settings.base_branch.clone()),
+                index: Opt::Set(index),
+                setup_failed: setup_failed.clone().into(),
+            },
         )?;
         changes.push(format!("recorded INITIALIZED (stream index {index})"));
     } else if recorded.as_ref().is_some_and(|e| e.state.index.is_none()) {
         // Initialized by a git-boulder that recorded no index: give it one now.
         let (index, _index_guard) = pick_index(&store, &stream.name, None)?;
-        store.append::<StreamState>(&sref, "indexed", json!({ "index": index }))?;
+        store.append::<StreamState>(&sref, StreamOp::Indexed { index })?;
         changes.push(format!("recorded stream index {index}"));
     }
     ensure_root_boulder(&store, &stream.name)?;
@@ -127,15 +125,15 @@ pub fn ensure_root_boulder(store: &Store, name: &str) -> Result<()> {
     store.append_if::<BoulderState>(&bref, |current| {
         Ok(match current {
             Some(_) => None,
-            None => Some(("created".to_string(), json!({"stream": name, "parent": null, "depth": 0}))),
+            None => Some(BoulderOp::Created {
+                id: Opt::Absent,
+                stream: Opt::Set(name.to_string()),
+                parent: Opt::Null,
+                depth: Opt::Set(0),
+            }),
         })
     })?;
     Ok(())
-}
-
-/// States in which the stream's worktree is expected to exist.
-fn is_live(status: &str) -> bool {
-    matches!(status, "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED")
 }
 
 /// The stream's index: the one recorded before, unless another live stream of this machine holds
@@ -151,7 +149,7 @@ fn pick_index(store: &Store, name: &str, recorded: Option<&StreamState>) -> Resu
         // Unreadable state (garbage from a remote) holds no index.
         let Ok(Some(e)) = store.read::<StreamState>(&refname) else { continue };
         let here = e.state.initialized_by.as_deref() == Some(store.actor.as_str());
-        if let (true, true, Some(i)) = (here, is_live(&e.state.status), e.state.index) {
+        if let (true, true, Some(i)) = (here, e.state.status.is_live(), e.state.index) {
             taken.insert(i);
         }
     }
@@ -240,7 +238,7 @@ pub fn is_merged(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<bool
     };
     let store = Store::new(&ws.repo)?;
     let recorded = store.read::<StreamState>(&state::stream_ref(&stream.name)).ok().flatten();
-    if recorded.is_some_and(|e| e.state.status == "MERGED" && e.state.merged_tip == Some(tip.to_string())) {
+    if recorded.is_some_and(|e| e.state.status == StreamStatus::Merged && e.state.merged_tip == Some(tip.to_string())) {
         return Ok(true);
     }
     let (ahead, _) = worktree::ahead_behind(&ws.repo, tip, base)?;
@@ -355,8 +353,7 @@ pub fn cleanup(ws: &Workspace, plan: &Plan, names: &[String], opts: &CleanupOpti
             if recorded_live(&store, &stream.name)? {
                 store.append::<StreamState>(
                     &state::stream_ref(&stream.name),
-                    "cleaned",
-                    json!({"worktree_removed": false, "branch_deleted": false}),
+                    StreamOp::Cleaned { worktree_removed: Opt::Set(false), branch_deleted: Opt::Set(false) },
                 )?;
                 reports.push(CleanupReport {
                     name: stream.name.clone(),
@@ -426,8 +423,7 @@ pub fn cleanup(ws: &Workspace, plan: &Plan, names: &[String], opts: &CleanupOpti
         }
         store.append::<StreamState>(
             &state::stream_ref(&stream.name),
-            "cleaned",
-            json!({"worktree_removed": removed, "branch_deleted": deleted}),
+            StreamOp::Cleaned { worktree_removed: Opt::Set(removed), branch_deleted: Opt::Set(deleted) },
         )?;
         reports.push(CleanupReport {
             name: stream.name.clone(),
@@ -440,5 +436,5 @@ pub fn cleanup(ws: &Workspace, plan: &Plan, names: &[String], opts: &CleanupOpti
 }
 
 fn recorded_live(store: &Store, name: &str) -> Result<bool> {
-    Ok(store.read::<StreamState>(&state::stream_ref(name))?.is_some_and(|e| is_live(&e.state.status)))
+    Ok(store.read::<StreamState>(&state::stream_ref(name))?.is_some_and(|e| e.state.status.is_live()))
 }

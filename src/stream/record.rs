@@ -224,7 +224,8 @@ pub fn record(ws: &Workspace, range: Option<&str>, stream: Option<&str>) -> Resu
             Some(h) if h.name == s.name => crate::hooks::run::current_boulder(&ws.repo, &s.name),
             _ => s.name.clone(),
         };
-        crate::hooks::run::record_commit(&ws.repo, &store, &s.name, &boulder, commit, None, &at)?;
+        let rec = crate::hooks::run::RecordedCommit { stream: s.name.clone(), boulder, commit, story: None, at };
+        crate::hooks::run::record_commit(&ws.repo, &store, &rec)?;
         out.recorded.push((commit, s.name.clone()));
     }
     Ok(out)

@@ -6,11 +6,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::json;
-
 use crate::error::{Error, Result};
 use crate::plan::{Plan, StreamDef};
-use crate::state::{self, Store, StreamState};
+use crate::state::{self, Opt, Store, StreamOp, StreamState, StreamStatus};
 use crate::workspace::{load_prd, Workspace};
 
 /// How the loop runs.
@@ -28,13 +26,16 @@ pub struct Options {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     /// `COMPLETED`, `FAILED` or `STOPPED`.
-    pub status: String,
+    pub status: StreamStatus,
     pub reason: String,
     pub iterations: u32,
 }
 
-fn record(store: &Store, stream: &str, status: &str, reason: &str) -> Result<()> {
-    store.append::<StreamState>(&state::stream_ref(stream), "status", json!({"status": status, "reason": reason}))?;
+fn record(store: &Store, stream: &str, status: StreamStatus, reason: &str) -> Result<()> {
+    store.append::<StreamState>(
+        &state::stream_ref(stream),
+        StreamOp::Status { status, reason: Opt::Set(reason.into()) },
+    )?;
     Ok(())
 }
 
@@ -127,7 +128,7 @@ fn run_loop(
     }
     let stopped_by_signal = || interrupted.load(std::sync::atomic::Ordering::SeqCst);
     let store = Store::new(&ws.repo)?;
-    record(&store, &stream.name, "RUNNING", "stream run started")?;
+    record(&store, &stream.name, StreamStatus::Running, "stream run started")?;
     let prd_path = ws.prd_path(Some(plan), None)?;
     let mut failures = 0u32;
     let mut iteration = 0u32;
@@ -135,42 +136,45 @@ fn run_loop(
     loop {
         renew_if_due(ws, &stream.name, held)?;
         if stopped_by_signal() {
-            record(&store, &stream.name, "STOPPED", "interrupted")?;
-            return Ok(Outcome { status: "STOPPED".into(), reason: "interrupted".into(), iterations: iteration });
+            record(&store, &stream.name, StreamStatus::Stopped, "interrupted")?;
+            return Ok(Outcome { status: StreamStatus::Stopped, reason: "interrupted".into(), iterations: iteration });
         }
         if store.read::<StreamState>(&state::stream_ref(&stream.name))?.is_some_and(|e| e.state.stop_requested) {
-            record(&store, &stream.name, "STOPPED", "stopped by git boulder stream stop")?;
-            return Ok(Outcome { status: "STOPPED".into(), reason: "stop requested".into(), iterations: iteration });
+            record(&store, &stream.name, StreamStatus::Stopped, "stopped by git boulder stream stop")?;
+            return Ok(Outcome {
+                status: StreamStatus::Stopped,
+                reason: "stop requested".into(),
+                iterations: iteration,
+            });
         }
         let (_, prd) = load_prd(&prd_path)?;
         let done = ws.recorded_done()?;
         let stories = ws.stream_stories(plan, stream, &prd, &done)?;
         let open = stories.iter().filter(|s| !s.status.is_done()).count();
         if open == 0 {
-            record(&store, &stream.name, "COMPLETED", "all stories done")?;
+            record(&store, &stream.name, StreamStatus::Completed, "all stories done")?;
             store.append::<crate::state::BoulderState>(
                 &state::boulder_ref(&stream.name),
-                "status",
-                json!({"status": "completed"}),
+                crate::state::BoulderOp::Status { status: crate::state::BoulderStatus::Completed },
             )?;
             return Ok(Outcome {
-                status: "COMPLETED".into(),
+                status: StreamStatus::Completed,
                 reason: "all stories done".into(),
                 iterations: iteration,
             });
         }
         if opts.max_iterations.is_some_and(|m| iteration >= m) {
-            record(&store, &stream.name, "STOPPED", "max_iterations reached")?;
+            record(&store, &stream.name, StreamStatus::Stopped, "max_iterations reached")?;
             return Ok(Outcome {
-                status: "STOPPED".into(),
+                status: StreamStatus::Stopped,
                 reason: "max_iterations reached".into(),
                 iterations: iteration,
             });
         }
         let Some(story) = crate::cli::prd::next_open(&stories).cloned() else {
-            record(&store, &stream.name, "FAILED", "no story is ready: the rest are blocked")?;
+            record(&store, &stream.name, StreamStatus::Failed, "no story is ready: the rest are blocked")?;
             return Ok(Outcome {
-                status: "FAILED".into(),
+                status: StreamStatus::Failed,
                 reason: "the open stories are blocked".into(),
                 iterations: iteration,
             });
@@ -217,9 +221,9 @@ fn run_loop(
         }
         failures += 1;
         if failures >= opts.max_failures {
-            record(&store, &stream.name, "FAILED", &format!("{failures} iterations without progress"))?;
+            record(&store, &stream.name, StreamStatus::Failed, &format!("{failures} iterations without progress"))?;
             return Ok(Outcome {
-                status: "FAILED".into(),
+                status: StreamStatus::Failed,
                 reason: format!("{failures} iterations without progress"),
                 iterations: iteration,
             });
@@ -239,10 +243,10 @@ fn run_loop(
 /// Ask a running loop to stop after its current iteration.
 pub fn stop(ws: &Workspace, name: &str) -> Result<()> {
     let store = Store::new(&ws.repo)?;
-    store.append::<StreamState>(&state::stream_ref(name), "stop_requested", json!({}))?;
+    store.append::<StreamState>(&state::stream_ref(name), StreamOp::StopRequested {})?;
     // The stream's root boulder stops being enforced too, until new activity.
     if store.read::<crate::state::BoulderState>(&state::boulder_ref(name))?.is_some() {
-        store.append::<crate::state::BoulderState>(&state::boulder_ref(name), "stop", json!({}))?;
+        store.append::<crate::state::BoulderState>(&state::boulder_ref(name), crate::state::BoulderOp::Stop {})?;
     }
     Ok(())
 }

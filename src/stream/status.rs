@@ -6,7 +6,7 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::plan::Plan;
 use crate::prd::Prd;
-use crate::state::{self, BoulderState, Store, StreamState};
+use crate::state::{self, BoulderState, Store, StreamState, StreamStatus};
 use crate::workspace::Workspace;
 
 /// Stories done and total of a stream.
@@ -20,8 +20,9 @@ pub struct Progress {
 #[derive(Debug, Clone, Serialize)]
 pub struct StreamRow {
     pub name: String,
-    /// DEFINED until the stream is initialized; then what its op-log says.
-    pub status: String,
+    /// DEFINED until the stream is initialized; then what its op-log says, or what the
+    /// dashboard finds beyond it.
+    pub status: RowStatus,
     pub branch: String,
     pub progress: Progress,
     /// Commits recorded on the stream's root boulder.
@@ -40,6 +41,46 @@ pub struct StreamRow {
     pub claim: Option<ClaimView>,
     /// The command runs in this stream's worktree.
     pub current: bool,
+}
+
+/// What the dashboard says of a stream: the status its op-log records, or what it finds beyond
+/// that. Written as one word in capitals (`"RUNNING"`, `"STALE"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowStatus {
+    /// What its op-log says (`DEFINED` when it has none).
+    Recorded(StreamStatus),
+    /// Its state ref holds invalid state.
+    Invalid,
+    /// Recorded RUNNING by a run on this machine that no longer holds the stream's lock.
+    Interrupted,
+    /// Initialized, but its setup command failed: the worktree is kept, not ready.
+    SetupFailed,
+    /// Its worktree is expected on this machine and is gone.
+    Stale,
+}
+
+impl RowStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RowStatus::Recorded(s) => s.as_str(),
+            RowStatus::Invalid => "INVALID",
+            RowStatus::Interrupted => "INTERRUPTED",
+            RowStatus::SetupFailed => "SETUP_FAILED",
+            RowStatus::Stale => "STALE",
+        }
+    }
+}
+
+impl std::fmt::Display for RowStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for RowStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
 }
 
 /// A stream's lease as last seen on a remote (`git boulder stream claim`).
@@ -94,40 +135,41 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
         // moved with `git worktree move`, or moved by hand and repaired, is not stale).
         let wt = ws.worktree_path(plan, &stream.name).ok().filter(|p| p.exists()).or_else(|| {
             st.as_ref()
-                .filter(|e| {
-                    matches!(e.state.status.as_str(), "INITIALIZED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED")
-                })
+                .filter(|e| e.state.status.is_live())
                 .and_then(|_| crate::worktree::checked_out(&ws.repo, &stream.branch).ok().flatten())
         });
         // A worktree is expected only on the machine that initialized the stream.
         let here = st.as_ref().is_none_or(|e| e.state.initialized_by.as_ref().is_none_or(|a| *a == me));
         let setup_failed = st.as_ref().is_some_and(|e| e.state.setup_failed.is_some());
-        let mut status = st.map(|e| e.state.status).filter(|s| !s.is_empty()).unwrap_or_else(|| "DEFINED".into());
+        let recorded = st.as_ref().map(|e| e.state.status).unwrap_or_default();
+        let mut status = RowStatus::Recorded(recorded);
         if invalid {
-            status = "INVALID".into();
-        } else if status == "RUNNING" && here && !held.contains(&format!("stream-{}", stream.name)) {
+            status = RowStatus::Invalid;
+        } else if recorded == StreamStatus::Running && here && !held.contains(&format!("stream-{}", stream.name)) {
             // Recorded RUNNING by a run on this machine that no longer holds the lock: killed.
-            status = "INTERRUPTED".into();
-        } else if status == "INITIALIZED" && setup_failed {
+            status = RowStatus::Interrupted;
+        } else if recorded == StreamStatus::Initialized && setup_failed {
             // Initialized, but its setup command failed: the worktree is kept, not ready.
-            status = "SETUP_FAILED".into();
+            status = RowStatus::SetupFailed;
         }
         // All stories done is COMPLETED (ready to merge), whoever finished them.
         if progress.total > 0
             && progress.done == progress.total
-            && matches!(status.as_str(), "INITIALIZED" | "STOPPED" | "FAILED" | "INTERRUPTED")
-        {
-            status = "COMPLETED".into();
-        }
-        if !invalid
-            && wt.is_none()
-            && here
             && matches!(
-                status.as_str(),
-                "INITIALIZED" | "SETUP_FAILED" | "RUNNING" | "STOPPED" | "COMPLETED" | "FAILED" | "INTERRUPTED"
+                status,
+                RowStatus::Recorded(StreamStatus::Initialized | StreamStatus::Stopped | StreamStatus::Failed)
+                    | RowStatus::Interrupted
             )
         {
-            status = "STALE".into();
+            status = RowStatus::Recorded(StreamStatus::Completed);
+        }
+        let expected_here = match status {
+            RowStatus::Recorded(s) => s.is_live(),
+            RowStatus::SetupFailed | RowStatus::Interrupted => true,
+            RowStatus::Invalid | RowStatus::Stale => false,
+        };
+        if !invalid && wt.is_none() && here && expected_here {
+            status = RowStatus::Stale;
         }
         let (ahead, behind) = match (ws.repo.branch_tip(&stream.branch)?, base_tip) {
             (Some(tip), Some(base)) => {
