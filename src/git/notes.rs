@@ -487,3 +487,35 @@ pub fn is_ancestor(repo: &gix::Repository, ancestor: ObjectId, tip: ObjectId) ->
     }
     Ok(false)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_note_is_one_json_line_with_sorted_keys_and_reads_back() {
+        let note = Note {
+            at: Some("2026-01-01T00:00:00.000Z".into()),
+            boulder: Some("auth".into()),
+            iteration: Some(3),
+            story: None,
+            stream: "auth".into(),
+        };
+        let text = note.text();
+        assert_eq!(
+            text,
+            "{\"at\":\"2026-01-01T00:00:00.000Z\",\"boulder\":\"auth\",\"iteration\":3,\"story\":null,\"stream\":\"auth\"}\n"
+        );
+        assert_eq!(Note::parse(text.as_bytes()).unwrap(), vec![note.clone()]);
+        // Several records, one a line; fields other versions leave out or add are fine.
+        let two = format!("{text}{{\"stream\":\"api\",\"extra\":[1]}}\n");
+        let read = Note::parse(two.as_bytes()).unwrap();
+        assert_eq!((read.len(), read[1].stream.as_str(), read[1].iteration), (2, "api", None));
+        // What is refused, and how it is said.
+        assert_eq!(check(b"{\"boulder\":\"x\"}").unwrap_err(), "is not a git-boulder record (an object with a stream)");
+        assert!(check(b"{\"stream\":\"a\",\"iteration\":\"3\"}").is_err());
+        assert!(check(b"[1]").unwrap_err().contains("not a git-boulder record"));
+        assert!(check(b"rm -rf /").unwrap_err().starts_with("is not JSON lines"));
+        assert_eq!(check(&[0xff]).unwrap_err(), "is not UTF-8");
+    }
+}
