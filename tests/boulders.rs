@@ -1,9 +1,7 @@
 //! Boulders: hierarchy and its limits, `check` gates driven through the binary with a fixed clock
 //! (`BOULDER_NOW`), checkpoints, todos and `resume`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 fn at(repo: &TestRepo, now: &str, args: &[&str]) -> Run {
     repo.boulder_env(&repo.dir, args, &[("BOULDER_NOW", now)])

@@ -3,9 +3,7 @@
 //! `doctor` points at `git worktree repair` after a move and at what remains of streams the plan
 //! no longer has.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 fn stream_status(repo: &TestRepo, name: &str) -> String {
     let text = repo.git_out(&["cat-file", "-p", &format!("refs/boulder/streams/{name}:state.json")]);

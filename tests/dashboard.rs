@@ -2,9 +2,7 @@
 //! INTERRUPTED for a killed run (and doctor says so), the worktree you stand in, and the push a
 //! merged base still needs.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 fn row(repo: &TestRepo, dir: &std::path::Path, name: &str) -> serde_json::Value {
     let st = repo.boulder_in(dir, &["status", "--json"]).ok().json();

@@ -1,9 +1,7 @@
 //! Feeling like part of git: man pages from the clap definitions and shell completions that
 //! work through `git boulder <TAB>`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn man_pages_install_for_every_command() {

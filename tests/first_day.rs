@@ -2,9 +2,7 @@
 //! stream to a hand-written plan, messages that hold (pipes closed early, inside `.git/`), man
 //! pages and completions that are installed and complete from the repository.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 const RALPH_PRD: &str = "# PRD: Recipe box\n\n\
 ### [ ] US-001: Save a recipe\nStore recipes in `src/store/recipes.rs`.\n\n\

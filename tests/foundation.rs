@@ -1,9 +1,7 @@
 //! The foundation commands, driven as a user would: validate, status, prd show/next/done, log,
 //! suggest, discovery from subdirectories and worktrees, and hostile input.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 #[test]
 fn validate_accepts_the_sample_plan() {

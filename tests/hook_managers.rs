@@ -8,12 +8,10 @@
 //! pre-commit and lefthook are real tools (`.ci/run` installs them); without them a test fails
 //! when `CI` is set and is skipped otherwise.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 /// A tool on PATH, or `None` (skip) outside CI; in CI a missing tool fails the test.
 fn tool(name: &str) -> Option<PathBuf> {

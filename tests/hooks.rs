@@ -2,9 +2,7 @@
 //! commits in stream worktrees, notes kept through amend and rebase, pushes refused and allowed
 //! for each ownership rule, and parallel commits that lose nothing.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 fn with_hooks() -> TestRepo {
     let repo = sample();

@@ -4,11 +4,9 @@
 //! JSON at the op, note and claim parsers. Nothing may panic; refusals are clear errors with exit 2
 //! (usage/config) or 1 (refused state from a remote), and local state is never touched.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use git_boulder::state::Op;
 use proptest::prelude::*;
 

@@ -3,9 +3,7 @@
 //! COMPLETED → `stream merge` → the push hint → push. The dashboard and the hints are held by
 //! snapshots (tests/snapshots/), with a fixed clock so "0s ago" stays so.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 const PRD: &str = "# PRD: Notes app\n\n## User Stories\n\n\
 ### [ ] US-001: Sign-in form\nAdd the form in `src/auth/` with a password field.\n\n\

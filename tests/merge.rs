@@ -2,11 +2,9 @@
 //! and fast-forward, PRD sync, verify, dependency order, strategies, the lock, dirty refusals,
 //! and a crash at every step finished by a rerun — all checked with plain git.
 
-mod common;
-
 use std::path::PathBuf;
 
-use common::*;
+use crate::common::*;
 
 const PRD: &str = "# PRD\n\n## Stories\n\n### [ ] US-001: Login\nIn src/auth.\n\n### [ ] US-002: List\nIn src/api.\n\n### [ ] US-003: Docs\nIn docs.\n";
 

@@ -3,11 +3,9 @@
 //! as under `git merge --ff-only`, a commit landing while the merge runs is never reverted or
 //! staged away, and the ownership check of pre-push runs on what the merge brings in.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 
 const PRD: &str = "# PRD\n\n## Stories\n\n### [ ] US-001: Login\nIn src/auth.\n\n### [ ] US-002: List\nIn src/api.\n";
 

@@ -3,12 +3,10 @@
 //! --amend` carries the note and is no new iteration, a cherry-pick (or revert) onto a stream
 //! branch is new work and records activity, and a rebase still records nothing.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 fn git_env(repo: &TestRepo, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new("git");

@@ -2,9 +2,7 @@
 //! `tasks[]` list, and files with no story in any form read by git-boulder (said on stderr,
 //! exit 0), driven through `git boulder prd show/next` on real repositories.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/prds").join(name))

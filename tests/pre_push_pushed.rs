@@ -2,11 +2,9 @@
 //! a stream branch's commits pushed as `HEAD:refs/for/main`, `boulder/x:other`, a raw id or a tag
 //! are checked like a push of `boulder/x`; commits that are no stream's are not checked.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 fn commit_in(repo: &TestRepo, dir: &Path, file: &str, msg: &str) {
     let p = dir.join(file);

@@ -2,12 +2,10 @@
 //! where the hooks did not run) and names the command that records them; `git boulder record`
 //! records them after the fact, oldest first at their committer time, each once.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 /// The sample with every stream initialized and no hooks installed.
 fn without_hooks() -> TestRepo {

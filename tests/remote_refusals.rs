@@ -3,11 +3,9 @@
 //! not retried; a lost race still is. Bare repositories read the plan from the base branch's tip;
 //! `stream suggest` proposes the repository's real default branch.
 
-mod common;
-
 use std::path::PathBuf;
 
-use common::*;
+use crate::common::*;
 
 const PRD: &str =
     "# PRD\n\n### [ ] US-001: Login\nIn `src/auth/login.rs`.\n\n### [ ] US-002: List\nIn `src/api/list.rs`.\n";

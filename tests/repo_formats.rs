@@ -3,9 +3,7 @@
 //! see), and hooks installed before fail safe — post-commit warns once, pre-push under
 //! `ownership: error` refuses and names `git push --no-verify`.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// The sample repository, made again in `format` (`--ref-format=reftable` or
 /// `--object-format=sha256`).

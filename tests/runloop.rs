@@ -1,9 +1,7 @@
 //! The run loop with scripted agents: one finishing a story per iteration, one doing nothing, one
 //! stopped mid-way, two runs racing for one stream, and a hostile story title.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 const FINISHER: &str = "#!/bin/sh\nset -e\nsed -i \"s/### \\[ \\] $BOULDER_STORY:/### [x] $BOULDER_STORY:/\" \"$BOULDER_PRD\"\necho \"$BOULDER_ITERATION $BOULDER_STORY\" >> src/api/work.txt\ngit add -A\ngit commit -q -m \"$BOULDER_STORY\"\n";
 

@@ -5,13 +5,11 @@
 //! schemas use; it refuses keywords it does not know, so a schema cannot silently outgrow it, and
 //! the last test makes sure it does fail on an extra field or a wrong type.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use git_boulder::boulder::decide;
 use git_boulder::plan::BoulderSettings;
 use git_boulder::state::BoulderState;

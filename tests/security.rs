@@ -2,11 +2,9 @@
 //! copy_into_worktree never leaves the trees, hostile text is printed inert, and fetched state is
 //! size-bounded and checked against its ref name.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 
 fn with_settings(extra: &str) -> TestRepo {
     let repo = sample();

@@ -2,15 +2,14 @@
 //! CLI, checked with plain git; concurrent appends lose nothing; the deterministic merge gives the
 //! same state.json for any interleaving and merge order.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use git_boulder::git::Repo;
 use git_boulder::state::{BoulderState, Store};
 use proptest::prelude::*;
 use serde_json::json;
 
 fn open(repo: &TestRepo) -> Repo {
+    lib_env();
     Repo::open(&repo.dir).expect("open")
 }
 

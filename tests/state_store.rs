@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Barrier, Once};
+use std::sync::Barrier;
 
 use git_boulder::error::Kind;
 use git_boulder::git::Repo;
@@ -15,34 +15,6 @@ use git_boulder::state::store::Absorbed;
 use git_boulder::state::{BoulderOp, BoulderState, Opt, PrdState, State, Store, StreamState};
 use proptest::prelude::*;
 use serde_json::{json, Value};
-
-/// Make this test process see no git identity and no user or system config, like a fresh
-/// machine: state writes must work anyway.
-fn isolate() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let home = std::env::temp_dir().join(format!("state-store-home-{}", std::process::id()));
-        std::fs::create_dir_all(&home).unwrap();
-        // SAFETY (edition 2021: safe): every test calls this first, before any other thread of
-        // this process reads the environment.
-        std::env::set_var("HOME", &home);
-        std::env::set_var("XDG_CONFIG_HOME", home.join(".config"));
-        std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
-        std::env::set_var("GIT_CONFIG_GLOBAL", "/dev/null");
-        for v in [
-            "GIT_AUTHOR_NAME",
-            "GIT_AUTHOR_EMAIL",
-            "GIT_COMMITTER_NAME",
-            "GIT_COMMITTER_EMAIL",
-            "EMAIL",
-            "GIT_DIR",
-            "GIT_WORK_TREE",
-            "BOULDER_NOW",
-        ] {
-            std::env::remove_var(v);
-        }
-    });
-}
 
 struct TestRepo {
     _tmp: tempfile::TempDir,
@@ -53,7 +25,7 @@ struct TestRepo {
 impl TestRepo {
     /// `git init`, no commits, no identity.
     fn new() -> TestRepo {
-        isolate();
+        crate::common::lib_env();
         let tmp = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(tmp.path()).unwrap();
         let dir = root.join("repo");
@@ -363,7 +335,7 @@ fn four_processes_append_to_one_ref() {
     let children: Vec<_> = (0..4)
         .map(|n| {
             repo.cmd(exe.to_str().unwrap())
-                .args(["worker_process", "--exact", "--test-threads", "1", "--nocapture"])
+                .args(["state_store::worker_process", "--exact", "--test-threads", "1", "--nocapture"])
                 .env("STATE_STORE_DIR", &repo.dir)
                 .env("STATE_STORE_WORKER", n.to_string())
                 .stdout(Stdio::piped())

@@ -1,9 +1,7 @@
 //! Streams come alive: `stream init`, `stream path`, status with worktrees, `stream cleanup`,
 //! `doctor`, checked against git's own view of every worktree.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 fn porcelain(repo: &TestRepo) -> String {
     repo.git_out(&["worktree", "list", "--porcelain"])

@@ -3,12 +3,10 @@
 //! syncing in random orders, garbage pushed by a hostile clone, claims raced by two clones, and
 //! `remote setup` for plain git fetch/push. Checked with plain git.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use common::*;
+use crate::common::*;
 
 const PRD: &str = "# PRD\n\n### [ ] US-001: Login\nx\n\n### [ ] US-002: List\ny\n\n### [ ] US-003: Docs\nz\n";
 const PLAN: &str = "version: 1\nstreams:\n  auth:\n    stories: [US-001]\n    paths: [src/auth/**]\n  api:\n    stories: [US-002]\n    paths: [src/api/**]\nsettings:\n  base_branch: main\n";

@@ -1,11 +1,9 @@
 //! Trust: a cloned or pulled plan runs none of its commands (setup, verify, agents) until the user
 //! trusts that exact command content on this machine; `--trust` / `BOULDER_TRUST=1` for one run.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 /// The sample repository with `extra` added under `settings:`, committed.
 fn sample_with(extra: &str) -> TestRepo {

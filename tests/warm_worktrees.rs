@@ -2,11 +2,9 @@
 //! agent see `BOULDER_STREAM_INDEX` and `BOULDER_PORT`; `.worktreeinclude` copies ignored files
 //! into new worktrees; `status` shows a stream whose setup failed.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 
 /// The sample repository with `extra` added under `settings:`, committed and trusted.
 fn sample_with(extra: &str) -> TestRepo {

@@ -1,33 +1,15 @@
 //! The worktree library (src/worktree.rs) against real repositories made with the git CLI: every
 //! worktree it makes or removes must look right to plain git.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::TestRepo;
+use crate::common::TestRepo;
 use git_boulder::error::Kind;
 use git_boulder::git::Repo;
 use git_boulder::worktree::{self, AddOutcome};
 
-/// The library runs in this process: give it the same fixed git environment as the git CLI.
-fn env() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let home = std::env::temp_dir().join(format!("boulder-wt-home-{}", std::process::id()));
-        std::fs::create_dir_all(&home).unwrap();
-        std::env::set_var("HOME", &home);
-        std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
-        std::env::set_var("GIT_CONFIG_GLOBAL", "/dev/null");
-        std::env::set_var("GIT_AUTHOR_NAME", "Test Author");
-        std::env::set_var("GIT_AUTHOR_EMAIL", "author@example.com");
-        std::env::set_var("GIT_COMMITTER_NAME", "Test Committer");
-        std::env::set_var("GIT_COMMITTER_EMAIL", "committer@example.com");
-    });
-}
-
 fn sample() -> (TestRepo, Repo) {
-    env();
+    crate::common::lib_env();
     let t = TestRepo::with_files(&[
         ("README.md", "# sample\n"),
         ("src/auth/mod.rs", "// auth\n"),
@@ -40,6 +22,9 @@ fn sample() -> (TestRepo, Repo) {
     std::fs::set_permissions(t.dir.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::symlink("README.md", t.dir.join("link.md")).unwrap();
     t.commit_all("executable and link");
+    // The process has no identity (`lib_env`); the repository has one, as a user's would.
+    t.git(&["config", "user.name", "Test Committer"]).ok();
+    t.git(&["config", "user.email", "committer@example.com"]).ok();
     let repo = Repo::open(&t.dir).unwrap();
     (t, repo)
 }
@@ -279,7 +264,7 @@ fn missing_base_or_no_commits_is_a_usage_error() {
     assert!(!err.hints.is_empty());
     assert!(t.refs("refs/heads/boulder").is_empty());
 
-    env();
+    crate::common::lib_env();
     let empty = TestRepo::empty();
     let repo = Repo::open(&empty.dir).unwrap();
     let err = worktree::add(&repo, &empty.dir.join("wt"), "boulder/x", "main").unwrap_err();

@@ -1,6 +1,5 @@
 //! Test harness: real repositories made with the git CLI in temp dirs under a cleared, fixed
 //! environment, and the real `git-boulder` binary run against them.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -36,6 +35,36 @@ impl Run {
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", self.stdout))
     }
+}
+
+/// The library runs in this process too (state, worktree and op-log tests): give the process the
+/// environment of a fresh machine, no git identity and no user or system config, once, before any
+/// test reads it. Every test that calls the library in process calls this first. State writes and
+/// worktrees must work without an identity.
+pub fn lib_env() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let home = std::env::temp_dir().join(format!("boulder-test-home-{}", std::process::id()));
+        std::fs::create_dir_all(&home).unwrap();
+        // SAFETY (edition 2021: safe): called before the library reads the environment; the
+        // commands the tests run get a cleared environment of their own (`fixed_env`).
+        std::env::set_var("HOME", &home);
+        std::env::set_var("XDG_CONFIG_HOME", home.join(".config"));
+        std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+        std::env::set_var("GIT_CONFIG_GLOBAL", "/dev/null");
+        for v in [
+            "GIT_AUTHOR_NAME",
+            "GIT_AUTHOR_EMAIL",
+            "GIT_COMMITTER_NAME",
+            "GIT_COMMITTER_EMAIL",
+            "EMAIL",
+            "GIT_DIR",
+            "GIT_WORK_TREE",
+            "BOULDER_NOW",
+        ] {
+            std::env::remove_var(v);
+        }
+    });
 }
 
 /// A temporary git repository with a fixed environment.

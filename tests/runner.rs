@@ -1,0 +1,34 @@
+//! The one integration test binary: every test module below drives the real `git-boulder` binary
+//! (or the library, in process) against real repositories made with the git CLI in temp dirs.
+//! One binary links once and runs every test in one process, as `cargo test` is run in CI.
+
+mod common;
+
+mod boulders;
+mod cleanup_safety;
+mod dashboard;
+mod extension;
+mod first_day;
+mod foundation;
+mod hook_managers;
+mod hooks;
+mod hostile;
+mod journey;
+mod merge;
+mod merge_real;
+mod notes_rewrite;
+mod prd_forms;
+mod pre_push_pushed;
+mod record;
+mod remote_refusals;
+mod repo_formats;
+mod runloop;
+mod schemas;
+mod security;
+mod state_oplog;
+mod state_store;
+mod streams;
+mod sync;
+mod trust;
+mod warm_worktrees;
+mod worktree_lib;
