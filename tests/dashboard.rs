@@ -40,8 +40,7 @@ fn stories_done_by_prd_done_make_the_stream_completed_and_undone_takes_it_back()
 fn a_killed_run_shows_interrupted_with_the_command_that_resumes_it() {
     let repo = sample();
     repo.boulder(&["stream", "init", "auth"]).ok();
-    let mut cmd = std::process::Command::new(bin());
-    fixed_env(&mut cmd, &repo.home);
+    let mut cmd = repo.command(bin());
     let mut child =
         cmd.args(["stream", "run", "auth", "--", "sleep", "30"]).current_dir(&repo.dir).spawn().expect("start a run");
     let mut seen = false;

@@ -53,8 +53,7 @@ fn progress_only_on_a_terminal() {
         repo.dir.to_str().unwrap(),
         bin()
     );
-    let mut cmd = std::process::Command::new("python3");
-    fixed_env(&mut cmd, &repo.home);
+    let mut cmd = repo.command("python3");
     let out = cmd.arg("-c").arg(script).output().unwrap();
     let tty = String::from_utf8_lossy(&out.stdout);
     assert!(tty.contains("[1/3] auth") && tty.contains("\\x1b[2K"), "{tty}\n{}", String::from_utf8_lossy(&out.stderr));

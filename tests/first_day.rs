@@ -162,8 +162,7 @@ fn the_stream_run_lock_hint_names_a_command_that_works() {
     repo.boulder(&["stream", "init", "auth"]).ok();
     let mark = repo.tmp.path().join("started");
     let script = format!("touch '{}'; sleep 4", mark.display());
-    let mut cmd = std::process::Command::new(bin());
-    fixed_env(&mut cmd, &repo.home);
+    let mut cmd = repo.command(bin());
     cmd.args(["stream", "run", "auth", "--max-iterations", "1", "--", "sh", "-c", &script])
         .current_dir(&repo.dir)
         .stdout(std::process::Stdio::null())
@@ -256,8 +255,7 @@ fn complete_in(repo: &TestRepo, dir: &std::path::Path, words: &[&str]) -> Vec<St
     let file = repo.tmp.path().join("completion.bash");
     std::fs::write(&file, script).unwrap();
     let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
-    let mut cmd = std::process::Command::new("bash");
-    fixed_env(&mut cmd, &repo.home);
+    let mut cmd = repo.command("bash");
     let out = cmd
         .arg("-c")
         .arg(format!(

@@ -191,8 +191,7 @@ fn discovery_from_subdirectory_git_dir_and_dash_c() {
     // `git -C dir boulder …` through git itself, with the binary on PATH.
     let bin_dir = std::path::Path::new(bin()).parent().unwrap();
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap());
-    let mut cmd = std::process::Command::new("git");
-    fixed_env(&mut cmd, &repo.home);
+    let mut cmd = repo.command("git");
     let out = cmd
         .env("PATH", path)
         .args(["-C", repo.dir.to_str().unwrap(), "boulder", "status", "--json"])

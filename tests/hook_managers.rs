@@ -9,7 +9,6 @@
 //! when `CI` is set and is skipped otherwise.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::common::*;
 
@@ -26,18 +25,12 @@ fn tool(name: &str) -> Option<PathBuf> {
 }
 
 fn run_env(repo: &TestRepo, program: &str, dir: &Path, args: &[&str]) -> Run {
-    let mut cmd = Command::new(program);
-    fixed_env(&mut cmd, &repo.home);
+    let mut cmd = repo.command(program);
     // pyenv's shims (where pip put the tools on some machines) find Python through PYENV_ROOT.
     if let Some(root) = std::env::var_os("PYENV_ROOT") {
         cmd.env("PYENV_ROOT", root);
     }
-    let out = cmd.args(args).current_dir(dir).output().unwrap_or_else(|e| panic!("run {program}: {e}"));
-    Run {
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        code: out.status.code().unwrap_or(-1),
-    }
+    Run::from(cmd.args(args).current_dir(dir).output().unwrap_or_else(|e| panic!("run {program}: {e}")))
 }
 
 fn git(repo: &TestRepo, dir: &Path, args: &[&str]) -> Run {

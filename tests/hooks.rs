@@ -126,8 +126,7 @@ fn skip_env_and_rebase_record_nothing() {
     let wt = repo.dir.join(".boulder/worktrees/auth");
     std::fs::write(wt.join("src/auth/a.rs"), "a\n").unwrap();
     repo.git_in(&wt, &["add", "-A"]).ok();
-    let mut cmd = std::process::Command::new("git");
-    fixed_env(&mut cmd, &repo.home);
+    let mut cmd = repo.command("git");
     let out =
         cmd.env("BOULDER_SKIP_HOOKS", "1").args(["commit", "-q", "-m", "skipped"]).current_dir(&wt).output().unwrap();
     assert!(out.status.success());
@@ -356,8 +355,7 @@ fn post_commit_without_the_binary_warns_once_and_commits() {
     let path: Vec<_> = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
         .filter(|p| p != &bin_dir && !p.join("git-boulder").exists())
         .collect();
-    let mut cmd = std::process::Command::new("git");
-    fixed_env(&mut cmd, &repo.home);
+    let mut cmd = repo.command("git");
     let out = cmd
         .env("PATH", std::env::join_paths(path).unwrap())
         .args(["commit", "-q", "-m", "no binary"])

@@ -121,8 +121,7 @@ fn bad_op_records_from_a_remote_are_refused() {
         let list = repo.tmp.path().join("tree.txt");
         std::fs::write(&list, tree_input).unwrap();
         let tree = {
-            let mut c = std::process::Command::new("git");
-            fixed_env(&mut c, &repo.home);
+            let mut c = repo.command("git");
             let out =
                 c.args(["mktree"]).current_dir(&repo.dir).stdin(std::fs::File::open(&list).unwrap()).output().unwrap();
             String::from_utf8(out.stdout).unwrap().trim().to_string()

@@ -29,8 +29,7 @@ fn commit(repo: &TestRepo, dir: &std::path::Path, file: &str, msg: &str) {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(&p, format!("// {msg}\n")).unwrap();
     repo.git_in(dir, &["add", "-A"]).ok();
-    let mut cmd = std::process::Command::new("git");
-    fixed_env(&mut cmd, &repo.home);
+    let mut cmd = repo.command("git");
     let out = cmd.env("BOULDER_NOW", NOW).args(["commit", "-q", "-m", msg]).current_dir(dir).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }

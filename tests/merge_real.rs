@@ -263,11 +263,12 @@ fn commits_racing_a_merge_are_never_reverted_or_lost() {
         // merge holds the index) is simply tried again.
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let committed = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-        let (w2, home, stop2, committed2) = (w.clone(), repo.home.clone(), stop.clone(), committed.clone());
+        let (w2, home, clock, stop2, committed2) =
+            (w.clone(), repo.home.clone(), repo.clock.clone(), stop.clone(), committed.clone());
         let racer = std::thread::spawn(move || {
             let git = |args: &[&str]| {
                 let mut c = std::process::Command::new("git");
-                fixed_env(&mut c, &home);
+                fixed_env_at(&mut c, &home, &clock);
                 c.args(args).current_dir(&w2).output().unwrap().status.success()
             };
             let mut i = 0;

@@ -4,22 +4,15 @@
 //! branch is new work and records activity, and a rebase still records nothing.
 
 use std::path::Path;
-use std::process::Command;
 
 use crate::common::*;
 
 fn git_env(repo: &TestRepo, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::new("git");
-    fixed_env(&mut cmd, &repo.home);
+    let mut cmd = repo.command("git");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.args(args).current_dir(dir).output().expect("run git");
-    let run = Run {
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        code: out.status.code().unwrap_or(-1),
-    };
+    let run = Run::from(cmd.args(args).current_dir(dir).output().expect("run git"));
     assert_eq!(run.code, 0, "git {args:?} failed:\n{}{}", run.stdout, run.stderr);
     run
 }

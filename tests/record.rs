@@ -22,8 +22,7 @@ fn worktree(repo: &TestRepo, stream: &str) -> PathBuf {
 fn commit_at(repo: &TestRepo, dir: &Path, file: &str, date: &str) -> String {
     std::fs::write(dir.join(file), format!("{date}\n")).unwrap();
     repo.git_in(dir, &["add", "-A"]).ok();
-    let mut cmd = Command::new("git");
-    fixed_env(&mut cmd, &repo.home);
+    let mut cmd = repo.command("git");
     let out = cmd
         .args(["commit", "-q", "-m", file])
         .env("GIT_COMMITTER_DATE", date)
@@ -190,8 +189,7 @@ fn a_commit_from_a_program_without_git_boulder_on_its_path_is_found_and_recorded
         .unwrap()
         .0
         .to_string();
-    let mut cmd = Command::new("git");
-    fixed_env(&mut cmd, &repo.home);
+    let mut cmd = repo.command("git");
     let out =
         cmd.args(["commit", "-q", "-m", "from the IDE"]).env("PATH", &git_dir).current_dir(&auth).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -30,13 +30,7 @@ fn remote() -> Remote {
 
 impl Remote {
     fn machine(&self, name: &str) -> TestRepo {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(tmp.path()).unwrap();
-        let dir = root.join(name);
-        let home = root.join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        let repo = TestRepo { tmp, dir: dir.clone(), home };
-        repo.git_in(&root, &["clone", "-q", self.bare.to_str().unwrap(), dir.to_str().unwrap()]).ok();
+        let repo = TestRepo::clone_from(&self.bare, name);
         repo.git(&["config", "boulder.actor", name]).ok();
         repo
     }

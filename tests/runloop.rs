@@ -104,8 +104,7 @@ fn run_needs_a_worktree_and_a_command() {
 #[test]
 fn interrupt_records_stopped_and_frees_the_lock() {
     let repo = ready();
-    let mut cmd = std::process::Command::new(bin());
-    fixed_env(&mut cmd, &repo.home);
+    let mut cmd = repo.command(bin());
     let child = cmd
         .args(["stream", "run", "api", "--cooldown", "10s", "--", "true"])
         .current_dir(&repo.dir)

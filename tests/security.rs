@@ -207,12 +207,7 @@ fn hostile_plan_text_and_errors_print_inert() {
 
 /// A clone of `origin` (plain git), with the same fixed environment.
 fn clone_of(origin: &TestRepo) -> TestRepo {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(tmp.path()).unwrap();
-    let (dir, home) = (root.join("clone"), root.join("home"));
-    std::fs::create_dir_all(&home).unwrap();
-    origin.git(&["clone", "-q", origin.dir.to_str().unwrap(), dir.to_str().unwrap()]).ok();
-    TestRepo { tmp, dir, home }
+    TestRepo::clone_from(&origin.dir, "clone")
 }
 
 /// Write an op commit holding `op` and `state` in `repo` and point `refname` at it.
@@ -223,8 +218,7 @@ fn op_commit(repo: &TestRepo, refname: &str, op: &[u8], state_path: &Path) {
     let b2 = repo.git_out(&["hash-object", "-w", state_path.to_str().unwrap()]);
     let tree_file = repo.tmp.path().join("tree.txt");
     std::fs::write(&tree_file, format!("100644 blob {b1}\top.json\n100644 blob {b2}\tstate.json\n")).unwrap();
-    let mut cmd = std::process::Command::new("git");
-    fixed_env(&mut cmd, &repo.home);
+    let mut cmd = repo.command("git");
     let out =
         cmd.args(["mktree"]).current_dir(&repo.dir).stdin(std::fs::File::open(&tree_file).unwrap()).output().unwrap();
     let tree = String::from_utf8(out.stdout).unwrap().trim().to_string();
@@ -282,16 +276,10 @@ fn max_rss_kib(repo: &TestRepo, args: &[&str]) -> (Run, u64) {
                   open(sys.argv[1], 'w').write(str(hwm))\n\
                   sys.exit(p.returncode)\n";
     let rss_file = repo.tmp.path().join("rss.txt");
-    let mut cmd = std::process::Command::new("python3");
-    fixed_env(&mut cmd, &repo.home);
+    let mut cmd = repo.command("python3");
     let out = cmd.arg("-c").arg(script).arg(&rss_file).arg(bin()).args(args).current_dir(&repo.dir).output().unwrap();
     let rss = std::fs::read_to_string(&rss_file).unwrap().trim().parse().unwrap();
-    let run = Run {
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        code: out.status.code().unwrap_or(-1),
-    };
-    (run, rss)
+    (Run::from(out), rss)
 }
 
 #[test]
@@ -344,8 +332,7 @@ fn a_pull_takes_in_at_most_10000_refs() {
     let lines: String = (0..10_001).map(|i| format!("create refs/boulder/streams/s{i:05} {tip}\n")).collect();
     let input = origin.tmp.path().join("refs.txt");
     std::fs::write(&input, lines).unwrap();
-    let mut cmd = std::process::Command::new("git");
-    fixed_env(&mut cmd, &origin.home);
+    let mut cmd = origin.command("git");
     let st = cmd
         .args(["update-ref", "--stdin"])
         .current_dir(&origin.dir)

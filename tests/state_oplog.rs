@@ -76,8 +76,7 @@ fn garbage_state_fails_validation_naming_the_commit() {
 
 fn pipe(repo: &TestRepo, args: &[&str], input: &str) -> String {
     use std::io::Write;
-    let mut cmd = std::process::Command::new("git");
-    fixed_env(&mut cmd, &repo.home);
+    let mut cmd = repo.command("git");
     let mut child = cmd
         .args(args)
         .current_dir(&repo.dir)

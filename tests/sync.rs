@@ -35,13 +35,7 @@ impl Net {
     }
 
     fn machine_from(&self, name: &str, url: &str) -> TestRepo {
-        let tmp = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(tmp.path()).unwrap();
-        let dir = root.join(name);
-        let home = root.join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        let repo = TestRepo { tmp, dir: dir.clone(), home };
-        repo.git_in(&root, &["clone", "-q", url, dir.to_str().unwrap()]).ok();
+        let repo = TestRepo::clone_from(url, name);
         repo.git(&["config", "boulder.actor", name]).ok();
         repo
     }
@@ -221,8 +215,7 @@ fn garbage_pushed_by_a_hostile_clone_is_refused_and_local_state_kept() {
     let op = evil.git_out(&["hash-object", "-w", "op.json"]);
     let st = evil.git_out(&["hash-object", "-w", "state.json"]);
     let tree = {
-        let mut c = Command::new("git");
-        fixed_env(&mut c, &evil.home);
+        let mut c = evil.command("git");
         let mut child =
             c.args(["mktree"]).current_dir(&dir).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
         use std::io::Write;
@@ -265,8 +258,7 @@ fn claim_race(n: &Net) {
     let b = n.machine("beta");
     for round in 0..4 {
         let spawn = |m: &TestRepo| -> Child {
-            let mut c = Command::new(bin());
-            fixed_env(&mut c, &m.home);
+            let mut c = m.command(bin());
             c.args(["stream", "claim", "auth"])
                 .current_dir(&m.dir)
                 .stdout(Stdio::piped())
@@ -300,9 +292,10 @@ fn claim_race(n: &Net) {
         winner.boulder(&["stream", "release", "auth"]).ok();
     }
     // An expired lease is taken over.
-    a.boulder(&["stream", "claim", "auth", "--ttl", "1s"]).ok();
+    a.boulder(&["stream", "claim", "auth", "--ttl", "1m"]).ok();
     b.boulder(&["stream", "claim", "auth"]).code(1);
-    std::thread::sleep(std::time::Duration::from_millis(1200));
+    // A lease outlived: the test's clock (each command one second on) moves past its end.
+    a.clock.advance(std::time::Duration::from_secs(90));
     let r = b.boulder(&["stream", "claim", "auth"]).ok();
     assert!(r.stdout.contains("took over the expired claim"), "{}", r.stdout);
     b.boulder(&["stream", "release", "auth"]).ok();

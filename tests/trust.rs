@@ -16,13 +16,7 @@ fn sample_with(extra: &str) -> TestRepo {
 
 /// A clone of `origin` made with plain git, sharing its fixed environment.
 fn clone_of(origin: &TestRepo) -> TestRepo {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(tmp.path()).unwrap();
-    let dir = root.join("clone");
-    let home = root.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    origin.git(&["clone", "-q", origin.dir.to_str().unwrap(), dir.to_str().unwrap()]).ok();
-    TestRepo { tmp, dir, home }
+    TestRepo::clone_from(&origin.dir, "clone")
 }
 
 fn marker(repo: &TestRepo) -> std::path::PathBuf {

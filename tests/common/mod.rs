@@ -13,7 +13,7 @@ pub struct Run {
 }
 
 impl Run {
-    fn from(out: Output) -> Run {
+    pub fn from(out: Output) -> Run {
         Run {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -73,14 +73,62 @@ pub struct TestRepo {
     /// The main worktree.
     pub dir: PathBuf,
     pub home: PathBuf,
+    /// The test's clock (shared with the test's other repositories).
+    pub clock: Clock,
 }
 
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_git-boulder")
 }
 
-/// Environment every command in tests gets: no user or system config, fixed identity and dates.
+/// Where the clock of every test starts (2026-11-01T00:00:00Z, seconds since the Unix epoch).
+pub const CLOCK_START: i64 = 1_793_491_200;
+/// How far the clock moves for each command a test runs.
+pub const CLOCK_STEP: i64 = 1;
+
+thread_local! {
+    /// The clock of the test running on this thread (the test harness runs each test on a thread
+    /// of its own, so each test starts at [`CLOCK_START`]).
+    static TEST_CLOCK: Clock = Clock(std::sync::Arc::new(std::sync::atomic::AtomicI64::new(CLOCK_START)));
+}
+
+/// A test's fixed clock: every command a test runs gets the next instant, one [`CLOCK_STEP`] on,
+/// as its commit dates (`GIT_AUTHOR_DATE`, `GIT_COMMITTER_DATE`) and as git-boulder's clock
+/// (`BOULDER_NOW`), so dates, ids and ages in the output are the same on every run. All the
+/// repositories of one test share it. A test that needs time to pass (a lease running out) moves
+/// it with [`Clock::advance`]; a command given its own `BOULDER_NOW` keeps it.
+#[derive(Clone)]
+pub struct Clock(std::sync::Arc<std::sync::atomic::AtomicI64>);
+
+impl Clock {
+    /// The clock of the test running on this thread.
+    pub fn of_this_test() -> Clock {
+        TEST_CLOCK.with(Clock::clone)
+    }
+
+    /// Move the clock on by `by` (besides the step each command makes).
+    pub fn advance(&self, by: std::time::Duration) {
+        self.0.fetch_add(by.as_secs() as i64, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Give `cmd` the next instant of this clock.
+    pub fn set(&self, cmd: &mut Command) {
+        let secs = self.0.fetch_add(CLOCK_STEP, std::sync::atomic::Ordering::SeqCst) + CLOCK_STEP;
+        // git's own date format, `<seconds> <offset>`, read alike by git and gix.
+        let date = format!("{secs} +0000");
+        let now = jiff::Timestamp::from_second(secs).expect("a date in range").to_string();
+        cmd.env("GIT_AUTHOR_DATE", &date).env("GIT_COMMITTER_DATE", &date).env("BOULDER_NOW", now);
+    }
+}
+
+/// Environment every command in tests gets: no user or system config, fixed identity, and the
+/// next instant of this test's clock as its dates.
 pub fn fixed_env(cmd: &mut Command, home: &Path) {
+    fixed_env_at(cmd, home, &Clock::of_this_test());
+}
+
+/// [`fixed_env`] with the dates of `clock` (for commands run from a thread the test started).
+pub fn fixed_env_at(cmd: &mut Command, home: &Path, clock: &Clock) {
     // The binary's folder comes first on PATH, so git finds `git-boulder` for hooks and `git boulder`.
     let bin_dir = Path::new(bin()).parent().expect("binary folder").to_path_buf();
     let mut paths = vec![bin_dir];
@@ -97,20 +145,34 @@ pub fn fixed_env(cmd: &mut Command, home: &Path) {
         .env("GIT_COMMITTER_NAME", "Test Committer")
         .env("GIT_COMMITTER_EMAIL", "committer@example.com")
         .stdin(Stdio::null());
+    clock.set(cmd);
 }
 
 impl TestRepo {
     /// An empty repository on branch `main`, no commits.
     pub fn empty() -> TestRepo {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let root = std::fs::canonicalize(tmp.path()).expect("canonical tmp");
-        let dir = root.join("repo");
-        let home = root.join("home");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::create_dir_all(&home).unwrap();
-        let repo = TestRepo { tmp, dir, home };
+        let repo = TestRepo::in_temp("repo");
+        std::fs::create_dir_all(&repo.dir).unwrap();
         repo.git(&["init", "-q", "-b", "main"]).ok();
         repo
+    }
+
+    /// A clone (plain `git clone`) of `url` in a folder `name` of a temp dir of its own, with a
+    /// home of its own: another machine.
+    pub fn clone_from(url: impl AsRef<Path>, name: &str) -> TestRepo {
+        let repo = TestRepo::in_temp(name);
+        let root = repo.dir.parent().unwrap();
+        repo.git_in(root, &["clone", "-q", url.as_ref().to_str().unwrap(), repo.dir.to_str().unwrap()]).ok();
+        repo
+    }
+
+    /// A temp dir holding `home` and (not made) the repository folder `name`.
+    fn in_temp(name: &str) -> TestRepo {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(tmp.path()).expect("canonical tmp");
+        let (dir, home) = (root.join(name), root.join("home"));
+        std::fs::create_dir_all(&home).unwrap();
+        TestRepo { tmp, dir, home, clock: Clock::of_this_test() }
     }
 
     /// A repository with one commit holding `files` (path, content).
@@ -145,9 +207,16 @@ impl TestRepo {
     }
 
     pub fn git_in(&self, dir: &Path, args: &[&str]) -> Run {
-        let mut cmd = Command::new("git");
-        fixed_env(&mut cmd, &self.home);
-        Run::from(cmd.args(args).current_dir(dir).output().expect("run git"))
+        Run::from(self.command("git").args(args).current_dir(dir).output().expect("run git"))
+    }
+
+    /// `program` with this repository's fixed environment ([`fixed_env`]) and the next instant
+    /// of its clock, run from the main worktree unless told otherwise.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        fixed_env_at(&mut cmd, &self.home, &self.clock);
+        cmd.current_dir(&self.dir);
+        cmd
     }
 
     /// Trimmed stdout of a git command that must succeed.
@@ -165,8 +234,7 @@ impl TestRepo {
     }
 
     pub fn boulder_env(&self, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
-        let mut cmd = Command::new(bin());
-        fixed_env(&mut cmd, &self.home);
+        let mut cmd = self.command(bin());
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -235,3 +303,57 @@ pub fn sample() -> TestRepo {
         ("README.md", "# sample\n"),
     ])
 }
+
+// ---- snapshots -------------------------------------------------------------------------------
+
+impl Run {
+    /// The run as a snapshot shows it: the exit code, then stdout, then stderr, with what differs
+    /// from machine to machine taken out ([`normalize`]).
+    pub fn shown(&self) -> String {
+        normalize(&format!("exit: {}\n--- stdout ---\n{}--- stderr ---\n{}", self.code, self.stdout, self.stderr))
+    }
+}
+
+/// `text` with the temp folders the tests make (`/tmp/.tmpXXXXXX`, as given or canonical) as
+/// `[TEMP]` and this machine's host name as `[HOST]`: the parts of an output that change from run
+/// to run or machine to machine while the command behaves the same.
+pub fn normalize(text: &str) -> String {
+    let mut out = text.to_string();
+    let tmp = std::env::temp_dir();
+    let mut roots = vec![tmp.display().to_string()];
+    if let Ok(canonical) = std::fs::canonicalize(&tmp) {
+        roots.push(canonical.display().to_string());
+    }
+    for root in roots {
+        let prefix = format!("{}/.tmp", root.trim_end_matches('/'));
+        let mut rest = out.as_str();
+        let mut done = String::with_capacity(out.len());
+        while let Some(at) = rest.find(&prefix) {
+            done.push_str(&rest[..at]);
+            let tail = &rest[at + prefix.len()..];
+            let name_len = tail.find(|c: char| !c.is_ascii_alphanumeric()).unwrap_or(tail.len());
+            done.push_str("[TEMP]");
+            rest = &tail[name_len..];
+        }
+        done.push_str(rest);
+        out = done;
+    }
+    if let Some(host) = host_name() {
+        out = out.replace(&host, "[HOST]");
+    }
+    out
+}
+
+fn host_name() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    let name = name.trim();
+    (name.len() >= 3).then(|| name.to_string())
+}
+
+/// Assert the snapshot `name` of a [`Run`]: exit code, stdout and stderr together, normalized.
+macro_rules! assert_shown {
+    ($name:expr, $run:expr) => {
+        insta::assert_snapshot!($name, $run.shown())
+    };
+}
+pub(crate) use assert_shown;
