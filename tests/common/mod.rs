@@ -339,7 +339,10 @@ pub fn normalize(text: &str) -> String {
         out = done;
     }
     if let Some(host) = host_name() {
-        out = out.replace(&host, "[HOST]");
+        // Where git-boulder names the host: lock holders and claims (`pid 7 on host H`, `A on H (`).
+        for (from, to) in [(format!("host {host}"), "host [HOST]"), (format!(" on {host} ("), " on [HOST] (")] {
+            out = out.replace(&from, to);
+        }
     }
     out
 }
@@ -347,7 +350,7 @@ pub fn normalize(text: &str) -> String {
 fn host_name() -> Option<String> {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
     let name = name.trim();
-    (name.len() >= 3).then(|| name.to_string())
+    (!name.is_empty()).then(|| name.to_string())
 }
 
 /// Assert the snapshot `name` of a [`Run`]: exit code, stdout and stderr together, normalized.
