@@ -6,9 +6,7 @@
 use crate::common::*;
 
 fn stream_status(repo: &TestRepo, name: &str) -> String {
-    let text = repo.git_out(&["cat-file", "-p", &format!("refs/boulder/streams/{name}:state.json")]);
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    v["status"].as_str().unwrap().to_string()
+    repo.stream_state(name)["status"].as_str().unwrap().to_string()
 }
 
 fn worktree_list(repo: &TestRepo) -> String {

@@ -18,10 +18,6 @@ fn commit_in(repo: &TestRepo, dir: &std::path::Path, file: &str, content: &str, 
     repo.git_in(dir, &["commit", "-q", "-m", msg])
 }
 
-fn state(repo: &TestRepo, r: &str) -> serde_json::Value {
-    serde_json::from_str(&repo.git_out(&["cat-file", "-p", &format!("{r}:state.json")])).unwrap()
-}
-
 #[test]
 fn install_is_idempotent_and_uninstall_restores_user_hooks() {
     let repo = sample();
@@ -106,7 +102,7 @@ fn commits_in_stream_worktrees_get_notes_and_iterations() {
     assert!(note["at"].is_string());
     let log = repo.git_in(&wt, &["log", "--notes=boulder", "-1"]).ok().stdout;
     assert!(log.contains("\"stream\":\"auth\""), "{log}");
-    let s = state(&repo, "refs/boulder/boulders/auth");
+    let s = repo.state("refs/boulder/boulders/auth");
     assert_eq!(s["iteration"], 3);
     assert_eq!(s["last_commit"], repo.git_in(&wt, &["rev-parse", "HEAD"]).ok().stdout.trim());
     // Commits on main record nothing.
@@ -130,18 +126,18 @@ fn skip_env_and_rebase_record_nothing() {
     let out =
         cmd.env("BOULDER_SKIP_HOOKS", "1").args(["commit", "-q", "-m", "skipped"]).current_dir(&wt).output().unwrap();
     assert!(out.status.success());
-    assert_eq!(state(&repo, "refs/boulder/boulders/auth")["iteration"], 0, "BOULDER_SKIP_HOOKS=1 recorded");
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 0, "BOULDER_SKIP_HOOKS=1 recorded");
     assert!(repo.git_in(&wt, &["notes", "--ref=boulder", "show", "HEAD"]).code != 0);
 
     commit_in(&repo, &wt, "src/auth/b.rs", "b\n", "b").ok();
     commit_in(&repo, &wt, "src/auth/c.rs", "c\n", "c").ok();
-    let before = state(&repo, "refs/boulder/boulders/auth")["iteration"].clone();
+    let before = repo.state("refs/boulder/boulders/auth")["iteration"].clone();
     let notes_before = repo.git_out(&["notes", "--ref=boulder", "list"]).lines().count();
     // main moves, then the stream rebases: replayed commits record nothing, notes follow.
     repo.write("m.txt", "m\n");
     repo.commit_all("main moves");
     repo.git_in(&wt, &["rebase", "-q", "main"]).ok();
-    assert_eq!(state(&repo, "refs/boulder/boulders/auth")["iteration"], before);
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], before);
     let head_note = repo.git_in(&wt, &["notes", "--ref=boulder", "show", "HEAD"]).ok().stdout;
     assert!(head_note.contains("\"stream\":\"auth\""), "rebase lost the note: {head_note}");
     let notes_after = repo.git_out(&["notes", "--ref=boulder", "list"]).lines().count();
@@ -309,7 +305,7 @@ fn parallel_commits_in_many_worktrees_lose_nothing() {
     let notes = repo.git_out(&["notes", "--ref=boulder", "list"]).lines().count();
     assert_eq!(notes, streams * commits);
     for s in 0..streams {
-        assert_eq!(state(&repo, &format!("refs/boulder/boulders/s{s}"))["iteration"], commits);
+        assert_eq!(repo.state(&format!("refs/boulder/boulders/s{s}"))["iteration"], commits);
     }
     repo.assert_fsck();
 }
@@ -383,7 +379,7 @@ fn cherry_pick_sequence_records_each_commit() {
     repo.git(&["checkout", "-q", "main"]).ok();
     repo.git_in(&wt, &["cherry-pick", "side~1", "side"]).ok();
     assert_eq!(repo.git_in(&wt, &["log", "-1", "--format=%s"]).ok().stdout.trim(), "p2");
-    assert_eq!(state(&repo, "refs/boulder/boulders/auth")["iteration"], 2);
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 2);
     assert!(repo.git_in(&wt, &["notes", "--ref=boulder", "show", "HEAD"]).ok().stdout.contains("\"iteration\":2"));
 }
 

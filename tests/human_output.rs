@@ -13,10 +13,6 @@ fn initialized() -> TestRepo {
     repo
 }
 
-fn wt(repo: &TestRepo, name: &str) -> std::path::PathBuf {
-    repo.dir.join(".boulder/worktrees").join(name)
-}
-
 #[test]
 fn status_table_through_a_streams_life() {
     let repo = sample();
@@ -24,7 +20,7 @@ fn status_table_through_a_streams_life() {
     assert_shown!("status_before_init", repo.boulder(&["status"]));
     repo.boulder(&["stream", "init"]).ok();
     assert_shown!("status_initialized", repo.boulder(&["status"]));
-    let auth = wt(&repo, "auth");
+    let auth = repo.worktree("auth");
     commit_in(&repo, &auth, "src/auth/login.rs", "fn login() {}\n", "feat(auth): login");
     commit_in(&repo, &auth, "src/auth/logout.rs", "fn logout() {}\n", "feat(auth): logout");
     std::fs::write(auth.join("src/auth/wip.rs"), "// not yet\n").unwrap();
@@ -38,7 +34,7 @@ fn status_table_through_a_streams_life() {
 #[test]
 fn conflict_table_of_a_refused_merge() {
     let repo = initialized();
-    let auth = wt(&repo, "auth");
+    let auth = repo.worktree("auth");
     commit_in(&repo, &auth, "src/auth/mod.rs", "// auth, the stream's\n", "stream side");
     commit_in(&repo, &auth, "README.md", "# sample, the stream's\n", "stream readme");
     commit_in(&repo, &repo.dir, "src/auth/mod.rs", "// auth, the base's\n", "base side");
@@ -50,7 +46,7 @@ fn conflict_table_of_a_refused_merge() {
 #[test]
 fn dry_run_of_a_clean_merge() {
     let repo = initialized();
-    let auth = wt(&repo, "auth");
+    let auth = repo.worktree("auth");
     commit_in(&repo, &auth, "src/auth/login.rs", "fn login() {}\n", "feat(auth): login");
     repo.boulder(&["prd", "done", "US-001", "US-002"]).ok();
     assert_shown!("merge_dry_run", repo.boulder(&["stream", "merge", "auth", "--dry-run"]));
@@ -62,8 +58,8 @@ fn doctor_clean_and_with_problems() {
     let repo = initialized();
     assert_shown!("doctor_clean", repo.boulder(&["doctor"]));
     // A worktree deleted by hand, and commits made with the hooks bypassed.
-    std::fs::remove_dir_all(wt(&repo, "docs")).unwrap();
-    let api = wt(&repo, "api");
+    std::fs::remove_dir_all(repo.worktree("docs")).unwrap();
+    let api = repo.worktree("api");
     std::fs::write(api.join("src/api/list.rs"), "fn list() {}\n").unwrap();
     repo.git_in(&api, &["add", "-A"]).ok();
     repo.git_in(&api, &["-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "no hooks"]).ok();
@@ -90,7 +86,7 @@ fn check_says_whether_to_push_on() {
 #[test]
 fn prd_log_list_and_resume() {
     let repo = initialized();
-    let auth = wt(&repo, "auth");
+    let auth = repo.worktree("auth");
     commit_in(&repo, &auth, "src/auth/login.rs", "fn login() {}\n", "feat(auth): login");
     repo.boulder(&["prd", "done", "US-001"]).ok();
     repo.boulder_in(&auth, &["checkpoint", "-m", "login form half done"]).ok();

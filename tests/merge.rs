@@ -2,8 +2,6 @@
 //! and fast-forward, PRD sync, verify, dependency order, strategies, the lock, dirty refusals,
 //! and a crash at every step finished by a rerun — all checked with plain git.
 
-use std::path::PathBuf;
-
 use crate::common::*;
 
 const PRD: &str = "# PRD\n\n## Stories\n\n### [ ] US-001: Login\nIn src/auth.\n\n### [ ] US-002: List\nIn src/api.\n\n### [ ] US-003: Docs\nIn docs.\n";
@@ -25,23 +23,14 @@ fn setup(plan: &str) -> TestRepo {
     repo
 }
 
-fn wt(repo: &TestRepo, name: &str) -> PathBuf {
-    repo.dir.join(".boulder/worktrees").join(name)
-}
-
 fn clean(repo: &TestRepo, dir: &std::path::Path) {
     let s = repo.git_in(dir, &["status", "--porcelain"]).ok().stdout;
     assert_eq!(s, "", "{} is not clean", dir.display());
 }
 
-fn stream_state(repo: &TestRepo, name: &str) -> serde_json::Value {
-    let text = repo.git_out(&["cat-file", "-p", &format!("refs/boulder/streams/{name}:state.json")]);
-    serde_json::from_str(&text).unwrap()
-}
-
 /// auth did its story: a commit in its worktree and the story marked done there.
 fn finish_auth(repo: &TestRepo) {
-    let w = wt(repo, "auth");
+    let w = repo.worktree("auth");
     commit_in(repo, &w, "src/auth/login.rs", "fn login() {}\n", "feat(auth): login");
     let prd = std::fs::read_to_string(w.join(".agents/tasks/prd.md")).unwrap().replace("[ ] US-001", "[x] US-001");
     commit_in(repo, &w, ".agents/tasks/prd.md", &prd, "US-001 done");
@@ -60,8 +49,8 @@ fn merge_without_base_moving_fast_forwards_and_records() {
     assert_eq!(rev(&repo, "boulder/auth"), tip);
     assert_eq!(repo.read("src/auth/login.rs"), "fn login() {}\n");
     clean(&repo, &repo.dir);
-    clean(&repo, &wt(&repo, "auth"));
-    let st = stream_state(&repo, "auth");
+    clean(&repo, &repo.worktree("auth"));
+    let st = repo.stream_state("auth");
     assert_eq!(st["status"], "MERGED");
     assert_eq!(st["merged_commit"], tip);
     // The PRD already said done: no sync commit.
@@ -108,9 +97,9 @@ fn merge_after_base_moved_rebases_keeps_authors_and_notes() {
     }
     // Both worktrees hold the result and are clean.
     assert_eq!(repo.read("src/auth/login.rs"), "fn login() {}\n");
-    assert_eq!(std::fs::read_to_string(wt(&repo, "auth").join("README.md")).unwrap(), "moved on\n");
+    assert_eq!(std::fs::read_to_string(repo.worktree("auth").join("README.md")).unwrap(), "moved on\n");
     clean(&repo, &repo.dir);
-    clean(&repo, &wt(&repo, "auth"));
+    clean(&repo, &repo.worktree("auth"));
     assert!(!repo.dir.join(".git/rebase-merge").exists() && !repo.dir.join(".git/rebase-apply").exists());
     repo.assert_fsck();
 }
@@ -119,7 +108,7 @@ fn merge_after_base_moved_rebases_keeps_authors_and_notes() {
 /// the merge refuses with `kind`, and changes nothing.
 fn conflict_case(base: &dyn Fn(&TestRepo), stream: &dyn Fn(&TestRepo, &std::path::Path), kind: &str, path: &str) {
     let repo = setup(PLAN);
-    let w = wt(&repo, "auth");
+    let w = repo.worktree("auth");
     stream(&repo, &w);
     repo.git_in(&w, &["add", "-A"]).ok();
     repo.git_in(&w, &["commit", "-q", "-m", "stream side"]).ok();
@@ -230,7 +219,7 @@ fn prd_merges_story_by_story_and_sync_touches_only_marks() {
     let base_prd = PRD.replace("[ ] US-003", "[x] US-003").replace("# PRD", "# PRD (v2)");
     repo.write(".agents/tasks/prd.md", &base_prd);
     repo.commit_all("docs done");
-    let w = wt(&repo, "auth");
+    let w = repo.worktree("auth");
     let stream_prd = PRD.replace("[ ] US-001", "[x] US-001").replace("In src/auth.", "In src/auth, with tests.");
     commit_in(&repo, &w, "src/auth/login.rs", "fn login() {}\n", "login");
     commit_in(&repo, &w, ".agents/tasks/prd.md", &stream_prd, "US-001 done");
@@ -247,10 +236,10 @@ fn prd_merges_story_by_story_and_sync_touches_only_marks() {
 
     // Completion recorded with `prd done` (not in the file) is synced by one commit that changes
     // only the status marks, leaving other stories alone.
-    let d = wt(&repo, "docs");
+    let d = repo.worktree("docs");
     repo.git_in(&d, &["merge", "-q", "--ff-only", "main"]).ok();
     commit_in(&repo, &d, "docs/guide.md", "# guide\n", "guide");
-    let w2 = wt(&repo, "api");
+    let w2 = repo.worktree("api");
     repo.git_in(&w2, &["merge", "-q", "--ff-only", "main"]).ok();
     commit_in(&repo, &w2, "src/api/list.rs", "fn list() {}\n", "list");
     repo.boulder(&["prd", "done", "US-002"]).ok();
@@ -268,7 +257,7 @@ fn prd_merges_story_by_story_and_sync_touches_only_marks() {
 #[test]
 fn dry_run_prints_commits_check_and_prd_diff_and_changes_nothing() {
     let repo = setup(PLAN);
-    let w = wt(&repo, "auth");
+    let w = repo.worktree("auth");
     commit_in(&repo, &w, "src/auth/login.rs", "fn login() {}\n", "feat(auth): login");
     repo.boulder(&["prd", "done", "US-001"]).ok();
     repo.write("README.md", "x\n");
@@ -287,7 +276,7 @@ fn dry_run_prints_commits_check_and_prd_diff_and_changes_nothing() {
 #[test]
 fn refusals_change_nothing() {
     let repo = setup(PLAN);
-    let w = wt(&repo, "auth");
+    let w = repo.worktree("auth");
     commit_in(&repo, &w, "src/auth/login.rs", "fn login() {}\n", "login");
     let refs = repo.git_out(&["for-each-ref"]);
     // Stories not done.
@@ -334,22 +323,22 @@ fn verify_failing_keeps_base_and_passing_merges() {
     assert_eq!(rev(&repo, "main"), main_before, "the base must not move");
     // The stream branch holds the rebased result, and its worktree matches it.
     repo.git(&["merge-base", "--is-ancestor", &main_before, "boulder/auth"]).ok();
-    clean(&repo, &wt(&repo, "auth"));
+    clean(&repo, &repo.worktree("auth"));
     repo.assert_fsck();
-    assert_ne!(stream_state(&repo, "auth")["status"], "MERGED");
+    assert_ne!(repo.stream_state("auth")["status"], "MERGED");
     // Make verify pass (an ignored file in the stream worktree) and rerun.
     std::fs::write(repo.dir.join(".git/info/exclude"), "/.boulder/worktrees/\nok\n").unwrap();
-    std::fs::write(wt(&repo, "auth").join("ok"), "").unwrap();
+    std::fs::write(repo.worktree("auth").join("ok"), "").unwrap();
     repo.boulder(&["stream", "merge", "auth"]).ok();
     assert_eq!(rev(&repo, "main"), rev(&repo, "boulder/auth"));
-    assert_eq!(stream_state(&repo, "auth")["status"], "MERGED");
+    assert_eq!(repo.stream_state("auth")["status"], "MERGED");
 }
 
 #[test]
 fn all_merges_in_dependency_order_and_stops_at_the_first_failure() {
     let repo = setup(PLAN);
     finish_auth(&repo);
-    let a = wt(&repo, "api");
+    let a = repo.worktree("api");
     commit_in(&repo, &a, "src/api/list.rs", "fn list() {}\n", "list");
     repo.boulder(&["prd", "done", "US-002"]).ok();
     // docs is not complete: skipped, not a failure.
@@ -358,11 +347,11 @@ fn all_merges_in_dependency_order_and_stops_at_the_first_failure() {
     let api_at = r.stdout.find("api: merged").expect("api merged");
     assert!(auth_at < api_at, "{}", r.stdout);
     assert!(r.stderr.contains("skipping docs"), "{}", r.stderr);
-    assert_eq!(stream_state(&repo, "api")["status"], "MERGED");
+    assert_eq!(repo.stream_state("api")["status"], "MERGED");
     assert_eq!(repo.read("src/api/list.rs"), "fn list() {}\n");
 
     // A conflicting stream stops --all and says what was merged before.
-    let d = wt(&repo, "docs");
+    let d = repo.worktree("docs");
     commit_in(&repo, &d, "shared.txt", "docs' version\n", "docs edits shared");
     repo.write("shared.txt", "base's version\n");
     repo.commit_all("base edits shared");
@@ -387,8 +376,8 @@ fn merge_strategy_makes_one_merge_commit() {
     assert_eq!(rev(&repo, "main"), rev(&repo, "boulder/auth"));
     assert_eq!(repo.read("src/auth/login.rs"), "fn login() {}\n");
     clean(&repo, &repo.dir);
-    clean(&repo, &wt(&repo, "auth"));
-    assert_eq!(stream_state(&repo, "auth")["merge_strategy"], "merge");
+    clean(&repo, &repo.worktree("auth"));
+    assert_eq!(repo.stream_state("auth")["merge_strategy"], "merge");
     repo.assert_fsck();
 }
 
@@ -407,7 +396,7 @@ fn squash_strategy_makes_one_commit_with_story_ids() {
     assert_eq!(repo.read("src/auth/login.rs"), "fn login() {}\n");
     // The stream branch keeps its (rebased) commits, and counts as merged for cleanup.
     assert_eq!(repo.git_out(&["rev-list", "--count", &format!("{base_tip}..boulder/auth")]), "2");
-    assert_eq!(stream_state(&repo, "auth")["merge_strategy"], "squash");
+    assert_eq!(repo.stream_state("auth")["merge_strategy"], "squash");
     let r = repo.boulder(&["stream", "cleanup", "--merged", "--delete-branch"]).ok();
     assert!(r.stdout.contains("auth: worktree removed; branch deleted"), "{}", r.stdout);
     repo.assert_fsck();
@@ -457,7 +446,7 @@ fn a_crash_at_every_step_is_finished_by_a_rerun() {
     for step in steps {
         let repo = setup(&plan);
         repo.boulder(&["hooks", "install"]).ok();
-        let w = wt(&repo, "auth");
+        let w = repo.worktree("auth");
         commit_in(&repo, &w, "src/auth/login.rs", "fn login() {}\n", "login");
         commit_in(&repo, &w, "src/auth/logout.rs", "fn logout() {}\n", "logout");
         repo.boulder(&["prd", "done", "US-001"]).ok();
@@ -500,7 +489,7 @@ fn a_crash_at_every_step_is_finished_by_a_rerun() {
         assert_eq!(repo.read("src/auth/logout.rs"), "fn logout() {}\n", "{step}");
         clean(&repo, &repo.dir);
         clean(&repo, &w);
-        assert_eq!(stream_state(&repo, "auth")["status"], "MERGED", "{step}");
+        assert_eq!(repo.stream_state("auth")["status"], "MERGED", "{step}");
         assert!(!repo.dir.join(".git/boulder/merge/auth.json").exists(), "{step}");
         for c in repo.git_out(&["rev-list", "-2", "main~1"]).lines() {
             repo.git(&["notes", "--ref=boulder", "show", c]).ok();
@@ -526,6 +515,6 @@ fn auto_merge_merges_a_stream_its_run_completes() {
     );
     assert_eq!(repo.read("src/auth/login.rs"), "fn login() {}\n");
     assert_eq!(repo.git_out(&["log", "-1", "--format=%s", "main"]), "US-001 done");
-    assert_eq!(stream_state(&repo, "auth")["status"], "MERGED");
+    assert_eq!(repo.stream_state("auth")["status"], "MERGED");
     clean(&repo, &repo.dir);
 }

@@ -3,7 +3,7 @@
 //! as under `git merge --ff-only`, a commit landing while the merge runs is never reverted or
 //! staged away, and the ownership check of pre-push runs on what the merge brings in.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::common::*;
 
@@ -28,10 +28,6 @@ fn setup_with(files: &[(&str, &str)], plan: &str) -> TestRepo {
     let repo = TestRepo::with_files(&all);
     repo.boulder(&["stream", "init"]).ok();
     repo
-}
-
-fn wt(repo: &TestRepo, name: &str) -> PathBuf {
-    repo.dir.join(".boulder/worktrees").join(name)
 }
 
 fn status(repo: &TestRepo, dir: &Path) -> String {
@@ -85,7 +81,7 @@ fn merged_files_are_written_as_git_checkout_writes_them() {
     repo.write(".boulder/streams.yaml", PLAN);
     repo.commit_all("initial");
     repo.boulder(&["stream", "init", "auth"]).ok();
-    let w = wt(&repo, "auth");
+    let w = repo.worktree("auth");
     let blob: Vec<u8> = (0..4096u32).map(|i| (i * 7 % 251) as u8).collect();
     std::fs::create_dir_all(w.join("src/auth")).unwrap();
     std::fs::write(w.join("src/auth/data.bin"), &blob).unwrap();
@@ -141,7 +137,7 @@ fn a_sparse_checkout_and_submodules_behave_as_under_merge_ff_only() {
     assert!(!repo.dir.join("src/auth/mod.rs").exists());
 
     // auth: new work under src/ (outside the cone) on an old base; also moves the submodule.
-    let w = wt(&repo, "auth");
+    let w = repo.worktree("auth");
     repo.git_in(&w, &["merge", "-q", "--ff-only", "main"]).ok();
     repo.git_in(&w, &["-c", "protocol.file.allow=always", "submodule", "update", "--init", "-q"]).ok();
     std::fs::write(sub.join("lib.txt"), "v2\n").unwrap();
@@ -173,7 +169,7 @@ fn a_sparse_checkout_and_submodules_behave_as_under_merge_ff_only() {
     repo.git(&["-c", "protocol.file.allow=always", "submodule", "update", "--init", "-q"]).ok();
     repo.git_in(&repo.dir.join("vendor/sub"), &["checkout", "-q", "HEAD~1"]).ok();
     assert!(status(&repo, &repo.dir).contains("vendor/sub"));
-    let a = wt(&repo, "api");
+    let a = repo.worktree("api");
     commit_in(&repo, &a, "src/api/list.rs", b"fn list() {}\n", "list");
     repo.boulder(&["prd", "done", "US-002"]).ok();
     let r = repo.boulder(&["stream", "merge", "api"]);
@@ -185,7 +181,7 @@ fn a_sparse_checkout_and_submodules_behave_as_under_merge_ff_only() {
 #[test]
 fn a_commit_landing_between_plan_and_change_stops_the_merge_and_keeps_it() {
     let repo = setup_with(&[("src/auth/mod.rs", "// auth\n"), ("src/api/mod.rs", "// api\n")], PLAN);
-    let w = wt(&repo, "auth");
+    let w = repo.worktree("auth");
     commit_in(&repo, &w, "src/auth/login.rs", b"fn login() {}\n", "login");
     repo.boulder(&["prd", "done", "US-001"]).ok();
     base_moves(&repo);
@@ -226,7 +222,7 @@ fn a_commit_landing_between_plan_and_change_stops_the_merge_and_keeps_it() {
 #[test]
 fn a_commit_on_the_base_between_plan_and_change_stops_before_the_base_moves() {
     let repo = setup_with(&[("src/auth/mod.rs", "// auth\n")], PLAN);
-    let w = wt(&repo, "auth");
+    let w = repo.worktree("auth");
     commit_in(&repo, &w, "src/auth/login.rs", b"fn login() {}\n", "login");
     repo.boulder(&["prd", "done", "US-001"]).ok();
     base_moves(&repo);
@@ -255,7 +251,7 @@ fn a_commit_on_the_base_between_plan_and_change_stops_before_the_base_moves() {
 fn commits_racing_a_merge_are_never_reverted_or_lost() {
     for round in 0..3 {
         let repo = setup_with(&[("src/auth/mod.rs", "// auth\n")], PLAN);
-        let w = wt(&repo, "auth");
+        let w = repo.worktree("auth");
         commit_in(&repo, &w, "src/auth/login.rs", b"fn login() {}\n", "login");
         repo.boulder(&["prd", "done", "US-001"]).ok();
         base_moves(&repo);
@@ -319,7 +315,7 @@ fn commits_racing_a_merge_are_never_reverted_or_lost() {
 #[test]
 fn merge_runs_the_ownership_check_of_pre_push() {
     let repo = setup_with(&[("src/auth/mod.rs", "// auth\n"), ("src/api/mod.rs", "// api\n")], PLAN);
-    let w = wt(&repo, "auth");
+    let w = repo.worktree("auth");
     commit_in(&repo, &w, "src/auth/login.rs", b"fn login() {}\n", "login");
     commit_in(&repo, &w, "src/api/mod.rs", b"// auth was here\n", "touch api");
     repo.boulder(&["prd", "done", "US-001"]).ok();
@@ -347,7 +343,7 @@ fn merge_runs_the_ownership_check_of_pre_push() {
 #[test]
 fn force_merges_past_an_ownership_violation() {
     let repo = setup_with(&[("src/auth/mod.rs", "// auth\n"), ("src/api/mod.rs", "// api\n")], PLAN);
-    let w = wt(&repo, "auth");
+    let w = repo.worktree("auth");
     commit_in(&repo, &w, "src/api/mod.rs", b"// auth was here\n", "touch api");
     repo.boulder(&["prd", "done", "US-001"]).ok();
     let r = repo.boulder(&["stream", "merge", "auth", "--force"]).ok();
@@ -368,7 +364,7 @@ fn a_file_replacing_a_checked_out_submodule_is_refused_and_the_submodule_kept() 
         .ok();
     repo.git(&["commit", "-q", "-m", "add submodule"]).ok();
     // The stream turns the submodule into a plain file.
-    let w = wt(&repo, "auth");
+    let w = repo.worktree("auth");
     repo.git_in(&w, &["merge", "-q", "--ff-only", "main"]).ok();
     repo.git_in(&w, &["rm", "-q", "--cached", "src/auth/vendor"]).ok();
     let _ = std::fs::remove_dir_all(w.join("src/auth/vendor"));

@@ -2,17 +2,7 @@
 //! a stream branch's commits pushed as `HEAD:refs/for/main`, `boulder/x:other`, a raw id or a tag
 //! are checked like a push of `boulder/x`; commits that are no stream's are not checked.
 
-use std::path::Path;
-
 use crate::common::*;
-
-fn commit_in(repo: &TestRepo, dir: &Path, file: &str, msg: &str) {
-    let p = dir.join(file);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, "x\n").unwrap();
-    repo.git_in(dir, &["add", "-A"]).ok();
-    repo.git_in(dir, &["commit", "-q", "-m", msg]).ok();
-}
 
 fn setup() -> (TestRepo, std::path::PathBuf) {
     let repo = sample();
@@ -37,9 +27,9 @@ fn refused(r: Run) {
 #[test]
 fn a_stream_branch_pushed_under_any_name_is_checked_as_that_stream() {
     let (repo, wt) = setup();
-    commit_in(&repo, &wt, "src/auth/own.rs", "own");
+    commit_in(&repo, &wt, "src/auth/own.rs", "x\n", "own");
     let own = repo.git_in(&wt, &["rev-parse", "HEAD"]).ok().stdout.trim().to_string();
-    commit_in(&repo, &wt, "src/api/hack.rs", "other stream's path");
+    commit_in(&repo, &wt, "src/api/hack.rs", "x\n", "other stream's path");
     let bad = repo.git_in(&wt, &["rev-parse", "HEAD"]).ok().stdout.trim().to_string();
 
     // From the stream worktree: a review ref, another branch name, a raw id, a tag.
@@ -69,7 +59,7 @@ fn a_stream_branch_pushed_under_any_name_is_checked_as_that_stream() {
 fn commits_that_are_no_streams_are_not_checked() {
     let (repo, _wt) = setup();
     // Work on main touching a stream's paths is main's, under any remote name.
-    commit_in(&repo, &repo.dir, "src/api/main-fix.rs", "main fix");
+    commit_in(&repo, &repo.dir, "src/api/main-fix.rs", "x\n", "main fix");
     repo.git(&["push", "-q", "origin", "main:refs/for/main"]).ok();
     repo.git(&["push", "-q", "origin", "HEAD:refs/heads/scratch"]).ok();
     let head = repo.git_out(&["rev-parse", "HEAD"]);

@@ -40,7 +40,7 @@ fn note(repo: &TestRepo, commit: &str) -> Option<serde_json::Value> {
 }
 
 fn boulder_state(repo: &TestRepo, id: &str) -> serde_json::Value {
-    serde_json::from_str(&repo.git_out(&["cat-file", "-p", &format!("refs/boulder/boulders/{id}:state.json")])).unwrap()
+    repo.state(&format!("refs/boulder/boulders/{id}"))
 }
 
 fn tip(repo: &TestRepo, r: &str) -> String {

@@ -18,15 +18,13 @@ fn initialized() -> TestRepo {
     repo
 }
 
-fn wt(repo: &TestRepo, name: &str) -> std::path::PathBuf {
-    repo.dir.join(".boulder/worktrees").join(name)
-}
-
-/// Add `extra` (indented lines) under `settings:` of the sample plan and commit it.
-fn with_settings(repo: &TestRepo, extra: &str) {
-    let plan = repo.read(".boulder/streams.yaml").replace("settings:\n", &format!("settings:\n{extra}"));
-    repo.write(".boulder/streams.yaml", &plan);
-    repo.commit_all("settings");
+/// A bare repository holding the sample PRD and plan.
+fn sample_remote() -> Remote {
+    Remote::new(&[
+        (".agents/tasks/prd.md", SAMPLE_PRD),
+        (".boulder/streams.yaml", SAMPLE_PLAN),
+        ("src/auth/mod.rs", "// auth\n"),
+    ])
 }
 
 #[test]
@@ -71,8 +69,8 @@ fn stream_init() {
     repo.git(&["branch", "boulder/auth"]).ok();
     repo.git(&["worktree", "add", "-q", "../elsewhere", "boulder/auth"]).ok();
     assert_shown!("init_branch_checked_out_elsewhere", repo.boulder(&["stream", "init", "auth"]));
-    std::fs::create_dir_all(wt(&repo, "docs")).unwrap();
-    std::fs::write(wt(&repo, "docs").join("mine.txt"), "not a worktree\n").unwrap();
+    std::fs::create_dir_all(repo.worktree("docs")).unwrap();
+    std::fs::write(repo.worktree("docs").join("mine.txt"), "not a worktree\n").unwrap();
     assert_shown!("init_over_a_foreign_folder", repo.boulder(&["stream", "init", "docs"]));
 
     let setup = repo_with_setup("exit 3");
@@ -83,7 +81,7 @@ fn stream_init() {
 
 fn repo_with_setup(setup: &str) -> TestRepo {
     let repo = actor_repo();
-    with_settings(&repo, &format!("  setup: '{setup}'\n"));
+    repo.with_settings(&format!("  setup: '{setup}'\n"));
     repo
 }
 
@@ -94,13 +92,13 @@ fn stream_merge() {
     repo.boulder(&["prd", "done", "US-003", "US-004"]).ok();
     assert_shown!("merge_dependency_not_merged", repo.boulder(&["stream", "merge", "api"]));
     repo.boulder(&["prd", "done", "US-001"]).ok();
-    let auth = wt(&repo, "auth");
+    let auth = repo.worktree("auth");
     commit_in(&repo, &auth, "src/auth/login.rs", "fn login() {}\n", "feat(auth): login");
     std::fs::write(auth.join("src/auth/login.rs"), "fn login() { todo!() }\n").unwrap();
     assert_shown!("merge_uncommitted_changes", repo.boulder(&["stream", "merge", "auth"]));
     repo.git_in(&auth, &["checkout", "--", "."]).ok();
     commit_in(&repo, &auth, "src/api/by_auth.rs", "// api's folder\n", "not auth's file");
-    with_settings(&repo, "  ownership: error\n");
+    repo.with_settings("  ownership: error\n");
     assert_shown!("merge_paths_not_owned", repo.boulder(&["stream", "merge", "auth"]));
 
     let fresh = actor_repo();
@@ -114,7 +112,7 @@ fn stream_merge() {
 fn stream_cleanup() {
     let repo = initialized();
     assert_shown!("cleanup_says_nothing_to_clean", repo.boulder(&["stream", "cleanup"]));
-    let auth = wt(&repo, "auth");
+    let auth = repo.worktree("auth");
     std::fs::write(auth.join("src/auth/wip.rs"), "// wip\n").unwrap();
     assert_shown!("cleanup_uncommitted_work", repo.boulder(&["stream", "cleanup", "auth"]));
     std::fs::remove_file(auth.join("src/auth/wip.rs")).unwrap();
@@ -136,21 +134,14 @@ fn stream_run() {
         .replace("    paths: [docs/**]\n", "    paths: [docs/**]\n    agent: ghost\n");
     repo.write(".boulder/streams.yaml", &plan);
     assert_shown!("run_unknown_agent", repo.boulder(&["stream", "run", "docs"]));
-    with_settings(&repo, "  agents:\n    ghost: 'echo haunted'\n");
+    repo.with_settings("  agents:\n    ghost: 'echo haunted'\n");
     assert_shown!("run_untrusted_agent", repo.boulder(&["stream", "run", "docs"]));
 }
 
 #[test]
 fn claims_push_and_pull() {
-    let (_guard, _root, bare) = bare_remote(&[
-        (".agents/tasks/prd.md", SAMPLE_PRD),
-        (".boulder/streams.yaml", SAMPLE_PLAN),
-        ("src/auth/mod.rs", "// auth\n"),
-    ]);
-    let a = TestRepo::clone_from(&bare, "alpha");
-    a.git(&["config", "boulder.actor", "alpha"]).ok();
-    let b = TestRepo::clone_from(&bare, "beta");
-    b.git(&["config", "boulder.actor", "beta"]).ok();
+    let remote = sample_remote();
+    let (a, b) = (remote.machine("alpha"), remote.machine("beta"));
     assert_shown!("claim_bad_ttl", a.boulder(&["stream", "claim", "auth", "--ttl", "forever"]));
     assert_shown!("claim_no_such_remote", a.boulder(&["stream", "claim", "auth", "--remote", "nope"]));
     a.boulder(&["stream", "claim", "auth"]).ok();
@@ -172,7 +163,7 @@ fn record() {
 #[test]
 fn boulders_and_check() {
     let repo = initialized();
-    with_settings(&repo, "  boulder:\n    max_depth: 2\n    parallel_limit: 1\n");
+    repo.with_settings("  boulder:\n    max_depth: 2\n    parallel_limit: 1\n");
     repo.boulder(&["create", "oauth", "--parent", "auth"]).ok();
     assert_shown!("create_existing", repo.boulder(&["create", "oauth"]));
     assert_shown!("create_over_parallel_limit", repo.boulder(&["create", "saml", "--parent", "auth"]));
@@ -183,21 +174,18 @@ fn boulders_and_check() {
     assert_shown!("check_outside_a_stream", repo.boulder(&["check"]));
     assert_shown!("check_unknown_boulder", repo.boulder(&["check", "--boulder", "ghost"]));
     assert_shown!("check_bad_duration", repo.boulder(&["check", "--boulder", "auth", "--cooldown", "soon"]));
-    assert_shown!("todo_done_unknown", repo.boulder_in(&wt(&repo, "auth"), &["todo", "done", "ghost"]));
+    assert_shown!("todo_done_unknown", repo.boulder_in(&repo.worktree("auth"), &["todo", "done", "ghost"]));
     assert_shown!("log_unknown", repo.boulder(&["log", "ghost"]));
     assert_shown!("prd_done_unknown_story", repo.boulder(&["prd", "done", "US-999"]));
 }
 
 #[test]
 fn bare_repositories_and_the_demo() {
-    let (_guard, root, bare) = bare_remote(&[
-        (".agents/tasks/prd.md", SAMPLE_PRD),
-        (".boulder/streams.yaml", SAMPLE_PLAN),
-        ("src/auth/mod.rs", "// auth\n"),
-    ]);
+    let remote = sample_remote();
+    let (root, bare) = (&remote.root, &remote.bare);
     let repo = actor_repo();
-    assert_shown!("init_in_a_bare_repository", repo.boulder_in(&bare, &["stream", "init"]));
-    assert_shown!("add_in_a_bare_repository", repo.boulder_in(&bare, &["stream", "add", "fix", "--path", "x/**"]));
+    assert_shown!("init_in_a_bare_repository", repo.boulder_in(bare, &["stream", "init"]));
+    assert_shown!("add_in_a_bare_repository", repo.boulder_in(bare, &["stream", "add", "fix", "--path", "x/**"]));
     std::fs::write(root.join("keep.txt"), "something\n").unwrap();
     assert_shown!("demo_into_a_full_folder", repo.boulder(&["demo", root.to_str().unwrap()]));
 }

@@ -11,30 +11,18 @@ const PRD: &str =
     "# PRD\n\n### [ ] US-001: Login\nIn `src/auth/login.rs`.\n\n### [ ] US-002: List\nIn `src/api/list.rs`.\n";
 const PLAN: &str = "version: 1\nstreams:\n  auth:\n    stories: [US-001]\n    paths: [src/auth/**]\n  api:\n    stories: [US-002]\n    paths: [src/api/**]\nsettings:\n  base_branch: main\n";
 
-/// A bare remote cloned from a sample repository, with a way to clone it as a machine.
-struct Remote {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-    bare: PathBuf,
-}
-
+/// A bare remote cloned from a sample repository.
 fn remote() -> Remote {
-    let (tmp, root, bare) = bare_remote(&[
+    Remote::new(&[
         (".agents/tasks/prd.md", PRD),
         (".boulder/streams.yaml", PLAN),
         ("src/auth/mod.rs", "// auth\n"),
         ("src/api/mod.rs", "// api\n"),
-    ]);
-    Remote { _tmp: tmp, root, bare }
+    ])
 }
 
+/// The server side of a remote: its hooks and how often they ran.
 impl Remote {
-    fn machine(&self, name: &str) -> TestRepo {
-        let repo = TestRepo::clone_from(&self.bare, name);
-        repo.git(&["config", "boulder.actor", name]).ok();
-        repo
-    }
-
     /// Install a server hook (`pre-receive` or `update`) that logs each call to `attempts` and runs
     /// `body` (plain sh).
     fn hook(&self, name: &str, body: &str) {

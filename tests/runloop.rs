@@ -13,18 +13,13 @@ fn ready() -> TestRepo {
     repo
 }
 
-fn stream_state(repo: &TestRepo, name: &str) -> serde_json::Value {
-    serde_json::from_str(&repo.git_out(&["cat-file", "-p", &format!("refs/boulder/streams/{name}:state.json")]))
-        .unwrap()
-}
-
 #[test]
 fn finisher_completes_the_stream() {
     let repo = ready();
     let agent = repo.dir.join("agents/finisher.sh");
     let r = repo.boulder(&["stream", "run", "api", "--cooldown", "10ms", "--", "sh", agent.to_str().unwrap()]).ok();
     assert!(r.stdout.contains("COMPLETED after 2 iteration(s)"), "{}{}", r.stdout, r.stderr);
-    assert_eq!(stream_state(&repo, "api")["status"], "COMPLETED");
+    assert_eq!(repo.stream_state("api")["status"], "COMPLETED");
     let boulder = repo.git_out(&["cat-file", "-p", "refs/boulder/boulders/api:state.json"]);
     assert!(boulder.contains("\"status\": \"completed\"") && boulder.contains("\"iteration\": 2"), "{boulder}");
     // The commits were made with BOULDER_STORY set: the notes name the stories.
@@ -43,7 +38,7 @@ fn idle_agent_fails_after_the_backoff() {
     assert!(r.stderr.contains("waiting 0.0s") && r.stderr.contains("(2/3)"), "{}", r.stderr);
     // 20 ms then 40 ms of backoff at least.
     assert!(start.elapsed() >= std::time::Duration::from_millis(60));
-    assert_eq!(stream_state(&repo, "api")["status"], "FAILED");
+    assert_eq!(repo.stream_state("api")["status"], "FAILED");
 }
 
 #[test]
@@ -53,7 +48,7 @@ fn stop_ends_the_run_after_the_current_iteration() {
         .boulder(&["stream", "run", "api", "--cooldown", "10ms", "--", "git", "boulder", "stream", "stop", "api"])
         .ok();
     assert!(r.stdout.contains("STOPPED after 1 iteration(s)"), "{}{}", r.stdout, r.stderr);
-    assert_eq!(stream_state(&repo, "api")["status"], "STOPPED");
+    assert_eq!(repo.stream_state("api")["status"], "STOPPED");
     // max_iterations stops too.
     let agent = repo.dir.join("agents/finisher.sh");
     let r = repo.boulder(&["stream", "run", "api", "--max-iterations", "1", "--", "sh", agent.to_str().unwrap()]).ok();
@@ -127,7 +122,7 @@ fn interrupt_records_stopped_and_frees_the_lock() {
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("STOPPED"), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(stream_state(&repo, "api")["status"], "STOPPED");
-    assert_eq!(stream_state(&repo, "api")["reason"], "interrupted");
+    assert_eq!(repo.stream_state("api")["status"], "STOPPED");
+    assert_eq!(repo.stream_state("api")["reason"], "interrupted");
     repo.boulder(&["stream", "run", "api", "--max-iterations", "1", "--", "true"]).ok();
 }

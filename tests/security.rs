@@ -6,14 +6,6 @@ use std::path::{Path, PathBuf};
 
 use crate::common::*;
 
-fn with_settings(extra: &str) -> TestRepo {
-    let repo = sample();
-    let plan = repo.read(".boulder/streams.yaml").replace("settings:\n", &format!("settings:\n{extra}"));
-    repo.write(".boulder/streams.yaml", &plan);
-    repo.commit_all("settings");
-    repo
-}
-
 /// Nothing of `stream init` happened: no branch, no state, no worktree registered.
 #[track_caller]
 fn nothing_created(repo: &TestRepo) {
@@ -29,7 +21,7 @@ fn worktree_dir_outside_is_a_validation_error_and_nothing_is_created() {
     let elsewhere = tempfile::tempdir().unwrap();
     let elsewhere = std::fs::canonicalize(elsewhere.path()).unwrap();
     for dir in ["../../outside".to_string(), elsewhere.join("wt").display().to_string(), "../.ssh".into()] {
-        let repo = with_settings(&format!("  worktree_dir: '{dir}'\n"));
+        let repo = sample_with(&format!("  worktree_dir: '{dir}'\n"));
         let r = repo.boulder(&["stream", "init", "auth"]).code(2);
         assert!(
             r.stderr.contains("settings.worktree_dir") && r.stderr.contains("must stay inside"),
@@ -50,7 +42,7 @@ fn worktree_dir_outside_is_a_validation_error_and_nothing_is_created() {
 #[test]
 fn worktree_dir_through_a_symlink_out_is_refused() {
     let elsewhere = tempfile::tempdir().unwrap();
-    let repo = with_settings("  worktree_dir: wtlink/trees\n");
+    let repo = sample_with("  worktree_dir: wtlink/trees\n");
     std::os::unix::fs::symlink(elsewhere.path(), repo.dir.join("wtlink")).unwrap();
     let r = repo.boulder(&["stream", "init", "auth"]).code(2);
     assert!(r.stderr.contains("settings.worktree_dir"), "{}", r.stderr);
@@ -65,7 +57,7 @@ fn worktree_dir_through_a_symlink_out_is_refused() {
 
 #[test]
 fn worktrees_beside_the_repository_are_allowed() {
-    let repo = with_settings("  worktree_dir: ../repo-worktrees\n");
+    let repo = sample_with("  worktree_dir: ../repo-worktrees\n");
     repo.boulder(&["stream", "init", "auth"]).ok();
     let wt = repo.dir.parent().unwrap().join("repo-worktrees/auth");
     assert!(wt.join("src/auth/mod.rs").is_file());

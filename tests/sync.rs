@@ -3,7 +3,7 @@
 //! syncing in random orders, garbage pushed by a hostile clone, claims raced by two clones, and
 //! `remote setup` for plain git fetch/push. Checked with plain git.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use crate::common::*;
@@ -11,46 +11,16 @@ use crate::common::*;
 const PRD: &str = "# PRD\n\n### [ ] US-001: Login\nx\n\n### [ ] US-002: List\ny\n\n### [ ] US-003: Docs\nz\n";
 const PLAN: &str = "version: 1\nstreams:\n  auth:\n    stories: [US-001]\n    paths: [src/auth/**]\n  api:\n    stories: [US-002]\n    paths: [src/api/**]\nsettings:\n  base_branch: main\n";
 
-/// A bare remote made from a sample repository, and a way to clone it as another machine.
-struct Net {
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-    remote: PathBuf,
-}
+/// A bare remote made from a sample repository, to clone as machines.
+type Net = Remote;
 
 fn net(plan: &str) -> Net {
-    let (tmp, root, remote) = bare_remote(&[
+    Remote::new(&[
         (".agents/tasks/prd.md", PRD),
         (".boulder/streams.yaml", plan),
         ("src/auth/mod.rs", "// auth\n"),
         ("src/api/mod.rs", "// api\n"),
-    ]);
-    Net { _tmp: tmp, root, remote }
-}
-
-impl Net {
-    /// Clone the remote as machine `name` (its actor id is `name`).
-    fn machine(&self, name: &str) -> TestRepo {
-        self.machine_from(name, self.remote.to_str().unwrap())
-    }
-
-    fn machine_from(&self, name: &str, url: &str) -> TestRepo {
-        let repo = TestRepo::clone_from(url, name);
-        repo.git(&["config", "boulder.actor", name]).ok();
-        repo
-    }
-}
-
-fn commit_in(repo: &TestRepo, dir: &Path, file: &str, content: &str, msg: &str) {
-    let p = dir.join(file);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, content).unwrap();
-    repo.git_in(dir, &["add", "-A"]).ok();
-    repo.git_in(dir, &["commit", "-q", "-m", msg]).ok();
-}
-
-fn state(repo: &TestRepo, r: &str) -> serde_json::Value {
-    serde_json::from_str(&repo.git_out(&["cat-file", "-p", &format!("{r}:state.json")])).unwrap()
+    ])
 }
 
 fn state_refs(repo: &TestRepo) -> String {
@@ -80,7 +50,7 @@ fn push_then_pull_carries_state_and_notes() {
     let r = a.boulder(&["push"]).ok();
     assert!(r.stdout.contains("pushed to origin"), "{}", r.stdout);
     // The remote holds the refs, as plain git sees them.
-    let remote_refs = a.git_out(&["ls-remote", n.remote.to_str().unwrap()]);
+    let remote_refs = a.git_out(&["ls-remote", n.bare.to_str().unwrap()]);
     for r in ["refs/boulder/streams/auth", "refs/boulder/boulders/auth", "refs/boulder/prd", "refs/notes/boulder"] {
         assert!(remote_refs.contains(r), "{r} missing:\n{remote_refs}");
     }
@@ -92,8 +62,8 @@ fn push_then_pull_carries_state_and_notes() {
     assert!(j["refs"].as_array().unwrap().iter().any(|x| x["result"] == "created"), "{}", r.stdout);
     assert_eq!(state_refs(&a), state_refs(&b));
     assert_eq!(notes(&a), notes(&b));
-    assert_eq!(state(&b, "refs/boulder/prd")["done"], serde_json::json!(["US-003"]));
-    assert_eq!(state(&b, "refs/boulder/boulders/auth")["iteration"], 1);
+    assert_eq!(b.state("refs/boulder/prd")["done"], serde_json::json!(["US-003"]));
+    assert_eq!(b.state("refs/boulder/boulders/auth")["iteration"], 1);
     // A path recorded by another machine never decides a local one.
     let st = b.boulder(&["status", "--json"]).ok().json();
     assert!(st["streams"][0]["worktree"].is_null(), "{st}");
@@ -120,12 +90,12 @@ fn a_rejected_push_pulls_merges_and_pushes_again() {
     assert!(j["rounds"].as_u64().unwrap() >= 1, "{}", r.stdout);
     a.boulder(&["pull"]).ok();
     for m in [&a, &b] {
-        assert_eq!(state(m, "refs/boulder/prd")["done"], serde_json::json!(["US-001", "US-002"]));
+        assert_eq!(m.state("refs/boulder/prd")["done"], serde_json::json!(["US-001", "US-002"]));
     }
     assert_eq!(state_refs(&a), state_refs(&b));
     assert_eq!(
         a.git_out(&["rev-parse", "refs/boulder/prd"]),
-        b.git_out(&["ls-remote", n.remote.to_str().unwrap(), "refs/boulder/prd"]).split_whitespace().next().unwrap()
+        b.git_out(&["ls-remote", n.bare.to_str().unwrap(), "refs/boulder/prd"]).split_whitespace().next().unwrap()
     );
 }
 
@@ -180,11 +150,11 @@ fn three_machines_syncing_in_random_orders_converge_and_lose_nothing() {
         assert_eq!(notes(m), notes0);
     }
     let m = &machines[0];
-    let total = state(m, "refs/boulder/boulders/auth")["iteration"].as_u64().unwrap()
-        + state(m, "refs/boulder/boulders/api")["iteration"].as_u64().unwrap();
+    let total = m.state("refs/boulder/boulders/auth")["iteration"].as_u64().unwrap()
+        + m.state("refs/boulder/boulders/api")["iteration"].as_u64().unwrap();
     assert_eq!(total, made, "every recorded commit counts once");
     assert_eq!(notes0.lines().count(), made as usize, "every commit keeps its note");
-    let got: std::collections::BTreeSet<String> = state(m, "refs/boulder/prd")["done"]
+    let got: std::collections::BTreeSet<String> = m.state("refs/boulder/prd")["done"]
         .as_array()
         .unwrap()
         .iter()
@@ -243,7 +213,7 @@ fn garbage_pushed_by_a_hostile_clone_is_refused_and_local_state_kept() {
     assert!(r.stdout.contains("refused refs/boulder/streams/auth"), "{}", r.stdout);
     assert_eq!(a.git_out(&["rev-parse", "refs/boulder/streams/auth"]), before);
     assert_eq!(a.git_out(&["rev-parse", "refs/notes/boulder"]), notes_before);
-    assert_eq!(state(&a, "refs/boulder/streams/auth")["status"], "INITIALIZED");
+    assert_eq!(a.state("refs/boulder/streams/auth")["status"], "INITIALIZED");
     a.boulder(&["status"]).ok();
     a.assert_fsck();
     // A fresh machine pulling the garbage gets nothing of it either.
@@ -299,7 +269,7 @@ fn claim_race(n: &Net) {
     let r = b.boulder(&["stream", "claim", "auth"]).ok();
     assert!(r.stdout.contains("took over the expired claim"), "{}", r.stdout);
     b.boulder(&["stream", "release", "auth"]).ok();
-    assert!(!a.git_out(&["ls-remote", n.remote.to_str().unwrap()]).contains("claims"));
+    assert!(!a.git_out(&["ls-remote", n.bare.to_str().unwrap()]).contains("claims"));
 }
 
 #[test]
@@ -320,7 +290,7 @@ fn stream_run_takes_the_claim_first() {
     b.boulder(&["stream", "release", "auth"]).ok();
     let r = a.boulder(&["stream", "run", "auth", "--max-iterations", "1", "--", "true"]).ok();
     assert!(r.stderr.contains("claimed stream auth") && r.stderr.contains("released the claim"), "{}", r.stderr);
-    assert!(!a.git_out(&["ls-remote", n.remote.to_str().unwrap()]).contains("claims"));
+    assert!(!a.git_out(&["ls-remote", n.bare.to_str().unwrap()]).contains("claims"));
 }
 
 #[test]
@@ -344,7 +314,7 @@ fn remote_setup_lets_plain_git_carry_state_and_undo_restores_the_config() {
     a.commit_all("a feature");
     // Plain git push carries the branch and the state.
     a.git(&["push", "-q"]).ok();
-    let remote_refs = a.git_out(&["ls-remote", n.remote.to_str().unwrap()]);
+    let remote_refs = a.git_out(&["ls-remote", n.bare.to_str().unwrap()]);
     assert!(remote_refs.contains("refs/boulder/prd"), "{remote_refs}");
     assert!(remote_refs.contains(&a.git_out(&["rev-parse", "HEAD"])), "the branch was pushed too:\n{remote_refs}");
     // Plain git fetch brings it; the next git-boulder command takes it in.
@@ -352,7 +322,7 @@ fn remote_setup_lets_plain_git_carry_state_and_undo_restores_the_config() {
     assert!(b.git(&["rev-parse", "--verify", "-q", "refs/boulder/prd"]).code != 0);
     b.git(&["rev-parse", "--verify", "refs/boulder-remotes/origin/prd"]).ok();
     b.boulder(&["status"]).ok();
-    assert_eq!(state(&b, "refs/boulder/prd")["done"], serde_json::json!(["US-001"]));
+    assert_eq!(b.state("refs/boulder/prd")["done"], serde_json::json!(["US-001"]));
     // Undo restores the config byte for byte.
     b.boulder(&["remote", "setup", "--undo"]).ok();
     assert_eq!(std::fs::read(b.dir.join(".git/config")).unwrap(), config_before);
@@ -395,8 +365,8 @@ fn over(n: &Net, url: &str) {
     assert!(r.stdout.contains("pulled from origin") && r.stdout.contains("pushed to origin"), "{}", r.stdout);
     a.boulder(&["pull"]).ok();
     assert_eq!(state_refs(&a), state_refs(&b));
-    assert_eq!(state(&a, "refs/boulder/prd")["done"], serde_json::json!(["US-001", "US-002"]));
-    assert_eq!(state(&b, "refs/boulder/streams/auth")["status"], "INITIALIZED");
+    assert_eq!(a.state("refs/boulder/prd")["done"], serde_json::json!(["US-001", "US-002"]));
+    assert_eq!(b.state("refs/boulder/streams/auth")["status"], "INITIALIZED");
     b.boulder(&["stream", "claim", "auth"]).ok();
     a.boulder(&["stream", "claim", "auth"]).code(1);
     b.boulder(&["stream", "release", "auth"]).ok();
@@ -468,8 +438,8 @@ fn bad_remotes_are_clear_errors() {
     assert!(r.stderr.contains("no remote"), "{}", r.stderr);
     // A URL works without a configured remote.
     a.boulder(&["prd", "done", "US-001"]).ok();
-    a.boulder(&["push", n.remote.to_str().unwrap()]).ok();
-    assert!(a.git_out(&["ls-remote", n.remote.to_str().unwrap()]).contains("refs/boulder/prd"));
+    a.boulder(&["push", n.bare.to_str().unwrap()]).ok();
+    assert!(a.git_out(&["ls-remote", n.bare.to_str().unwrap()]).contains("refs/boulder/prd"));
 }
 
 #[test]

@@ -5,15 +5,6 @@ use std::path::Path;
 
 use crate::common::*;
 
-/// The sample repository with `extra` added under `settings:`, committed.
-fn sample_with(extra: &str) -> TestRepo {
-    let repo = sample();
-    let plan = repo.read(".boulder/streams.yaml").replace("settings:\n", &format!("settings:\n{extra}"));
-    repo.write(".boulder/streams.yaml", &plan);
-    repo.commit_all("plan commands");
-    repo
-}
-
 /// A clone of `origin` made with plain git, sharing its fixed environment.
 fn clone_of(origin: &TestRepo) -> TestRepo {
     TestRepo::clone_from(&origin.dir, "clone")

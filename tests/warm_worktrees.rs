@@ -2,12 +2,12 @@
 //! agent see `BOULDER_STREAM_INDEX` and `BOULDER_PORT`; `.worktreeinclude` copies ignored files
 //! into new worktrees; `status` shows a stream whose setup failed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::common::*;
 
 /// The sample repository with `extra` added under `settings:`, committed and trusted.
-fn sample_with(extra: &str) -> TestRepo {
+fn trusted_sample_with(extra: &str) -> TestRepo {
     let repo = sample();
     set_settings(&repo, extra);
     repo
@@ -19,15 +19,6 @@ fn set_settings(repo: &TestRepo, extra: &str) {
     repo.write(".boulder/streams.yaml", &plan);
     repo.commit_all("plan settings");
     repo.boulder(&["trust"]).ok();
-}
-
-fn wt(repo: &TestRepo, name: &str) -> PathBuf {
-    repo.dir.join(".boulder/worktrees").join(name)
-}
-
-fn stream_state(repo: &TestRepo, name: &str) -> serde_json::Value {
-    let text = repo.git_out(&["cat-file", "-p", &format!("refs/boulder/streams/{name}:state.json")]);
-    serde_json::from_str(&text).unwrap()
 }
 
 fn status_of(repo: &TestRepo, name: &str) -> String {
@@ -45,13 +36,13 @@ const RECORD_ENV: &str = "  setup: 'echo \"$BOULDER_STREAM $BOULDER_STREAM_INDEX
 
 #[test]
 fn setup_sees_a_stable_small_index_and_a_port_of_its_own() {
-    let repo = sample_with(&format!("{RECORD_ENV}  port_base: 4000\n  port_stride: 5\n"));
+    let repo = trusted_sample_with(&format!("{RECORD_ENV}  port_base: 4000\n  port_stride: 5\n"));
     repo.boulder(&["stream", "init", "auth"]).ok();
     repo.boulder(&["stream", "init", "docs"]).ok();
-    assert_eq!(seen(&wt(&repo, "auth")), "auth 1 4005");
-    assert_eq!(seen(&wt(&repo, "docs")), "docs 2 4010");
-    assert_eq!(stream_state(&repo, "auth")["index"], 1);
-    assert_eq!(stream_state(&repo, "docs")["index"], 2);
+    assert_eq!(seen(&repo.worktree("auth")), "auth 1 4005");
+    assert_eq!(seen(&repo.worktree("docs")), "docs 2 4010");
+    assert_eq!(repo.stream_state("auth")["index"], 1);
+    assert_eq!(repo.stream_state("docs")["index"], 2);
 
     // The plan changes: a new stream comes first. Indexes stay with their streams; the new one
     // takes the lowest index no live stream holds.
@@ -61,27 +52,27 @@ fn setup_sees_a_stable_small_index_and_a_port_of_its_own() {
     repo.write(".boulder/streams.yaml", &plan);
     repo.commit_all("zeta first");
     repo.boulder(&["stream", "init", "zeta"]).ok();
-    assert_eq!(seen(&wt(&repo, "zeta")), "zeta 3 4015");
+    assert_eq!(seen(&repo.worktree("zeta")), "zeta 3 4015");
     // Setting up again (after a setup failure or a repair) keeps the index.
-    std::fs::remove_dir_all(wt(&repo, "docs")).unwrap();
+    std::fs::remove_dir_all(repo.worktree("docs")).unwrap();
     repo.git(&["worktree", "prune"]).ok();
     repo.boulder(&["stream", "init", "docs"]).ok();
-    assert_eq!(seen(&wt(&repo, "docs")), "docs 2 4010");
+    assert_eq!(seen(&repo.worktree("docs")), "docs 2 4010");
 
     // A cleaned-up stream frees its index for the next stream initialized.
     repo.boulder(&["stream", "cleanup", "auth", "--force"]).ok();
     repo.boulder(&["stream", "init", "api"]).ok();
-    assert_eq!(seen(&wt(&repo, "api")), "api 1 4005");
-    assert_eq!(stream_state(&repo, "api")["index"], 1);
+    assert_eq!(seen(&repo.worktree("api")), "api 1 4005");
+    assert_eq!(repo.stream_state("api")["index"], 1);
 }
 
 #[test]
 fn ports_default_to_3000_plus_ten_per_index() {
-    let repo = sample_with(RECORD_ENV);
+    let repo = trusted_sample_with(RECORD_ENV);
     repo.boulder(&["stream", "init", "docs"]).ok();
     repo.boulder(&["stream", "init", "auth"]).ok();
-    assert_eq!(seen(&wt(&repo, "docs")), "docs 1 3010");
-    assert_eq!(seen(&wt(&repo, "auth")), "auth 2 3020");
+    assert_eq!(seen(&repo.worktree("docs")), "docs 1 3010");
+    assert_eq!(seen(&repo.worktree("auth")), "auth 2 3020");
 }
 
 #[test]
@@ -97,7 +88,7 @@ fn port_settings_out_of_range_are_refused() {
         repo.commit_all("bad port");
         let r = repo.boulder(&["stream", "init", "auth"]).code(2);
         assert!(r.stderr.contains(what), "{extra}: {}", r.stderr);
-        assert!(!wt(&repo, "auth").exists());
+        assert!(!repo.worktree("auth").exists());
     }
 }
 
@@ -120,7 +111,7 @@ fn the_agent_and_verify_see_the_index_and_port() {
     assert_eq!(std::fs::read_to_string(&agent_saw).unwrap().trim(), "auth 2 5200");
 
     // verify runs on merge when the base moved.
-    let w = wt(&repo, "auth");
+    let w = repo.worktree("auth");
     std::fs::write(w.join("src/auth/login.rs"), "fn login() {}\n").unwrap();
     repo.git_in(&w, &["add", "-A"]).ok();
     repo.git_in(&w, &["commit", "-q", "-m", "login"]).ok();
@@ -153,7 +144,7 @@ fn worktreeinclude_copies_the_ignored_files_it_names() {
 
     let r = repo.boulder(&["stream", "init", "docs"]).ok();
     assert!(r.stdout.contains("copied 4 file(s)"), "{}", r.stdout);
-    let w = wt(&repo, "docs");
+    let w = repo.worktree("docs");
     assert_eq!(std::fs::read_to_string(w.join(".env")).unwrap(), "SECRET=1\n");
     assert_eq!(std::fs::read_to_string(w.join("sub/.env")).unwrap(), "SUB=1\n");
     assert_eq!(std::fs::read_to_string(w.join("config/a.local")).unwrap(), "a\n");
@@ -173,7 +164,7 @@ fn worktreeinclude_patterns_leading_out_are_refused_before_anything_changes() {
         repo.commit_all("hostile include");
         let r = repo.boulder(&["stream", "init", "docs"]).code(2);
         assert!(r.stderr.contains(".worktreeinclude line 2"), "{bad}: {}", r.stderr);
-        assert!(!wt(&repo, "docs").exists());
+        assert!(!repo.worktree("docs").exists());
         assert!(repo.refs("refs/boulder/streams/").is_empty());
         assert_eq!(repo.git(&["rev-parse", "--verify", "-q", "refs/heads/boulder/docs"]).code, 1);
     }
@@ -181,11 +172,11 @@ fn worktreeinclude_patterns_leading_out_are_refused_before_anything_changes() {
 
 #[test]
 fn status_shows_a_stream_whose_setup_failed_until_setup_succeeds() {
-    let repo = sample_with("  setup: 'echo half > half-done; exit 7'\n");
+    let repo = trusted_sample_with("  setup: 'echo half > half-done; exit 7'\n");
     let r = repo.boulder(&["stream", "init", "docs"]).code(1);
     assert!(r.stdout.contains("setup failed"), "{}", r.stdout);
-    assert!(wt(&repo, "docs").join("half-done").exists(), "the worktree is kept");
-    assert!(stream_state(&repo, "docs")["setup_failed"].as_str().unwrap().contains("exit"));
+    assert!(repo.worktree("docs").join("half-done").exists(), "the worktree is kept");
+    assert!(repo.stream_state("docs")["setup_failed"].as_str().unwrap().contains("exit"));
     assert_eq!(status_of(&repo, "docs"), "SETUP_FAILED");
     assert_eq!(status_of(&repo, "auth"), "DEFINED");
     let human = repo.boulder(&["status"]).ok();
@@ -196,19 +187,22 @@ fn status_shows_a_stream_whose_setup_failed_until_setup_succeeds() {
     // Fixed setup: init sets the stream up again and the mark goes away.
     set_settings(&repo, "  setup: 'echo ok > setup-ok'\n");
     repo.boulder(&["stream", "init", "docs"]).ok();
-    assert!(wt(&repo, "docs").join("setup-ok").exists(), "setup did not run again");
-    assert!(stream_state(&repo, "docs")["setup_failed"].is_null());
+    assert!(repo.worktree("docs").join("setup-ok").exists(), "setup did not run again");
+    assert!(repo.stream_state("docs")["setup_failed"].is_null());
     assert_eq!(status_of(&repo, "docs"), "INITIALIZED");
     // Once set up, init does not run setup again.
-    std::fs::remove_file(wt(&repo, "docs").join("setup-ok")).unwrap();
+    std::fs::remove_file(repo.worktree("docs").join("setup-ok")).unwrap();
     repo.boulder(&["stream", "init", "docs"]).ok();
-    assert!(!wt(&repo, "docs").join("setup-ok").exists());
+    assert!(!repo.worktree("docs").join("setup-ok").exists());
 }
 
 #[test]
 fn two_inits_at_once_never_share_an_index() {
     // Setup takes a while, so both runs pick their index before either records it.
-    let repo = sample_with(&format!("  setup: 'sleep 1; {}'\n", &RECORD_ENV["  setup: '".len()..RECORD_ENV.len() - 2]));
+    let repo = trusted_sample_with(&format!(
+        "  setup: 'sleep 1; {}'\n",
+        &RECORD_ENV["  setup: '".len()..RECORD_ENV.len() - 2]
+    ));
     let (a, b) = std::thread::scope(|s| {
         let a = s.spawn(|| repo.boulder(&["stream", "init", "auth"]));
         let b = s.spawn(|| repo.boulder(&["stream", "init", "docs"]));
@@ -219,8 +213,8 @@ fn two_inits_at_once_never_share_an_index() {
     // Each run saw its own index and port, and recorded the index it saw.
     let mut indexes = Vec::new();
     for name in ["auth", "docs"] {
-        let i = stream_state(&repo, name)["index"].as_u64().unwrap();
-        assert_eq!(seen(&wt(&repo, name)), format!("{name} {i} {}", 3000 + 10 * i));
+        let i = repo.stream_state(name)["index"].as_u64().unwrap();
+        assert_eq!(seen(&repo.worktree(name)), format!("{name} {i} {}", 3000 + 10 * i));
         indexes.push(i);
     }
     indexes.sort();
@@ -252,12 +246,12 @@ fn drop_recorded_index(repo: &TestRepo, name: &str) {
     let tree = String::from_utf8(out.stdout).unwrap().trim().to_string();
     let commit = repo.git_out(&["commit-tree", &tree, "-m", "boulder: initialized"]);
     repo.git(&["update-ref", &r, &commit]).ok();
-    assert!(stream_state(repo, name).get("index").is_none());
+    assert!(repo.stream_state(name).get("index").is_none());
 }
 
 #[test]
 fn a_stream_initialized_without_an_index_gets_one_at_the_next_init() {
-    let repo = sample_with("  setup: 'true'\n");
+    let repo = trusted_sample_with("  setup: 'true'\n");
     repo.boulder(&["stream", "init", "auth"]).ok();
     repo.boulder(&["stream", "init", "docs"]).ok();
     drop_recorded_index(&repo, "auth");
@@ -270,8 +264,8 @@ fn a_stream_initialized_without_an_index_gets_one_at_the_next_init() {
     // init gives it the lowest free index (docs holds 2), without setting it up again.
     let r = repo.boulder(&["stream", "init", "auth"]).ok();
     assert!(r.stdout.contains("recorded stream index 1"), "{}", r.stdout);
-    assert_eq!(stream_state(&repo, "auth")["index"], 1);
-    assert_eq!(stream_state(&repo, "auth")["status"], "STOPPED");
+    assert_eq!(repo.stream_state("auth")["index"], 1);
+    assert_eq!(repo.stream_state("auth")["status"], "STOPPED");
     repo.boulder(&run);
     assert_eq!(std::fs::read_to_string(&saw).unwrap().trim(), "[1] [3010]");
     // Once it has one, init records nothing more.

@@ -29,10 +29,6 @@ fn sample() -> (TestRepo, Repo) {
     (t, repo)
 }
 
-fn wt_path(t: &TestRepo, name: &str) -> PathBuf {
-    t.dir.join(".boulder/worktrees").join(name)
-}
-
 fn porcelain(t: &TestRepo, dir: &Path) -> String {
     t.git_in(dir, &["status", "--porcelain"]).ok().stdout
 }
@@ -81,7 +77,7 @@ fn assert_good_worktree(t: &TestRepo, wt: &Path, branch: &str) {
 #[test]
 fn add_makes_a_worktree_git_accepts_and_git_can_remove() {
     let (t, repo) = sample();
-    let wt = wt_path(&t, "auth");
+    let wt = t.worktree("auth");
     let out = worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
     assert!(
         matches!(out, AddOutcome::Created { branch_created: true, files, ref recovered } if files >= 6 && recovered.is_empty()),
@@ -130,7 +126,7 @@ fn add_makes_a_worktree_git_accepts_and_git_can_remove() {
 #[test]
 fn git_worktree_prune_forgets_a_deleted_worktree() {
     let (t, repo) = sample();
-    let wt = wt_path(&t, "api");
+    let wt = t.worktree("api");
     worktree::add(&repo, &wt, "boulder/api", "main").unwrap();
     std::fs::remove_dir_all(&wt).unwrap();
     let list = worktree::list(&repo).unwrap();
@@ -151,7 +147,7 @@ fn git_worktree_prune_forgets_a_deleted_worktree() {
 #[test]
 fn second_add_is_idempotent() {
     let (t, repo) = sample();
-    let wt = wt_path(&t, "auth");
+    let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
     let index = t.dir.join(".git/worktrees/auth/index");
     let before = std::fs::read(&index).unwrap();
@@ -193,7 +189,7 @@ fn an_existing_branch_is_reused_and_never_moved() {
     t.git(&["branch", "boulder/docs"]).ok();
     t.write("later.txt", "later\n");
     t.commit_all("later");
-    let wt = wt_path(&t, "docs");
+    let wt = t.worktree("docs");
     let out = worktree::add(&repo, &wt, "boulder/docs", "main").unwrap();
     assert!(matches!(out, AddOutcome::Created { branch_created: false, .. }), "{out:?}");
     assert_eq!(t.git_out(&["rev-parse", "boulder/docs"]), old);
@@ -213,7 +209,7 @@ fn a_branch_checked_out_elsewhere_is_refused() {
     let (t, repo) = sample();
     let other = t.tmp.path().canonicalize().unwrap().join("elsewhere");
     t.git(&["worktree", "add", "-q", "-b", "boulder/auth", other.to_str().unwrap()]).ok();
-    let wt = wt_path(&t, "auth");
+    let wt = t.worktree("auth");
     let err = worktree::add(&repo, &wt, "boulder/auth", "main").unwrap_err();
     assert_eq!(err.kind, Kind::Refused, "{err:?}");
     assert!(err.message.contains(other.to_str().unwrap()), "{}", err.message);
@@ -221,7 +217,7 @@ fn a_branch_checked_out_elsewhere_is_refused() {
     assert!(!wt.exists());
 
     // The main worktree's branch too.
-    let err = worktree::add(&repo, &wt_path(&t, "m"), "main", "main").unwrap_err();
+    let err = worktree::add(&repo, &t.worktree("m"), "main", "main").unwrap_err();
     assert_eq!(err.kind, Kind::Refused, "{err:?}");
     assert!(err.message.contains("main worktree"), "{}", err.message);
     assert_eq!(git_worktrees(&t).len(), 2);
@@ -231,7 +227,7 @@ fn a_branch_checked_out_elsewhere_is_refused() {
 #[test]
 fn a_folder_that_is_not_the_worktree_is_a_usage_error() {
     let (t, repo) = sample();
-    let wt = wt_path(&t, "auth");
+    let wt = t.worktree("auth");
     std::fs::create_dir_all(&wt).unwrap();
     std::fs::write(wt.join("notes.txt"), "mine\n").unwrap();
     let err = worktree::add(&repo, &wt, "boulder/auth", "main").unwrap_err();
@@ -242,7 +238,7 @@ fn a_folder_that_is_not_the_worktree_is_a_usage_error() {
     assert!(!t.dir.join(".git/worktrees/auth").exists());
 
     // A worktree of another branch at the path.
-    let api = wt_path(&t, "api");
+    let api = t.worktree("api");
     worktree::add(&repo, &api, "boulder/api", "main").unwrap();
     let err = worktree::add(&repo, &api, "boulder/other", "main").unwrap_err();
     assert_eq!(err.kind, Kind::Usage, "{err:?}");
@@ -258,7 +254,7 @@ fn a_folder_that_is_not_the_worktree_is_a_usage_error() {
 #[test]
 fn missing_base_or_no_commits_is_a_usage_error() {
     let (t, repo) = sample();
-    let err = worktree::add(&repo, &wt_path(&t, "x"), "boulder/x", "develop").unwrap_err();
+    let err = worktree::add(&repo, &t.worktree("x"), "boulder/x", "develop").unwrap_err();
     assert_eq!(err.kind, Kind::Usage, "{err:?}");
     assert!(err.message.contains("develop"), "{}", err.message);
     assert!(!err.hints.is_empty());
@@ -280,7 +276,7 @@ fn missing_base_or_no_commits_is_a_usage_error() {
 #[test]
 fn killed_after_checkout_before_finishing_is_redone() {
     let (t, repo) = sample();
-    let wt = wt_path(&t, "auth");
+    let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
     // What a run killed during checkout leaves: still locked `initializing`, no index, some files.
     std::fs::write(t.dir.join(".git/worktrees/auth/locked"), "initializing\n").unwrap();
@@ -301,7 +297,7 @@ fn killed_after_checkout_before_finishing_is_redone() {
 #[test]
 fn killed_right_after_registration_is_redone() {
     let (t, repo) = sample();
-    let wt = wt_path(&t, "auth");
+    let wt = t.worktree("auth");
     t.git(&["branch", "boulder/auth"]).ok();
     // gix's own half-made state (registration, `.git`, HEAD, no index, no files), kept as a kill would.
     let prepared = repo
@@ -328,7 +324,7 @@ fn killed_right_after_registration_is_redone() {
 #[test]
 fn killed_right_after_reserving_the_admin_dir_is_redone() {
     let (t, repo) = sample();
-    let wt = wt_path(&t, "auth");
+    let wt = t.worktree("auth");
     std::fs::create_dir_all(t.dir.join(".git/worktrees/auth")).unwrap();
     std::fs::write(t.dir.join(".git/worktrees/auth/locked"), "initializing\n").unwrap();
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
@@ -339,7 +335,7 @@ fn killed_right_after_reserving_the_admin_dir_is_redone() {
 #[test]
 fn admin_dir_without_its_folder_is_replaced() {
     let (t, repo) = sample();
-    let wt = wt_path(&t, "auth");
+    let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
     std::fs::remove_dir_all(&wt).unwrap();
     let out = worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
@@ -352,7 +348,7 @@ fn admin_dir_without_its_folder_is_replaced() {
 #[test]
 fn missing_index_and_files_are_restored_in_place() {
     let (t, repo) = sample();
-    let wt = wt_path(&t, "auth");
+    let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
     std::fs::remove_file(t.dir.join(".git/worktrees/auth/index")).unwrap();
     std::fs::remove_file(wt.join("src/api/mod.rs")).unwrap();
@@ -373,7 +369,7 @@ fn missing_index_and_files_are_restored_in_place() {
 #[test]
 fn missing_dot_git_file_is_restored() {
     let (t, repo) = sample();
-    let wt = wt_path(&t, "auth");
+    let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
     std::fs::remove_file(wt.join(".git")).unwrap();
     let out = worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
@@ -386,7 +382,7 @@ fn missing_dot_git_file_is_restored() {
 #[test]
 fn dirty_agrees_with_git_status() {
     let (t, repo) = sample();
-    let wt = wt_path(&t, "auth");
+    let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
     let check = |label: &str| {
         let git_dirty = !porcelain(&t, &wt).is_empty();
@@ -444,7 +440,7 @@ fn dirty_agrees_with_git_status() {
     assert!(!check("touched"));
 
     // Many at once.
-    let api = wt_path(&t, "api");
+    let api = t.worktree("api");
     worktree::add(&repo, &api, "boulder/api", "main").unwrap();
     std::fs::write(api.join("x.txt"), "x").unwrap();
     let many = worktree::dirty_many(&[wt.clone(), api.clone(), wt.clone()]);
@@ -458,7 +454,7 @@ fn dirty_agrees_with_git_status() {
 #[test]
 fn remove_refuses_dirty_then_force_works() {
     let (t, repo) = sample();
-    let wt = wt_path(&t, "auth");
+    let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
     std::fs::write(wt.join("README.md"), "edited\n").unwrap();
     std::fs::write(wt.join("scratch.txt"), "notes\n").unwrap();
@@ -521,7 +517,7 @@ fn exclude_is_added_once_and_keeps_content() {
 #[test]
 fn copy_files_copies_untracked_files_safely() {
     let (t, repo) = sample();
-    let wt = wt_path(&t, "auth");
+    let wt = t.worktree("auth");
     worktree::exclude(&repo, ".boulder/worktrees").unwrap();
     t.write(".env", "SECRET=1\n");
     t.write("config/local.toml", "a=1\n");
@@ -533,7 +529,7 @@ fn copy_files_copies_untracked_files_safely() {
     std::os::unix::fs::symlink(&outside, t.dir.join("evil.env")).unwrap();
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
     // Another worktree holding a matching file must not be copied from.
-    let api = wt_path(&t, "api");
+    let api = t.worktree("api");
     worktree::add(&repo, &api, "boulder/api", "main").unwrap();
     std::fs::write(api.join(".env"), "API\n").unwrap();
     std::fs::write(wt.join("README.md"), "mine\n").unwrap();
@@ -562,7 +558,7 @@ fn dirty_with_eol_filters_agrees_with_git_status() {
     let (t, _) = sample();
     t.git(&["config", "core.autocrlf", "true"]).ok();
     let repo = Repo::open(&t.dir).unwrap();
-    let wt = wt_path(&t, "auth");
+    let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
     // Give README.md CRLF line endings the way git's filter would check it out; git calls that
     // clean (its blob has LF).
@@ -603,7 +599,7 @@ fn age_folders(root: &Path) {
 #[test]
 fn dirty_untracked_cache_never_hides_new_files() {
     let (t, repo) = sample();
-    let wt = wt_path(&t, "auth");
+    let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
     let check = |label: &str| {
         let fast =

@@ -249,6 +249,29 @@ impl TestRepo {
         assert!(!r.stderr.contains("error"), "fsck reported:\n{}", r.stderr);
     }
 
+    /// Where `stream init` puts the worktree of stream `name` by default.
+    pub fn worktree(&self, name: &str) -> PathBuf {
+        self.dir.join(".boulder/worktrees").join(name)
+    }
+
+    /// The `state.json` of the op-log ref `r`, read with plain git.
+    pub fn state(&self, r: &str) -> serde_json::Value {
+        let text = self.git_out(&["cat-file", "-p", &format!("{r}:state.json")]);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("state of {r} is not JSON ({e}):\n{text}"))
+    }
+
+    /// The state of stream `name` ([`TestRepo::state`] of `refs/boulder/streams/NAME`).
+    pub fn stream_state(&self, name: &str) -> serde_json::Value {
+        self.state(&format!("refs/boulder/streams/{name}"))
+    }
+
+    /// Add `extra` (indented lines) under `settings:` of the stream plan, and commit it.
+    pub fn with_settings(&self, extra: &str) {
+        let plan = self.read(".boulder/streams.yaml").replace("settings:\n", &format!("settings:\n{extra}"));
+        self.write(".boulder/streams.yaml", &plan);
+        self.commit_all("plan settings");
+    }
+
     /// The refs under a prefix, as `git for-each-ref` sees them.
     pub fn refs(&self, prefix: &str) -> Vec<String> {
         self.git_out(&["for-each-ref", "--format=%(refname)", prefix]).lines().map(str::to_string).collect()
@@ -280,6 +303,35 @@ pub fn bare_remote(files: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf, PathB
     (tmp, root, bare)
 }
 
+/// A bare repository that machines clone and share state through, in a folder of its own.
+pub struct Remote {
+    _tmp: tempfile::TempDir,
+    /// The folder holding it.
+    pub root: PathBuf,
+    /// The bare repository.
+    pub bare: PathBuf,
+}
+
+impl Remote {
+    /// A bare clone of a repository holding `files`.
+    pub fn new(files: &[(&str, &str)]) -> Remote {
+        let (tmp, root, bare) = bare_remote(files);
+        Remote { _tmp: tmp, root, bare }
+    }
+
+    /// Clone it as machine `name` (its actor id is `name`).
+    pub fn machine(&self, name: &str) -> TestRepo {
+        self.machine_from(name, self.bare.to_str().unwrap())
+    }
+
+    /// Clone `url` (this remote by another URL) as machine `name`.
+    pub fn machine_from(&self, name: &str, url: &str) -> TestRepo {
+        let repo = TestRepo::clone_from(url, name);
+        repo.git(&["config", "boulder.actor", name]).ok();
+        repo
+    }
+}
+
 /// A standard sample: a Ralph PRD with six stories, a plan of three streams, some source files.
 pub const SAMPLE_PRD: &str = "# PRD: Sample\n\n## Stories\n\n\
 ### [ ] US-001: Login form\nBuild `src/auth/login.rs`.\n\n#### Acceptance Criteria\n- [ ] renders\n\n\
@@ -290,6 +342,13 @@ pub const SAMPLE_PRD: &str = "# PRD: Sample\n\n## Stories\n\n\
 ### [ ] US-006: Unassigned polish\nAnywhere.\n";
 
 pub const SAMPLE_PLAN: &str = "version: 1\nprd: .agents/tasks/prd.md\nstreams:\n  auth:\n    stories: [US-001, US-002]\n    paths: [src/auth/**]\n  api:\n    stories: [US-003, US-004]\n    paths: [src/api/**]\n    depends_on: [auth]\n  docs:\n    stories: [US-005]\n    paths: [docs/**]\nsettings:\n  base_branch: main\n  shared_read: [src/types/**]\n";
+
+/// [`sample`] with `extra` (indented lines) added under the plan's `settings:`, committed.
+pub fn sample_with(extra: &str) -> TestRepo {
+    let repo = sample();
+    repo.with_settings(extra);
+    repo
+}
 
 /// A repository holding the sample PRD, plan and a few files, committed.
 pub fn sample() -> TestRepo {
