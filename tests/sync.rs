@@ -122,7 +122,7 @@ fn three_machines_syncing_in_random_orders_converge_and_lose_nothing() {
                         m,
                         &wt,
                         &format!("src/{stream}/r{round}.rs"),
-                        &format!("{i}\n"),
+                        format!("{i}\n"),
                         &format!("{stream} by m{i} in round {round}"),
                     );
                     made += 1;
