@@ -4,10 +4,11 @@
 //! with plain git (`cat-file`, `log`, `rev-list`, `fsck --strict`).
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::sync::Barrier;
 
+use crate::common::TestRepo;
 use git_boulder::error::Kind;
 use git_boulder::git::Repo;
 use git_boulder::state::op::{replay, Op};
@@ -16,60 +17,21 @@ use git_boulder::state::{BoulderOp, BoulderState, Opt, PrdState, State, Store, S
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-struct TestRepo {
-    _tmp: tempfile::TempDir,
-    dir: PathBuf,
-    home: PathBuf,
+/// `git init`, no commits, no identity (for the git CLI and for this process): state writes
+/// must work anyway.
+fn new_repo() -> TestRepo {
+    crate::common::lib_env();
+    TestRepo::without_identity()
 }
 
+/// What these tests read and write besides the shared helpers.
 impl TestRepo {
-    /// `git init`, no commits, no identity.
-    fn new() -> TestRepo {
-        crate::common::lib_env();
-        let tmp = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(tmp.path()).unwrap();
-        let dir = root.join("repo");
-        let home = root.join("home");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::create_dir_all(&home).unwrap();
-        let r = TestRepo { _tmp: tmp, dir, home };
-        r.git(&["init", "-q", "-b", "main"]);
-        r
-    }
-
-    fn cmd(&self, program: &str) -> Command {
-        let mut cmd = Command::new(program);
-        cmd.env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", &self.home)
-            .env("XDG_CONFIG_HOME", self.home.join(".config"))
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("LANG", "C")
-            .env("TZ", "UTC")
-            .current_dir(&self.dir)
-            .stdin(Stdio::null());
-        cmd
-    }
-
-    fn run(&self, args: &[&str]) -> std::process::Output {
-        self.cmd("git").args(args).output().expect("run git")
-    }
-
-    /// Trimmed stdout of a git command that must succeed.
-    #[track_caller]
-    fn git(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(out.status.success(), "git {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    }
-
-    /// git with stdin.
+    /// git with stdin; its trimmed stdout.
     #[track_caller]
     fn pipe(&self, args: &[&str], input: &str) -> String {
         use std::io::Write;
         let mut child =
-            self.cmd("git").args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn git");
+            self.command("git").args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn git");
         child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success(), "git {args:?} failed");
@@ -81,14 +43,7 @@ impl TestRepo {
     }
 
     fn json(&self, rev: &str) -> Value {
-        serde_json::from_str(&self.git(&["cat-file", "-p", rev])).unwrap()
-    }
-
-    #[track_caller]
-    fn assert_fsck(&self) {
-        let out = self.run(&["fsck", "--strict", "--no-progress", "--no-dangling"]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success() && !err.contains("error"), "fsck:\n{err}");
+        serde_json::from_str(&self.git_out(&["cat-file", "-p", rev])).unwrap()
     }
 
     /// A commit made with plumbing: `files` (name, mode, content) as its tree, `parent` if any.
@@ -104,7 +59,7 @@ impl TestRepo {
         if let Some(p) = parent {
             args.extend(["-p", p]);
         }
-        self.git(&args)
+        self.git_out(&args)
     }
 }
 
@@ -116,10 +71,10 @@ const B: &str = "refs/boulder/boulders/x";
 
 #[test]
 fn appends_are_plain_git_and_need_no_identity() {
-    let repo = TestRepo::new();
-    assert!(!repo.run(&["config", "user.name"]).status.success(), "no identity may be configured");
+    let repo = new_repo();
+    assert_ne!(repo.git(&["config", "user.name"]).code, 0, "no identity may be configured");
     // Ref updates would write reflogs for every ref with this setting; they still need no identity.
-    repo.git(&["config", "core.logAllRefUpdates", "always"]);
+    repo.git_out(&["config", "core.logAllRefUpdates", "always"]);
     let r = repo.open();
     assert!(r.repo.committer().is_none(), "the test process must not see an identity");
     let store = Store::new(&r).unwrap();
@@ -141,10 +96,10 @@ fn appends_are_plain_git_and_need_no_identity() {
     assert_eq!(state["checkpoint"]["message"], "half way");
     assert_eq!(state["todos"][0]["id"], "t1");
     assert_eq!(state["lamport"], 5);
-    let raw = repo.git(&["cat-file", "blob", &format!("{B}:state.json")]);
+    let raw = repo.git_out(&["cat-file", "blob", &format!("{B}:state.json")]);
     assert!(raw.starts_with("{\n  \""), "pretty JSON:\n{raw}");
-    let bytes = repo.run(&["cat-file", "blob", &format!("{B}:state.json")]).stdout;
-    assert!(bytes.ends_with(b"}\n"), "trailing newline");
+    let bytes = repo.git(&["cat-file", "blob", &format!("{B}:state.json")]).ok().stdout;
+    assert!(bytes.ends_with("}\n"), "trailing newline");
 
     let op = repo.json(&format!("{B}:op.json"));
     assert_eq!(op["v"], 1);
@@ -152,22 +107,22 @@ fn appends_are_plain_git_and_need_no_identity() {
     assert_eq!(op["lamport"], 5);
     assert_eq!(op["actor"], store.actor.as_str());
     assert_eq!(op["data"], json!({"id": "t1", "text": "tests"}));
-    assert_eq!(repo.git(&["ls-tree", "--name-only", B]), "op.json\nstate.json");
+    assert_eq!(repo.git_out(&["ls-tree", "--name-only", B]), "op.json\nstate.json");
 
-    assert_eq!(repo.git(&["rev-list", "--count", B]), "5");
-    let authors = repo.git(&["log", "--format=%an <%ae>|%cn <%ce>", B]);
+    assert_eq!(repo.git_out(&["rev-list", "--count", B]), "5");
+    let authors = repo.git_out(&["log", "--format=%an <%ae>|%cn <%ce>", B]);
     for line in authors.lines() {
         assert_eq!(line, "git-boulder <git-boulder@localhost>|git-boulder <git-boulder@localhost>");
     }
-    assert_eq!(repo.git(&["log", "-1", "--format=%s", B]), "boulder: todo_add");
-    assert!(repo.git(&["log", "-1", "--format=%b", B]).contains("\"text\":\"tests\""));
-    assert!(repo.git(&["reflog", "show", B]).contains("boulder: todo_add"));
+    assert_eq!(repo.git_out(&["log", "-1", "--format=%s", B]), "boulder: todo_add");
+    assert!(repo.git_out(&["log", "-1", "--format=%b", B]).contains("\"text\":\"tests\""));
+    assert!(repo.git_out(&["reflog", "show", B]).contains("boulder: todo_add"));
 
     // Reading: the full entry and the one-blob read agree.
     let read = store.read::<BoulderState>(B).unwrap().unwrap();
     let (tip, fast) = store.read_state::<BoulderState>(B).unwrap().unwrap();
     assert_eq!((read.commit, &read.state), (tip, &fast));
-    assert_eq!(tip.to_string(), repo.git(&["rev-parse", B]));
+    assert_eq!(tip.to_string(), repo.git_out(&["rev-parse", B]));
     assert!(store.read::<BoulderState>("refs/boulder/boulders/none").unwrap().is_none());
 
     // History, newest first.
@@ -184,7 +139,7 @@ fn appends_are_plain_git_and_need_no_identity() {
 
 #[test]
 fn stream_and_prd_states() {
-    let repo = TestRepo::new();
+    let repo = new_repo();
     let r = repo.open();
     let store = Store::new(&r).unwrap();
     let s = "refs/boulder/streams/auth";
@@ -221,7 +176,7 @@ fn stream_and_prd_states() {
 
 #[test]
 fn refused_ops_write_nothing() {
-    let repo = TestRepo::new();
+    let repo = new_repo();
     let r = repo.open();
     let store = Store::new(&r).unwrap();
     for err in [
@@ -232,7 +187,7 @@ fn refused_ops_write_nothing() {
         assert!(err.message.contains("explode"), "{}", err.message);
         assert_eq!(err.kind, Kind::Usage);
     }
-    assert_eq!(repo.git(&["for-each-ref", "refs/boulder/"]), "");
+    assert_eq!(repo.git_out(&["for-each-ref", "refs/boulder/"]), "");
     let first = store.append_raw::<BoulderState>(B, "created", json!({"stream": "x"})).unwrap();
     for (kind, data) in [
         ("activity", json!({"story": "no commit"})),
@@ -250,7 +205,7 @@ fn refused_ops_write_nothing() {
 
 #[test]
 fn append_if_decides_on_the_fresh_state() {
-    let repo = TestRepo::new();
+    let repo = new_repo();
     let barrier = Barrier::new(8);
     let created = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {
@@ -279,12 +234,12 @@ fn append_if_decides_on_the_fresh_state() {
         }
     });
     assert_eq!(created.into_inner(), 1, "exactly one writer creates it");
-    assert_eq!(repo.git(&["rev-list", "--count", B]), "1");
+    assert_eq!(repo.git_out(&["rev-list", "--count", B]), "1");
 }
 
 #[test]
 fn eight_threads_times_fifty_appends_lose_nothing() {
-    let repo = TestRepo::new();
+    let repo = new_repo();
     let (threads, each) = (8, 50);
     let barrier = Barrier::new(threads);
     std::thread::scope(|s| {
@@ -305,8 +260,8 @@ fn eight_threads_times_fifty_appends_lose_nothing() {
     });
     let total = threads * each;
     assert_eq!(repo.json(&format!("{B}:state.json"))["iteration"], total);
-    assert_eq!(repo.git(&["rev-list", "--count", B]), total.to_string());
-    assert_eq!(repo.git(&["rev-list", "--merges", "--count", B]), "0");
+    assert_eq!(repo.git_out(&["rev-list", "--count", B]), total.to_string());
+    assert_eq!(repo.git_out(&["rev-list", "--merges", "--count", B]), "0");
     let r = repo.open();
     let store = Store::new(&r).unwrap();
     let clocks: BTreeSet<u64> = store.log(B).unwrap().iter().map(|l| l.op.lamport).collect();
@@ -329,12 +284,12 @@ fn worker_process() {
 
 #[test]
 fn four_processes_append_to_one_ref() {
-    let repo = TestRepo::new();
+    let repo = new_repo();
     let exe = std::env::current_exe().unwrap();
     // The repository has no actor file yet: the four processes also race to make it.
     let children: Vec<_> = (0..4)
         .map(|n| {
-            repo.cmd(exe.to_str().unwrap())
+            repo.command(&exe)
                 .args(["state_store::worker_process", "--exact", "--test-threads", "1", "--nocapture"])
                 .env("STATE_STORE_DIR", &repo.dir)
                 .env("STATE_STORE_WORKER", n.to_string())
@@ -354,10 +309,10 @@ fn four_processes_append_to_one_ref() {
         );
     }
     assert_eq!(repo.json(&format!("{B}:state.json"))["iteration"], 200);
-    assert_eq!(repo.git(&["rev-list", "--count", B]), "200");
+    assert_eq!(repo.git_out(&["rev-list", "--count", B]), "200");
     let actor = std::fs::read_to_string(repo.dir.join(".git/boulder/actor")).unwrap();
     let actors: BTreeSet<String> = repo
-        .git(&["log", "--format=%H", B])
+        .git_out(&["log", "--format=%H", B])
         .lines()
         .map(|c| repo.json(&format!("{c}:op.json"))["actor"].as_str().unwrap().to_string())
         .collect();
@@ -367,7 +322,7 @@ fn four_processes_append_to_one_ref() {
 
 #[test]
 fn actor_id_is_made_once_and_can_be_configured() {
-    let repo = TestRepo::new();
+    let repo = new_repo();
     let barrier = Barrier::new(16);
     let ids: Vec<String> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..16)
@@ -392,21 +347,21 @@ fn actor_id_is_made_once_and_can_be_configured() {
     assert_eq!(leftovers, vec![std::ffi::OsString::from("actor")], "no temp files left");
     assert_eq!(Store::new(&repo.open()).unwrap().actor, first, "stable");
 
-    repo.git(&["config", "boulder.actor", "laptop"]);
+    repo.git_out(&["config", "boulder.actor", "laptop"]);
     assert_eq!(Store::new(&repo.open()).unwrap().actor, "laptop");
-    repo.git(&["config", "boulder.actor", "merge"]);
+    repo.git_out(&["config", "boulder.actor", "merge"]);
     assert_eq!(Store::new(&repo.open()).err().unwrap().kind, Kind::Usage);
 }
 
 #[test]
 fn garbage_fails_validation_naming_the_commit() {
-    let repo = TestRepo::new();
+    let repo = new_repo();
     let r = repo.open();
     let store = Store::new(&r).unwrap();
     let good = store.append_raw::<BoulderState>(B, "created", json!({"stream": "x"})).unwrap();
     let parent = good.commit.to_string();
-    let good_op = repo.git(&["cat-file", "blob", &format!("{B}:op.json")]);
-    let good_state = repo.git(&["cat-file", "blob", &format!("{B}:state.json")]);
+    let good_op = repo.git_out(&["cat-file", "blob", &format!("{B}:op.json")]);
+    let good_state = repo.git_out(&["cat-file", "blob", &format!("{B}:state.json")]);
     let op2 = r#"{"v":1,"kind":"activity","lamport":2,"at":"2026-01-01T00:00:00Z","actor":"x","data":{"commit":"c1"}}"#;
     let op_v7 = op2.replace("\"v\":1", "\"v\":7");
     let op_clock9 = op2.replace("\"lamport\":2", "\"lamport\":9");
@@ -447,7 +402,7 @@ fn garbage_fails_validation_naming_the_commit() {
         assert!(err.contains(&bad), "{what}: {err}");
         assert!(err.contains(needle), "{what}: {err}");
         // A read of a ref pointing at it fails with a usage error that points at doctor.
-        repo.git(&["update-ref", "refs/boulder/boulders/bad", &bad]);
+        repo.git_out(&["update-ref", "refs/boulder/boulders/bad", &bad]);
         if let Err(e) = store.read::<BoulderState>("refs/boulder/boulders/bad") {
             assert_eq!(e.kind, Kind::Usage, "{what}");
             assert!(e.hints.iter().any(|h| h.contains("doctor")), "{what}");
@@ -474,17 +429,17 @@ fn replicas(repo: &TestRepo, store: &Store) -> [String; 3] {
     let base = "refs/boulder/boulders/base";
     store.append_raw::<BoulderState>(base, "created", json!({"stream": "s"})).unwrap();
     store.append_raw::<BoulderState>(base, "activity", json!({"commit": "b0"})).unwrap();
-    let id = repo.git(&["rev-parse", base]);
+    let id = repo.git_out(&["rev-parse", base]);
     let names = ["r0", "r1", "r2"].map(|n| format!("refs/boulder/boulders/{n}"));
     for n in &names {
-        repo.git(&["update-ref", n, &id]);
+        repo.git_out(&["update-ref", n, &id]);
     }
     names
 }
 
 #[test]
 fn merges_are_deterministic_commits() {
-    let repo = TestRepo::new();
+    let repo = new_repo();
     let r = repo.open();
     let store = Store::new(&r).unwrap();
     let [a, b, _] = replicas(&repo, &store);
@@ -503,7 +458,7 @@ fn merges_are_deterministic_commits() {
     let m = m.to_string();
     let mut parents = [ta.to_string(), tb.to_string()];
     parents.sort();
-    assert_eq!(repo.git(&["rev-list", "--parents", "-n1", &m]), format!("{m} {} {}", parents[0], parents[1]));
+    assert_eq!(repo.git_out(&["rev-list", "--parents", "-n1", &m]), format!("{m} {} {}", parents[0], parents[1]));
     let op = repo.json(&format!("{m}:op.json"));
     assert_eq!((op["kind"].as_str(), op["actor"].as_str()), (Some("merge"), Some("merge")));
     assert_eq!(op["data"], json!({"parents": parents, "ops": 4}));
@@ -511,23 +466,24 @@ fn merges_are_deterministic_commits() {
     assert_eq!(state["iteration"], 3, "b0, c1 and c2 (seen twice, counted once)");
     assert_eq!(state["lamport"], 4, "the highest op clock");
     assert_eq!(op["lamport"], 5, "one above the highest op clock");
-    assert_eq!(repo.git(&["log", "-1", "--format=%an|%s", &m]), "git-boulder|boulder: merge");
+    assert_eq!(repo.git_out(&["log", "-1", "--format=%an|%s", &m]), "git-boulder|boulder: merge");
     store.validate_chain::<BoulderState>(oid(&m)).unwrap();
     // Appends continue above the merge's clock.
-    repo.git(&["update-ref", &a, &m]);
+    repo.git_out(&["update-ref", &a, &m]);
     let e = store.append_raw::<BoulderState>(&a, "stop", json!({})).unwrap();
     assert_eq!(e.op.lamport, 6);
     let log = store.log(&a).unwrap();
     assert_eq!((log[0].op.kind.as_str(), log[1].is_merge), ("stop", true));
 
     // A forged merge of the same parents with another state is caught.
-    let forged_state =
-        repo.git(&["cat-file", "blob", &format!("{m}:state.json")]).replace("\"iteration\": 3", "\"iteration\": 30");
-    let forged_op = repo.git(&["cat-file", "blob", &format!("{m}:op.json")]);
+    let forged_state = repo
+        .git_out(&["cat-file", "blob", &format!("{m}:state.json")])
+        .replace("\"iteration\": 3", "\"iteration\": 30");
+    let forged_op = repo.git_out(&["cat-file", "blob", &format!("{m}:op.json")]);
     let listing = [("op.json", "100644", forged_op.as_str()), ("state.json", "100644", forged_state.as_str())];
     let tree_only = repo.forge(&listing, Some(&parents[0]));
-    let tree = repo.git(&["rev-parse", &format!("{tree_only}^{{tree}}")]);
-    let forged = repo.git(&[
+    let tree = repo.git_out(&["rev-parse", &format!("{tree_only}^{{tree}}")]);
+    let forged = repo.git_out(&[
         "-c",
         "user.name=F",
         "-c",
@@ -548,7 +504,7 @@ fn merges_are_deterministic_commits() {
 
 #[test]
 fn merges_of_unrelated_histories_replay_everything() {
-    let repo = TestRepo::new();
+    let repo = new_repo();
     let r = repo.open();
     let store = Store::new(&r).unwrap();
     let (a, b) = ("refs/boulder/boulders/a", "refs/boulder/boulders/b");
@@ -566,7 +522,7 @@ fn merges_of_unrelated_histories_replay_everything() {
 
 #[test]
 fn absorb_creates_fast_forwards_merges_and_refuses_garbage() {
-    let repo = TestRepo::new();
+    let repo = new_repo();
     let r = repo.open();
     let store = Store::new(&r).unwrap();
     let [a, b, _] = replicas(&repo, &store);
@@ -636,7 +592,7 @@ proptest! {
     /// every op in the total order; the iteration counts each distinct activity commit once.
     #[test]
     fn merge_is_deterministic_under_any_grouping(steps in prop::collection::vec(step(), 1..24)) {
-        let repo = TestRepo::new();
+        let repo = new_repo();
         let r = repo.open();
         let base_store = Store::new(&r).unwrap();
         let names = replicas(&repo, &base_store);
@@ -667,7 +623,7 @@ proptest! {
             m(m(c, b), m(a, c)),
             m(m(b, c), m(m(a, b), c)),
         ];
-        let text = |id: gix::ObjectId| repo.git(&["cat-file", "blob", &format!("{id}:state.json")]);
+        let text = |id: gix::ObjectId| repo.git_out(&["cat-file", "blob", &format!("{id}:state.json")]);
         let first = text(results[0]);
         for id in &results[1..] {
             prop_assert_eq!(&first, &text(*id));
@@ -691,7 +647,7 @@ proptest! {
 /// redundant base, so merging a tip into a merge that already contains it made a second merge.
 #[test]
 fn merging_what_a_merge_already_holds_changes_nothing() {
-    let repo = TestRepo::new();
+    let repo = new_repo();
     let r = repo.open();
     let store = Store::new(&r).unwrap();
     let names = replicas(&repo, &store);
@@ -710,5 +666,5 @@ fn merging_what_a_merge_already_holds_changes_nothing() {
     assert_eq!(store.merge::<BoulderState>(q, c).unwrap(), q);
     assert_eq!(store.merge::<BoulderState>(q, b).unwrap(), q);
     store.validate_chain::<BoulderState>(q).unwrap();
-    assert_eq!(repo.git(&["rev-list", "--merges", "--count", &q.to_string()]), "3");
+    assert_eq!(repo.git_out(&["rev-list", "--merges", "--count", &q.to_string()]), "3");
 }

@@ -75,6 +75,8 @@ pub struct TestRepo {
     pub home: PathBuf,
     /// The test's clock (shared with the test's other repositories).
     pub clock: Clock,
+    /// Whether commands get a git identity (`GIT_AUTHOR_*`, `GIT_COMMITTER_*`).
+    identity: bool,
 }
 
 pub fn bin() -> &'static str {
@@ -157,6 +159,15 @@ impl TestRepo {
         repo
     }
 
+    /// An empty repository whose commands have no git identity at all, like a fresh machine.
+    pub fn without_identity() -> TestRepo {
+        let mut repo = TestRepo::in_temp("repo");
+        repo.identity = false;
+        std::fs::create_dir_all(&repo.dir).unwrap();
+        repo.git(&["init", "-q", "-b", "main"]).ok();
+        repo
+    }
+
     /// A clone (plain `git clone`) of `url` in a folder `name` of a temp dir of its own, with a
     /// home of its own: another machine.
     pub fn clone_from(url: impl AsRef<Path>, name: &str) -> TestRepo {
@@ -172,7 +183,7 @@ impl TestRepo {
         let root = std::fs::canonicalize(tmp.path()).expect("canonical tmp");
         let (dir, home) = (root.join(name), root.join("home"));
         std::fs::create_dir_all(&home).unwrap();
-        TestRepo { tmp, dir, home, clock: Clock::of_this_test() }
+        TestRepo { tmp, dir, home, clock: Clock::of_this_test(), identity: true }
     }
 
     /// A repository with one commit holding `files` (path, content).
@@ -215,6 +226,11 @@ impl TestRepo {
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut cmd = Command::new(program);
         fixed_env_at(&mut cmd, &self.home, &self.clock);
+        if !self.identity {
+            for v in ["GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"] {
+                cmd.env_remove(v);
+            }
+        }
         cmd.current_dir(&self.dir);
         cmd
     }
