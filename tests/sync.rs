@@ -3,7 +3,7 @@
 //! syncing in random orders, garbage pushed by a hostile clone, claims raced by two clones, and
 //! `remote setup` for plain git fetch/push. Checked with plain git.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use crate::common::*;
@@ -505,7 +505,7 @@ fn a_git_without_fetch_porcelain_still_pulls_every_ref() {
     let created = r.json()["refs"].as_array().unwrap().iter().filter(|x| x["result"] == "created").count();
     assert!(created >= 2, "{}", r.stdout);
     assert_eq!(state_refs(&a), state_refs(&b));
-    assert_eq!(state(&b, "refs/boulder/prd")["done"], serde_json::json!(["US-003"]));
+    assert_eq!(b.state("refs/boulder/prd")["done"], serde_json::json!(["US-003"]));
     // A second pull finds everything up to date, through the same old git.
     let r = b.boulder_env(&b.dir, &["pull", "--json"], &[("PATH", &path)]).ok();
     assert!(r.json()["refs"].as_array().unwrap().iter().all(|x| x["result"] != "created"), "{}", r.stdout);
@@ -520,7 +520,7 @@ fn a_pull_goes_where_the_users_git_goes_and_prunes_nothing_of_its_own() {
     a.boulder(&["push"]).ok();
     // beta reaches the remote only through a `url.<base>.insteadOf` rewrite, and prunes on fetch.
     let b = n.machine("beta");
-    b.git(&["config", &format!("url.{}.insteadOf", n.remote.display()), "shared:"]).ok();
+    b.git(&["config", &format!("url.{}.insteadOf", n.bare.display()), "shared:"]).ok();
     b.git(&["remote", "set-url", "origin", "shared:"]).ok();
     b.git(&["config", "fetch.prune", "true"]).ok();
     b.boulder(&["pull"]).ok();
