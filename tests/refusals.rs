@@ -189,3 +189,48 @@ fn bare_repositories_and_the_demo() {
     std::fs::write(root.join("keep.txt"), "something\n").unwrap();
     assert_shown!("demo_into_a_full_folder", repo.boulder(&["demo", root.to_str().unwrap()]));
 }
+
+#[test]
+fn hooks_locks_and_settings() {
+    let repo = initialized();
+    // The pre-push hook: a push crossing ownership, as git shows it.
+    let remote = sample_remote();
+    repo.git(&["remote", "add", "origin", remote.bare.to_str().unwrap()]).ok();
+    let auth = repo.worktree("auth");
+    commit_in(&repo, &auth, "src/api/hack.rs", "x\n", "other stream's path");
+    assert_shown!("pre_push_crosses_ownership", repo.git_in(&auth, &["push", "-q", "origin", "boulder/auth"]));
+    assert_shown!("hook_unknown", repo.boulder(&["hook", "bogus"]));
+    // A relative core.hooksPath (a folder in each worktree) is chained through the config, which
+    // another git command is writing.
+    let husky = actor_repo();
+    husky.git(&["config", "core.hooksPath", ".husky"]).ok();
+    std::fs::create_dir_all(husky.dir.join(".husky")).unwrap();
+    std::fs::write(husky.dir.join(".git/config.lock"), "").unwrap();
+    assert_shown!("hooks_install_config_locked", husky.boulder(&["hooks", "install"]));
+    assert_shown!("remote_setup_unknown_remote", repo.boulder(&["remote", "setup", "nope"]));
+    assert_shown!("plan_given_is_missing", repo.boulder(&["status", "--config", "no-such-plan.yaml"]));
+    assert_shown!("man_into_a_file", repo.boulder(&["man", "--install-dir", "/dev/null/man"]));
+
+    // The merge lock, held by another process (its details as that process wrote them).
+    let locks = repo.dir.join(".git/boulder/locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    let (lock, ready) = (locks.join("merge.lock"), repo.dir.join(".git/held"));
+    let script = format!(
+        "import fcntl, time\nf = open({lock:?}, 'a+')\nfcntl.flock(f, fcntl.LOCK_EX)\nf.truncate(0); f.write('{{\"pid\": 4242, \"host\": \"elsewhere\", \"since\": \"2026-01-01T00:00:00Z\", \"command\": \"git boulder stream merge api\"}}\\n'); f.flush()\nopen({ready:?}, 'w').close()\ntime.sleep(30)\n",
+    );
+    let mut holder = std::process::Command::new("python3").arg("-c").arg(script).spawn().unwrap();
+    while !ready.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let held = repo.boulder(&["stream", "merge", "auth", "--force"]);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert_shown!("merge_lock_held", held);
+
+    let copy = actor_repo();
+    copy.with_settings("  copy_into_worktree: ['../secrets']\n");
+    assert_shown!("init_copy_leading_out", copy.boulder(&["stream", "init", "auth"]));
+    let plan = copy.read(".boulder/streams.yaml").replace("version: 1\n", "version: 1\nbogus_key: 1\n");
+    copy.write(".boulder/streams.yaml", &plan);
+    assert_shown!("add_to_a_plan_with_errors", copy.boulder(&["stream", "add", "fix", "--path", "x/**"]));
+}
