@@ -121,3 +121,20 @@ fn validate_reports_every_problem() {
     );
     assert_shown!("validate_problems", repo.boulder(&["stream", "validate"]));
 }
+
+#[test]
+fn the_run_loop_reports_each_iteration() {
+    let repo = initialized();
+    let finisher = repo.tmp.path().join("finisher.sh");
+    std::fs::write(
+        &finisher,
+        "#!/bin/sh\nset -e\nsed -i \"s/### \\[ \\] $BOULDER_STORY:/### [x] $BOULDER_STORY:/\" \"$BOULDER_PRD\"\n\
+         echo \"$BOULDER_ITERATION $BOULDER_STORY\" >> src/api/work.txt\ngit add -A\ngit commit -q -m \"$BOULDER_STORY\"\n",
+    )
+    .unwrap();
+    let finished =
+        repo.boulder(&["stream", "run", "api", "--cooldown", "10ms", "--", "sh", finisher.to_str().unwrap()]);
+    assert_shown!("run_completes", finished);
+    let idle = repo.boulder(&["stream", "run", "docs", "--cooldown", "10ms", "--max-failures", "2", "--", "true"]);
+    assert_shown!("run_fails_without_progress", idle);
+}
