@@ -27,6 +27,7 @@ mod repo_formats;
 mod runloop;
 mod schemas;
 mod security;
+mod state_compat;
 mod state_oplog;
 mod state_store;
 mod streams;

@@ -17,11 +17,9 @@
 //! serializes back byte for byte, and every op applies to give exactly the state.json written
 //! with it; (b) today's binary prints exactly what 0.1 printed.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use git_boulder::git::notes::Note;
 use git_boulder::state::op::MergeData;
 use git_boulder::state::{BoulderState, Op, Payload, PrdState, State, Store, BOULDERS, NOTES_REF, PRD_REF, STREAMS};
@@ -34,11 +32,8 @@ fn fixtures() -> PathBuf {
 
 /// A clone of the fixture bundle on main, with its stream branches, state refs and notes.
 fn clone_fixture() -> TestRepo {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(tmp.path()).unwrap();
-    let (dir, home) = (root.join("repo"), root.join("home"));
-    std::fs::create_dir_all(&home).unwrap();
-    let repo = TestRepo { tmp, dir: dir.clone(), home };
+    let repo = TestRepo::in_temp("repo");
+    let (root, dir) = (repo.dir.parent().unwrap().to_path_buf(), repo.dir.clone());
     let bundle = fixtures().join("state-0.1.bundle");
     let bundle = bundle.to_str().unwrap();
     repo.git_in(&root, &["clone", "-q", "-b", "main", bundle, dir.to_str().unwrap()]).ok();

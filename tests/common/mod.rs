@@ -178,7 +178,7 @@ impl TestRepo {
     }
 
     /// A temp dir holding `home` and (not made) the repository folder `name`.
-    fn in_temp(name: &str) -> TestRepo {
+    pub fn in_temp(name: &str) -> TestRepo {
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = std::fs::canonicalize(tmp.path()).expect("canonical tmp");
         let (dir, home) = (root.join(name), root.join("home"));
