@@ -1,7 +1,16 @@
-//! The one error type every command returns: what happened, hints that say how to fix it, and
-//! the exit code class of DESIGN §6 (1 refused, 2 usage or configuration, 3 internal).
+//! The one error type every command returns: what happened, hints that say how to fix it, the
+//! exit code class of DESIGN §6 (1 refused, 2 usage or configuration, 3 internal), and the
+//! underlying cause when there is one ([`std::error::Error::source`]).
+//!
+//! Domain modules with failures of their own return typed errors (thiserror enums that name the
+//! stream, ref or path involved); they become an [`Error`] of the right kind where a command
+//! meets them, keeping the typed error as the source. A closed stdout (`git boulder status | head`)
+//! is its own kind, [`Kind::BrokenPipe`], and ends the command quietly with exit 0, as git does.
 
 use std::fmt;
+
+/// Any error kept as the cause of an [`Error`].
+pub type Source = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Which exit code an error maps to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,21 +21,24 @@ pub enum Kind {
     Usage,
     /// Anything unexpected: exit 3.
     Internal,
+    /// Stdout was closed by its reader: nothing to say, exit 0.
+    BrokenPipe,
 }
 
-/// An error with its kind and hints (`Hint: …` lines printed after the message).
+/// An error with its kind, hints (`Hint: …` lines printed after the message) and cause.
 #[derive(Debug)]
 pub struct Error {
     pub kind: Kind,
     pub message: String,
     pub hints: Vec<String>,
+    source: Option<Source>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(kind: Kind, message: impl Into<String>) -> Self {
-        Error { kind, message: message.into(), hints: Vec::new() }
+        Error { kind, message: message.into(), hints: Vec::new(), source: None }
     }
     /// A usage or configuration error (exit 2).
     pub fn usage(message: impl Into<String>) -> Self {
@@ -45,16 +57,26 @@ impl Error {
         self.hints.push(hint.into());
         self
     }
-    /// Prefix the message with context, keeping kind and hints.
+    /// Keep `cause` as the underlying error (the message is unchanged).
+    pub fn with_source(mut self, cause: impl Into<Source>) -> Self {
+        self.source = Some(cause.into());
+        self
+    }
+    /// Prefix the message with context, keeping kind, hints and cause.
     pub fn context(mut self, context: impl fmt::Display) -> Self {
         self.message = format!("{context}: {}", self.message);
         self
+    }
+    /// Whether this only says that stdout was closed.
+    pub fn is_broken_pipe(&self) -> bool {
+        self.kind == Kind::BrokenPipe
     }
     pub fn exit_code(&self) -> u8 {
         match self.kind {
             Kind::Refused => 1,
             Kind::Usage => 2,
             Kind::Internal => 3,
+            Kind::BrokenPipe => 0,
         }
     }
 }
@@ -65,37 +87,59 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
-
-/// The message of an error that only says stdout was closed (`git boulder status | head`): the
-/// binary exits 0 quietly on it.
-pub const BROKEN_PIPE: &str = "broken pipe";
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
-            return Error::internal(BROKEN_PIPE);
+            return Error::new(Kind::BrokenPipe, "broken pipe").with_source(e);
         }
-        Error::internal(format!("I/O error: {e}"))
+        Error::internal(format!("I/O error: {e}")).with_source(e)
     }
 }
 
-impl From<anyhow::Error> for Error {
-    fn from(e: anyhow::Error) -> Self {
-        match e.downcast::<Error>() {
-            Ok(err) => err,
-            Err(e) => Error::internal(format!("{e:#}")),
-        }
-    }
-}
-
-/// Turn any displayable error into an internal [`Error`] with context.
+/// Turn any error into an internal [`Error`] with context, keeping it as the cause.
 pub trait ResultExt<T> {
     fn internal(self, context: impl fmt::Display) -> Result<T>;
 }
 
-impl<T, E: fmt::Display> ResultExt<T> for std::result::Result<T, E> {
+impl<T, E: Into<Source>> ResultExt<T> for std::result::Result<T, E> {
     fn internal(self, context: impl fmt::Display) -> Result<T> {
-        self.map_err(|e| Error::internal(format!("{context}: {e}")))
+        self.map_err(|e| {
+            let cause = e.into();
+            Error::internal(format!("{context}: {cause}")).with_source(cause)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn the_cause_is_kept() {
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "no entry");
+        let e = Error::from(io);
+        assert_eq!(e.exit_code(), 3);
+        assert_eq!(e.source().map(|s| s.to_string()).as_deref(), Some("no entry"));
+        let e: Result<()> = Err(std::fmt::Error).internal("formatting");
+        let e = e.unwrap_err();
+        assert_eq!(e.message, "formatting: an error occurred when formatting an argument");
+        assert!(e.source().is_some_and(|s| s.is::<std::fmt::Error>()));
+    }
+
+    #[test]
+    fn broken_pipe_is_its_own_kind_and_exits_0() {
+        let e = Error::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+        assert!(e.is_broken_pipe());
+        assert_eq!(e.kind, Kind::BrokenPipe);
+        assert_eq!(e.exit_code(), 0);
+        // Any other message about pipes is not mistaken for one.
+        assert!(!Error::internal("broken pipe").is_broken_pipe());
     }
 }

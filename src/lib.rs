@@ -3,6 +3,7 @@
 
 pub mod boulder;
 pub mod cli;
+pub mod context;
 pub mod doctor;
 pub mod error;
 pub mod failpoint;

@@ -16,8 +16,9 @@ fn main() -> ExitCode {
         }
     };
     match cli::run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) if err.message == git_boulder::error::BROKEN_PIPE => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
+        // Stdout closed by its reader (`git boulder status | head`): quiet, like git.
+        Err(err) if err.is_broken_pipe() => ExitCode::SUCCESS,
         Err(err) => {
             // Messages quote titles, names and remote text: print them inert.
             eprintln!("error: {}", git_boulder::text::inert_lines(&err.message));

@@ -6,7 +6,8 @@ use std::io::IsTerminal;
 
 /// Whether progress lines are shown.
 pub fn enabled() -> bool {
-    std::io::stderr().is_terminal() && std::env::var_os("BOULDER_QUIET").is_none() && !crate::trace::enabled()
+    let ctx = crate::context::current();
+    std::io::stderr().is_terminal() && !ctx.quiet && !ctx.trace
 }
 
 /// Show `text` as the current progress line (replacing the previous one).

@@ -2,13 +2,12 @@
 //! line per step on stderr (`trace: 12.3ms status: dirty checks`). Off, a span costs one cached
 //! lookup.
 
-use std::sync::OnceLock;
 use std::time::Instant;
 
-/// Whether tracing is on (`BOULDER_TRACE` set to anything but empty or `0`).
+/// Whether tracing is on (`-v`, or `BOULDER_TRACE` set to anything but empty or `0`; see
+/// [`crate::context`]).
 pub fn enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("BOULDER_TRACE").is_ok_and(|v| !v.is_empty() && v != "0"))
+    crate::context::current().trace
 }
 
 /// Print a trace line.

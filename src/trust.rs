@@ -12,7 +12,6 @@
 //!   [`trust_written`].
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{Error, Result};
 use crate::git::Repo;
@@ -23,17 +22,9 @@ pub const SETUP: &str = "settings.setup";
 /// The plan key of `settings.verify`.
 pub const VERIFY: &str = "settings.verify";
 
-static ASSUMED: AtomicBool = AtomicBool::new(false);
-
-/// `--trust` was given: trust the plan in force for this process only (not its children).
-pub fn assume_trusted() {
-    ASSUMED.store(true, Ordering::SeqCst);
-}
-
-/// Whether `--trust` or `BOULDER_TRUST=1` is in force.
+/// Whether `--trust` or `BOULDER_TRUST=1` is in force (for this process only, not its children).
 pub fn assumed() -> bool {
-    ASSUMED.load(Ordering::SeqCst)
-        || std::env::var("BOULDER_TRUST").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes"))
+    crate::context::current().trust
 }
 
 /// One command of the plan: its key (`settings.setup`, `settings.agents.claude`) and its text.

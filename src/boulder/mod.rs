@@ -1,5 +1,11 @@
 //! Boulders and enforcement (DESIGN §8): the decision gates of `git boulder check`, completion
-//! detection, and the enforcement message. Pure: states and a clock in, a decision out.
+//! detection, and the enforcement message. Pure: states and a clock in, a decision out. The
+//! boulder tree as stored ([`tree`]), the check that applies the gates to it ([`enforce`]), and
+//! what a session resumes with ([`resume`]) live in submodules.
+
+pub mod enforce;
+pub mod resume;
+pub mod tree;
 
 use std::time::Duration;
 

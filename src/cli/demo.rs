@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
 
+use crate::context::Context;
 use crate::error::{Error, Result};
 
 #[derive(Debug, clap::Args)]
@@ -25,7 +26,8 @@ const PROJECT: &[(&str, &str)] = &[
     ("src/auth/README.txt", include_str!("../../fixtures/demo/project/src/auth/README.txt")),
 ];
 
-pub fn run(args: DemoArgs, quiet: bool) -> Result<()> {
+pub fn run(args: DemoArgs, ctx: &Context) -> Result<()> {
+    let quiet = ctx.quiet;
     let dir = match args.dir {
         Some(d) => {
             if d.exists() && std::fs::read_dir(&d)?.next().is_some() {
@@ -194,6 +196,7 @@ impl Demo {
             }
         }
         cmd.env_remove("BOULDER_SKIP_HOOKS");
+        crate::context::export(&mut cmd);
         identity(&mut cmd);
         cmd
     }
@@ -259,6 +262,7 @@ impl Demo {
         self.line(&self.typed(dir, "boulder", args))?;
         let mut run = Command::new(self_exe()?);
         run.args(args).current_dir(dir).stdin(std::process::Stdio::null());
+        crate::context::export(&mut run);
         identity(&mut run);
         let out = run.output()?;
         self.relay(&out)?;

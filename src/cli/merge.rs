@@ -3,6 +3,7 @@
 
 use std::io::Write;
 
+use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::merge::{self, Options, Report};
 use crate::plan::MergeStrategy;
@@ -40,13 +41,15 @@ pub enum StrategyArg {
     Squash,
 }
 
-fn say(line: &str) {
-    if std::env::var_os("BOULDER_QUIET").is_none() {
+/// A note on stderr, unless quiet.
+fn say(ctx: &Context, line: &str) {
+    if !ctx.quiet {
         eprintln!("{}", crate::text::inert_lines(line));
     }
 }
 
-pub fn run(ws: &Workspace, args: MergeArgs) -> Result<()> {
+pub fn run(ws: &Workspace, ctx: &Context, args: MergeArgs) -> Result<()> {
+    let say = |line: &str| say(ctx, line);
     let plan = ws.plan()?;
     let opts = Options {
         strategy: args.strategy.map(|s| match s {
@@ -94,7 +97,7 @@ pub fn run(ws: &Workspace, args: MergeArgs) -> Result<()> {
             Ok(r) => r,
             Err(e) => return Err(stopped(e, &merged, args.all)),
         };
-        print(&mut out, &report, args.dry_run)?;
+        print(ctx, &mut out, &report, args.dry_run)?;
         if !report.conflicts.is_empty() {
             let e = Error::refused(format!(
                 "stream {name} cannot merge into {}: {} conflict(s) replaying commit {}; nothing was changed",
@@ -122,7 +125,8 @@ pub fn run(ws: &Workspace, args: MergeArgs) -> Result<()> {
 }
 
 /// `settings.auto_merge`: merge a stream its run loop just completed, as `stream merge NAME` would.
-pub fn auto(ws: &Workspace, plan: &crate::plan::Plan, stream: &crate::plan::StreamDef) -> Result<()> {
+pub fn auto(ws: &Workspace, ctx: &Context, plan: &crate::plan::Plan, stream: &crate::plan::StreamDef) -> Result<()> {
+    let say = |line: &str| say(ctx, line);
     let _lock = crate::lock::acquire(
         &ws.repo,
         "merge",
@@ -130,7 +134,7 @@ pub fn auto(ws: &Workspace, plan: &crate::plan::Plan, stream: &crate::plan::Stre
         &format!("git boulder stream merge {} (auto_merge)", stream.name),
     )?;
     let report = merge::merge(ws, plan, stream, &Options::default(), &say)?;
-    print(&mut std::io::stdout().lock(), &report, false)?;
+    print(ctx, &mut std::io::stdout().lock(), &report, false)?;
     if !report.conflicts.is_empty() {
         return Err(Error::refused(format!(
             "stream {} completed but cannot merge: conflicts; nothing was changed",
@@ -150,7 +154,7 @@ fn stopped(e: Error, merged: &[String], all: bool) -> Error {
     }
 }
 
-fn print(out: &mut impl Write, r: &Report, dry_run: bool) -> Result<()> {
+fn print(ctx: &Context, out: &mut impl Write, r: &Report, dry_run: bool) -> Result<()> {
     let strategy = merge::strategy_name(r.strategy);
     if !r.ownership.is_empty() {
         let lines: Vec<String> = r.ownership.iter().map(|v| format!("  {}", merge::violation_line(v))).collect();
@@ -158,7 +162,7 @@ fn print(out: &mut impl Write, r: &Report, dry_run: bool) -> Result<()> {
         if dry_run {
             writeln!(out, "{}", crate::text::inert_lines(&text))?;
         } else {
-            say(&text);
+            say(ctx, &text);
         }
     }
     if !r.conflicts.is_empty() {

@@ -22,6 +22,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::context::Context;
 use crate::error::Result;
 use crate::workspace::Workspace;
 
@@ -141,38 +142,24 @@ pub enum Command {
     Demo(demo::DemoArgs),
 }
 
-/// Parse the command line and run it.
-pub fn run(cli: Cli) -> Result<()> {
-    let quiet = cli.quiet;
-    if cli.verbose {
-        // Read once by trace::enabled, in this process and the git-boulder hooks it triggers.
-        std::env::set_var("BOULDER_TRACE", "1");
-    }
+/// Run a parsed command line: `Ok` holds the exit code (0, or a hook's own), `Err` an error for
+/// the caller to print and map to its exit code ([`Error::exit_code`](crate::Error::exit_code)).
+pub fn run(cli: Cli) -> Result<u8> {
+    // Flags and the environment variables that stand for them, read once for the whole run.
+    let ctx = Context::new(cli.quiet, cli.verbose, cli.trust).install();
     let _span = crate::trace::span("the whole command");
-    if cli.trust {
-        crate::trust::assume_trusted();
-    }
-    if quiet {
-        // Read by progress::enabled in this process only.
-        std::env::set_var("BOULDER_QUIET", "1");
-    }
     match cli.command {
-        Command::Demo(args) => demo::run(args, quiet),
-        Command::Hooks(cmd) => hooks::run(cmd),
-        Command::Man(args) => man::man(args),
-        Command::Completions(args) => man::completions(args),
-        Command::Hook(args) => {
-            let code = hooks::hook(args)?;
-            if code != 0 {
-                std::process::exit(code);
-            }
-            Ok(())
-        }
+        Command::Demo(args) => demo::run(args, ctx).map(|()| 0),
+        Command::Hooks(cmd) => hooks::run(cmd).map(|()| 0),
+        Command::Man(args) => man::man(args).map(|()| 0),
+        Command::Completions(args) => man::completions(args).map(|()| 0),
+        // A hook's exit code is git's to act on; only its low byte reaches git, as with exit(2).
+        Command::Hook(args) => hooks::hook(args).map(|code| code as u8),
         command => {
             let ws = Workspace::open(cli.config)?;
             match command {
-                Command::Stream(cmd) => stream::run(&ws, cmd),
-                Command::Status(args) => status::run(&ws, args),
+                Command::Stream(cmd) => stream::run(&ws, ctx, cmd),
+                Command::Status(args) => status::run(&ws, ctx, args),
                 Command::Prd(cmd) => prd::run(&ws, cmd),
                 Command::Log(args) => log::run(&ws, args),
                 Command::Record(args) => record::run(&ws, args),
@@ -194,6 +181,7 @@ pub fn run(cli: Cli) -> Result<()> {
                     unreachable!("handled above")
                 }
             }
+            .map(|()| 0)
         }
     }
 }

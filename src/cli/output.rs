@@ -1,12 +1,12 @@
 //! Output helpers: colour only on a terminal and never under `NO_COLOR`, plain tables, JSON.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 
 use crate::error::Result;
 
-/// Whether stdout should be coloured.
+/// Whether stdout should be coloured (see [`crate::context`]).
 pub fn color_stdout() -> bool {
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal()
+    crate::context::current().colour
 }
 
 /// Wrap `text` in an ANSI colour when `on`.

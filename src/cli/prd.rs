@@ -153,23 +153,10 @@ fn story_json(s: &Story) -> StoryJson<'_> {
     }
 }
 
-/// The first open story: lowest priority number first when the PRD has priorities, else file order.
-pub fn next_open(list: &[Story]) -> Option<&Story> {
-    let done: std::collections::HashSet<&str> =
-        list.iter().filter(|s| s.status.is_done()).map(|s| s.id.as_str()).collect();
-    let ready = |s: &&Story| {
-        matches!(s.status, Status::Pending | Status::InProgress)
-            && s.depends_on.iter().all(|d| done.contains(d.as_str()) || !list.iter().any(|o| &o.id == d))
-    };
-    let mut open: Vec<(usize, &Story)> = list.iter().enumerate().filter(|(_, s)| ready(s)).collect();
-    open.sort_by_key(|(i, s)| (s.priority.unwrap_or(i64::MAX), *i));
-    open.first().map(|(_, s)| *s)
-}
-
 fn next(ws: &Workspace, args: ShowArgs) -> Result<()> {
     let (_, list, _) = stories(ws, &args)?;
     let remaining = list.iter().filter(|s| !s.status.is_done()).count();
-    let story = next_open(&list);
+    let story = crate::prd::next_open(&list);
     let mut out = std::io::stdout().lock();
     if args.json {
         let v = match story {

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use crate::context::Context;
 use crate::error::Result;
 use crate::state::StreamStatus;
 use crate::stream::status::{ago, collect, RowStatus};
@@ -15,7 +16,7 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-pub fn run(ws: &Workspace, args: StatusArgs) -> Result<()> {
+pub fn run(ws: &Workspace, ctx: &Context, args: StatusArgs) -> Result<()> {
     let plan = ws.plan()?;
     // State that plain `git fetch` brought (after `git boulder remote setup`) comes in first.
     if let Err(e) = crate::sync::absorb_pending(&ws.repo) {
@@ -91,7 +92,7 @@ pub fn run(ws: &Workspace, args: StatusArgs) -> Result<()> {
             _ => None,
         },
     )?;
-    if std::env::var_os("BOULDER_QUIET").is_none() {
+    if !ctx.quiet {
         for line in notes {
             eprintln!("{line}");
         }

@@ -4,6 +4,7 @@ use std::io::Write;
 
 use clap::Subcommand;
 
+use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::plan::{self, Severity};
 use crate::state::StreamStatus;
@@ -171,14 +172,14 @@ pub struct ValidateArgs {
     pub json: bool,
 }
 
-pub fn run(ws: &Workspace, cmd: StreamCommand) -> Result<()> {
+pub fn run(ws: &Workspace, ctx: &Context, cmd: StreamCommand) -> Result<()> {
     match cmd {
         StreamCommand::Suggest(args) => suggest(ws, args),
         StreamCommand::Add(args) => add(ws, args),
         StreamCommand::Validate(args) => validate(ws, args),
         StreamCommand::Init(args) => init(ws, args),
         StreamCommand::Path(args) => path(ws, args),
-        StreamCommand::Run(args) => run_loop(ws, args),
+        StreamCommand::Run(args) => run_loop(ws, ctx, args),
         StreamCommand::Stop(args) => {
             let plan = ws.plan()?;
             let stream = ws.stream(&plan, &args.name)?;
@@ -187,10 +188,10 @@ pub fn run(ws: &Workspace, cmd: StreamCommand) -> Result<()> {
             Ok(())
         }
         StreamCommand::Cleanup(args) => cleanup(ws, args),
-        StreamCommand::Merge(args) => super::merge::run(ws, args),
+        StreamCommand::Merge(args) => super::merge::run(ws, ctx, args),
         StreamCommand::Claim(args) => super::sync::claim(ws, args),
         StreamCommand::Release(args) => super::sync::release(ws, args),
-        StreamCommand::List(args) | StreamCommand::Status(args) => super::status::run(ws, args),
+        StreamCommand::List(args) | StreamCommand::Status(args) => super::status::run(ws, ctx, args),
     }
 }
 
@@ -268,7 +269,7 @@ fn hooks_for_init(ws: &Workspace, no_hooks: bool) {
     }
 }
 
-fn run_loop(ws: &Workspace, args: RunArgs) -> Result<()> {
+fn run_loop(ws: &Workspace, ctx: &Context, args: RunArgs) -> Result<()> {
     let plan = ws.plan()?;
     let stream = ws.stream(&plan, &args.name)?;
     let b = &plan.settings.boulder;
@@ -298,7 +299,7 @@ fn run_loop(ws: &Workspace, args: RunArgs) -> Result<()> {
     }
     if outcome.status == StreamStatus::Completed && plan.settings.auto_merge {
         eprintln!("settings.auto_merge: merging stream {}", stream.name);
-        super::merge::auto(ws, &plan, stream)?;
+        super::merge::auto(ws, ctx, &plan, stream)?;
     }
     Ok(())
 }

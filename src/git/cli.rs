@@ -11,6 +11,7 @@ pub fn git(dir: &Path) -> Command {
     cmd.current_dir(dir).stdin(Stdio::null());
     // Hooks of ours must not re-enter when we run git.
     cmd.env("BOULDER_SKIP_HOOKS", "1");
+    crate::context::export(&mut cmd);
     cmd
 }
 

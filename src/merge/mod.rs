@@ -478,8 +478,8 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
             })?;
             crate::progress::done();
             say(&format!("running verify in {}: {verify}", wt.display()));
-            let env = crate::stream::lifecycle::stream_env(ws, plan, &j.stream)?;
-            if let Err(e) = crate::stream::lifecycle::run_shell(verify, &wt, &env) {
+            let env = crate::stream::shell::stream_env(ws, plan, &j.stream)?;
+            if let Err(e) = crate::stream::shell::run_shell(verify, &wt, &env) {
                 return Err(Error::refused(format!(
                     "verify failed for stream {}: {e}; the base branch {} was not changed (the stream branch holds the rebased result)",
                     j.stream, j.base_branch

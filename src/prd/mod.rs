@@ -1,12 +1,15 @@
 //! The PRD: stories in Ralph markdown, the wave form, or Ralph JSON, behind one [`Story`] model,
-//! and a status rewrite that changes only status marks.
+//! and a status rewrite that changes only status marks; next-story selection ([`next_open`]).
 //!
 //! Parsing is pure (text in, [`Prd`] or [`PrdError`] out) so property tests can hammer it.
 
 mod json;
 mod markdown;
+mod next;
 #[cfg(test)]
 mod tests;
+
+pub use next::next_open;
 
 use serde::{Deserialize, Serialize};
 

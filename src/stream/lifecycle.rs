@@ -1,12 +1,13 @@
 //! A stream's life on this machine: `stream init` (branch + linked worktree + setup, recorded as
 //! INITIALIZED) and `stream cleanup` (worktree removed, branch deleted when merged, recorded).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::lock;
 use crate::plan::{Plan, StreamDef};
 use crate::state::{self, BoulderOp, BoulderState, Opt, Store, StreamOp, StreamState, StreamStatus};
+use crate::stream::shell::{env_for, run_shell};
 use crate::workspace::Workspace;
 use crate::worktree::{self, AddOutcome};
 
@@ -94,7 +95,7 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
             crate::trust::require(repo, plan, "stream init", &[crate::trust::SETUP.to_string()])?;
             match run_shell(&plan.settings.setup, &path, &env_for(plan, &stream.name, Some(index))) {
                 Ok(()) => changes.push(format!("ran setup: {}", plan.settings.setup)),
-                Err(e) => setup_failed = Some(e),
+                Err(e) => setup_failed = Some(e.to_string()),
             }
         }
         store.append::<StreamState>(
@@ -166,45 +167,6 @@ fn pick_index(store: &Store, name: &str, recorded: Option<&StreamState>) -> Resu
     Err(busy.unwrap_or_else(|| {
         Error::refused("every stream index is taken").hint("clean up streams: `git boulder stream cleanup --merged`")
     }))
-}
-
-/// The environment plan commands and agents of a stream run with: `BOULDER_STREAM`, and with a
-/// recorded index `BOULDER_STREAM_INDEX` and `BOULDER_PORT` (`port_base + index × port_stride`,
-/// left out when that is past 65535).
-pub fn env_for(plan: &Plan, name: &str, index: Option<u64>) -> Vec<(String, String)> {
-    let mut env = vec![("BOULDER_STREAM".to_string(), name.to_string())];
-    if let Some(i) = index {
-        env.push(("BOULDER_STREAM_INDEX".into(), i.to_string()));
-        let port = u64::from(plan.settings.port_base) + i * u64::from(plan.settings.port_stride);
-        if port <= 65535 {
-            env.push(("BOULDER_PORT".into(), port.to_string()));
-        }
-    }
-    env
-}
-
-/// [`env_for`] with the index recorded in the stream's state (none when it has none).
-pub fn stream_env(ws: &Workspace, plan: &Plan, name: &str) -> Result<Vec<(String, String)>> {
-    let store = Store::new(&ws.repo)?;
-    let index = store.read::<StreamState>(&state::stream_ref(name))?.and_then(|e| e.state.index);
-    Ok(env_for(plan, name, index))
-}
-
-/// Run a plan command (`setup`, `verify`) with `sh -c` in `dir` with `env` (see [`env_for`]); the
-/// error text says how it failed.
-pub fn run_shell(command: &str, dir: &Path, env: &[(String, String)]) -> std::result::Result<(), String> {
-    let status = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .current_dir(dir)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .status()
-        .map_err(|e| format!("cannot run `{command}`: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("`{command}` failed ({status})"))
-    }
 }
 
 /// Which streams `cleanup` should touch.

@@ -5,4 +5,5 @@
 pub mod lifecycle;
 pub mod record;
 pub mod runloop;
+pub mod shell;
 pub mod status;

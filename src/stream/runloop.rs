@@ -171,7 +171,7 @@ fn run_loop(
                 iterations: iteration,
             });
         }
-        let Some(story) = crate::cli::prd::next_open(&stories).cloned() else {
+        let Some(story) = crate::prd::next_open(&stories).cloned() else {
             record(&store, &stream.name, StreamStatus::Failed, "no story is ready: the rest are blocked")?;
             return Ok(Outcome {
                 status: StreamStatus::Failed,
@@ -194,8 +194,10 @@ fn run_loop(
         say(&format!("iteration {iteration}: {} {}", story.id, story.title));
         let tip_before = ws.repo.branch_tip(&stream.branch)?;
         let done_before = stories.len() - open;
-        let env = crate::stream::lifecycle::stream_env(ws, plan, &stream.name)?;
-        let status = Command::new(&command[0])
+        let env = crate::stream::shell::stream_env(ws, plan, &stream.name)?;
+        let mut agent = Command::new(&command[0]);
+        crate::context::export(&mut agent);
+        let status = agent
             .args(&command[1..])
             .current_dir(&wt)
             .envs(env.iter().map(|(k, v)| (k, v)))

@@ -1,0 +1,194 @@
+//! The boulder tree as the op-log holds it: which boulder a command acts on, reading one or all,
+//! the path of ids from the root, and the ops that create, switch, checkpoint, finish and keep
+//! todos.
+
+use crate::error::{Error, Result};
+use crate::state::{self, BoulderOp, BoulderState, BoulderStatus, Opt, Store, Todo};
+use crate::workspace::Workspace;
+
+/// The state of boulder `id`, `None` when it was never created.
+pub fn read(store: &Store, id: &str) -> Result<Option<BoulderState>> {
+    Ok(store.read::<BoulderState>(&state::boulder_ref(id))?.map(|e| e.state))
+}
+
+/// The boulder a command acts on: the one named, else this worktree's current one.
+pub fn target(ws: &Workspace, named: Option<&str>) -> Result<String> {
+    if let Some(id) = named {
+        crate::names::validate("boulder", id)?;
+        return Ok(id.to_string());
+    }
+    let plan = ws.plan().ok();
+    let stream = ws.repo.head_branch().and_then(|b| plan.as_ref()?.stream_for_branch(&b).map(|s| s.name.clone()));
+    match stream {
+        Some(s) => Ok(crate::hooks::current_boulder(&ws.repo, &s)),
+        None => std::fs::read_to_string(ws.repo.git_dir.join("boulder-current"))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| {
+                Error::usage("no boulder here: this worktree is not on a stream's branch")
+                    .hint("pass --boulder ID, or run `git boulder switch ID`")
+            }),
+    }
+}
+
+/// Create boulder `name` under `parent` (a root boulder when `None`) for `stream` (default: the
+/// parent's, else this worktree's stream), within settings.boulder's max_depth and
+/// parallel_limit. Returns its depth.
+pub fn create(ws: &Workspace, name: &str, parent: Option<&str>, stream: Option<&str>) -> Result<u32> {
+    crate::names::validate("boulder", name)?;
+    let plan = ws.plan().ok();
+    let settings = plan.as_ref().map(|p| p.settings.boulder.clone()).unwrap_or_default();
+    let store = Store::new(&ws.repo)?;
+    let (depth, stream) = match parent {
+        Some(p) => {
+            crate::names::validate("boulder", p)?;
+            let parent = read(&store, p)?.ok_or_else(|| {
+                Error::usage(format!("no boulder {p:?}")).hint("see the boulders with `git boulder list`")
+            })?;
+            let depth = parent.depth + 1;
+            if depth >= settings.max_depth {
+                return Err(Error::refused(format!(
+                    "boulder {p} is at depth {}; a child would exceed max_depth {}",
+                    parent.depth, settings.max_depth
+                ))
+                .hint("raise settings.boulder.max_depth, or attach it higher up"));
+            }
+            let active = children(&store, p)?.iter().filter(|(_, c)| c.status == BoulderStatus::Active).count();
+            if active as u32 >= settings.parallel_limit {
+                return Err(Error::refused(format!(
+                    "boulder {p} already has {active} active children (parallel_limit {})",
+                    settings.parallel_limit
+                ))
+                .hint("finish one first, or raise settings.boulder.parallel_limit"));
+            }
+            (depth, stream.map(str::to_owned).or(parent.stream))
+        }
+        None => (0, stream.map(str::to_owned).or_else(|| target(ws, None).ok())),
+    };
+    let created = store.append_if::<BoulderState>(&state::boulder_ref(name), |cur| {
+        Ok(match cur {
+            Some(_) => None,
+            None => Some(BoulderOp::Created {
+                id: Opt::Absent,
+                stream: stream.clone().into(),
+                parent: parent.map(str::to_owned).into(),
+                depth: Opt::Set(u64::from(depth)),
+            }),
+        })
+    })?;
+    if created.is_none() {
+        return Err(Error::usage(format!("boulder {name} already exists")).hint("pick another name"));
+    }
+    Ok(depth)
+}
+
+/// Every boulder: (id, state).
+pub fn all(store: &Store) -> Result<Vec<(String, BoulderState)>> {
+    let mut out = Vec::new();
+    for (name, _) in store.list(state::BOULDERS)? {
+        let id = name.trim_start_matches(state::BOULDERS).to_string();
+        if let Ok(Some(b)) = read(store, &id) {
+            out.push((id, b));
+        }
+    }
+    Ok(out)
+}
+
+/// The boulders whose parent is `id`.
+pub fn children(store: &Store, id: &str) -> Result<Vec<(String, BoulderState)>> {
+    Ok(all(store)?.into_iter().filter(|(_, b)| b.parent.as_deref() == Some(id)).collect())
+}
+
+/// `auth.oauth`: the ids from the root down.
+pub fn path_of(all: &[(String, BoulderState)], id: &str) -> String {
+    let mut parts = vec![id.to_string()];
+    let mut cur = all.iter().find(|(i, _)| i == id).and_then(|(_, b)| b.parent.clone());
+    while let Some(p) = cur {
+        if parts.contains(&p) || parts.len() > 64 {
+            break;
+        }
+        parts.push(p.clone());
+        cur = all.iter().find(|(i, _)| *i == p).and_then(|(_, b)| b.parent.clone());
+    }
+    parts.reverse();
+    parts.join(".")
+}
+
+/// Every boulder as (path, id, state), sorted by path: the tree in display order.
+pub fn listed(ws: &Workspace) -> Result<Vec<(String, String, BoulderState)>> {
+    let store = Store::new(&ws.repo)?;
+    let mut items = all(&store)?;
+    let paths: Vec<String> = items.iter().map(|(id, _)| path_of(&items, id)).collect();
+    let mut rows: Vec<(String, String, BoulderState)> =
+        items.drain(..).zip(paths).map(|((id, b), p)| (p, id, b)).collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(rows)
+}
+
+/// Make boulder `id` this worktree's current one.
+pub fn switch(ws: &Workspace, id: &str) -> Result<()> {
+    crate::names::validate("boulder", id)?;
+    let store = Store::new(&ws.repo)?;
+    if read(&store, id)?.is_none() {
+        return Err(Error::usage(format!("no boulder {id:?}")).hint("create it with `git boulder create`"));
+    }
+    crate::fsutil::write_atomic(&ws.repo.git_dir.join("boulder-current"), format!("{id}\n").as_bytes())?;
+    Ok(())
+}
+
+/// Refuse a boulder that was never created.
+pub fn ensure(store: &Store, id: &str) -> Result<()> {
+    if read(store, id)?.is_none() {
+        return Err(Error::usage(format!("no boulder {id:?}")).hint("create it with `git boulder create`"));
+    }
+    Ok(())
+}
+
+/// Record where work on boulder `id` stands.
+pub fn checkpoint(ws: &Workspace, id: &str, message: &str) -> Result<()> {
+    let store = Store::new(&ws.repo)?;
+    ensure(&store, id)?;
+    store.append::<BoulderState>(&state::boulder_ref(id), BoulderOp::Checkpoint { message: message.to_string() })?;
+    Ok(())
+}
+
+/// Mark boulder `id` completed: its parent's enforcement waits for completed children only.
+pub fn finish(ws: &Workspace, id: &str) -> Result<()> {
+    let store = Store::new(&ws.repo)?;
+    ensure(&store, id)?;
+    store.append::<BoulderState>(&state::boulder_ref(id), BoulderOp::Status { status: BoulderStatus::Completed })?;
+    Ok(())
+}
+
+/// The todos of boulder `id` (which must exist).
+pub fn todos(ws: &Workspace, id: &str) -> Result<Vec<Todo>> {
+    let store = Store::new(&ws.repo)?;
+    ensure(&store, id)?;
+    Ok(read(&store, id)?.unwrap_or_default().todos)
+}
+
+/// Add a todo to boulder `id`; returns the new todo.
+pub fn todo_add(ws: &Workspace, id: &str, text: &str) -> Result<Option<Todo>> {
+    let store = Store::new(&ws.repo)?;
+    ensure(&store, id)?;
+    let e = store.append_if::<BoulderState>(&state::boulder_ref(id), |cur| {
+        let n = cur.map_or(0, |b| b.todos.len()) + 1;
+        Ok(Some(BoulderOp::TodoAdd { id: format!("t{n}"), text: text.to_string() }))
+    })?;
+    Ok(e.and_then(|e| e.state.todos.last().cloned()))
+}
+
+/// Mark todo `todo` of boulder `id` done.
+pub fn todo_done(ws: &Workspace, id: &str, todo: &str) -> Result<()> {
+    let store = Store::new(&ws.repo)?;
+    ensure(&store, id)?;
+    let b = read(&store, id)?.unwrap_or_default();
+    if !b.todos.iter().any(|t| t.id == todo) {
+        return Err(
+            Error::usage(format!("no todo {todo:?} on boulder {id}")).hint("see them with `git boulder todo list`")
+        );
+    }
+    store.append::<BoulderState>(&state::boulder_ref(id), BoulderOp::TodoDone { id: todo.to_string() })?;
+    Ok(())
+}
