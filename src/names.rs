@@ -3,16 +3,32 @@
 
 use crate::error::{Error, Result};
 
-/// Check a stream or boulder name; `what` ("stream", "boulder") names it in the message.
-pub fn validate(what: &str, name: &str) -> Result<()> {
-    let problem = problem(name);
-    match problem {
+/// What names may be, for hints.
+pub const RULE: &str = "names may use letters, digits, '.', '_' and '-', must not start with '.' or '-', \
+                        contain '..' or end in '.lock'";
+
+/// A stream or boulder name that is not one valid ref component.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {what} name {name:?}: {why}")]
+pub struct NameError {
+    /// What the name is of: "stream", "boulder" …
+    pub what: &'static str,
+    pub name: String,
+    /// Why it is refused (see [`problem`]).
+    pub why: &'static str,
+}
+
+/// Check a name; `what` ("stream", "boulder") names it in the error.
+pub fn check(what: &'static str, name: &str) -> std::result::Result<(), NameError> {
+    match problem(name) {
         None => Ok(()),
-        Some(why) => Err(Error::usage(format!("invalid {what} name {name:?}: {why}")).hint(
-            "names may use letters, digits, '.', '_' and '-', must not start with '.' or '-', \
-             contain '..' or end in '.lock'",
-        )),
+        Some(why) => Err(NameError { what, name: name.to_string(), why }),
     }
+}
+
+/// Check a stream or boulder name; `what` ("stream", "boulder") names it in the message.
+pub fn validate(what: &'static str, name: &str) -> Result<()> {
+    check(what, name).map_err(|e| Error::usage(e.to_string()).with_source(e).hint(RULE))
 }
 
 /// Why `name` is not acceptable, or `None` when it is.

@@ -33,26 +33,44 @@ pub fn now_secs() -> f64 {
     parse_rfc3339(&now_rfc3339()).unwrap_or(0.0)
 }
 
-/// Parse `30s`, `5m`, `2h`, `1d`, `500ms`, `1h30m` or a bare number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+/// Why a duration does not parse; each names the text given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("empty duration")]
+    Empty,
+    #[error("invalid duration {0:?}")]
+    Invalid(String),
+    #[error("invalid duration {0:?}: expected a number such as 30s, 5m or 1h")]
+    NoNumber(String),
+    #[error("invalid duration {0:?}: a unit is missing (ms, s, m, h, d)")]
+    NoUnit(String),
+    #[error("invalid duration {text:?}: unknown unit {unit:?} (use ms, s, m, h or d)")]
+    UnknownUnit { text: String, unit: String },
+    #[error("invalid duration {0:?}: too large")]
+    TooLarge(String),
+}
+
+/// Parse `30s`, `5m`, `2h`, `1d`, `500ms`, `1h30m` or a bare number of seconds (also the value
+/// parser of every duration flag).
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
     if t.is_empty() {
-        return Err("empty duration".into());
+        return Err(DurationError::Empty);
     }
     if let Ok(secs) = t.parse::<f64>() {
         if secs.is_finite() && (0.0..1e12).contains(&secs) {
             return Ok(Duration::from_secs_f64(secs));
         }
-        return Err(format!("invalid duration {text:?}"));
+        return Err(DurationError::Invalid(text.into()));
     }
     let mut total = 0f64;
     let mut rest = t;
     while !rest.is_empty() {
         let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         if num_len == 0 {
-            return Err(format!("invalid duration {text:?}: expected a number such as 30s, 5m or 1h"));
+            return Err(DurationError::NoNumber(text.into()));
         }
-        let n: f64 = rest[..num_len].parse().map_err(|_| format!("invalid duration {text:?}"))?;
+        let n: f64 = rest[..num_len].parse().map_err(|_| DurationError::Invalid(text.into()))?;
         rest = &rest[num_len..];
         let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
         let unit = &rest[..unit_len];
@@ -63,13 +81,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "m" | "min" | "mins" => 60.0,
             "h" | "hr" | "hours" => 3600.0,
             "d" | "days" => 86400.0,
-            "" => return Err(format!("invalid duration {text:?}: a unit is missing (ms, s, m, h, d)")),
-            other => return Err(format!("invalid duration {text:?}: unknown unit {other:?} (use ms, s, m, h or d)")),
+            "" => return Err(DurationError::NoUnit(text.into())),
+            other => return Err(DurationError::UnknownUnit { text: text.into(), unit: other.into() }),
         };
         total += n * factor;
     }
     if !total.is_finite() || total > 1e12 {
-        return Err(format!("invalid duration {text:?}: too large"));
+        return Err(DurationError::TooLarge(text.into()));
     }
     Ok(Duration::from_secs_f64(total))
 }
@@ -90,6 +108,11 @@ mod tests {
         assert!(parse_duration("").is_err());
         assert!(parse_duration("1e300").is_err());
         assert!(parse_duration("1e300s").is_err());
+        assert_eq!(
+            parse_duration("5x").unwrap_err().to_string(),
+            r#"invalid duration "5x": unknown unit "x" (use ms, s, m, h or d)"#
+        );
+        assert_eq!(parse_duration(" ").unwrap_err(), DurationError::Empty);
     }
 
     #[test]

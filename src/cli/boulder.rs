@@ -8,7 +8,6 @@ use serde_json::json;
 use crate::boulder::enforce::Overrides;
 use crate::boulder::tree;
 use crate::error::Result;
-use crate::time::parse_duration;
 use crate::workspace::Workspace;
 
 #[derive(Debug, clap::Args)]
@@ -19,7 +18,7 @@ pub struct CreateArgs {
     #[arg(long, value_name = "ID", add = super::complete::boulder_ids())]
     pub parent: Option<String>,
     /// The stream it belongs to (default: the parent's, else this worktree's stream).
-    #[arg(long, value_name = "NAME", add = super::complete::stream_names())]
+    #[arg(long, value_name = "NAME", value_parser = super::values::stream_name(), add = super::complete::stream_names())]
     pub stream: Option<String>,
 }
 
@@ -52,16 +51,16 @@ pub struct CheckArgs {
     #[arg(long)]
     pub json: bool,
     /// Override settings.boulder.idle_threshold (e.g. 30s).
-    #[arg(long, value_name = "D", value_parser = parse_duration)]
+    #[arg(long, value_name = "D", value_parser = super::values::duration())]
     pub idle_threshold: Option<std::time::Duration>,
     /// Override settings.boulder.cooldown.
-    #[arg(long, value_name = "D", value_parser = parse_duration)]
+    #[arg(long, value_name = "D", value_parser = super::values::duration())]
     pub cooldown: Option<std::time::Duration>,
     /// Override settings.boulder.max_failures.
     #[arg(long, value_name = "N")]
     pub max_failures: Option<u32>,
     /// Override settings.boulder.recovery_window.
-    #[arg(long, value_name = "D", value_parser = parse_duration)]
+    #[arg(long, value_name = "D", value_parser = super::values::duration())]
     pub recovery_window: Option<std::time::Duration>,
     /// Override settings.boulder.backoff_multiplier.
     #[arg(long, value_name = "X")]

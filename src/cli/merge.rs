@@ -12,7 +12,7 @@ use crate::workspace::Workspace;
 #[derive(Debug, clap::Args)]
 pub struct MergeArgs {
     /// Streams to merge, in the order given.
-    #[arg(value_name = "NAME", required_unless_present = "all", conflicts_with = "all", add = super::complete::stream_names())]
+    #[arg(value_name = "NAME", required_unless_present = "all", conflicts_with = "all", value_parser = super::values::stream_name(), add = super::complete::stream_names())]
     pub names: Vec<String>,
     /// Merge every complete stream in depends_on order; stop at the first that cannot merge.
     #[arg(long)]

@@ -17,6 +17,7 @@ pub mod status;
 pub mod stream;
 pub mod sync;
 pub mod trust;
+mod values;
 
 use std::path::PathBuf;
 

@@ -30,7 +30,7 @@ pub enum PrdCommand {
 pub struct ShowArgs {
     /// Only this stream's stories, with its view of their status (default in a stream's
     /// worktree: that stream).
-    #[arg(long, value_name = "NAME", add = super::complete::stream_names())]
+    #[arg(long, value_name = "NAME", value_parser = super::values::stream_name(), add = super::complete::stream_names())]
     pub stream: Option<String>,
     /// The whole PRD, also in a stream's worktree.
     #[arg(long, conflicts_with = "stream")]

@@ -97,6 +97,7 @@ pub struct SuggestArgs {
 #[derive(Debug, clap::Args)]
 pub struct AddArgs {
     /// The new stream's name (its branch is boulder/NAME).
+    #[arg(value_parser = super::values::stream_name())]
     pub name: String,
     /// Story ids the stream works on, as the PRD spells them.
     #[arg(long = "story", value_name = "ID", num_args = 1.., add = super::complete::story_ids())]
@@ -109,7 +110,7 @@ pub struct AddArgs {
 #[derive(Debug, clap::Args)]
 pub struct InitArgs {
     /// Streams to initialize; all streams of the plan when none is named.
-    #[arg(value_name = "NAME", add = super::complete::stream_names())]
+    #[arg(value_name = "NAME", value_parser = super::values::stream_name(), add = super::complete::stream_names())]
     pub names: Vec<String>,
     /// Do not install git-boulder's hooks (commits in the worktrees are then not recorded).
     #[arg(long)]
@@ -119,14 +120,14 @@ pub struct InitArgs {
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// The stream.
-    #[arg(add = super::complete::stream_names())]
+    #[arg(value_parser = super::values::stream_name(), add = super::complete::stream_names())]
     pub name: String,
     /// Stop after this many iterations (default: the stream's max_iterations, else no limit).
     #[arg(long, value_name = "N")]
     pub max_iterations: Option<u32>,
     /// Base wait after an iteration without progress (default: settings.boulder.cooldown).
-    #[arg(long, value_name = "D")]
-    pub cooldown: Option<String>,
+    #[arg(long, value_name = "D", value_parser = super::values::duration())]
+    pub cooldown: Option<std::time::Duration>,
     /// Iterations without progress before the run fails (default: settings.boulder.max_failures).
     #[arg(long, value_name = "N")]
     pub max_failures: Option<u32>,
@@ -138,14 +139,14 @@ pub struct RunArgs {
 #[derive(Debug, clap::Args)]
 pub struct PathArgs {
     /// The stream.
-    #[arg(add = super::complete::stream_names())]
+    #[arg(value_parser = super::values::stream_name(), add = super::complete::stream_names())]
     pub name: String,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct CleanupArgs {
     /// Streams to clean up.
-    #[arg(value_name = "NAME", add = super::complete::stream_names())]
+    #[arg(value_name = "NAME", value_parser = super::values::stream_name(), add = super::complete::stream_names())]
     pub names: Vec<String>,
     /// Every merged stream: merged by git-boulder, or its branch has commits of its own, all in the
     /// base branch (never a stream that has not started).
@@ -273,10 +274,7 @@ fn run_loop(ws: &Workspace, ctx: &Context, args: RunArgs) -> Result<()> {
     let plan = ws.plan()?;
     let stream = ws.stream(&plan, &args.name)?;
     let b = &plan.settings.boulder;
-    let cooldown = match &args.cooldown {
-        Some(c) => crate::time::parse_duration(c).map_err(|e| Error::usage(format!("--cooldown: {e}")))?,
-        None => b.cooldown,
-    };
+    let cooldown = args.cooldown.unwrap_or(b.cooldown);
     let opts = crate::stream::runloop::Options {
         max_iterations: args.max_iterations.or(stream.max_iterations),
         cooldown,

@@ -47,20 +47,20 @@ pub struct SetupArgs {
 #[derive(Debug, clap::Args)]
 pub struct ClaimArgs {
     /// The stream.
-    #[arg(add = super::complete::stream_names())]
+    #[arg(value_parser = super::values::stream_name(), add = super::complete::stream_names())]
     pub name: String,
     /// The remote that holds the lease (default: settings.claim_remote, else the default remote).
     #[arg(long, value_name = "REMOTE")]
     pub remote: Option<String>,
     /// How long the lease lasts unless renewed (claiming again renews it).
-    #[arg(long, value_name = "D", default_value = "1h")]
-    pub ttl: String,
+    #[arg(long, value_name = "D", default_value = "1h", value_parser = super::values::duration())]
+    pub ttl: std::time::Duration,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct ReleaseArgs {
     /// The stream.
-    #[arg(add = super::complete::stream_names())]
+    #[arg(value_parser = super::values::stream_name(), add = super::complete::stream_names())]
     pub name: String,
     /// The remote that holds the lease (default: settings.claim_remote, else the default remote).
     #[arg(long, value_name = "REMOTE")]
@@ -255,10 +255,9 @@ fn claim_remote(ws: &Workspace, given: Option<String>) -> Result<crate::git::rem
 pub fn claim(ws: &Workspace, args: ClaimArgs) -> Result<()> {
     let plan = ws.plan()?;
     let stream = ws.stream(&plan, &args.name)?;
-    let ttl = crate::time::parse_duration(&args.ttl).map_err(|e| Error::usage(format!("--ttl: {e}")))?;
     let remote = claim_remote(ws, args.remote)?;
     let actor = Store::new(&ws.repo)?.actor;
-    let (c, how) = crate::sync::claim::take(&ws.repo, &remote, &stream.name, &actor, ttl)?;
+    let (c, how) = crate::sync::claim::take(&ws.repo, &remote, &stream.name, &actor, args.ttl)?;
     let (how, note) = match how {
         crate::sync::claim::Taken::New => ("claimed", String::new()),
         crate::sync::claim::Taken::Renewed => ("renewed the claim on", String::new()),

@@ -45,8 +45,9 @@ pub fn insert_stream(text: &str, stream: &NewStream) -> Result<String> {
         return Err(Error::refused(format!("the plan already has a stream {:?}", stream.name))
             .hint("choose another name, or edit that stream in .boulder/streams.yaml"));
     }
-    super::compile_globs(stream.paths)
-        .map_err(|e| Error::usage(e).hint("globs are relative to the repository root, e.g. src/auth/**"))?;
+    super::compile_globs(stream.paths).map_err(|e| {
+        Error::usage(e.to_string()).with_source(e).hint("globs are relative to the repository root, e.g. src/auth/**")
+    })?;
     let nl = if text.contains("\r\n") { "\r\n" } else { "\n" };
     let list = |items: &[String]| items.iter().map(|s| crate::plan::suggest::scalar(s)).collect::<Vec<_>>().join(", ");
     let entry = |ind: &str, child: &str| {

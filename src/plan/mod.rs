@@ -24,7 +24,7 @@ pub mod suggest;
 mod validate;
 
 pub use parse::parse;
-pub use validate::{compile_globs, literal_prefix, topo_order, validate};
+pub use validate::{compile_globs, literal_prefix, topo_order, validate, GlobError, GlobProblem};
 
 /// Where the plan lives inside a work tree.
 pub const PLAN_PATH: &str = ".boulder/streams.yaml";

@@ -827,10 +827,10 @@ fn glob_semantics() {
         assert!(!set.is_match(no), "{no}");
     }
     assert!(compile_globs(&strings(&["**"])).unwrap().is_match("a/b/c"));
-    let e = compile_globs(&strings(&["ok/**", "bad/[x"])).unwrap_err();
+    let e = compile_globs(&strings(&["ok/**", "bad/[x"])).unwrap_err().to_string();
     assert!(e.starts_with(r#"invalid glob "bad/[x": "#), "{e}");
-    assert!(compile_globs(&strings(&["/abs"])).unwrap_err().contains("absolute"));
-    assert!(compile_globs(&strings(&["a/../b"])).unwrap_err().contains(".."));
+    assert!(compile_globs(&strings(&["/abs"])).unwrap_err().to_string().contains("absolute"));
+    assert!(compile_globs(&strings(&["a/../b"])).unwrap_err().to_string().contains(".."));
     assert!(compile_globs(&[]).unwrap().is_empty());
 
     assert_eq!(literal_prefix("src/auth/**"), "src/auth/");

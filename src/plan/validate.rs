@@ -42,37 +42,64 @@ fn normalize(glob: &str) -> Cow<'_, str> {
     }
 }
 
+/// Why one glob cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GlobProblem {
+    #[error("it is empty")]
+    Empty,
+    #[error("it is absolute; globs are relative to the repository root")]
+    Absolute,
+    #[error("it contains a `..` component; globs cannot reach outside the repository")]
+    Parent,
+    /// The glob syntax is wrong (an unclosed `[`, …).
+    #[error("{0}")]
+    Syntax(globset::ErrorKind),
+}
+
+/// Why a list of globs cannot be compiled: the first bad glob and why.
+#[derive(Debug, thiserror::Error)]
+pub enum GlobError {
+    #[error("invalid glob {}: {problem}", quote(glob))]
+    Invalid {
+        glob: String,
+        #[source]
+        problem: GlobProblem,
+    },
+    #[error("the globs cannot be compiled together: {0}")]
+    Set(#[source] globset::Error),
+}
+
 /// Why a glob cannot be used, or the compiled glob.
-fn build_glob(glob: &str) -> Result<Glob, String> {
+fn build_glob(glob: &str) -> Result<Glob, GlobProblem> {
     if glob.trim().is_empty() {
-        return Err("it is empty".into());
+        return Err(GlobProblem::Empty);
     }
     let bytes = glob.as_bytes();
     if glob.starts_with('/')
         || glob.starts_with('\\')
         || (bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':')
     {
-        return Err("it is absolute; globs are relative to the repository root".into());
+        return Err(GlobProblem::Absolute);
     }
     if glob.split(['/', '\\']).any(|c| c == "..") {
-        return Err("it contains a `..` component; globs cannot reach outside the repository".into());
+        return Err(GlobProblem::Parent);
     }
     GlobBuilder::new(&normalize(glob))
         .literal_separator(true)
         .backslash_escape(true)
         .build()
-        .map_err(|e| e.kind().to_string())
+        .map_err(|e| GlobProblem::Syntax(e.kind().clone()))
 }
 
 /// Compile globs with the plan's semantics (see the module docs of [`crate::plan`]): `*` stays
 /// within one path component, `**` crosses directories, a trailing `/` means the whole directory.
 /// The error names the first bad glob and why.
-pub fn compile_globs(globs: &[String]) -> Result<GlobSet, String> {
+pub fn compile_globs(globs: &[String]) -> Result<GlobSet, GlobError> {
     let mut set = GlobSetBuilder::new();
     for g in globs {
-        set.add(build_glob(g).map_err(|why| format!("invalid glob {}: {why}", quote(g)))?);
+        set.add(build_glob(g).map_err(|problem| GlobError::Invalid { glob: g.clone(), problem })?);
     }
-    set.build().map_err(|e| format!("the globs cannot be compiled together: {e}"))
+    set.build().map_err(GlobError::Set)
 }
 
 fn is_meta(c: char) -> bool {
@@ -118,7 +145,7 @@ struct Compiled {
     matcher: GlobMatcher,
 }
 
-fn compile_one(text: &str) -> Result<Compiled, String> {
+fn compile_one(text: &str) -> Result<Compiled, GlobProblem> {
     let glob = build_glob(text)?;
     Ok(Compiled { text: text.to_string(), norm: normalize(text).into_owned(), matcher: glob.compile_matcher(), glob })
 }

@@ -34,6 +34,7 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
     // Globs that would lead outside the repository are refused before anything is created.
     if let Err(why) = crate::plan::compile_globs(&plan.settings.copy_into_worktree) {
         return Err(Error::usage(format!("settings.copy_into_worktree: {why}"))
+            .with_source(why)
             .hint("use globs relative to the repository root, without '..' or a leading '/'"));
     }
     // So are `.worktreeinclude` patterns that would.

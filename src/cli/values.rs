@@ -1,0 +1,70 @@
+//! Value parsers of the flags and arguments that need more than a type: durations and stream
+//! names are checked once, as the command line is parsed. A bad value is a usage error (exit 2)
+//! whose message reads like the rest of git-boulder's (`--cooldown: invalid duration "soon": …`,
+//! `invalid stream name …` with its hint), and never echoes the raw value unescaped.
+
+use std::time::Duration;
+
+use clap::builder::TypedValueParser;
+use clap::error::ErrorKind;
+
+/// A duration: `30s`, `5m`, `1h30m`, `500ms` or a bare number of seconds.
+#[derive(Debug, Clone, Copy)]
+pub struct DurationParser;
+
+/// The value parser of duration flags.
+pub fn duration() -> DurationParser {
+    DurationParser
+}
+
+impl TypedValueParser for DurationParser {
+    type Value = Duration;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Duration, clap::Error> {
+        let text = value.to_string_lossy();
+        crate::time::parse_duration(&text).map_err(|e| {
+            let flag = arg.and_then(|a| a.get_long()).map(|l| format!("--{l}: ")).unwrap_or_default();
+            usage_error(format!("{flag}{e}"), None)
+        })
+    }
+}
+
+/// A stream name: one valid ref component.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamNameParser;
+
+/// The value parser of stream names.
+pub fn stream_name() -> StreamNameParser {
+    StreamNameParser
+}
+
+impl TypedValueParser for StreamNameParser {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        let name = value.to_string_lossy();
+        crate::names::check("stream", &name).map_err(|e| usage_error(e.to_string(), Some(crate::names::RULE)))?;
+        Ok(name.into_owned())
+    }
+}
+
+/// A usage error printed as git-boulder prints its own: `error: MESSAGE` (inert), then a hint,
+/// without clap's usage lines.
+fn usage_error(message: String, hint: Option<&str>) -> clap::Error {
+    let mut text = crate::text::inert_lines(&message).into_owned();
+    if let Some(h) = hint {
+        text.push_str("\nhint: ");
+        text.push_str(h);
+    }
+    clap::Error::raw(ErrorKind::ValueValidation, format!("{text}\n"))
+}
