@@ -4,7 +4,8 @@
 use std::io::Write;
 
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::merge::batch::Batch;
 use crate::merge::{self, Options, Report};
 use crate::plan::MergeStrategy;
 use crate::workspace::Workspace;
@@ -51,68 +52,22 @@ fn say(ctx: &Context, line: &str) {
 pub fn run(ws: &Workspace, ctx: &Context, args: MergeArgs) -> Result<()> {
     let say = |line: &str| say(ctx, line);
     let plan = ws.plan()?;
-    let opts = Options {
-        strategy: args.strategy.map(|s| match s {
-            StrategyArg::Rebase => MergeStrategy::Rebase,
-            StrategyArg::Merge => MergeStrategy::Merge,
-            StrategyArg::Squash => MergeStrategy::Squash,
-        }),
-        dry_run: args.dry_run,
-        force: args.force,
-        wait: args.wait,
-    };
-    if !args.dry_run {
-        crate::trust::require(&ws.repo, &plan, "stream merge", &[crate::trust::VERIFY.to_string()])?;
-    }
-    let what = if args.all { "--all".to_string() } else { args.names.join(" ") };
-    let _lock = crate::lock::acquire(&ws.repo, "merge", args.wait, &format!("git boulder stream merge {what}"))?;
-    let names: Vec<String> = if args.all {
-        let all: Vec<String> = plan.streams.iter().map(|s| s.name.clone()).collect();
-        merge::order(&plan, &all)?
-    } else {
-        for n in &args.names {
-            ws.stream(&plan, n)?;
-        }
-        args.names.clone()
+    let batch = Batch {
+        names: args.names,
+        all: args.all,
+        opts: Options {
+            strategy: args.strategy.map(|s| match s {
+                StrategyArg::Rebase => MergeStrategy::Rebase,
+                StrategyArg::Merge => MergeStrategy::Merge,
+                StrategyArg::Squash => MergeStrategy::Squash,
+            }),
+            dry_run: args.dry_run,
+            force: args.force,
+            wait: args.wait,
+        },
     };
     let mut out = std::io::stdout().lock();
-    let mut merged = Vec::new();
-    for name in &names {
-        let stream = ws.stream(&plan, name)?;
-        if args.all {
-            if ws.repo.branch_tip(&stream.branch)?.is_none() {
-                say(&format!("skipping {name}: no branch {} (not initialized)", stream.branch));
-                continue;
-            }
-            if merge::already_merged(ws, &plan, stream)? {
-                continue;
-            }
-            if !args.force && !merge::complete(ws, &plan, stream)? {
-                say(&format!("skipping {name}: its stories are not all done"));
-                continue;
-            }
-        }
-        let result = merge::merge(ws, &plan, stream, &opts, &say);
-        let report = match result {
-            Ok(r) => r,
-            Err(e) => return Err(stopped(e, &merged, args.all)),
-        };
-        print(ctx, &mut out, &report, args.dry_run)?;
-        if !report.conflicts.is_empty() {
-            let e = Error::refused(format!(
-                "stream {name} cannot merge into {}: {} conflict(s) replaying commit {}; nothing was changed",
-                report.base,
-                report.conflicts.len(),
-                &report.conflicts[0].commit[..12]
-            ))
-            .hint(format!(
-                "rebase it yourself and resolve: cd \"$(git boulder stream path {name})\" && git rebase {}",
-                report.base
-            ));
-            return Err(stopped(e, &merged, args.all));
-        }
-        merged.push(name.clone());
-    }
+    let merged = merge::batch::run(ws, &plan, &batch, &say, |report| print(ctx, &mut out, report, args.dry_run))?;
     if args.all && merged.is_empty() {
         writeln!(out, "nothing to merge: no complete stream has unmerged work")?;
     }
@@ -127,31 +82,7 @@ pub fn run(ws: &Workspace, ctx: &Context, args: MergeArgs) -> Result<()> {
 /// `settings.auto_merge`: merge a stream its run loop just completed, as `stream merge NAME` would.
 pub fn auto(ws: &Workspace, ctx: &Context, plan: &crate::plan::Plan, stream: &crate::plan::StreamDef) -> Result<()> {
     let say = |line: &str| say(ctx, line);
-    let _lock = crate::lock::acquire(
-        &ws.repo,
-        "merge",
-        false,
-        &format!("git boulder stream merge {} (auto_merge)", stream.name),
-    )?;
-    let report = merge::merge(ws, plan, stream, &Options::default(), &say)?;
-    print(ctx, &mut std::io::stdout().lock(), &report, false)?;
-    if !report.conflicts.is_empty() {
-        return Err(Error::refused(format!(
-            "stream {} completed but cannot merge: conflicts; nothing was changed",
-            stream.name
-        ))
-        .hint(format!("resolve them, then run `git boulder stream merge {}`", stream.name)));
-    }
-    Ok(())
-}
-
-fn stopped(e: Error, merged: &[String], all: bool) -> Error {
-    if all {
-        let done = if merged.is_empty() { "none".to_string() } else { merged.join(", ") };
-        e.hint(format!("merged before stopping: {done}"))
-    } else {
-        e
-    }
+    merge::batch::auto(ws, plan, stream, &say, |report| print(ctx, &mut std::io::stdout().lock(), report, false))
 }
 
 fn print(ctx: &Context, out: &mut impl Write, r: &Report, dry_run: bool) -> Result<()> {

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use clap::Subcommand;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::state::Store;
 use crate::sync::{self, PullReport, PushReport, RefOutcome};
 use crate::workspace::Workspace;
@@ -118,69 +118,6 @@ fn print_push(out: &mut impl Write, r: &PushReport) -> Result<()> {
     Ok(())
 }
 
-fn refused_pull(r: &PullReport) -> Option<Error> {
-    let bad = r.refused();
-    (!bad.is_empty()).then(|| {
-        let names: Vec<&str> = bad.iter().map(|x| x.name.as_str()).collect();
-        Error::refused(format!(
-            "{} ref(s) from {} failed validation and were not taken: {}",
-            bad.len(),
-            r.remote,
-            names.join(", ")
-        ))
-        .hint("the local state of those refs is unchanged; fix or delete them on the remote")
-    })
-}
-
-fn rejected_push(r: &PushReport) -> Option<Error> {
-    let bad: Vec<&str> = r.refs.iter().filter(|x| x.result == "rejected").map(|x| x.name.as_str()).collect();
-    if bad.is_empty() {
-        return None;
-    }
-    if r.refused_by_server {
-        let reasons: Vec<String> = r
-            .refs
-            .iter()
-            .filter(|x| x.result == "rejected")
-            .map(|x| format!("{} {}", x.name, x.why.as_deref().unwrap_or("")))
-            .collect();
-        let mut message = format!("the remote {} refused the push: {}", r.remote, reasons.join("; "));
-        for line in &r.remote_messages {
-            message.push('\n');
-            message.push_str(line);
-        }
-        return Some(Error::refused(message).hint(
-            "the server's own rules (its hooks or receive.* settings) turned the push down; trying again will \
-             not help: ask whoever runs it",
-        ));
-    }
-    let refused: Vec<&str> = r
-        .pulled
-        .iter()
-        .filter(|x| x.result == "refused" && bad.contains(&x.name.as_str()))
-        .map(|x| x.name.as_str())
-        .collect();
-    if !refused.is_empty() {
-        return Some(
-            Error::refused(format!(
-                "the remote {} holds invalid state for {}, so it cannot be merged and pushed",
-                r.remote,
-                refused.join(", ")
-            ))
-            .hint("fix or delete those refs on the remote (`git boulder pull` says why they are invalid)"),
-        );
-    }
-    Some(
-        Error::refused(format!(
-            "the remote {} still rejects {} after {} pushes",
-            r.remote,
-            bad.join(", "),
-            r.rounds + 1
-        ))
-        .hint("another machine keeps pushing, or the remote refuses these refs; see the reasons above"),
-    )
-}
-
 pub fn pull(ws: &Workspace, args: RemoteArgs) -> Result<()> {
     let remote = sync::resolve(&ws.repo, args.remote.as_deref(), &base_branch(ws))?;
     let report = sync::pull(&ws.repo, &remote)?;
@@ -190,7 +127,7 @@ pub fn pull(ws: &Workspace, args: RemoteArgs) -> Result<()> {
     } else {
         print_pull(&mut out, &report)?;
     }
-    refused_pull(&report).map_or(Ok(()), Err)
+    report.refusal().map_or(Ok(()), Err)
 }
 
 pub fn push(ws: &Workspace, args: RemoteArgs) -> Result<()> {
@@ -202,7 +139,7 @@ pub fn push(ws: &Workspace, args: RemoteArgs) -> Result<()> {
     } else {
         print_push(&mut out, &report)?;
     }
-    rejected_push(&report).map_or(Ok(()), Err)
+    report.refusal().map_or(Ok(()), Err)
 }
 
 pub fn sync_cmd(ws: &Workspace, args: RemoteArgs) -> Result<()> {
@@ -217,10 +154,10 @@ pub fn sync_cmd(ws: &Workspace, args: RemoteArgs) -> Result<()> {
         print_pull(&mut out, &pulled)?;
         print_push(&mut out, &pushed)?;
     }
-    if let Some(e) = refused_pull(&pulled) {
+    if let Some(e) = pulled.refusal() {
         return Err(e);
     }
-    rejected_push(&pushed).map_or(Ok(()), Err)
+    pushed.refusal().map_or(Ok(()), Err)
 }
 
 pub fn remote(ws: &Workspace, cmd: RemoteCommand) -> Result<()> {

@@ -13,6 +13,7 @@
 //! (parents: base tip, stream tip) that both branches move to; `squash` rebases the stream, then
 //! puts one commit with the replayed tree on the base.
 
+pub mod batch;
 pub mod journal;
 pub mod prd;
 pub mod replay;

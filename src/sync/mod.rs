@@ -12,6 +12,7 @@
 //! * **sync** is pull then push until both sides agree.
 
 pub mod claim;
+mod report;
 
 use std::collections::BTreeMap;
 

@@ -1,0 +1,75 @@
+//! The refusal that ends a pull or a push whose report holds refs that were not taken.
+
+use super::{PullReport, PushReport};
+use crate::error::Error;
+
+impl PullReport {
+    /// The refusal a pull ends with: the refs that failed validation and were not taken.
+    pub fn refusal(&self) -> Option<Error> {
+        let r = self;
+        let bad = r.refused();
+        (!bad.is_empty()).then(|| {
+            let names: Vec<&str> = bad.iter().map(|x| x.name.as_str()).collect();
+            Error::refused(format!(
+                "{} ref(s) from {} failed validation and were not taken: {}",
+                bad.len(),
+                r.remote,
+                names.join(", ")
+            ))
+            .hint("the local state of those refs is unchanged; fix or delete them on the remote")
+        })
+    }
+}
+
+impl PushReport {
+    /// The refusal a push ends with: refs the remote still rejects, and why as far as known.
+    pub fn refusal(&self) -> Option<Error> {
+        let r = self;
+        let bad: Vec<&str> = r.refs.iter().filter(|x| x.result == "rejected").map(|x| x.name.as_str()).collect();
+        if bad.is_empty() {
+            return None;
+        }
+        if r.refused_by_server {
+            let reasons: Vec<String> = r
+                .refs
+                .iter()
+                .filter(|x| x.result == "rejected")
+                .map(|x| format!("{} {}", x.name, x.why.as_deref().unwrap_or("")))
+                .collect();
+            let mut message = format!("the remote {} refused the push: {}", r.remote, reasons.join("; "));
+            for line in &r.remote_messages {
+                message.push('\n');
+                message.push_str(line);
+            }
+            return Some(Error::refused(message).hint(
+                "the server's own rules (its hooks or receive.* settings) turned the push down; trying again will \
+                 not help: ask whoever runs it",
+            ));
+        }
+        let refused: Vec<&str> = r
+            .pulled
+            .iter()
+            .filter(|x| x.result == "refused" && bad.contains(&x.name.as_str()))
+            .map(|x| x.name.as_str())
+            .collect();
+        if !refused.is_empty() {
+            return Some(
+                Error::refused(format!(
+                    "the remote {} holds invalid state for {}, so it cannot be merged and pushed",
+                    r.remote,
+                    refused.join(", ")
+                ))
+                .hint("fix or delete those refs on the remote (`git boulder pull` says why they are invalid)"),
+            );
+        }
+        Some(
+            Error::refused(format!(
+                "the remote {} still rejects {} after {} pushes",
+                r.remote,
+                bad.join(", "),
+                r.rounds + 1
+            ))
+            .hint("another machine keeps pushing, or the remote refuses these refs; see the reasons above"),
+        )
+    }
+}
