@@ -32,20 +32,20 @@ pub struct Claim {
 
 impl Claim {
     /// Check a claim read from anywhere.
-    pub fn validate(&self, stream: &str) -> std::result::Result<(), String> {
+    pub fn validate(&self, stream: &str) -> std::result::Result<(), InvalidClaim> {
         if self.v != 1 {
-            return Err(format!("claim version {} is not 1", self.v));
+            return Err(InvalidClaim::Version(self.v));
         }
         if self.stream != stream {
-            return Err(format!("claim names stream {:?}, not {stream:?}", self.stream));
+            return Err(InvalidClaim::OtherStream { named: self.stream.clone(), expected: stream.to_string() });
         }
-        crate::state::op::valid_actor(&self.actor)?;
+        crate::state::op::valid_actor(&self.actor).map_err(InvalidClaim::Actor)?;
         if self.host.chars().count() > 255 || self.host.chars().any(char::is_control) {
-            return Err("claim host is longer than 255 characters or has control characters".into());
+            return Err(InvalidClaim::Host);
         }
         for (what, t) in [("since", &self.since), ("expires", &self.expires)] {
             if crate::time::parse_rfc3339(t).is_none() {
-                return Err(format!("claim {what} {t:?} is not RFC 3339"));
+                return Err(InvalidClaim::Time { what, text: t.clone() });
             }
         }
         Ok(())
@@ -70,36 +70,83 @@ pub fn tracking_ref(key: &str, stream: &str) -> String {
     format!("refs/boulder-remotes/{key}/claims/{stream}")
 }
 
+/// Why a claim (its commit, or the `claim.json` in it) is not valid; the message names it.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidClaim {
+    #[error("claim version {0} is not 1")]
+    Version(u32),
+    #[error("claim names stream {named:?}, not {expected:?}")]
+    OtherStream { named: String, expected: String },
+    /// The actor is not one (see [`crate::state::op::valid_actor`]).
+    #[error("{0}")]
+    Actor(String),
+    #[error("claim host is longer than 255 characters or has control characters")]
+    Host,
+    #[error("claim {what} {text:?} is not RFC 3339")]
+    Time { what: &'static str, text: String },
+    /// An object could not be read.
+    #[error("claim {id}: {source}")]
+    Unreadable { id: ObjectId, source: Box<dyn std::error::Error + Send + Sync> },
+    /// The claim commit's tree or file could not be read.
+    #[error("claim commit {id}: {source}")]
+    Broken { id: ObjectId, source: Box<dyn std::error::Error + Send + Sync> },
+    #[error("{id} is not a claim commit: {source}")]
+    NotACommit { id: ObjectId, source: Box<dyn std::error::Error + Send + Sync> },
+    #[error("claim commit {0} is too large")]
+    CommitTooLarge(ObjectId),
+    #[error("claim commit {0} has parents")]
+    HasParents(ObjectId),
+    #[error("claim commit {id} must hold exactly claim.json, found {names:?}")]
+    Files { id: ObjectId, names: Vec<String> },
+    #[error("no claim.json")]
+    NoFile,
+    #[error("claim commit {0}: claim.json is not a file")]
+    NotAFile(ObjectId),
+    #[error("claim commit {0}: claim.json is too large")]
+    FileTooLarge(ObjectId),
+    #[error("claim commit {id}: claim.json: {source}")]
+    Json { id: ObjectId, source: serde_json::Error },
+    /// The claim read is not valid for the stream.
+    #[error("claim commit {id}: {source}")]
+    Content {
+        id: ObjectId,
+        #[source]
+        source: Box<InvalidClaim>,
+    },
+}
+
 /// Read and check the claim commit `id` of `stream`. The error names the problem.
-pub fn read(repo: &Repo, stream: &str, id: ObjectId) -> std::result::Result<Claim, String> {
+pub fn read(repo: &Repo, stream: &str, id: ObjectId) -> std::result::Result<Claim, InvalidClaim> {
     let g = &repo.repo;
     // Sizes come from the object headers, before anything fetched is read whole.
-    let size = |oid: ObjectId| g.find_header(oid).map(|h| h.size()).map_err(|e| format!("claim {oid}: {e}"));
+    let size = |oid: ObjectId| {
+        g.find_header(oid).map(|h| h.size()).map_err(|e| InvalidClaim::Unreadable { id: oid, source: Box::new(e) })
+    };
     if size(id)? > 16 * 1024 {
-        return Err(format!("claim commit {id} is too large"));
+        return Err(InvalidClaim::CommitTooLarge(id));
     }
-    let commit = g.find_commit(id).map_err(|e| format!("{id} is not a claim commit: {e}"))?;
+    let commit = g.find_commit(id).map_err(|e| InvalidClaim::NotACommit { id, source: Box::new(e) })?;
     if commit.parent_ids().next().is_some() {
-        return Err(format!("claim commit {id} has parents"));
+        return Err(InvalidClaim::HasParents(id));
     }
-    let tree = commit.tree().map_err(|e| format!("claim commit {id}: {e}"))?;
+    let tree = commit.tree().map_err(|e| InvalidClaim::Broken { id, source: Box::new(e) })?;
     let names: Vec<String> = tree.iter().filter_map(|e| e.ok().map(|e| e.filename().to_string())).collect();
     if names != ["claim.json"] {
-        return Err(format!("claim commit {id} must hold exactly claim.json, found {names:?}"));
+        return Err(InvalidClaim::Files { id, names });
     }
-    let entry = tree.find_entry("claim.json").ok_or("no claim.json")?;
+    let entry = tree.find_entry("claim.json").ok_or(InvalidClaim::NoFile)?;
     if !entry.mode().is_blob() {
-        return Err(format!("claim commit {id}: claim.json is not a file"));
+        return Err(InvalidClaim::NotAFile(id));
     }
     if size(entry.object_id())? > 16 * 1024 {
-        return Err(format!("claim commit {id}: claim.json is too large"));
+        return Err(InvalidClaim::FileTooLarge(id));
     }
-    let data = entry.object().map_err(|e| format!("claim commit {id}: {e}"))?.detach().data;
+    let data = entry.object().map_err(|e| InvalidClaim::Broken { id, source: Box::new(e) })?.detach().data;
     if data.len() > 16 * 1024 {
-        return Err(format!("claim commit {id}: claim.json is too large"));
+        return Err(InvalidClaim::FileTooLarge(id));
     }
-    let claim: Claim = serde_json::from_slice(&data).map_err(|e| format!("claim commit {id}: claim.json: {e}"))?;
-    claim.validate(stream).map_err(|e| format!("claim commit {id}: {e}"))?;
+    let claim: Claim = serde_json::from_slice(&data).map_err(|source| InvalidClaim::Json { id, source })?;
+    claim.validate(stream).map_err(|e| InvalidClaim::Content { id, source: Box::new(e) })?;
     Ok(claim)
 }
 
@@ -141,6 +188,7 @@ pub fn current(repo: &Repo, remote: &remote::RemoteName, stream: &str) -> Result
     let claim = read(repo, stream, f.id).map_err(|e| {
         Error::refused(format!("{} on {} is not a valid claim: {e}", remote_ref(stream), remote.given))
             .hint(format!("release it by force: git boulder stream release {stream} --remote {} --force", remote.given))
+            .with_source(e)
     })?;
     Ok(Some((f.id, claim)))
 }

@@ -102,18 +102,45 @@ const MAX_NOTES_COMMIT_BYTES: u64 = 64 * 1024;
 /// How many of the commits a fetched notes ref adds are size-checked first, walking back from its tip.
 const NOTES_COMMITS_CHECKED: usize = 10_000;
 
+/// Why a fetched notes ref is refused; the message names the object.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidNotes {
+    /// An object of it could not be read.
+    #[error("{id}: {source}")]
+    Unreadable { id: ObjectId, source: Box<dyn std::error::Error + Send + Sync> },
+    #[error("{id} is a {found}, not a {expected}")]
+    WrongKind { id: ObjectId, found: gix::objs::Kind, expected: gix::objs::Kind },
+    #[error("{kind} {id} is {size} bytes, more than the limit of {limit}")]
+    TooLarge { kind: gix::objs::Kind, id: ObjectId, size: u64, limit: u64 },
+    #[error("more than {MAX_NOTES} notes and note folders")]
+    TooMany,
+    /// The notes tree could not be listed.
+    #[error("{0}")]
+    List(#[source] Error),
+    #[error("the note of {object}: {source}")]
+    NoteUnreadable { object: ObjectId, source: Box<dyn std::error::Error + Send + Sync> },
+    #[error("the note of {object} is {size} bytes, more than the limit of {}", notes::MAX_NOTE_BYTES)]
+    NoteTooLarge { object: ObjectId, size: u64 },
+    /// A note that is not UTF-8 JSON lines of small objects (see [`notes::check`]).
+    #[error("the note of {object} {why}")]
+    BadNote { object: ObjectId, why: String },
+}
+
 /// Check from object headers, before anything is read whole, that a fetched notes ref is of
 /// bounded size: the commits it adds over ours, and the trees of its tip.
-fn bound_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), String> {
+fn bound_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), InvalidNotes> {
     let g = &repo.repo;
     let ours = repo.ref_id(NOTES_REF).ok().flatten();
-    let header = |id: ObjectId, kind: gix::objs::Kind, limit: u64| -> std::result::Result<(), String> {
-        let h = g.find_header(id).map_err(|e| format!("{id}: {e}"))?;
+    let unreadable = |id: ObjectId| {
+        move |e: gix::Error| InvalidNotes::Unreadable { id, source: Box::new(e) }
+    };
+    let header = |id: ObjectId, kind: gix::objs::Kind, limit: u64| -> std::result::Result<(), InvalidNotes> {
+        let h = g.find_header(id).map_err(unreadable(id))?;
         if h.kind() != kind {
-            return Err(format!("{id} is a {}, not a {kind}", h.kind()));
+            return Err(InvalidNotes::WrongKind { id, found: h.kind(), expected: kind });
         }
         if h.size() > limit {
-            return Err(format!("{kind} {id} is {} bytes, more than the limit of {limit}", h.size()));
+            return Err(InvalidNotes::TooLarge { kind, id, size: h.size(), limit });
         }
         Ok(())
     };
@@ -129,17 +156,18 @@ fn bound_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), String>
             break;
         }
         header(id, gix::objs::Kind::Commit, MAX_NOTES_COMMIT_BYTES)?;
-        let commit = g.find_commit(id).map_err(|e| format!("{id}: {e}"))?;
+        let commit = g.find_commit(id).map_err(|e| InvalidNotes::Unreadable { id, source: Box::new(e) })?;
         todo.extend(commit.parent_ids().map(|p| p.detach()));
     }
-    let tip = g.find_commit(theirs).map_err(|e| format!("{theirs}: {e}"))?;
-    let mut trees = vec![tip.tree_id().map_err(|e| format!("{theirs}: {e}"))?.detach()];
+    let tip = g.find_commit(theirs).map_err(|e| InvalidNotes::Unreadable { id: theirs, source: Box::new(e) })?;
+    let mut trees =
+        vec![tip.tree_id().map_err(|e| InvalidNotes::Unreadable { id: theirs, source: Box::new(e) })?.detach()];
     let mut notes = 0usize;
     while let Some(t) = trees.pop() {
         header(t, gix::objs::Kind::Tree, MAX_NOTES_TREE_BYTES)?;
-        let tree = g.find_tree(t).map_err(|e| format!("{t}: {e}"))?;
+        let tree = g.find_tree(t).map_err(|e| InvalidNotes::Unreadable { id: t, source: Box::new(e) })?;
         for e in tree.iter() {
-            let e = e.map_err(|e| format!("{t}: {e}"))?;
+            let e = e.map_err(|e| InvalidNotes::Unreadable { id: t, source: Box::new(e) })?;
             // Every entry counts, subtrees too: a tree repeated under many names would otherwise
             // be walked again and again (exponentially) before any bound fired.
             notes += 1;
@@ -148,19 +176,19 @@ fn bound_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), String>
             }
         }
         if notes > MAX_NOTES {
-            return Err(format!("more than {MAX_NOTES} notes and note folders"));
+            return Err(InvalidNotes::TooMany);
         }
     }
     Ok(())
 }
 
 /// Check every note a fetched notes commit adds: UTF-8 JSON lines, each an object, small.
-fn validate_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), String> {
+fn validate_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), InvalidNotes> {
     bound_notes(repo, theirs)?;
     let g = &repo.repo;
-    let theirs_all = notes::all(g, theirs).map_err(|e| e.message)?;
+    let theirs_all = notes::all(g, theirs).map_err(InvalidNotes::List)?;
     let ours_all = match repo.ref_id(NOTES_REF).ok().flatten() {
-        Some(o) => notes::all(g, o).map_err(|e| e.message)?,
+        Some(o) => notes::all(g, o).map_err(InvalidNotes::List)?,
         None => BTreeMap::new(),
     };
     for (object, blob) in theirs_all {
@@ -168,15 +196,14 @@ fn validate_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), Stri
             continue;
         }
         // The size from the object header first: a fetched note is never read whole when too large.
-        let size = g.find_header(blob).map_err(|e| format!("the note of {object}: {e}"))?.size();
+        let unreadable =
+            |e: gix::Error| InvalidNotes::NoteUnreadable { object, source: Box::new(e) };
+        let size = g.find_header(blob).map_err(unreadable)?.size();
         if size > notes::MAX_NOTE_BYTES {
-            return Err(format!(
-                "the note of {object} is {size} bytes, more than the limit of {}",
-                notes::MAX_NOTE_BYTES
-            ));
+            return Err(InvalidNotes::NoteTooLarge { object, size });
         }
-        let data = g.find_object(blob).map_err(|e| format!("the note of {object}: {e}"))?.detach().data;
-        notes::check(&data).map_err(|e| format!("the note of {object} {e}"))?;
+        let data = g.find_object(blob).map_err(unreadable)?.detach().data;
+        notes::check(&data).map_err(|why| InvalidNotes::BadNote { object, why })?;
     }
     Ok(())
 }
@@ -251,7 +278,7 @@ fn absorb_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: Objec
                 Err(why) => {
                     // Keep no copy of an invalid claim.
                     crate::sync::claim::forget(repo, key, &stream)?;
-                    Ok(Some(outcome(&local, "refused", Some(why))))
+                    Ok(Some(outcome(&local, "refused", Some(why.to_string()))))
                 }
             }
         }
