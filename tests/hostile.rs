@@ -98,7 +98,7 @@ fn claims() {
     for (name, _, bytes) in corpus("claims") {
         let r = serde_json::from_slice::<git_boulder::sync::claim::Claim>(&bytes)
             .map_err(|e| e.to_string())
-            .and_then(|c| c.validate("auth"));
+            .and_then(|c| c.validate("auth").map_err(|e| e.to_string()));
         assert_eq!(r.is_ok(), expect_ok(&name), "{name}: {r:?}");
     }
 }

@@ -235,34 +235,24 @@ fn init(ws: &Workspace, args: InitArgs) -> Result<()> {
     Ok(())
 }
 
-/// Commits in a stream's worktree are recorded by git-boulder's hooks: `stream init` installs them
-/// when they are not (or says, with `--no-hooks`, that activity will not be recorded). A hook
-/// another tool holds in a way git-boulder cannot chain is reported, never a failed init.
+/// Say what `stream init` did about git-boulder's hooks (see [`crate::hooks::streams`]).
 fn hooks_for_init(ws: &Workspace, no_hooks: bool) {
-    let missing: Vec<String> = match crate::hooks::status(&ws.repo) {
-        Ok(list) => list.into_iter().filter(|h| h.default && h.state != "installed").map(|h| h.name).collect(),
-        Err(e) => {
-            eprintln!("warning: cannot look at the hooks: {}", crate::text::inert_lines(&e.message));
-            return;
+    use crate::hooks::streams::Ensured;
+    match crate::hooks::streams::ensure(&ws.repo, no_hooks) {
+        Ensured::Present => {}
+        Ensured::Unknown(e) => {
+            eprintln!("warning: cannot look at the hooks: {}", crate::text::inert_lines(&e.message))
         }
-    };
-    if missing.is_empty() {
-        return;
-    }
-    if no_hooks {
-        eprintln!(
+        Ensured::LeftOut => eprintln!(
             "git-boulder's hooks are not installed (--no-hooks): commits in the stream worktrees will not be recorded; \
              `git boulder hooks install` records them from now on, `git boulder doctor` finds commits left unrecorded"
-        );
-        return;
-    }
-    match crate::hooks::install(&ws.repo, false) {
-        Ok(report) => eprintln!(
+        ),
+        Ensured::Installed { missing, dir } => eprintln!(
             "installed git-boulder's hooks ({}) in {}, so commits in the stream worktrees are recorded",
             missing.join(", "),
-            crate::text::inert(&report.dir)
+            crate::text::inert(&dir)
         ),
-        Err(e) => eprintln!(
+        Ensured::Failed(e) => eprintln!(
             "warning: git-boulder's hooks are not installed, so commits will not be recorded: {}\n  {}",
             crate::text::inert_lines(&e.message),
             e.hints.iter().map(|h| crate::text::inert_lines(h).into_owned()).collect::<Vec<_>>().join("\n  ")

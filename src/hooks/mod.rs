@@ -13,6 +13,7 @@ mod changes;
 mod open;
 mod ownership;
 pub mod run;
+pub mod streams;
 
 use std::path::{Path, PathBuf};
 

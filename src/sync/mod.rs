@@ -131,9 +131,7 @@ pub enum InvalidNotes {
 fn bound_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), InvalidNotes> {
     let g = &repo.repo;
     let ours = repo.ref_id(NOTES_REF).ok().flatten();
-    let unreadable = |id: ObjectId| {
-        move |e: gix::Error| InvalidNotes::Unreadable { id, source: Box::new(e) }
-    };
+    let unreadable = |id: ObjectId| move |e: gix::Error| InvalidNotes::Unreadable { id, source: Box::new(e) };
     let header = |id: ObjectId, kind: gix::objs::Kind, limit: u64| -> std::result::Result<(), InvalidNotes> {
         let h = g.find_header(id).map_err(unreadable(id))?;
         if h.kind() != kind {
@@ -196,8 +194,7 @@ fn validate_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), Inva
             continue;
         }
         // The size from the object header first: a fetched note is never read whole when too large.
-        let unreadable =
-            |e: gix::Error| InvalidNotes::NoteUnreadable { object, source: Box::new(e) };
+        let unreadable = |e: gix::Error| InvalidNotes::NoteUnreadable { object, source: Box::new(e) };
         let size = g.find_header(blob).map_err(unreadable)?.size();
         if size > notes::MAX_NOTE_BYTES {
             return Err(InvalidNotes::NoteTooLarge { object, size });
