@@ -138,6 +138,7 @@ impl Workspace {
         plan::parse(&text).map_err(|e| {
             Error::usage(format!("{}: {}", source.label, e.message))
                 .hint("fix the stream plan, then check it with `git boulder stream validate`")
+                .with_source(e)
         })
     }
 
@@ -306,7 +307,7 @@ fn parse_prd(bytes: Vec<u8>, label: &str, name: &str) -> Result<(String, Prd)> {
     let text = utf8(bytes, label)?;
     let name = name.rsplit('/').next().unwrap_or(name);
     let prd = prd::parse(name, &text)
-        .map_err(|e| Error::usage(format!("{label}: {e}")).hint("fix the PRD at the place named"))?;
+        .map_err(|e| Error::usage(format!("{label}: {e}")).hint("fix the PRD at the place named").with_source(e))?;
     for w in &prd.warnings {
         eprintln!("warning: {}: {}", crate::text::inert(label), crate::text::inert_lines(w));
     }

@@ -17,7 +17,7 @@ pub fn git(dir: &Path) -> Command {
 
 /// Run a prepared command and return its output, failing on a non-zero exit with git's stderr.
 pub fn run(mut cmd: Command, what: &str) -> Result<Output> {
-    let out = cmd.output().map_err(|e| Error::internal(format!("cannot run git to {what}: {e}")))?;
+    let out = cmd.output().map_err(|e| Error::internal(format!("cannot run git to {what}: {e}")).with_source(e))?;
     if !out.status.success() {
         return Err(Error::internal(format!("git failed to {what}: {}", String::from_utf8_lossy(&out.stderr).trim())));
     }
