@@ -2,9 +2,7 @@
 //! git-boulder's own message, nothing echoed raw), and the quiet and trace switches reach the
 //! commands a run starts (agents, and through them git-boulder's hooks).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 const DURATION_RULE: &str = "expected a number such as 30s, 5m or 1h";
 

@@ -9,6 +9,7 @@ mod cleanup_safety;
 mod dashboard;
 mod extension;
 mod first_day;
+mod flags;
 mod foundation;
 mod hook_managers;
 mod hooks;
