@@ -191,7 +191,7 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
 /// Each stream's commits (base..branch, at most [`crate::stream::record::DOCTOR_WALK`] looked at) that have
 /// no note on refs/notes/boulder: the hooks did not record them.
 fn activity(ws: &Workspace, plan: &crate::plan::Plan, problems: &mut Vec<Problem>) -> Result<()> {
-    let mut noted = crate::git::notes::Noted::new(&ws.repo.repo)?;
+    let mut noted = crate::git::notes::Noted::new(&ws.repo)?;
     for stream in &plan.streams {
         let (missing, cut) =
             crate::stream::record::unrecorded(ws, plan, stream, &mut noted, Some(crate::stream::record::DOCTOR_WALK))?;

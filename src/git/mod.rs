@@ -3,8 +3,19 @@
 //! and answers the handful of questions the domain modules ask of it.
 
 pub mod cli;
+pub mod config;
+pub mod identity;
+mod index;
+pub mod merge;
 pub mod notes;
+pub mod objects;
+mod open;
+pub mod refs;
 pub mod remote;
+pub mod walk;
+
+pub use gix::ObjectId;
+pub use refs::{delete as delete_ref, move_ref};
 
 use std::path::{Path, PathBuf};
 
@@ -112,6 +123,25 @@ impl Repo {
         head.as_bstr().to_str().ok()?.strip_prefix("refs/heads/").map(str::to_owned)
     }
 
+    /// The branch HEAD is on in this worktree (short name) and the commit it points at (`None`
+    /// when it has no commits yet), read once; `None` when HEAD cannot be read or is detached.
+    pub fn head_branch_and_id(&self) -> Option<(String, Option<gix::ObjectId>)> {
+        let head = self.repo.head().ok()?;
+        let branch = head.referent_name().and_then(|n| n.as_bstr().to_str().ok()?.strip_prefix("refs/heads/"))?;
+        Some((branch.to_string(), head.id().map(|id| id.detach())))
+    }
+
+    /// The newest entry of HEAD's reflog in this worktree: the commit it moved to and its message.
+    pub fn head_reflog_newest(&self) -> Option<(gix::ObjectId, String)> {
+        let head = self.repo.head().ok()?;
+        let mut log = head.log_iter();
+        let mut rev = log.rev().ok()??;
+        match rev.next() {
+            Some(Ok(line)) => Some((line.new_oid, line.message.to_str_lossy().into_owned())),
+            _ => None,
+        }
+    }
+
     /// The commit a branch (short name) points at, if it exists.
     pub fn branch_tip(&self, branch: &str) -> Result<Option<gix::ObjectId>> {
         self.ref_id(&format!("refs/heads/{branch}"))
@@ -151,6 +181,16 @@ impl Repo {
         let tree = commit.tree().internal("cannot read tree")?;
         let entry = tree.lookup_entry_by_path(path).internal(format_args!("cannot look up {path}"))?;
         Ok(entry.filter(|e| e.mode().is_blob()).map(|e| e.object_id()))
+    }
+
+    /// A boolean of git config, if set (and a boolean).
+    pub fn config_bool(&self, key: &str) -> Option<bool> {
+        self.repo.config_snapshot().boolean(key)
+    }
+
+    /// Whether `name` is a configured remote (not a URL).
+    pub fn has_remote(&self, name: &str) -> bool {
+        self.repo.remote_names().iter().any(|n| n.as_ref() as &[u8] == name.as_bytes())
     }
 
     /// A value of git config (e.g. `boulder.actor`), trimmed, if set.
@@ -235,45 +275,4 @@ fn unsupported(value: impl Fn(&str) -> Option<String>) -> Option<Error> {
         );
     }
     None
-}
-
-/// Delete a ref only if it still points at `expected` (compare-and-swap).
-pub fn delete_ref(repo: &Repo, name: &str, expected: gix::ObjectId) -> Result<()> {
-    use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
-    let full: gix::refs::FullName =
-        name.try_into().map_err(|e| Error::usage(format!("invalid ref name {name:?}: {e}")))?;
-    repo.repo
-        .edit_reference(RefEdit {
-            change: Change::Delete {
-                expected: PreviousValue::MustExistAndMatch(gix::refs::Target::Object(expected)),
-                log: RefLog::AndReference,
-            },
-            name: full,
-            deref: false,
-        })
-        .map_err(|e| Error::refused(format!("cannot delete {name}: {e}")).hint("it moved meanwhile; look again"))?;
-    Ok(())
-}
-
-/// Move a ref from `expected` to `new` (compare-and-swap) with a reflog `message`. `Ok(false)`
-/// when the ref no longer points at `expected` (someone moved it meanwhile).
-pub fn move_ref(repo: &Repo, name: &str, expected: gix::ObjectId, new: gix::ObjectId, message: &str) -> Result<bool> {
-    use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
-    let full: gix::refs::FullName =
-        name.try_into().map_err(|e| Error::usage(format!("invalid ref name {name:?}: {e}")))?;
-    let writer = crate::worktree::with_identity(repo)?;
-    let edit = RefEdit {
-        change: Change::Update {
-            log: LogChange { mode: RefLog::AndReference, force_create_reflog: false, message: message.into() },
-            expected: PreviousValue::MustExistAndMatch(gix::refs::Target::Object(expected)),
-            new: gix::refs::Target::Object(new),
-        },
-        name: full,
-        deref: false,
-    };
-    match writer.edit_reference(edit) {
-        Ok(_) => Ok(true),
-        Err(_) if repo.ref_id(name)? != Some(expected) => Ok(false),
-        Err(e) => Err(Error::internal(format!("cannot update {name}: {e}"))),
-    }
 }

@@ -8,33 +8,24 @@
 //!   note, a commit noted differently on both sides keeps both records, one line each.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use gix::bstr::ByteSlice;
 use gix::note::plumbing::State;
-use gix::refs::transaction::{PreviousValue, RefEdit};
-use gix::ObjectId;
 
+use super::identity::{self, Signature};
+use super::refs::{self, Backoff, Expect, GaveUp, Odd, Retry, Step, NOTES as NOTES_REF};
+use super::{ObjectId, Repo};
 use crate::error::{Error, Result};
-use crate::state::NOTES_REF;
 
 /// How often a notes update is retried after losing a race.
 const TRIES: u32 = 200;
 
-/// The repository, with a committer identity set in memory when git config has none (notes
-/// commits need one; state must never depend on a configured identity).
-pub fn with_identity(repo: &gix::Repository) -> gix::Repository {
-    let mut g = repo.clone();
-    if g.committer().is_none() {
-        let mut config = g.config_snapshot_mut();
-        let _ = config.set_raw_value(gix::config::tree::User::NAME, "git-boulder");
-        let _ = config.set_raw_value(gix::config::tree::User::EMAIL, "git-boulder@localhost");
-    }
-    g
-}
+/// Every notes update: any failed compare-and-swap is taken for a lost race, after a pause of up
+/// to 3 ms.
+const RETRY: Retry = Retry { tries: TRIES, odd: Odd::Always, backoff: Backoff::Flat };
 
-fn backoff() {
-    std::thread::sleep(Duration::from_micros(fastrand::u64(200..3000)));
+fn lost_the_race() -> Error {
+    Error::refused(format!("cannot update {NOTES_REF}: lost the race to other writers {TRIES} times"))
 }
 
 /// The message of the notes commit [`write`] makes.
@@ -45,14 +36,16 @@ const WRITE_MESSAGE: &str = "Notes added by git-boulder";
 ///
 /// The hot path of the post-commit hook: one blob, the notes tree(s) and a commit, then a
 /// compare-and-swap of the ref; the identity comes from [`identity_now`].
-pub fn write(repo: &gix::Repository, commit: ObjectId, note: &Note) -> Result<()> {
+pub fn write(repo: &Repo, commit: ObjectId, note: &Note) -> Result<()> {
     let text = &note.text();
-    let Some((committer, author)) = identity_now(repo) else { return write_as_configured(repo, commit, text) };
+    let repo = &repo.repo;
+    let Some((committer, author)) = identity::notes_identity(repo) else {
+        return write_as_configured(repo, commit, text);
+    };
     let blob =
         repo.write_blob(text.as_bytes()).map_err(|e| Error::internal(format!("cannot write a note: {e}")))?.detach();
-    let name: gix::refs::FullName = NOTES_REF.try_into().map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
-    let mut last = String::new();
-    for _ in 0..TRIES {
+    let who = Signature(committer.clone());
+    let written = refs::update_with_retry_in(repo, NOTES_REF, RETRY, |_| {
         let tip = tip(repo)?;
         let mut state = state_at(repo, tip)?;
         state.edit(commit, Some(blob), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
@@ -69,27 +62,29 @@ pub fn write(repo: &gix::Repository, commit: ObjectId, note: &Note) -> Result<()
             })
             .map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")))?
             .detach();
-        let expected = match tip {
-            Some(e) => PreviousValue::MustExistAndMatch(gix::refs::Target::Object(e)),
-            None => PreviousValue::MustNotExist,
+        Ok(Step::Update {
+            expected: Expect::from_tip(tip),
+            new: id,
+            message: format!("notes: {WRITE_MESSAGE}"),
+            writer: Some(who.clone()),
+            moved: (),
+            already: Some(()),
+        })
+    })?;
+    written.map_err(|e| {
+        let last = match e {
+            GaveUp::Exhausted(last) => last.map(|e| e.message).unwrap_or_default(),
+            GaveUp::Failed(e) => e.message,
         };
-        let edit = RefEdit::update(name.clone(), id, expected, format!("notes: {WRITE_MESSAGE}"));
-        let mut buf = gix::date::parse::TimeBuf::default();
-        match repo.edit_references_as([edit], Some(committer.to_ref(&mut buf))) {
-            Ok(_) => return Ok(()),
-            Err(e) => {
-                last = e.to_string();
-                backoff();
-            }
-        }
-    }
-    Err(Error::internal(format!("cannot write the note of {commit}: {last}")))
+        Error::internal(format!("cannot write the note of {commit}: {last}"))
+    })
 }
 
-/// [`write`] through gix's notes API, gix resolving the identity and the time: when a date
+/// [`write`] through gix's notes API (which moves the ref itself, failing on a lost race), gix
+/// resolving the identity and the time: when a date
 /// override is in a form only gix can read (a relative date such as `2 days ago`).
 fn write_as_configured(repo: &gix::Repository, commit: ObjectId, text: &str) -> Result<()> {
-    let repo = with_identity(repo);
+    let repo = identity::with_notes_identity(repo);
     let mut last = String::new();
     for _ in 0..TRIES {
         let mut notes =
@@ -98,66 +93,16 @@ fn write_as_configured(repo: &gix::Repository, commit: ObjectId, text: &str) -> 
             Ok(_) => return Ok(()),
             Err(e) => {
                 last = e.to_string();
-                backoff();
+                Backoff::Flat.pause(0);
             }
         }
     }
     Err(Error::internal(format!("cannot write the note of {commit}: {last}")))
 }
 
-/// The committer and author of a notes commit: the identity git would use (`GIT_COMMITTER_*` and
-/// `GIT_AUTHOR_*`, `committer.*` and `author.*`, `user.*`, `EMAIL`), or git-boulder's when no
-/// committer is configured, as [`with_identity`] does; at the time `GIT_COMMITTER_DATE` and
-/// `GIT_AUTHOR_DATE` say (git sets the latter for its hooks), else now (in UTC). `None` when such
-/// a date needs the local time zone to be read.
-///
-/// Read from the config snapshot on purpose: gix's `committer()` also works out the local time
-/// zone, which walks the whole time zone database on every call (over a millisecond, paid on
-/// every commit by the post-commit hook).
-fn identity_now(repo: &gix::Repository) -> Option<(gix::actor::Signature, gix::actor::Signature)> {
-    let config = repo.config_snapshot();
-    let s = |key: &str| config.string(key);
-    let now =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-    let time = |key: &str| -> Option<gix::date::Time> {
-        match s(key) {
-            Some(date) => gix::date::parse(date.to_str().ok()?, None).ok(),
-            None => Some(gix::date::Time { seconds: now, offset: 0 }),
-        }
-    };
-    let (committer_time, author_time) = (time("gitoxide.commit.committerDate")?, time("gitoxide.commit.authorDate")?);
-    type Who = (Option<gix::bstr::BString>, Option<gix::bstr::BString>);
-    let role = |role: &str, user: &Who| -> Who {
-        (
-            s(&format!("{role}.name"))
-                .or_else(|| user.0.clone())
-                .or_else(|| s(&format!("gitoxide.{role}.nameFallback"))),
-            s(&format!("{role}.email"))
-                .or_else(|| user.1.clone())
-                .or_else(|| s(&format!("gitoxide.{role}.emailFallback"))),
-        )
-    };
-    let user: Who = (s("user.name"), s("user.email").or_else(|| s("gitoxide.user.emailFallback")));
-    let mut committer = role("committer", &user);
-    let mut author = role("author", &user);
-    if committer.0.is_none() || committer.1.is_none() {
-        let fallback: Who = (Some("git-boulder".into()), Some("git-boulder@localhost".into()));
-        committer = role("committer", &fallback);
-        author = role("author", &fallback);
-    }
-    let sign = |(name, email): Who, other: &Who, time| gix::actor::Signature {
-        name: name.or_else(|| other.0.clone()).unwrap_or_default(),
-        email: email.or_else(|| other.1.clone()).unwrap_or_default(),
-        time,
-    };
-    let author = sign(author, &committer, author_time);
-    let committer = sign(committer, &(None, None), committer_time);
-    Some((committer, author))
-}
-
 /// The note of `commit`, if it has one.
-pub fn read(repo: &gix::Repository, commit: ObjectId) -> Option<Vec<u8>> {
-    let mut notes = repo.notes().ok()?.with_refs([NOTES_REF]).ok()?;
+pub fn read(repo: &Repo, commit: ObjectId) -> Option<Vec<u8>> {
+    let mut notes = repo.repo.notes().ok()?.with_refs([NOTES_REF]).ok()?;
     let found = notes.get(commit).ok()?;
     found.into_iter().next().map(|n| n.blob.data.clone())
 }
@@ -169,19 +114,19 @@ pub struct Noted {
 }
 
 impl Noted {
-    pub fn new(repo: &gix::Repository) -> Result<Self> {
-        let state = match tip(repo)? {
-            Some(t) => Some(state_at(repo, Some(t))?),
+    pub fn new(repo: &Repo) -> Result<Self> {
+        let state = match tip(&repo.repo)? {
+            Some(t) => Some(state_at(&repo.repo, Some(t))?),
             None => None,
         };
         Ok(Noted { state })
     }
 
     /// Whether `commit` has a note.
-    pub fn has(&mut self, repo: &gix::Repository, commit: ObjectId) -> Result<bool> {
+    pub fn has(&mut self, repo: &Repo, commit: ObjectId) -> Result<bool> {
         let Some(state) = self.state.as_mut() else { return Ok(false) };
         let found = state
-            .get(&commit, repo)
+            .get(&commit, &repo.repo)
             .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {commit}: {e}")))?;
         Ok(found.is_some())
     }
@@ -208,24 +153,17 @@ fn state_at(repo: &gix::Repository, commit: Option<ObjectId>) -> Result<State> {
     State::new(tree, repo).map_err(|e| Error::internal(format!("{NOTES_REF}: cannot read the notes tree {tree}: {e}")))
 }
 
-/// Commit `tree` on top of `parents` and move the notes ref from `expected` to it. `Ok(false)` on
-/// a lost race.
-fn commit(
-    repo: &gix::Repository,
-    message: &str,
-    tree: ObjectId,
-    parents: &[ObjectId],
-    expected: Option<ObjectId>,
-) -> Result<bool> {
-    let id = repo
+/// Commit `tree` on top of `parents` as the configured identity.
+fn notes_commit(repo: &gix::Repository, message: &str, tree: ObjectId, parents: &[ObjectId]) -> Result<ObjectId> {
+    Ok(repo
         .new_commit(message, tree, parents.iter().copied())
         .map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")))?
-        .id;
-    let prev = match expected {
-        Some(e) => PreviousValue::MustExistAndMatch(gix::refs::Target::Object(e)),
-        None => PreviousValue::MustNotExist,
-    };
-    Ok(repo.reference(NOTES_REF, id, prev, format!("notes: {message}")).is_ok())
+        .id)
+}
+
+/// A move of the notes ref to `new`, logged as the configured identity.
+fn step<T: Clone>(expected: Expect, new: ObjectId, message: String, then: T) -> Step<T> {
+    Step::Update { expected, new, message, writer: None, moved: then.clone(), already: Some(then) }
 }
 
 /// Carry the notes of rewritten commits onto their new ids, in one notes commit, the way
@@ -233,7 +171,8 @@ fn commit(
 /// one new commit (squash and fixup in `rebase -i`), the new commit's note holds the records of
 /// all of them (and any it had already), each record once, in order. Returns how many new
 /// commits got a note or a changed one.
-pub fn carry(repo: &gix::Repository, pairs: &[(ObjectId, ObjectId)]) -> Result<usize> {
+pub fn carry(repo: &Repo, pairs: &[(ObjectId, ObjectId)]) -> Result<usize> {
+    let repo = &identity::with_notes_identity(&repo.repo);
     // The old commits of each new commit, in the order git reported them.
     let mut olds: Vec<(ObjectId, Vec<ObjectId>)> = Vec::new();
     for (old, new) in pairs {
@@ -245,8 +184,8 @@ pub fn carry(repo: &gix::Repository, pairs: &[(ObjectId, ObjectId)]) -> Result<u
             None => olds.push((*new, vec![*old])),
         }
     }
-    for _ in 0..TRIES {
-        let Some(tip) = tip(repo)? else { return Ok(0) };
+    let carried = refs::update_with_retry_in(repo, NOTES_REF, RETRY, |_| {
+        let Some(tip) = tip(repo)? else { return Ok(Step::Done(0)) };
         let mut state = state_at(repo, Some(tip))?;
         let mut n = 0;
         for (new, list) in &olds {
@@ -290,19 +229,22 @@ pub fn carry(repo: &gix::Repository, pairs: &[(ObjectId, ObjectId)]) -> Result<u
             }
         }
         if n == 0 {
-            return Ok(0);
+            return Ok(Step::Done(0));
         }
         let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
-        if commit(repo, "Notes carried over rewritten commits by git-boulder", tree, &[tip], Some(tip))? {
-            return Ok(n);
-        }
-        backoff();
-    }
-    Err(Error::refused(format!("cannot update {NOTES_REF}: lost the race to other writers {TRIES} times")))
+        let message = "Notes carried over rewritten commits by git-boulder";
+        let id = notes_commit(repo, message, tree, &[tip])?;
+        Ok(step(Expect::At(tip), id, format!("notes: {message}"), n))
+    })?;
+    carried.map_err(|_| lost_the_race())
 }
 
 /// Every note of the notes commit `commit`: annotated object → note blob.
-pub fn all(repo: &gix::Repository, commit: ObjectId) -> Result<BTreeMap<ObjectId, ObjectId>> {
+pub fn all(repo: &Repo, commit: ObjectId) -> Result<BTreeMap<ObjectId, ObjectId>> {
+    all_in(&repo.repo, commit)
+}
+
+fn all_in(repo: &gix::Repository, commit: ObjectId) -> Result<BTreeMap<ObjectId, ObjectId>> {
     let tree = repo
         .find_commit(commit)
         .and_then(|c| c.tree())
@@ -399,28 +341,22 @@ pub enum Union {
 /// Merge the notes commit `theirs` into `refs/notes/boulder`: notes only one side has are kept,
 /// a commit noted on both sides with different records keeps the records of both (ours first,
 /// then theirs' lines ours lacks). A compare-and-swap, retried when a local writer wins.
-pub fn union(repo: &gix::Repository, theirs: ObjectId) -> Result<Union> {
-    for _ in 0..TRIES {
+pub fn union(repo: &Repo, theirs: ObjectId) -> Result<Union> {
+    let repo = &identity::with_notes_identity(&repo.repo);
+    const FAST_FORWARD: &str = "notes: fast-forward by git-boulder";
+    let merged = refs::update_with_retry_in(repo, NOTES_REF, RETRY, |_| {
         let ours = tip(repo)?;
         let Some(ours) = ours else {
-            if commit_ref(repo, theirs, None)? {
-                return Ok(Union::Created);
-            }
-            backoff();
-            continue;
+            return Ok(step(Expect::Absent, theirs, FAST_FORWARD.into(), Union::Created));
         };
         if ours == theirs || is_ancestor(repo, theirs, ours)? {
-            return Ok(Union::UpToDate);
+            return Ok(Step::Done(Union::UpToDate));
         }
         if is_ancestor(repo, ours, theirs)? {
-            if commit_ref(repo, theirs, Some(ours))? {
-                return Ok(Union::FastForward);
-            }
-            backoff();
-            continue;
+            return Ok(step(Expect::At(ours), theirs, FAST_FORWARD.into(), Union::FastForward));
         }
-        let mine = all(repo, ours)?;
-        let other = all(repo, theirs)?;
+        let mine = all_in(repo, ours)?;
+        let other = all_in(repo, theirs)?;
         let mut state = state_at(repo, Some(ours))?;
         for (object, blob) in &other {
             match mine.get(object) {
@@ -457,24 +393,15 @@ pub fn union(repo: &gix::Repository, theirs: ObjectId) -> Result<Union> {
             }
         }
         let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
-        if commit(repo, "Notes merged by git-boulder (union)", tree, &[ours, theirs], Some(ours))? {
-            return Ok(Union::Merged);
-        }
-        backoff();
-    }
-    Err(Error::refused(format!("cannot update {NOTES_REF}: lost the race to other writers {TRIES} times")))
-}
-
-fn commit_ref(repo: &gix::Repository, to: ObjectId, expected: Option<ObjectId>) -> Result<bool> {
-    let prev = match expected {
-        Some(e) => PreviousValue::MustExistAndMatch(gix::refs::Target::Object(e)),
-        None => PreviousValue::MustNotExist,
-    };
-    Ok(repo.reference(NOTES_REF, to, prev, "notes: fast-forward by git-boulder").is_ok())
+        let message = "Notes merged by git-boulder (union)";
+        let id = notes_commit(repo, message, tree, &[ours, theirs])?;
+        Ok(step(Expect::At(ours), id, format!("notes: {message}"), Union::Merged))
+    })?;
+    merged.map_err(|_| lost_the_race())
 }
 
 /// Is `ancestor` reachable from `tip` (or equal)?
-pub fn is_ancestor(repo: &gix::Repository, ancestor: ObjectId, tip: ObjectId) -> Result<bool> {
+fn is_ancestor(repo: &gix::Repository, ancestor: ObjectId, tip: ObjectId) -> Result<bool> {
     if ancestor == tip {
         return Ok(true);
     }

@@ -9,8 +9,6 @@
 //!   names the worktrees where git would not run git-boulder's hooks.
 //! * [`run`]: the hook bodies, called by the shims as `git-boulder hook NAME ARGS…`.
 
-mod changes;
-mod open;
 mod ownership;
 pub mod run;
 pub mod streams;
@@ -20,9 +18,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::git::config::ConfigFile;
 use crate::git::Repo;
 
-pub use changes::changed_paths;
 pub use ownership::{check_paths, Rule, Verdict, Violation};
 pub use run::{current_boulder, run};
 
@@ -207,23 +205,17 @@ fn set_config(repo: &Repo, edits: &[(&str, &str, Option<&str>)]) -> Result<()> {
         }
     })?;
     let written = (|| -> Result<()> {
-        let mut file = gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
-            .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))?;
+        let mut file = ConfigFile::read(&path)?;
         for (section, key, value) in edits {
             match value {
                 Some(v) => {
-                    file.set_raw_value_by(*section, None, *key, *v)
+                    file.set(section, key, v)
                         .map_err(|e| Error::internal(format!("cannot set {section}.{key}: {e}")))?;
                 }
-                None => {
-                    if let Ok(mut s) = file.section_mut(*section, None) {
-                        while s.remove(key).is_some() {}
-                    }
-                }
+                None => file.remove_all(section, key),
             }
         }
-        let mut out = Vec::new();
-        file.write_to(&mut out).map_err(|e| Error::internal(format!("cannot write the config: {e}")))?;
+        let out = file.to_bytes()?;
         lock.write_all(&out)?;
         lock.sync_all()?;
         std::fs::rename(&lock_path, &path)
@@ -513,13 +505,11 @@ fn uninstall_shared(dir: &Path) -> Result<Vec<String>> {
 /// is on, resolved against that worktree's root when relative.
 fn worktree_dirs(repo: &Repo) -> Result<Vec<(PathBuf, PathBuf)>> {
     let common = configured(repo.config_string("core.hooksPath"));
-    let per_worktree = repo.repo.config_snapshot().boolean("extensions.worktreeConfig") == Some(true);
+    let per_worktree = repo.config_bool("extensions.worktreeConfig") == Some(true);
     let resolve = |root: &Path, git_dir: &Path| -> PathBuf {
         let own = per_worktree
             .then(|| {
-                gix::config::File::from_path_no_includes(git_dir.join("config.worktree"), gix::config::Source::Worktree)
-                    .ok()
-                    .and_then(|f| f.string("core.hooksPath").map(|v| v.to_string()))
+                ConfigFile::read_worktree(&git_dir.join("config.worktree")).and_then(|f| f.string("core.hooksPath"))
             })
             .flatten();
         match own.map(|v| configured(Some(v))).unwrap_or_else(|| common.clone()) {

@@ -8,19 +8,14 @@
 //! and each ancestor (two blobs, a tree, a commit, a ref each) and the note (a blob, the notes
 //! tree, a commit, a ref), never resolving the committer through gix (see
 //! [`crate::git::notes::write`]). pre-push walks the pushed commits once and diffs each against
-//! its parent once ([`super::changes`]), checked against one compiled glob set.
+//! its parent once ([`crate::git::walk`]), checked against one compiled glob set.
 
 use std::io::Read;
 
-use gix::bstr::ByteSlice;
-use gix::ObjectId;
-
-use super::changes::changed_paths;
-use super::open;
 use super::ownership::{check_paths, report, Violation};
 use crate::error::{Error, Result};
 use crate::git::notes::{self, Note};
-use crate::git::Repo;
+use crate::git::{refs, ObjectId, Repo};
 use crate::plan::{Level, Plan, StreamDef};
 use crate::state::{self, BoulderOp, BoulderState, Opt, Store};
 use crate::workspace::Workspace;
@@ -60,10 +55,7 @@ fn replaying(repo: &Repo) -> bool {
 /// git runs post-commit for an amend too, but the commit replaces one already recorded (and
 /// post-rewrite carries its note), so it is no new iteration.
 fn amended(repo: &Repo, commit: ObjectId) -> bool {
-    let Ok(head) = repo.repo.head() else { return false };
-    let mut log = head.log_iter();
-    let Ok(Some(mut rev)) = log.rev() else { return false };
-    matches!(rev.next(), Some(Ok(line)) if line.new_oid == commit && line.message.starts_with(b"commit (amend)"))
+    matches!(repo.head_reflog_newest(), Some((id, message)) if id == commit && message.starts_with("commit (amend)"))
 }
 
 /// The plan in force and the stream whose branch HEAD is on, if any.
@@ -85,17 +77,12 @@ pub fn current_boulder(repo: &Repo, stream: &str) -> String {
 }
 
 fn post_commit() -> Result<()> {
-    let repo = open::discover()?;
+    let repo = Repo::discover_once()?;
     if replaying(&repo) {
         return Ok(());
     }
     // HEAD's branch and the commit just made on it, from one read of HEAD and the branch.
-    let Ok(head) = repo.repo.head() else { return Ok(()) };
-    let Some(branch) = head.referent_name().and_then(|n| n.as_bstr().to_str().ok()?.strip_prefix("refs/heads/")) else {
-        return Ok(());
-    };
-    let (branch, head_id) = (branch.to_string(), head.id().map(|id| id.detach()));
-    drop(head);
+    let Some((branch, head_id)) = repo.head_branch_and_id() else { return Ok(()) };
     let ws = Workspace::from_repo(repo, None);
     let Some(stream) = ws.plan()?.stream_for_branch(&branch).map(|s| s.name.clone()) else { return Ok(()) };
     let head = match head_id {
@@ -190,7 +177,7 @@ pub fn record_commit(repo: &Repo, store: &Store, rec: &RecordedCommit) -> Result
         }
         id = e.state.parent.clone();
     }
-    notes::write(&repo.repo, rec.commit, &rec.note(iteration))
+    notes::write(repo, rec.commit, &rec.note(iteration))
 }
 
 fn post_rewrite(args: &[String]) -> Result<()> {
@@ -198,7 +185,6 @@ fn post_rewrite(args: &[String]) -> Result<()> {
     std::io::stdin().read_to_string(&mut input)?;
     let _kind = args.first();
     let repo = Repo::discover()?;
-    let g = notes::with_identity(&repo.repo);
     let mut pairs = Vec::new();
     for line in input.lines() {
         let mut parts = line.split_whitespace();
@@ -208,7 +194,7 @@ fn post_rewrite(args: &[String]) -> Result<()> {
         };
         pairs.push((old, new));
     }
-    notes::carry(&g, &pairs)?;
+    notes::carry(&repo, &pairs)?;
     Ok(())
 }
 
@@ -216,7 +202,7 @@ fn pre_push(args: &[String]) -> Result<i32> {
     let mut input = String::new();
     std::io::stdin().read_to_string(&mut input)?;
     let remote = args.first().cloned().unwrap_or_default();
-    let repo = match open::discover() {
+    let repo = match Repo::discover_once() {
         Ok(repo) => repo,
         Err(e) => return unreadable_pre_push(e),
     };
@@ -241,10 +227,7 @@ fn pre_push(args: &[String]) -> Result<i32> {
         }
         // What is pushed, a commit (a tag is peeled; a tree or blob pushes no commits).
         let Ok(object) = ObjectId::from_hex(local_sha.as_bytes()) else { continue };
-        let Some(tip) = ws.repo.repo.find_object(object).ok().and_then(|o| o.peel_to_commit().ok()).map(|c| c.id)
-        else {
-            continue;
-        };
+        let Some(tip) = ws.repo.objects().peel_to_commit(object) else { continue };
         // Whose commits these are, by what is pushed rather than by the remote ref's name: the
         // local stream branch pushed (`boulder/x:other`), else the streams whose branch holds the
         // pushed commit (`HEAD:refs/for/main`, a raw id), else the stream branch it updates.
@@ -261,10 +244,9 @@ fn pre_push(args: &[String]) -> Result<i32> {
         };
         let Some(&stream) = candidates.first() else { continue };
         let branch = &stream.branch;
-        let g = &ws.repo.repo;
         let mut hidden: Vec<ObjectId> = Vec::new();
         if let Ok(id) = ObjectId::from_hex(remote_sha.as_bytes()) {
-            if !id.is_null() && g.has_object(id) {
+            if !id.is_null() && ws.repo.objects().has(id) {
                 hidden.push(id);
             }
         }
@@ -273,22 +255,14 @@ fn pre_push(args: &[String]) -> Result<i32> {
             hidden.push(id);
         }
         // `remote` is a URL when pushing to one directly: then there are no remote-tracking refs.
-        let named_remote = g.remote_names().iter().any(|n| n.as_bytes() == remote.as_bytes());
-        if named_remote {
-            if let Ok(Some(id)) = ws.repo.ref_id(&format!("refs/remotes/{remote}/{base}")) {
+        if ws.repo.has_remote(&remote) {
+            if let Ok(Some(id)) = ws.repo.ref_id(&refs::remote_branch_ref(&remote, base)) {
                 hidden.push(id);
             }
-            if let Ok(refs) = g.references() {
-                if let Ok(iter) = refs.prefixed(format!("refs/remotes/{remote}/").as_str()) {
-                    for mut r in iter.flatten() {
-                        if let Ok(id) = r.peel_to_id() {
-                            hidden.push(id.detach());
-                        }
-                    }
-                }
-            }
+            let tracking = refs::list(&ws.repo, &refs::remote_branches_prefix(&remote)).unwrap_or_default();
+            hidden.extend(tracking.into_iter().map(|(_, id)| id));
         }
-        let changes = changed_paths(g, tip, hidden).map_err(|e| e.context(format!("checking {branch}")))?;
+        let changes = ws.repo.changed_paths(tip, hidden).map_err(|e| e.context(format!("checking {branch}")))?;
         // A commit on several streams' branches (one branched from another) is judged as the
         // stream it wrongs least.
         let (stream, found) = candidates
@@ -311,10 +285,8 @@ fn pre_push(args: &[String]) -> Result<i32> {
 /// The streams whose branch holds `commit` as stream work: the branch tip itself (that stream
 /// alone), or a commit the tip descends from that the base branch does not hold.
 fn streams_holding<'p>(repo: &Repo, plan: &'p Plan, commit: ObjectId) -> Result<Vec<&'p StreamDef>> {
-    let g = &repo.repo;
-    let contains = |tip: ObjectId| -> bool {
-        tip == commit || g.merge_base(commit, tip).ok().flatten().map(|b| b.detach()) == Some(commit)
-    };
+    let objects = repo.objects();
+    let contains = |tip: ObjectId| -> bool { tip == commit || objects.merge_base(commit, tip) == Some(commit) };
     let base = repo.branch_tip(&plan.settings.base_branch)?;
     let mut out = Vec::new();
     for s in &plan.streams {
@@ -350,31 +322,25 @@ fn unreadable_pre_push(e: Error) -> Result<i32> {
 }
 
 fn pre_commit() -> Result<i32> {
-    let repo = open::discover()?;
+    let repo = Repo::discover_once()?;
     let ws = Workspace::from_repo(repo, None);
     let Some((plan, stream)) = stream_of_head(&ws)? else { return Ok(0) };
     if plan.settings.ownership == Level::Off {
         return Ok(0);
     }
-    let g = &ws.repo.repo;
     // Staged paths: index entries that differ from HEAD's tree, and tree entries the index lacks.
-    let index = g.index_or_empty().map_err(|e| Error::internal(format!("cannot read the index: {e}")))?;
+    let index = ws.repo.index_entries()?;
     let mut head_entries = std::collections::HashMap::new();
     if let Some(head) = ws.repo.ref_id("HEAD")? {
-        let tree = g.find_commit(head).and_then(|c| c.tree()).map_err(|e| Error::internal(format!("HEAD: {e}")))?;
-        let mut rec = gix::traverse::tree::Recorder::default();
-        tree.traverse().breadthfirst(&mut rec).map_err(|e| Error::internal(format!("HEAD tree: {e}")))?;
-        for e in rec.records {
-            if !e.mode.is_tree() {
-                head_entries.insert(e.filepath.to_str_lossy().into_owned(), e.oid);
-            }
-        }
+        let objects = ws.repo.objects();
+        let (tree, _) = objects.commit_parts(head).map_err(|e| Error::internal(format!("HEAD: {e}")))?;
+        let files = objects.files(tree).map_err(|e| Error::internal(format!("HEAD tree: {e}")))?;
+        head_entries.extend(files);
     }
     let mut changes = Vec::new();
     let mut in_index = std::collections::HashSet::new();
-    for entry in index.entries() {
-        let path = entry.path(&index).to_str_lossy().into_owned();
-        if head_entries.get(&path) != Some(&entry.id) {
+    for (path, id) in index {
+        if head_entries.get(&path) != Some(&id) {
             changes.push(("staged".to_string(), path.clone()));
         }
         in_index.insert(path);

@@ -5,11 +5,10 @@
 
 use std::path::PathBuf;
 
-use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::git::Repo;
+use crate::git::{ObjectId, Repo};
 
 /// How far a merge got. Each stage is done once its step finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

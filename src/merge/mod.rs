@@ -20,18 +20,15 @@ pub mod replay;
 
 use std::collections::BTreeSet;
 
-use gix::ObjectId;
-
 use crate::error::{Error, Result, ResultExt};
 use crate::failpoint;
-use crate::git::notes;
+use crate::git::{identity, notes, ObjectId};
 use crate::plan::{MergeStrategy, Plan, StreamDef};
 use crate::state::{self, Opt, Store, StreamOp, StreamState, StreamStatus};
 use crate::workspace::{load_prd, Workspace};
 use crate::worktree;
 use crate::worktree::checkout;
 use journal::{Journal, Stage};
-use replay::tree_of;
 pub use replay::{Conflict, ConflictKind, Step};
 
 /// How to merge.
@@ -189,7 +186,7 @@ fn ownership(
     if plan.settings.ownership == crate::plan::Level::Off {
         return Ok(Vec::new());
     }
-    let changes = crate::hooks::changed_paths(&ws.repo.repo, stream_tip, vec![base_tip])?;
+    let changes = ws.repo.changed_paths(stream_tip, vec![base_tip])?;
     let found = crate::hooks::check_paths(plan, &stream.name, &changes);
     let refused: Vec<&crate::hooks::Violation> = found.iter().filter(|v| v.refused).collect();
     if plan.settings.ownership == crate::plan::Level::Error && !refused.is_empty() && !opts.force && !opts.dry_run {
@@ -238,7 +235,6 @@ fn message(kind: &str, stream: &StreamDef, base: &str, steps: &[Step]) -> String
 /// Merge one stream (the caller holds the merge lock).
 pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, say: &dyn Fn(&str)) -> Result<Report> {
     let repo = &ws.repo;
-    let g = &repo.repo;
     let base = plan.settings.base_branch.clone();
     if stream.branch == base {
         return Err(Error::usage(format!("stream {} uses the base branch {base} as its own branch", stream.name))
@@ -276,8 +272,8 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
     let ownership = ownership(ws, plan, stream, base_tip, stream_tip, opts)?;
 
     // Check, in memory: nothing is written unless the merge goes ahead.
-    let mut mem = g.clone().with_object_memory();
-    let who = replay::committer(g);
+    let mem = repo.in_memory();
+    let who = identity::rewrite_committer(repo);
     let r = replay::replay(&mem, base_tip, stream_tip, Some(&plan.prd), &who)?;
     let mut report = Report {
         stream: stream.name.clone(),
@@ -302,22 +298,21 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
         MergeStrategy::Rebase => (r.tip, r.tip),
         MergeStrategy::Merge if contained => (stream_tip, base_tip),
         MergeStrategy::Merge => {
-            let c = g.find_commit(stream_tip).internal("cannot read the stream tip")?;
-            let parents: Vec<ObjectId> = c.parent_ids().map(|p| p.detach()).collect();
+            let parents = repo.objects().parents(stream_tip).internal("cannot read the stream tip")?;
             if parents.len() == 2 && parents[0] == base_tip {
                 (stream_tip, stream_tip)
             } else {
-                let tree = tree_of(&mem, r.tip)?;
+                let tree = mem.tree_of(r.tip)?;
                 let msg = message("merge", stream, &base, &r.steps);
-                let m = replay::new_commit(&mem, tree, vec![base_tip, stream_tip], &who, &msg)?;
+                let m = mem.new_commit(tree, vec![base_tip, stream_tip], &who, &msg)?;
                 (m, m)
             }
         }
         MergeStrategy::Squash if r.tip == base_tip => (r.tip, base_tip),
         MergeStrategy::Squash => {
-            let tree = tree_of(&mem, r.tip)?;
+            let tree = mem.tree_of(r.tip)?;
             let msg = message("squash", stream, &base, &r.steps);
-            (r.tip, replay::new_commit(&mem, tree, vec![base_tip], &who, &msg)?)
+            (r.tip, mem.new_commit(tree, vec![base_tip], &who, &msg)?)
         }
     };
     report.gained = if base_new == base_tip { 0 } else { replay::commits_to_replay(&mem, base_tip, base_new)?.len() };
@@ -326,8 +321,7 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
 
     if opts.dry_run {
         let before = prd_at(ws, plan, base_tip)?;
-        let mut after =
-            replay::blob_at(&mem, tree_of(&mem, base_new)?, &plan.prd)?.and_then(|(_, b)| String::from_utf8(b).ok());
+        let mut after = mem.blob_at(mem.tree_of(base_new)?, &plan.prd)?.and_then(|(_, b)| String::from_utf8(b).ok());
         if let Some(text) = &after {
             if let Ok(p) = crate::prd::parse(prd_name(plan), text) {
                 let ids = done_ids(ws, plan, stream, &p)?;
@@ -349,16 +343,12 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
     }
 
     // Write: the objects made in memory, then the notes of the rewritten commits.
-    if let Some(storage) = mem.objects.take_object_memory() {
-        for (_, (kind, data)) in storage.iter() {
-            gix::objs::Write::write_buf(&g.objects, *kind, data).internal("cannot write an object")?;
-        }
-    }
+    mem.persist(repo)?;
     failpoint::hit("merge-objects");
     // Nothing may stand in the way of the worktree updates; refuse before any ref moves.
     for (branch, from, to) in [(&stream.branch, stream_tip, stream_new), (&base, base_tip, base_new)] {
         if let Some(wt) = worktree::checked_out(repo, branch)? {
-            let found = checkout::blockers(&wt, tree_of(g, from)?, tree_of(g, to)?)?;
+            let found = checkout::blockers(&wt, repo.objects().tree_of(from)?, repo.objects().tree_of(to)?)?;
             if !found.is_empty() {
                 return Err(checkout::refusal(&wt, &found));
             }
@@ -371,7 +361,7 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
         r.steps.iter().filter_map(|s| s.new.filter(|n| *n != s.original).map(|n| (s.original, n))).collect()
     };
     if !pairs.is_empty() {
-        notes::carry(&notes::with_identity(g), &pairs)?;
+        notes::carry(repo, &pairs)?;
     }
     failpoint::hit("merge-notes");
     let j = Journal {
@@ -451,7 +441,6 @@ fn stop<T>(ws: &Workspace, j: &Journal, e: Error) -> Result<T> {
 /// Carry out a planned merge, step by step, skipping what is already done.
 fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say: &dyn Fn(&str)) -> Result<Done> {
     let repo = &ws.repo;
-    let g = &repo.repo;
     let (s_old, s_new) = (journal::id(&j.stream_old)?, journal::id(&j.stream_new)?);
     let (b_old, b_new) = (journal::id(&j.base_old)?, journal::id(&j.base_new)?);
     let base_ref = format!("refs/heads/{}", j.base_branch);
@@ -516,16 +505,11 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
                 if let Ok(p) = crate::prd::parse(prd_name(plan), &text) {
                     let ids = done_ids(ws, plan, stream, &p)?;
                     if let Some(synced) = prd::mark_done(prd_name(plan), &text, &ids) {
-                        let tree = tree_of(g, b_new)?;
-                        let blob = g.write_blob(synced.as_bytes()).internal("cannot write the PRD")?.detach();
-                        let mut editor = g.edit_tree(tree).internal("cannot edit a tree")?;
-                        editor
-                            .upsert(&plan.prd, gix::objs::tree::EntryKind::Blob, blob)
-                            .internal("cannot edit a tree")?;
-                        let tree = editor.write().internal("cannot write a tree")?.detach();
-                        let who = replay::committer(g);
+                        let objects = repo.objects();
+                        let tree = objects.with_blob(objects.tree_of(b_new)?, &plan.prd, &synced)?;
+                        let who = identity::rewrite_committer(repo);
                         let msg = format!("chore(prd): sync completion from stream {}\n", j.stream);
-                        let p_commit = replay::new_commit(g, tree, vec![b_new], &who, &msg)?;
+                        let p_commit = objects.new_commit(tree, vec![b_new], &who, &msg)?;
                         j.prd_from = Some(b_new.to_string());
                         j.prd_to = Some(p_commit.to_string());
                         j.save(repo)?;

@@ -5,6 +5,7 @@
 //! to give `git log`, gitk or tig in place of a bare `--all`.
 
 use crate::error::{Error, Result};
+use crate::git::config::ConfigFile;
 use crate::git::Repo;
 
 /// `--all` without git-boulder's state: `git log $HIDE_ARGS`, `gitk $HIDE_ARGS`, `tig $HIDE_ARGS`.
@@ -19,23 +20,18 @@ pub const DECORATION_EXCLUDES: [&str; 2] = ["refs/boulder*", "refs/notes/*"];
 /// changed.
 pub fn exclude_decorations(repo: &Repo, undo: bool) -> Result<Vec<String>> {
     let path = repo.common_dir.join("config");
-    let mut file = gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
-        .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))?;
+    let mut file = ConfigFile::read(&path)?;
     let mut changed = Vec::new();
     let mut now_empty = false;
     {
-        let mut section = file
-            .section_mut_or_create_new("log", None)
-            .map_err(|e| Error::internal(format!("cannot edit log.*: {e}")))?;
-        let now: Vec<String> = section.values("excludeDecoration").iter().map(|v| v.to_string()).collect();
+        let mut section = file.section("log", None).map_err(|e| Error::internal(format!("cannot edit log.*: {e}")))?;
+        let now: Vec<String> = section.values("excludeDecoration");
         if undo {
             let kept: Vec<&String> = now.iter().filter(|v| !DECORATION_EXCLUDES.contains(&v.as_str())).collect();
             if kept.len() != now.len() {
-                while section.remove("excludeDecoration").is_some() {}
+                section.remove_all("excludeDecoration");
                 for v in &kept {
-                    section
-                        .push("excludeDecoration", Some(v.as_bytes().into()))
-                        .map_err(|e| Error::internal(e.to_string()))?;
+                    section.push("excludeDecoration", v)?;
                 }
                 for v in now.iter().filter(|v| DECORATION_EXCLUDES.contains(&v.as_str())) {
                     changed.push(format!("-log.excludeDecoration {v}"));
@@ -44,9 +40,7 @@ pub fn exclude_decorations(repo: &Repo, undo: bool) -> Result<Vec<String>> {
             }
         } else {
             for pattern in DECORATION_EXCLUDES.iter().filter(|p| !now.iter().any(|v| v == *p)) {
-                section
-                    .push("excludeDecoration", Some(pattern.as_bytes().into()))
-                    .map_err(|e| Error::internal(e.to_string()))?;
+                section.push("excludeDecoration", pattern)?;
                 changed.push(format!("+log.excludeDecoration {pattern}"));
             }
         }
@@ -56,9 +50,7 @@ pub fn exclude_decorations(repo: &Repo, undo: bool) -> Result<Vec<String>> {
         file.remove_section("log", None);
     }
     if !changed.is_empty() {
-        let mut out = Vec::new();
-        file.write_to(&mut out).map_err(|e| Error::internal(format!("cannot write the config: {e}")))?;
-        crate::fsutil::write_atomic(&path, &out)?;
+        crate::fsutil::write_atomic(&path, &file.to_bytes()?)?;
     }
     Ok(changed)
 }

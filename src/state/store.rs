@@ -21,12 +21,11 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use gix::bstr::BString;
-use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
-use gix::ObjectId;
-
 use crate::error::{Error, Result};
-use crate::git::Repo;
+use crate::git::identity;
+use crate::git::objects::{EntryKind, Kind, Objects};
+use crate::git::refs::{self, Backoff, Expect, GaveUp, Odd, Retry, Step};
+use crate::git::{ObjectId, Repo};
 use crate::state::op::{self, MergeData, Op, Payload, State, MERGE_ACTOR, MERGE_KIND};
 use crate::state::{BOULDERS, STREAMS};
 
@@ -45,8 +44,7 @@ pub const MAX_OP_BYTES: u64 = 1024 * 1024;
 /// Largest `state.json` read; checked before the blob is read.
 pub const MAX_STATE_BYTES: u64 = 4 * 1024 * 1024;
 /// The identity of every state commit: state never needs a configured git identity.
-pub const COMMITTER_NAME: &str = "git-boulder";
-pub const COMMITTER_EMAIL: &str = "git-boulder@localhost";
+pub use crate::git::identity::{COMMITTER_EMAIL, COMMITTER_NAME};
 
 /// One op-log commit read back: its id, its op and the state after it.
 #[derive(Debug, Clone)]
@@ -176,11 +174,6 @@ fn later<'a>(a: &'a str, b: &'a str) -> &'a str {
     }
 }
 
-/// Is this ref-update error worth retrying: a lost race or a lock another writer holds.
-fn transient(e: &gix::Error) -> bool {
-    e.is_conflict() || e.can_retry() || e.is_retryable()
-}
-
 /// The result of computing a merge, before anything is written.
 enum Plan<S> {
     /// One side contains the other (or they are the same): this is the result.
@@ -194,8 +187,8 @@ impl<'r> Store<'r> {
         Ok(Store { repo, actor: actor_id(repo)? })
     }
 
-    fn git(&self) -> &gix::Repository {
-        &self.repo.repo
+    fn git(&self) -> Objects<'r> {
+        self.repo.objects()
     }
 
     /// The two blobs of an op commit, checking its tree holds exactly `op.json` and `state.json`
@@ -204,35 +197,31 @@ impl<'r> Store<'r> {
         // Sizes are checked from the object headers before anything is read whole: fetched
         // state may be hostile.
         let bounded = |id: ObjectId, limit: u64, what: &str| -> std::result::Result<(), String> {
-            let size = self.git().find_header(id).map_err(|e| format!("commit {commit}: {what}: {e}"))?.size();
+            let (_, size) = self.git().header(id).map_err(|e| format!("commit {commit}: {what}: {e}"))?;
             if size > limit {
                 return Err(format!("commit {commit}: {what} is {size} bytes, more than the limit of {limit}"));
             }
             Ok(())
         };
         bounded(commit, MAX_COMMIT_BYTES, "the commit")?;
-        let c = self.git().find_commit(commit).map_err(|e| format!("commit {commit}: {e}"))?;
-        let tree_id = c.tree_id().map_err(|e| format!("commit {commit}: {e}"))?.detach();
+        let (tree_id, _) = self.git().commit_parts(commit).map_err(|e| format!("commit {commit}: {e}"))?;
         bounded(tree_id, MAX_TREE_BYTES, "its tree")?;
-        let tree = self.git().find_tree(tree_id).map_err(|e| format!("commit {commit}: {e}"))?;
+        let entries = self.git().entries(tree_id).map_err(|e| format!("commit {commit}: {e}"))?;
         let mut names = Vec::new();
-        for e in tree.iter() {
-            let e = e.map_err(|e| format!("commit {commit}: {e}"))?;
-            let name = e.filename().to_string();
-            if e.mode().kind() != gix::objs::tree::EntryKind::Blob {
-                return Err(format!("commit {commit}: {name} is not a regular file"));
+        for e in &entries {
+            if e.kind != EntryKind::Blob {
+                return Err(format!("commit {commit}: {} is not a regular file", e.name));
             }
-            names.push(name);
+            names.push(e.name.clone());
         }
         names.sort();
         if names != ["op.json", "state.json"] {
             return Err(format!("commit {commit}: its tree must hold exactly op.json and state.json, found {names:?}"));
         }
         let blob = |name: &str| -> std::result::Result<Vec<u8>, String> {
-            let entry = tree.find_entry(name).ok_or_else(|| format!("commit {commit}: no {name}"))?;
-            bounded(entry.object_id(), if name == "op.json" { MAX_OP_BYTES } else { MAX_STATE_BYTES }, name)?;
-            let obj = entry.object().map_err(|e| format!("commit {commit}: {name}: {e}"))?;
-            Ok(obj.detach().data)
+            let entry = entries.iter().find(|e| e.name == name).ok_or_else(|| format!("commit {commit}: no {name}"))?;
+            bounded(entry.id, if name == "op.json" { MAX_OP_BYTES } else { MAX_STATE_BYTES }, name)?;
+            self.git().read(entry.id).map_err(|e| format!("commit {commit}: {name}: {e}"))
         };
         let op = if want_op { Some(blob("op.json")?) } else { None };
         Ok((op, blob("state.json")?))
@@ -314,12 +303,13 @@ impl<'r> Store<'r> {
         refname: &str,
         mut decide: impl FnMut(Option<&S>) -> Result<Option<S::Op>>,
     ) -> Result<Option<Entry<S>>> {
-        let full: gix::refs::FullName =
-            refname.try_into().map_err(|e| Error::usage(format!("invalid ref name {refname:?}: {e}")))?;
-        let mut odd = 0;
-        for attempt in 0..MAX_TRIES {
+        let retry = Retry { tries: MAX_TRIES, odd: Odd::Count(MAX_ODD_TRIES), backoff: Backoff::Growing };
+        // A lost race, or another writer holding the ref's lock, is retried on the fresh tip; so
+        // is a creation that found another writer's very same commit (same op, same millisecond):
+        // that op is theirs, and `decide` is asked again on the fresh state.
+        let appended = refs::update_with_retry(self.repo, refname, retry, |_| {
             let tip = self.read::<S>(refname)?;
-            let Some(mut typed) = decide(tip.as_ref().map(|e| &e.state))? else { return Ok(None) };
+            let Some(mut typed) = decide(tip.as_ref().map(|e| &e.state))? else { return Ok(Step::Done(None)) };
             S::complete_op(leaf(refname), &mut typed);
             let (kind, data) = (typed.kind().to_string(), typed.data());
             let lamport = tip.as_ref().map_or(0, |e| e.op.lamport.max(e.state.lamport())) + 1;
@@ -333,102 +323,41 @@ impl<'r> Store<'r> {
                 .map_err(|e| Error::internal(format!("{refname}: {} op made an invalid state: {e}", op.kind)))?;
             let parents: Vec<ObjectId> = tip.as_ref().map(|e| e.commit).into_iter().collect();
             let commit = self.write_op_commit(&op, &state, &parents, true)?;
-            let expected = match &tip {
-                Some(e) => PreviousValue::MustExistAndMatch(gix::refs::Target::Object(e.commit)),
-                None => PreviousValue::MustNotExist,
-            };
-            match self.cas(&full, commit, expected, &format!("boulder: {}", op.kind), &op.at) {
-                Ok(true) => return Ok(Some(Entry { commit, op, state })),
-                // Another writer created the ref with the very same commit (same op, same
-                // millisecond): that op is theirs; decide again on the fresh state.
-                Ok(false) => {}
-                Err(e) => {
-                    if !transient(&e) {
-                        odd += 1;
-                        if odd > MAX_ODD_TRIES {
-                            return Err(internal(format_args!("cannot update {refname}"), e));
-                        }
-                    }
-                    // Lost the race, or another writer holds the ref's lock: back off and retry
-                    // on the fresh tip.
-                    let cap = 100 + 200 * u64::from(attempt.min(40));
-                    std::thread::sleep(Duration::from_micros(fastrand::u64(20..=cap)));
-                }
-            }
-        }
-        Err(Error::refused(format!("cannot update {refname}: lost the race to other writers {MAX_TRIES} times"))
-            .hint("something is writing to it in a tight loop; try again"))
-    }
-
-    /// Move `name` to `new` if it still holds what `expected` says, logging as git-boulder.
-    /// `Ok(false)`: the ref was to be created but already held `new` (another writer made the
-    /// very same commit first), so this call did not create it.
-    fn cas(
-        &self,
-        name: &gix::refs::FullName,
-        new: ObjectId,
-        expected: PreviousValue,
-        message: &str,
-        at: &str,
-    ) -> std::result::Result<bool, gix::Error> {
-        let create = matches!(expected, PreviousValue::MustNotExist);
-        let sig = signature(at);
-        let mut buf = gix::date::parse::TimeBuf::default();
-        self.git()
-            .edit_references_as(
-                [RefEdit {
-                    change: Change::Update {
-                        log: LogChange {
-                            mode: RefLog::AndReference,
-                            force_create_reflog: false,
-                            message: message.into(),
-                        },
-                        expected,
-                        new: gix::refs::Target::Object(new),
-                    },
-                    name: name.clone(),
-                    deref: false,
-                }],
-                Some(sig.to_ref(&mut buf)),
-            )
-            .map(|edits| {
-                // A creation that found the ref already there (with the same value) reports the
-                // value it found as the expected one.
-                !(create
-                    && edits.iter().any(|e| {
-                        matches!(e.change, Change::Update { expected: PreviousValue::MustExistAndMatch(_), .. })
-                    }))
+            Ok(Step::Update {
+                expected: Expect::from_tip(tip.as_ref().map(|e| e.commit)),
+                new: commit,
+                message: format!("boulder: {}", op.kind),
+                writer: Some(identity::state_signature(&op.at)),
+                moved: Some(Entry { commit, op, state }),
+                already: None,
             })
+        })?;
+        appended.map_err(|e| match e {
+            GaveUp::Failed(e) => internal(format_args!("cannot update {refname}"), e),
+            GaveUp::Exhausted(_) => {
+                Error::refused(format!("cannot update {refname}: lost the race to other writers {MAX_TRIES} times"))
+                    .hint("something is writing to it in a tight loop; try again")
+            }
+        })
     }
 
     /// Build (and when `write`, store) the blobs, tree and commit of one op; returns the commit id.
     fn write_op_commit<S: State>(&self, op: &Op, state: &S, parents: &[ObjectId], write: bool) -> Result<ObjectId> {
         let repo = self.git();
-        let hash = repo.object_hash();
         let mut op_json = serde_json::to_vec_pretty(op).map_err(|e| internal("op.json", e))?;
         op_json.push(b'\n');
         let mut state_json = serde_json::to_vec_pretty(state).map_err(|e| internal("state.json", e))?;
         state_json.push(b'\n');
         let blob = |bytes: &[u8], name: &str| -> Result<ObjectId> {
             if write {
-                Ok(repo.write_blob(bytes).map_err(|e| internal(format_args!("cannot write {name}"), e))?.detach())
+                repo.blob(bytes, true).map_err(|e| internal(format_args!("cannot write {name}"), e))
             } else {
-                gix::objs::compute_hash(hash, gix::objs::Kind::Blob, bytes).map_err(|e| internal(name, e))
+                repo.blob(bytes, false).map_err(|e| internal(name, e))
             }
         };
-        let entry = |name: &str, oid| gix::objs::tree::Entry {
-            mode: gix::objs::tree::EntryKind::Blob.into(),
-            filename: name.into(),
-            oid,
-        };
-        let tree = gix::objs::Tree {
-            entries: vec![
-                entry("op.json", blob(&op_json, "op.json")?),
-                entry("state.json", blob(&state_json, "state.json")?),
-            ],
-        };
-        let tree_id = self.put(&tree, write)?;
-        let sig = signature(&op.at);
+        let files = [("op.json", blob(&op_json, "op.json")?), ("state.json", blob(&state_json, "state.json")?)];
+        let tree_id = repo.flat_tree(&files, write).map_err(|e| self.put_error(write, e))?;
+        let sig = identity::state_signature(&op.at);
         let summary = serde_json::to_string(&op.data).unwrap_or_default();
         let summary = if summary.len() > 200 {
             let cut = summary.char_indices().map(|(i, _)| i).take_while(|i| *i <= 200).last().unwrap_or(0);
@@ -436,30 +365,17 @@ impl<'r> Store<'r> {
         } else {
             summary
         };
-        let commit = gix::objs::Commit {
-            tree: tree_id,
-            parents: parents.iter().copied().collect(),
-            author: sig.clone(),
-            committer: sig,
-            encoding: None,
-            message: BString::from(format!("boulder: {}\n\n{summary}\n", op.kind)),
-            extra_headers: Vec::new(),
-        };
-        self.put(&commit, write)
+        let message = format!("boulder: {}\n\n{summary}\n", op.kind);
+        repo.commit(tree_id, parents, &sig, &sig, &message, write).map_err(|e| self.put_error(write, e))
     }
 
-    /// Write an object, or only compute its id.
-    fn put<T: gix::objs::WriteTo>(&self, object: &T, write: bool) -> Result<ObjectId> {
+    /// The error of writing a state object, or of only computing its id.
+    fn put_error(&self, write: bool, e: impl std::fmt::Display) -> Error {
         if write {
-            return Ok(self
-                .git()
-                .write_object(object)
-                .map_err(|e| internal("cannot write a state object", e))?
-                .detach());
+            internal("cannot write a state object", e)
+        } else {
+            internal("hash", e)
         }
-        let mut buf = Vec::new();
-        object.write_to(&mut buf).map_err(|e| internal("cannot encode a state object", e))?;
-        gix::objs::compute_hash(self.git().object_hash(), object.kind(), &buf).map_err(|e| internal("hash", e))
     }
 
     /// The history of an op-log, newest first (reverse replay order: by lamport clock, then time,
@@ -471,40 +387,31 @@ impl<'r> Store<'r> {
 
     /// The ops reachable from `tip`, newest first (see [`Store::log`]), at most [`MAX_WALK`].
     pub fn history(&self, tip: ObjectId) -> Result<Vec<LogEntry>> {
-        let walk = self.git().rev_walk([tip]).all().map_err(|e| internal(format_args!("cannot walk {tip}"), e))?;
+        let objects = self.git();
+        let walk = objects.walk([tip], []).map_err(|e| internal(format_args!("cannot walk {tip}"), e))?;
         let mut out = Vec::new();
         for info in walk.take(MAX_WALK) {
             let info = info.map_err(|e| internal(format_args!("cannot walk {tip}"), e))?;
             let op = self.op_of(info.id).map_err(Error::usage)?;
-            out.push((op, info.id, info.parent_ids.len() > 1));
+            out.push((op, info.id, info.parents.len() > 1));
         }
         out.sort_by(|a, b| (b.0.lamport, &b.0.at, &b.0.actor, &b.1).cmp(&(a.0.lamport, &a.0.at, &a.0.actor, &a.1)));
         Ok(out.into_iter().map(|(op, commit, is_merge)| LogEntry { commit, op, is_merge }).collect())
     }
 
     fn op_of(&self, commit: ObjectId) -> std::result::Result<Op, String> {
-        let c = self.git().find_commit(commit).map_err(|e| format!("commit {commit}: {e}"))?;
-        let tree = c.tree().map_err(|e| format!("commit {commit}: {e}"))?;
-        let entry = tree.find_entry("op.json").ok_or_else(|| format!("commit {commit}: no op.json"))?;
-        let obj = entry.object().map_err(|e| format!("commit {commit}: op.json: {e}"))?;
-        Self::parse_op(commit, &obj.data)
+        let objects = self.git();
+        let (tree, _) = objects.commit_parts(commit).map_err(|e| format!("commit {commit}: {e}"))?;
+        let entries = objects.entries(tree).map_err(|e| format!("commit {commit}: {e}"))?;
+        let entry =
+            entries.iter().find(|e| e.name == "op.json").ok_or_else(|| format!("commit {commit}: no op.json"))?;
+        let data = objects.read(entry.id).map_err(|e| format!("commit {commit}: op.json: {e}"))?;
+        Self::parse_op(commit, &data)
     }
 
     /// Refs under `prefix` (e.g. `refs/boulder/`) and the ids they point at, sorted by name.
     pub fn list(&self, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
-        let platform = self.git().references().map_err(|e| internal("cannot list refs", e))?;
-        let iter =
-            platform.prefixed(prefix).map_err(|e| internal(format_args!("cannot list refs under {prefix}"), e))?;
-        let mut out = Vec::new();
-        for r in iter {
-            let mut r = r.map_err(|e| internal("cannot list refs", e))?;
-            let name = r.name().as_bstr().to_string();
-            if let Ok(id) = r.peel_to_id() {
-                out.push((name, id.detach()));
-            }
-        }
-        out.sort();
-        Ok(out)
+        refs::list(self.repo, prefix)
     }
 
     /// Check every commit reachable from `tip` (at most [`MAX_WALK`]): its tree holds exactly
@@ -519,12 +426,8 @@ impl<'r> Store<'r> {
     /// `trusted`, e.g. the local tip before a pull.
     pub fn validate_since<S: State>(&self, tip: ObjectId, trusted: &[ObjectId]) -> std::result::Result<(), String> {
         self.check_commit_sizes(tip, trusted)?;
-        let walk = self
-            .git()
-            .rev_walk([tip])
-            .with_hidden(trusted.iter().copied())
-            .all()
-            .map_err(|e| format!("cannot walk {tip}: {e}"))?;
+        let objects = self.git();
+        let walk = objects.walk([tip], trusted.iter().copied()).map_err(|e| format!("cannot walk {tip}: {e}"))?;
         // The walk meets a commit right after its child, so the parent read for one check is
         // usually the entry of the next.
         let mut cached: Option<Entry<S>> = None;
@@ -539,7 +442,7 @@ impl<'r> Store<'r> {
                 Some(e) if e.commit == id => e,
                 _ => self.entry::<S>(id)?,
             };
-            let parents: Vec<ObjectId> = info.parent_ids.iter().copied().collect();
+            let parents: Vec<ObjectId> = info.parents;
             match parents.len() {
                 0 | 1 => {
                     if entry.op.is_merge() {
@@ -608,18 +511,14 @@ impl<'r> Store<'r> {
                 // ancestors); the checks that follow have their own bound of MAX_WALK commits.
                 return Ok(());
             }
-            let header = self.git().find_header(id).map_err(|e| format!("commit {id}: {e}"))?;
-            if header.kind() != gix::objs::Kind::Commit {
-                return Err(format!("{id} is a {}, not an op commit", header.kind()));
+            let (kind, size) = self.git().header(id).map_err(|e| format!("commit {id}: {e}"))?;
+            if kind != Kind::Commit {
+                return Err(format!("{id} is a {kind}, not an op commit"));
             }
-            if header.size() > MAX_COMMIT_BYTES {
-                return Err(format!(
-                    "commit {id} is {} bytes, more than the limit of {MAX_COMMIT_BYTES}",
-                    header.size()
-                ));
+            if size > MAX_COMMIT_BYTES {
+                return Err(format!("commit {id} is {size} bytes, more than the limit of {MAX_COMMIT_BYTES}"));
             }
-            let commit = self.git().find_commit(id).map_err(|e| format!("commit {id}: {e}"))?;
-            todo.extend(commit.parent_ids().map(|p| p.detach()));
+            todo.extend(self.git().parents(id).map_err(|e| format!("commit {id}: {e}"))?);
         }
         Ok(())
     }
@@ -659,13 +558,7 @@ impl<'r> Store<'r> {
         // replay of everything only when all of them sort after everything the base holds, i.e.
         // have a higher clock. Otherwise (criss-cross histories, a base that is not the join point
         // of everything merged, or no common history), replay every op from the start.
-        let base = self
-            .git()
-            .merge_base(ours, theirs)
-            .ok()
-            .flatten()
-            .map(|id| id.detach())
-            .filter(|b| a.contains(b) && t.contains(b));
+        let base = self.git().merge_base(ours, theirs).filter(|b| a.contains(b) && t.contains(b));
         let mut replayed = None;
         if let Some(b) = base {
             let held = dag.ancestors(b)?;
@@ -735,10 +628,11 @@ impl<'r> Store<'r> {
     /// a compare-and-swap, retried when a local writer moves the ref meanwhile. An invalid
     /// fetched chain is refused and the ref is left as it was.
     pub fn absorb<S: State>(&self, refname: &str, theirs: ObjectId) -> Result<Absorbed> {
-        let full: gix::refs::FullName =
-            refname.try_into().map_err(|e| Error::usage(format!("invalid ref name {refname:?}: {e}")))?;
         let mut checked = false;
-        for attempt in 0..MAX_TRIES {
+        // A local writer moving the ref meanwhile is retried: what it gained is local, so only
+        // the fetched side needed checking, which is done.
+        let retry = Retry { tries: MAX_TRIES, odd: Odd::FirstAttempts(MAX_ODD_TRIES), backoff: Backoff::Growing };
+        let absorbed = refs::update_with_retry(self.repo, refname, retry, |_| {
             let ours = self.repo.ref_id(refname)?;
             if !checked {
                 self.validate_since::<S>(theirs, &ours.into_iter().collect::<Vec<_>>()).map_err(|e| {
@@ -748,39 +642,34 @@ impl<'r> Store<'r> {
                 checked = true;
             }
             let (new, how, expected) = match ours {
-                None => (theirs, Absorbed::Created, PreviousValue::MustNotExist),
+                None => (theirs, Absorbed::Created, Expect::Absent),
                 Some(ours) => {
                     let merged = self.merge::<S>(ours, theirs).map_err(|e| e.context(refname))?;
                     let how = if merged == ours {
-                        return Ok(Absorbed::UpToDate);
+                        return Ok(Step::Done(Absorbed::UpToDate));
                     } else if merged == theirs {
                         Absorbed::FastForward
                     } else {
                         Absorbed::Merged
                     };
-                    (merged, how, PreviousValue::MustExistAndMatch(gix::refs::Target::Object(ours)))
+                    (merged, how, Expect::At(ours))
                 }
             };
-            match self.cas(
-                &full,
-                new,
+            Ok(Step::Update {
                 expected,
-                &format!("boulder: {how:?}").to_lowercase(),
-                &crate::time::now_rfc3339(),
-            ) {
-                Ok(true) => return Ok(how),
-                Ok(false) => return Ok(Absorbed::UpToDate),
-                Err(e) if transient(&e) || attempt < MAX_ODD_TRIES => {
-                    // The local tip moved: what it gained is local, so only the fetched side
-                    // needed checking, which is done.
-                    std::thread::sleep(Duration::from_micros(fastrand::u64(
-                        20..=100 + 200 * u64::from(attempt.min(40)),
-                    )));
-                }
-                Err(e) => return Err(internal(format_args!("cannot update {refname}"), e)),
+                new,
+                message: format!("boulder: {how:?}").to_lowercase(),
+                writer: Some(identity::state_signature(&crate::time::now_rfc3339())),
+                moved: how,
+                already: Some(Absorbed::UpToDate),
+            })
+        })?;
+        absorbed.map_err(|e| match e {
+            GaveUp::Failed(e) => internal(format_args!("cannot update {refname}"), e),
+            GaveUp::Exhausted(_) => {
+                Error::refused(format!("cannot update {refname}: lost the race to other writers {MAX_TRIES} times"))
             }
-        }
-        Err(Error::refused(format!("cannot update {refname}: lost the race to other writers {MAX_TRIES} times")))
+        })
     }
 }
 
@@ -799,8 +688,7 @@ impl<'s, 'r> Dag<'s, 'r> {
 
     fn parents(&mut self, id: ObjectId) -> std::result::Result<&[ObjectId], String> {
         if !self.parents.contains_key(&id) {
-            let c = self.store.git().find_commit(id).map_err(|e| format!("commit {id}: {e}"))?;
-            let ps = c.parent_ids().map(|p| p.detach()).collect();
+            let ps = self.store.git().parents(id).map_err(|e| format!("commit {id}: {e}"))?;
             self.parents.insert(id, ps);
         }
         Ok(&self.parents[&id])
@@ -841,15 +729,5 @@ impl<'s, 'r> Dag<'s, 'r> {
             out.push((self.ops[&id].clone(), id));
         }
         Ok(out)
-    }
-}
-
-/// The fixed identity of state commits and ref updates, at an op's time.
-fn signature(at: &str) -> gix::actor::Signature {
-    let secs = crate::time::parse_rfc3339(at).unwrap_or(0.0).floor() as i64;
-    gix::actor::Signature {
-        name: COMMITTER_NAME.into(),
-        email: COMMITTER_EMAIL.into(),
-        time: gix::date::Time { seconds: secs, offset: 0 },
     }
 }

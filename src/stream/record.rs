@@ -9,10 +9,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use gix::ObjectId;
-
 use crate::error::{Error, Result};
 use crate::git::notes::Noted;
+use crate::git::objects::{Objects, RevSpec, Walked};
+use crate::git::ObjectId;
 use crate::plan::{Plan, StreamDef};
 use crate::state::Store;
 use crate::workspace::Workspace;
@@ -20,29 +20,18 @@ use crate::workspace::Workspace;
 /// The most commits of one stream's branch `doctor` looks at.
 pub const DOCTOR_WALK: usize = 2000;
 
-/// One walked commit.
-struct Walked {
-    id: ObjectId,
-    parents: Vec<ObjectId>,
-}
-
 /// The commits reachable from `tips` but not from `hidden`, at most `limit` of them (`None`:
 /// all), and whether the walk stopped at the limit.
-fn walk(
-    repo: &gix::Repository,
-    tips: &[ObjectId],
-    hidden: &[ObjectId],
-    limit: Option<usize>,
-) -> Result<(Vec<Walked>, bool)> {
+fn walk(repo: &Objects, tips: &[ObjectId], hidden: &[ObjectId], limit: Option<usize>) -> Result<(Vec<Walked>, bool)> {
     let what = |e: &dyn std::fmt::Display| Error::internal(format!("cannot walk the history: {e}"));
-    let iter = repo.rev_walk(tips.iter().copied()).with_hidden(hidden.iter().copied()).all().map_err(|e| what(&e))?;
+    let iter = repo.walk(tips.iter().copied(), hidden.iter().copied()).map_err(|e| what(&e))?;
     let mut out = Vec::new();
     for info in iter {
         if limit.is_some_and(|l| out.len() >= l) {
             return Ok((out, true));
         }
         let info = info.map_err(|e| what(&e))?;
-        out.push(Walked { id: info.id, parents: info.parent_ids.iter().copied().collect() });
+        out.push(info);
     }
     Ok((out, false))
 }
@@ -92,7 +81,7 @@ pub fn stream_commits(
 ) -> Result<Option<(Vec<ObjectId>, bool)>> {
     let Some(tip) = ws.repo.branch_tip(&stream.branch)? else { return Ok(None) };
     let hidden: Vec<ObjectId> = base_tip(ws, plan)?.into_iter().collect();
-    let (walked, cut) = walk(&ws.repo.repo, &[tip], &hidden, limit)?;
+    let (walked, cut) = walk(&ws.repo.objects(), &[tip], &hidden, limit)?;
     Ok(Some((oldest_first(walked), cut)))
 }
 
@@ -107,7 +96,7 @@ pub fn unrecorded(
     let Some((commits, cut)) = stream_commits(ws, plan, stream, limit)? else { return Ok((Vec::new(), false)) };
     let mut out = Vec::new();
     for c in commits {
-        if !noted.has(&ws.repo.repo, c)? {
+        if !noted.has(&ws.repo, c)? {
             out.push(c);
         }
     }
@@ -139,7 +128,6 @@ pub fn record(ws: &Workspace, range: Option<&str>, stream: Option<&str>) -> Resu
         None => None,
     };
     let here = stream_here(ws, &plan);
-    let g = &ws.repo.repo;
 
     // The commits asked for, oldest first; without a range, the stream is known.
     let commits: Vec<ObjectId> = match range {
@@ -157,7 +145,7 @@ pub fn record(ws: &Workspace, range: Option<&str>, stream: Option<&str>) -> Resu
                 }
             }
         }
-        Some(spec) => resolve(g, spec)?,
+        Some(spec) => resolve(&ws.repo, spec)?,
     };
 
     // Whose each commit is.
@@ -205,18 +193,17 @@ pub fn record(ws: &Workspace, range: Option<&str>, stream: Option<&str>) -> Resu
     }
 
     let store = Store::new(&ws.repo)?;
-    let mut noted = Noted::new(g)?;
+    let mut noted = Noted::new(&ws.repo)?;
+    let objects = ws.repo.objects();
     let mut out = Outcome::default();
     for (commit, s) in owners {
-        if noted.has(g, commit)? {
+        if noted.has(&ws.repo, commit)? {
             out.already += 1;
             continue;
         }
-        let at = g
-            .find_commit(commit)
-            .ok()
-            .and_then(|c| c.time().ok())
-            .map(|t| crate::time::format_secs(t.seconds as f64))
+        let at = objects
+            .commit_time(commit)
+            .map(|t| crate::time::format_secs(t as f64))
             .ok_or_else(|| Error::internal(format!("cannot read the time of commit {commit}")))?;
         // The boulder this worktree counts commits for when it is on the stream's branch, else the
         // stream's root boulder.
@@ -233,30 +220,26 @@ pub fn record(ws: &Workspace, range: Option<&str>, stream: Option<&str>) -> Resu
 
 /// The commits `spec` names (`A..B`, `A...B`, `^A B`-free forms git understands, or one commit),
 /// oldest first, merges left out.
-fn resolve(g: &gix::Repository, spec: &str) -> Result<Vec<ObjectId>> {
-    use gix::revision::plumbing::Spec;
+fn resolve(repo: &crate::git::Repo, spec: &str) -> Result<Vec<ObjectId>> {
+    let g = repo.objects();
     let bad = |e: &dyn std::fmt::Display| {
         Error::usage(format!("{spec:?} is not a commit or range: {e}"))
             .hint("give a commit (HEAD~2) or a range (main..HEAD), as `git log` takes them")
     };
-    let parsed = g.rev_parse(spec).map_err(|e| bad(&e))?.detach();
+    let parsed = repo.rev_parse(spec).map_err(|e| bad(&e))?;
     let commit = |id: ObjectId| -> Result<ObjectId> {
-        g.find_object(id)
-            .ok()
-            .and_then(|o| o.peel_to_commit().ok())
-            .map(|c| c.id)
-            .ok_or_else(|| bad(&format!("{id} is not a commit")))
+        g.peel_to_commit(id).ok_or_else(|| bad(&format!("{id} is not a commit")))
     };
     let (tips, hidden) = match parsed {
-        Spec::Include(id) => return Ok(vec![commit(id)?]),
-        Spec::Range { from, to } => (vec![commit(to)?], vec![commit(from)?]),
-        Spec::Merge { theirs, ours } => {
+        RevSpec::One(id) => return Ok(vec![commit(id)?]),
+        RevSpec::Range { from, to } => (vec![commit(to)?], vec![commit(from)?]),
+        RevSpec::Merge { theirs, ours } => {
             let (a, b) = (commit(theirs)?, commit(ours)?);
-            let base = g.merge_base(a, b).ok().flatten().map(|m| m.detach());
+            let base = g.merge_base(a, b);
             (vec![a, b], base.into_iter().collect())
         }
-        _ => return Err(bad(&"only a commit, A..B or A...B can be recorded")),
+        RevSpec::Other => return Err(bad(&"only a commit, A..B or A...B can be recorded")),
     };
-    let (walked, _) = walk(g, &tips, &hidden, None)?;
+    let (walked, _) = walk(&g, &tips, &hidden, None)?;
     Ok(oldest_first(walked))
 }

@@ -5,12 +5,11 @@
 //! fetched), so two machines racing for a stream get exactly one winner. Locally, the last value
 //! seen on each remote is kept in `refs/boulder-remotes/<remote>/claims/<stream>`.
 
-use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result, ResultExt};
-use crate::git::{cli, remote, Repo};
-use crate::state::store::{COMMITTER_EMAIL, COMMITTER_NAME};
+use crate::git::refs::{self, Expect, Writer};
+use crate::git::{cli, identity, remote, ObjectId, Repo};
 
 /// The content of `claim.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,12 +61,12 @@ impl Claim {
 }
 
 pub fn remote_ref(stream: &str) -> String {
-    format!("refs/boulder/claims/{stream}")
+    refs::claim_ref(stream)
 }
 
 /// The local copy of a remote's claim.
 pub fn tracking_ref(key: &str, stream: &str) -> String {
-    format!("refs/boulder-remotes/{key}/claims/{stream}")
+    refs::claim_tracking_ref(key, stream)
 }
 
 /// Why a claim (its commit, or the `claim.json` in it) is not valid; the message names it.
@@ -117,31 +116,31 @@ pub enum InvalidClaim {
 
 /// Read and check the claim commit `id` of `stream`. The error names the problem.
 pub fn read(repo: &Repo, stream: &str, id: ObjectId) -> std::result::Result<Claim, InvalidClaim> {
-    let g = &repo.repo;
+    let g = repo.objects();
     // Sizes come from the object headers, before anything fetched is read whole.
     let size = |oid: ObjectId| {
-        g.find_header(oid).map(|h| h.size()).map_err(|e| InvalidClaim::Unreadable { id: oid, source: Box::new(e) })
+        g.header(oid).map(|(_, size)| size).map_err(|e| InvalidClaim::Unreadable { id: oid, source: Box::new(e) })
     };
     if size(id)? > 16 * 1024 {
         return Err(InvalidClaim::CommitTooLarge(id));
     }
-    let commit = g.find_commit(id).map_err(|e| InvalidClaim::NotACommit { id, source: Box::new(e) })?;
-    if commit.parent_ids().next().is_some() {
+    let (tree, parents) = g.commit_parts(id).map_err(|e| InvalidClaim::NotACommit { id, source: Box::new(e) })?;
+    if !parents.is_empty() {
         return Err(InvalidClaim::HasParents(id));
     }
-    let tree = commit.tree().map_err(|e| InvalidClaim::Broken { id, source: Box::new(e) })?;
-    let names: Vec<String> = tree.iter().filter_map(|e| e.ok().map(|e| e.filename().to_string())).collect();
+    let entries = g.entries(tree).map_err(|e| InvalidClaim::Broken { id, source: Box::new(e) })?;
+    let names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
     if names != ["claim.json"] {
         return Err(InvalidClaim::Files { id, names });
     }
-    let entry = tree.find_entry("claim.json").ok_or(InvalidClaim::NoFile)?;
-    if !entry.mode().is_blob() {
+    let entry = entries.iter().find(|e| e.name == "claim.json").ok_or(InvalidClaim::NoFile)?;
+    if !entry.kind.is_blob() {
         return Err(InvalidClaim::NotAFile(id));
     }
-    if size(entry.object_id())? > 16 * 1024 {
+    if size(entry.id)? > 16 * 1024 {
         return Err(InvalidClaim::FileTooLarge(id));
     }
-    let data = entry.object().map_err(|e| InvalidClaim::Broken { id, source: Box::new(e) })?.detach().data;
+    let data = g.read(entry.id).map_err(|e| InvalidClaim::Broken { id, source: Box::new(e) })?;
     if data.len() > 16 * 1024 {
         return Err(InvalidClaim::FileTooLarge(id));
     }
@@ -152,29 +151,14 @@ pub fn read(repo: &Repo, stream: &str, id: ObjectId) -> std::result::Result<Clai
 
 /// Write a claim commit (not moving any ref).
 fn write(repo: &Repo, claim: &Claim) -> Result<ObjectId> {
-    let g = &repo.repo;
+    let g = repo.objects();
     let mut text = serde_json::to_vec_pretty(claim).internal("claim.json")?;
     text.push(b'\n');
-    let blob = g.write_blob(&text).internal("cannot write claim.json")?.detach();
-    let mut editor = g.edit_tree(ObjectId::empty_tree(g.object_hash())).internal("cannot make a tree")?;
-    editor.upsert("claim.json", gix::objs::tree::EntryKind::Blob, blob).internal("cannot make a tree")?;
-    let tree = editor.write().internal("cannot write a tree")?.detach();
-    let secs = crate::time::parse_rfc3339(&claim.since).unwrap_or(0.0).floor() as i64;
-    let sig = gix::actor::Signature {
-        name: COMMITTER_NAME.into(),
-        email: COMMITTER_EMAIL.into(),
-        time: gix::date::Time { seconds: secs, offset: 0 },
-    };
-    let commit = gix::objs::Commit {
-        tree,
-        parents: Default::default(),
-        author: sig.clone(),
-        committer: sig,
-        encoding: None,
-        message: format!("claim {} by {}\n", claim.stream, claim.actor).into(),
-        extra_headers: Vec::new(),
-    };
-    Ok(g.write_object(&commit).internal("cannot write the claim commit")?.detach())
+    let blob = g.blob(&text, true).internal("cannot write claim.json")?;
+    let tree = g.flat_tree(&[("claim.json", blob)], true).internal("cannot write a tree")?;
+    let sig = identity::state_signature(&claim.since);
+    let message = format!("claim {} by {}\n", claim.stream, claim.actor);
+    g.commit(tree, &[], &sig, &sig, &message, true).internal("cannot write the claim commit")
 }
 
 /// What the remote says about `stream`'s claim right now (fetched), also updating the local copy.
@@ -203,14 +187,15 @@ pub fn forget(repo: &Repo, key: &str, stream: &str) -> Result<()> {
 }
 
 fn set_tracking(repo: &Repo, key: &str, stream: &str, id: ObjectId) -> Result<()> {
-    repo.repo
-        .reference(
-            tracking_ref(key, stream),
-            id,
-            gix::refs::transaction::PreviousValue::Any,
-            "boulder: claim seen on the remote",
-        )
-        .internal("cannot record the claim locally")?;
+    refs::update(
+        repo,
+        &tracking_ref(key, stream),
+        Expect::Anything,
+        id,
+        "boulder: claim seen on the remote",
+        Writer::Configured,
+    )?
+    .internal("cannot record the claim locally")?;
     Ok(())
 }
 
@@ -371,8 +356,8 @@ pub fn release(
 pub fn seen(repo: &Repo) -> Result<Vec<(String, String, Claim)>> {
     let store = crate::state::Store::new(repo)?;
     let mut out = Vec::new();
-    for (name, id) in store.list("refs/boulder-remotes/")? {
-        let Some(rest) = name.strip_prefix("refs/boulder-remotes/") else { continue };
+    for (name, id) in store.list(refs::REMOTES)? {
+        let Some(rest) = name.strip_prefix(refs::REMOTES) else { continue };
         let mut parts = rest.split('/');
         let (Some(key), Some("claims"), Some(stream), None) = (parts.next(), parts.next(), parts.next(), parts.next())
         else {

@@ -16,11 +16,11 @@ mod report;
 
 use std::collections::BTreeMap;
 
-use gix::ObjectId;
-
 use crate::error::{Error, Result};
+use crate::git::config::ConfigFile;
+use crate::git::objects::{EntryKind, Failure, Kind};
 use crate::git::remote::{self, RemoteName};
-use crate::git::{cli, notes, Repo};
+use crate::git::{cli, notes, refs, ObjectId, Repo};
 use crate::state::{self, Absorbed, BoulderState, PrdState, Store, StreamState, NOTES_REF};
 
 /// How many pull-and-push rounds a push or sync tries before giving up.
@@ -53,14 +53,14 @@ pub fn resolve(repo: &Repo, given: Option<&str>, base_branch: &str) -> Result<Re
 }
 
 fn tracking_prefix(key: &str) -> String {
-    format!("refs/boulder-remotes/{key}/")
+    refs::remote_prefix(key)
 }
 
 /// The fetch refspecs of pull (also written by `remote setup`).
 pub fn fetch_specs(key: &str) -> Vec<String> {
     vec![
-        format!("+refs/boulder/*:refs/boulder-remotes/{key}/*"),
-        format!("+{NOTES_REF}*:refs/boulder-remotes/{key}/notes/boulder*"),
+        format!("+{}*:{}*", refs::BOULDER, refs::remote_prefix(key)),
+        format!("+{NOTES_REF}*:{}{}*", refs::remote_prefix(key), refs::REMOTE_NOTES_TAIL),
     ]
 }
 
@@ -77,19 +77,16 @@ fn target(remote_ref: &str) -> Option<Target> {
     if remote_ref == NOTES_REF {
         return Some(Target::Notes);
     }
-    let rest = remote_ref.strip_prefix("refs/boulder/")?;
-    if rest == "prd" {
+    if remote_ref == refs::PRD {
         return Some(Target::Prd);
     }
-    let (kind, name) = rest.split_once('/')?;
-    if crate::names::problem(name).is_some() {
-        return None;
-    }
-    match kind {
-        "streams" => Some(Target::Stream(name.to_string())),
-        "boulders" => Some(Target::Boulder(name.to_string())),
-        "claims" => Some(Target::Claim(name.to_string())),
-        _ => None,
+    let named = |prefix: &str| remote_ref.strip_prefix(prefix).filter(|name| crate::names::problem(name).is_none());
+    if let Some(name) = named(refs::STREAMS) {
+        Some(Target::Stream(name.to_string()))
+    } else if let Some(name) = named(refs::BOULDERS) {
+        Some(Target::Boulder(name.to_string()))
+    } else {
+        named(refs::CLAIMS).map(|name| Target::Claim(name.to_string()))
     }
 }
 
@@ -109,9 +106,9 @@ pub enum InvalidNotes {
     #[error("{id}: {source}")]
     Unreadable { id: ObjectId, source: Box<dyn std::error::Error + Send + Sync> },
     #[error("{id} is a {found}, not a {expected}")]
-    WrongKind { id: ObjectId, found: gix::objs::Kind, expected: gix::objs::Kind },
+    WrongKind { id: ObjectId, found: Kind, expected: Kind },
     #[error("{kind} {id} is {size} bytes, more than the limit of {limit}")]
-    TooLarge { kind: gix::objs::Kind, id: ObjectId, size: u64, limit: u64 },
+    TooLarge { kind: Kind, id: ObjectId, size: u64, limit: u64 },
     #[error("more than {MAX_NOTES} notes and note folders")]
     TooMany,
     /// The notes tree could not be listed.
@@ -129,16 +126,16 @@ pub enum InvalidNotes {
 /// Check from object headers, before anything is read whole, that a fetched notes ref is of
 /// bounded size: the commits it adds over ours, and the trees of its tip.
 fn bound_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), InvalidNotes> {
-    let g = &repo.repo;
+    let g = repo.objects();
     let ours = repo.ref_id(NOTES_REF).ok().flatten();
-    let unreadable = |id: ObjectId| move |e: gix::Error| InvalidNotes::Unreadable { id, source: Box::new(e) };
-    let header = |id: ObjectId, kind: gix::objs::Kind, limit: u64| -> std::result::Result<(), InvalidNotes> {
-        let h = g.find_header(id).map_err(unreadable(id))?;
-        if h.kind() != kind {
-            return Err(InvalidNotes::WrongKind { id, found: h.kind(), expected: kind });
+    let unreadable = |id: ObjectId| move |e: Failure| InvalidNotes::Unreadable { id, source: Box::new(e) };
+    let header = |id: ObjectId, kind: Kind, limit: u64| -> std::result::Result<(), InvalidNotes> {
+        let (found, size) = g.header(id).map_err(unreadable(id))?;
+        if found != kind {
+            return Err(InvalidNotes::WrongKind { id, found, expected: kind });
         }
-        if h.size() > limit {
-            return Err(InvalidNotes::TooLarge { kind, id, size: h.size(), limit });
+        if size > limit {
+            return Err(InvalidNotes::TooLarge { kind, id, size, limit });
         }
         Ok(())
     };
@@ -153,24 +150,20 @@ fn bound_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), Invalid
             // of it, so the newest commits are what matter.
             break;
         }
-        header(id, gix::objs::Kind::Commit, MAX_NOTES_COMMIT_BYTES)?;
-        let commit = g.find_commit(id).map_err(|e| InvalidNotes::Unreadable { id, source: Box::new(e) })?;
-        todo.extend(commit.parent_ids().map(|p| p.detach()));
+        header(id, Kind::Commit, MAX_NOTES_COMMIT_BYTES)?;
+        todo.extend(g.parents(id).map_err(unreadable(id))?);
     }
-    let tip = g.find_commit(theirs).map_err(|e| InvalidNotes::Unreadable { id: theirs, source: Box::new(e) })?;
-    let mut trees =
-        vec![tip.tree_id().map_err(|e| InvalidNotes::Unreadable { id: theirs, source: Box::new(e) })?.detach()];
+    let (tip_tree, _) = g.commit_parts(theirs).map_err(unreadable(theirs))?;
+    let mut trees = vec![tip_tree];
     let mut notes = 0usize;
     while let Some(t) = trees.pop() {
-        header(t, gix::objs::Kind::Tree, MAX_NOTES_TREE_BYTES)?;
-        let tree = g.find_tree(t).map_err(|e| InvalidNotes::Unreadable { id: t, source: Box::new(e) })?;
-        for e in tree.iter() {
-            let e = e.map_err(|e| InvalidNotes::Unreadable { id: t, source: Box::new(e) })?;
+        header(t, Kind::Tree, MAX_NOTES_TREE_BYTES)?;
+        for e in g.entries(t).map_err(unreadable(t))? {
             // Every entry counts, subtrees too: a tree repeated under many names would otherwise
             // be walked again and again (exponentially) before any bound fired.
             notes += 1;
-            if e.mode().is_tree() {
-                trees.push(e.object_id());
+            if e.kind == EntryKind::Tree {
+                trees.push(e.id);
             }
         }
         if notes > MAX_NOTES {
@@ -183,10 +176,10 @@ fn bound_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), Invalid
 /// Check every note a fetched notes commit adds: UTF-8 JSON lines, each an object, small.
 fn validate_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), InvalidNotes> {
     bound_notes(repo, theirs)?;
-    let g = &repo.repo;
-    let theirs_all = notes::all(g, theirs).map_err(InvalidNotes::List)?;
+    let objects = repo.objects();
+    let theirs_all = notes::all(repo, theirs).map_err(InvalidNotes::List)?;
     let ours_all = match repo.ref_id(NOTES_REF).ok().flatten() {
-        Some(o) => notes::all(g, o).map_err(InvalidNotes::List)?,
+        Some(o) => notes::all(repo, o).map_err(InvalidNotes::List)?,
         None => BTreeMap::new(),
     };
     for (object, blob) in theirs_all {
@@ -194,12 +187,12 @@ fn validate_notes(repo: &Repo, theirs: ObjectId) -> std::result::Result<(), Inva
             continue;
         }
         // The size from the object header first: a fetched note is never read whole when too large.
-        let unreadable = |e: gix::Error| InvalidNotes::NoteUnreadable { object, source: Box::new(e) };
-        let size = g.find_header(blob).map_err(unreadable)?.size();
+        let unreadable = |e: Failure| InvalidNotes::NoteUnreadable { object, source: Box::new(e) };
+        let (_, size) = objects.header(blob).map_err(unreadable)?;
         if size > notes::MAX_NOTE_BYTES {
             return Err(InvalidNotes::NoteTooLarge { object, size });
         }
-        let data = g.find_object(blob).map_err(unreadable)?.detach().data;
+        let data = objects.read(blob).map_err(unreadable)?;
         notes::check(&data).map_err(|why| InvalidNotes::BadNote { object, why })?;
     }
     Ok(())
@@ -260,7 +253,7 @@ fn absorb_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: Objec
             if let Err(why) = validate_notes(repo, id) {
                 return Ok(Some(outcome(NOTES_REF, "refused", Some(format!("the fetched notes are invalid: {why}")))));
             }
-            match notes::union(&notes::with_identity(&repo.repo), id) {
+            match notes::union(repo, id) {
                 Ok(notes::Union::UpToDate) => Ok(Some(outcome(NOTES_REF, "up_to_date", None))),
                 Ok(notes::Union::Created) => Ok(Some(outcome(NOTES_REF, "created", None))),
                 Ok(notes::Union::FastForward) => Ok(Some(outcome(NOTES_REF, "fast_forward", None))),
@@ -449,7 +442,7 @@ fn remember(repo: &Repo, key: &str, refs: &[(String, ObjectId)]) {
 /// Cheap when nothing is new: one ref listing and one small file. Returns what it did.
 pub fn absorb_pending(repo: &Repo) -> Result<Vec<RefOutcome>> {
     let store = Store::new(repo)?;
-    let tracked = store.list("refs/boulder-remotes/")?;
+    let tracked = store.list(refs::REMOTES)?;
     if tracked.is_empty() {
         return Ok(Vec::new());
     }
@@ -466,9 +459,10 @@ pub fn absorb_pending(repo: &Repo) -> Result<Vec<RefOutcome>> {
             out.push(over_limit(&name));
             continue;
         }
-        let Some(rest) = name.strip_prefix("refs/boulder-remotes/") else { continue };
+        let Some(rest) = name.strip_prefix(refs::REMOTES) else { continue };
         let Some((key, tail)) = rest.split_once('/') else { continue };
-        let remote_ref = if tail == "notes/boulder" { NOTES_REF.to_string() } else { format!("refs/boulder/{tail}") };
+        let remote_ref =
+            if tail == refs::REMOTE_NOTES_TAIL { NOTES_REF.to_string() } else { format!("{}{tail}", refs::BOULDER) };
         if let Some(o) = absorb_one(repo, &store, key, &remote_ref, id)? {
             out.push(o);
         }
@@ -503,28 +497,24 @@ pub fn setup_push_specs() -> Vec<String> {
 /// the remote had no push refspecs, `HEAD` is added first so a plain `git push` still pushes the
 /// current branch (as `push.default=current` would). Returns the `key value` lines changed.
 pub fn setup(repo: &Repo, remote: &str, undo: bool) -> Result<Vec<String>> {
-    if !repo.repo.remote_names().iter().any(|n| n.as_ref() as &[u8] == remote.as_bytes()) {
+    if !repo.has_remote(remote) {
         return Err(Error::usage(format!("no remote named {remote:?}"))
             .hint("`git remote -v` lists them; add one with `git remote add NAME URL`"));
     }
     let r = RemoteName::new(repo, remote)?;
     let path = repo.common_dir.join("config");
-    let mut file = gix::config::File::from_path_no_includes(path.clone(), gix::config::Source::Local)
-        .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))?;
+    let mut file = ConfigFile::read(&path)?;
     let marker_key = "boulderSetup";
     let fetch = fetch_specs(&r.key);
     let push = setup_push_specs();
     let mut changed = Vec::new();
     {
         let mut section = file
-            .section_mut_or_create_new("remote", Some(remote.as_bytes().into()))
+            .section("remote", Some(remote))
             .map_err(|e| Error::internal(format!("cannot edit remote.{remote}: {e}")))?;
-        let had = |s: &gix::config::file::SectionMut<'_>, k: &str| -> Vec<String> {
-            s.values(k).iter().map(|v| v.to_string()).collect()
-        };
-        let fetch_now = had(&section, "fetch");
-        let push_now = had(&section, "push");
-        let added_head = had(&section, marker_key).iter().any(|v| v == "head");
+        let fetch_now = section.values("fetch");
+        let push_now = section.values("push");
+        let added_head = section.values(marker_key).iter().any(|v| v == "head");
         if undo {
             let keep = |now: &[String], ours: &[String]| -> Vec<String> {
                 now.iter().filter(|v| !ours.contains(v)).cloned().collect()
@@ -538,36 +528,34 @@ pub fn setup(repo: &Repo, remote: &str, undo: bool) -> Result<Vec<String>> {
                 if kept.len() == now.len() {
                     continue;
                 }
-                while section.remove(key).is_some() {}
+                section.remove_all(key);
                 for v in &kept {
-                    section.push(key, Some(v.as_bytes().into())).map_err(|e| Error::internal(e.to_string()))?;
+                    section.push(key, v)?;
                 }
                 for v in now.iter().filter(|v| !kept.contains(v)) {
                     changed.push(format!("-remote.{remote}.{key} {v}"));
                 }
             }
-            while section.remove(marker_key).is_some() {}
+            section.remove_all(marker_key);
         } else {
             for spec in fetch.iter().filter(|s| !fetch_now.contains(s)) {
-                section.push("fetch", Some(spec.as_bytes().into())).map_err(|e| Error::internal(e.to_string()))?;
+                section.push("fetch", spec)?;
                 changed.push(format!("+remote.{remote}.fetch {spec}"));
             }
             let missing: Vec<&String> = push.iter().filter(|s| !push_now.contains(s)).collect();
             if !missing.is_empty() && push_now.is_empty() {
-                section.push("push", Some("HEAD".into())).map_err(|e| Error::internal(e.to_string()))?;
-                section.push(marker_key, Some("head".into())).map_err(|e| Error::internal(e.to_string()))?;
+                section.push("push", "HEAD")?;
+                section.push(marker_key, "head")?;
                 changed.push(format!("+remote.{remote}.push HEAD"));
             }
             for spec in missing {
-                section.push("push", Some(spec.as_bytes().into())).map_err(|e| Error::internal(e.to_string()))?;
+                section.push("push", spec)?;
                 changed.push(format!("+remote.{remote}.push {spec}"));
             }
         }
     }
     if !changed.is_empty() {
-        let mut out = Vec::new();
-        file.write_to(&mut out).map_err(|e| Error::internal(format!("cannot write the config: {e}")))?;
-        crate::fsutil::write_atomic(&path, &out)?;
+        crate::fsutil::write_atomic(&path, &file.to_bytes()?)?;
     }
     Ok(changed)
 }

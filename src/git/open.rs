@@ -1,17 +1,23 @@
-//! Opening the repository for a hook. The post-commit hook runs on every commit, so it opens the
-//! repository exactly once: [`crate::git::Repo::discover`] also opens the main repository of a
+//! Opening the repository for a hook ([`Repo::discover_once`]). The post-commit hook runs on every
+//! commit, so it opens the repository exactly once: [`Repo::discover`] also opens the main repository of a
 //! linked worktree a second time (config, object store) only to learn its work tree, which here
 //! follows from the common dir whenever that is plainly `<root>/.git`.
 
 use std::path::{Path, PathBuf};
 
+use super::{absolute, Repo};
 use crate::error::Result;
-use crate::git::{absolute, Repo};
 
-/// Discover the repository from the current directory as [`Repo::discover`] does (the same paths,
-/// honouring `GIT_DIR` and `GIT_WORK_TREE`), opening it once. No object cache is set: the caller
-/// sizes it for what it reads.
-pub fn discover() -> Result<Repo> {
+impl Repo {
+    /// Discover the repository from the current directory as [`Repo::discover`] does (the same
+    /// paths, honouring `GIT_DIR` and `GIT_WORK_TREE`), opening it once. No object cache is set:
+    /// the caller sizes it for what it reads.
+    pub fn discover_once() -> Result<Repo> {
+        discover()
+    }
+}
+
+fn discover() -> Result<Repo> {
     let repo = gix::discover_with_environment_overrides(".")
         .map_err(|e| crate::git::not_a_repository(std::path::Path::new("."), e))?;
     if let Some(e) = crate::git::format_problem_of(&repo) {

@@ -1,4 +1,5 @@
-//! The paths pushed commits change, for the pre-push ownership check: one walk, then one tree
+//! The commit walk pre-push uses: the paths pushed commits change, for the ownership check
+//! ([`Repo::changed_paths`]); also what a merge reports as the stream's changes. One walk, then one tree
 //! diff per commit against its first parent (all of its tree for a root commit). Renames show as
 //! a deletion and an addition, so both paths count. The same paths as
 //! `git diff-tree -r --no-renames --name-only`.
@@ -31,6 +32,15 @@ use gix::ObjectId;
 
 use crate::error::{Error, Result};
 
+impl super::Repo {
+    /// The paths changed by each commit reachable from `tip` but not from `hidden`, in walk order
+    /// (newest first), as `(commit, path)` pairs: the same paths as
+    /// `git diff-tree -r --no-renames --name-only` against each commit's first parent.
+    pub fn changed_paths(&self, tip: ObjectId, hidden: Vec<ObjectId>) -> Result<Vec<(String, String)>> {
+        changed_paths(&self.repo, tip, hidden)
+    }
+}
+
 /// One walked commit: its tree and its first parent.
 struct Walked {
     id: ObjectId,
@@ -47,7 +57,11 @@ fn tree_of(repo: &gix::Repository, commit: ObjectId) -> Result<ObjectId> {
 
 /// The paths changed by each commit reachable from `tip` but not from `hidden`, in walk order
 /// (newest first), as `(commit, path)` pairs.
-pub fn changed_paths(repo: &gix::Repository, tip: ObjectId, hidden: Vec<ObjectId>) -> Result<Vec<(String, String)>> {
+pub(crate) fn changed_paths(
+    repo: &gix::Repository,
+    tip: ObjectId,
+    hidden: Vec<ObjectId>,
+) -> Result<Vec<(String, String)>> {
     let walk = repo
         .rev_walk([tip])
         .with_hidden(hidden)

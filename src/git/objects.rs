@@ -1,0 +1,423 @@
+//! Reading and writing objects: commits, trees and blobs, by id, through [`Objects`] — the
+//! repository's object store ([`Repo::objects`]) or an in-memory layer over it
+//! ([`Repo::in_memory`]) that merges write to and read back, and that is written to disk in one
+//! go ([`Objects::persist`]) only once the merge goes ahead.
+//!
+//! Readers of fetched (possibly hostile) objects check sizes with [`Objects::header`] before
+//! reading anything whole.
+
+use std::borrow::Cow;
+
+use gix::bstr::ByteSlice;
+
+use super::identity::Signature;
+use super::{ObjectId, Repo};
+use crate::error::{Error, Result, ResultExt};
+
+/// An error of the object database, with gix's description.
+#[derive(Debug, Clone)]
+pub struct Failure(pub String);
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+fn failure(e: impl std::fmt::Display) -> Failure {
+    Failure(e.to_string())
+}
+
+/// The kind of an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Commit,
+    Tree,
+    Blob,
+    Tag,
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Kind::Commit => "commit",
+            Kind::Tree => "tree",
+            Kind::Blob => "blob",
+            Kind::Tag => "tag",
+        })
+    }
+}
+
+impl From<gix::objs::Kind> for Kind {
+    fn from(k: gix::objs::Kind) -> Self {
+        match k {
+            gix::objs::Kind::Commit => Kind::Commit,
+            gix::objs::Kind::Tree => Kind::Tree,
+            gix::objs::Kind::Blob => Kind::Blob,
+            gix::objs::Kind::Tag => Kind::Tag,
+        }
+    }
+}
+
+/// The kind of a tree entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file.
+    Blob,
+    /// An executable file.
+    Executable,
+    /// A symbolic link.
+    Link,
+    /// A subtree.
+    Tree,
+    /// A submodule commit.
+    Commit,
+}
+
+impl EntryKind {
+    /// A file, executable or not.
+    pub fn is_blob(self) -> bool {
+        matches!(self, EntryKind::Blob | EntryKind::Executable)
+    }
+}
+
+impl From<gix::objs::tree::EntryKind> for EntryKind {
+    fn from(k: gix::objs::tree::EntryKind) -> Self {
+        use gix::objs::tree::EntryKind as G;
+        match k {
+            G::Blob => EntryKind::Blob,
+            G::BlobExecutable => EntryKind::Executable,
+            G::Link => EntryKind::Link,
+            G::Tree => EntryKind::Tree,
+            G::Commit => EntryKind::Commit,
+        }
+    }
+}
+
+/// One entry of a tree.
+#[derive(Debug, Clone)]
+pub struct TreeEntry {
+    /// Its file name (UTF-8-lossy).
+    pub name: String,
+    pub id: ObjectId,
+    pub kind: EntryKind,
+}
+
+/// One commit met by a walk: its id and parents.
+#[derive(Debug, Clone)]
+pub struct Walked {
+    pub id: ObjectId,
+    pub parents: Vec<ObjectId>,
+}
+
+/// The commits reachable from some tips and not from others, newest first ([`Objects::walk`]).
+pub struct Walk<'r> {
+    inner: gix::revision::Walk<'r>,
+}
+
+impl Iterator for Walk<'_> {
+    type Item = std::result::Result<Walked, Failure>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.next().map(|info| {
+            info.map(|info| Walked { id: info.id, parents: info.parent_ids.iter().copied().collect() }).map_err(failure)
+        })
+    }
+}
+
+/// What a commit says, for a replay.
+#[derive(Debug, Clone)]
+pub struct CommitInfo {
+    pub tree: ObjectId,
+    pub parents: Vec<ObjectId>,
+    /// The first line of its message, trimmed (UTF-8-lossy).
+    pub subject: String,
+}
+
+/// What a revision spec names ([`Repo::rev_parse`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RevSpec {
+    /// One object (`HEAD~2`).
+    One(ObjectId),
+    /// `from..to`.
+    Range { from: ObjectId, to: ObjectId },
+    /// `theirs...ours`.
+    Merge { theirs: ObjectId, ours: ObjectId },
+    /// Another form (`A^@`, `A^!`, …).
+    Other,
+}
+
+impl Repo {
+    /// What `spec` names, as git reads it.
+    pub fn rev_parse(&self, spec: &str) -> std::result::Result<RevSpec, Failure> {
+        use gix::revision::plumbing::Spec;
+        Ok(match self.repo.rev_parse(spec).map_err(failure)?.detach() {
+            Spec::Include(id) => RevSpec::One(id),
+            Spec::Range { from, to } => RevSpec::Range { from, to },
+            Spec::Merge { theirs, ours } => RevSpec::Merge { theirs, ours },
+            _ => RevSpec::Other,
+        })
+    }
+}
+
+/// An object store to read and write: the repository's own, or a layer in memory over it.
+pub struct Objects<'r> {
+    pub(crate) g: Cow<'r, gix::Repository>,
+}
+
+impl Repo {
+    /// The repository's object store.
+    pub fn objects(&self) -> Objects<'_> {
+        Objects { g: Cow::Borrowed(&self.repo) }
+    }
+
+    /// A layer in memory over the object store: what is written to it stays in memory (and is
+    /// read back from there) until [`Objects::persist`].
+    pub fn in_memory(&self) -> Objects<'static> {
+        Objects { g: Cow::Owned(self.repo.clone().with_object_memory()) }
+    }
+}
+
+impl Objects<'_> {
+    /// The kind and size of object `id`, from its header (nothing else is read).
+    pub fn header(&self, id: ObjectId) -> std::result::Result<(Kind, u64), Failure> {
+        let h = self.g.find_header(id).map_err(failure)?;
+        Ok((h.kind().into(), h.size()))
+    }
+
+    /// Whether object `id` is in the store.
+    pub fn has(&self, id: ObjectId) -> bool {
+        self.g.has_object(id)
+    }
+
+    /// The tree and parents of `commit`.
+    pub fn commit_parts(&self, commit: ObjectId) -> std::result::Result<(ObjectId, Vec<ObjectId>), Failure> {
+        let c = self.g.find_commit(commit).map_err(failure)?;
+        let tree = c.tree_id().map_err(failure)?.detach();
+        Ok((tree, c.parent_ids().map(|p| p.detach()).collect()))
+    }
+
+    /// The parents of `commit`.
+    pub fn parents(&self, commit: ObjectId) -> std::result::Result<Vec<ObjectId>, Failure> {
+        let c = self.g.find_commit(commit).map_err(failure)?;
+        Ok(c.parent_ids().map(|p| p.detach()).collect())
+    }
+
+    /// The tree, parents and subject of `commit`.
+    pub fn commit_info(&self, commit: ObjectId) -> Result<CommitInfo> {
+        let c = self.g.find_commit(commit).internal(format_args!("cannot read commit {commit}"))?;
+        let parents = c.parent_ids().map(|p| p.detach()).collect();
+        let subject = c.message_raw_sloppy().lines().next().unwrap_or_default().to_str_lossy().trim().to_string();
+        let tree = c.tree_id().internal(format_args!("cannot read the tree of {commit}"))?.detach();
+        Ok(CommitInfo { tree, parents, subject })
+    }
+
+    /// The tree of `commit`.
+    pub fn tree_of(&self, commit: ObjectId) -> Result<ObjectId> {
+        super::tree_of(&self.g, commit)
+    }
+
+    /// The entries of tree `tree`, in tree order.
+    pub fn entries(&self, tree: ObjectId) -> std::result::Result<Vec<TreeEntry>, Failure> {
+        let tree = self.g.find_tree(tree).map_err(failure)?;
+        let mut out = Vec::new();
+        for e in tree.iter() {
+            let e = e.map_err(failure)?;
+            out.push(TreeEntry { name: e.filename().to_string(), id: e.object_id(), kind: e.mode().kind().into() });
+        }
+        Ok(out)
+    }
+
+    /// The bytes of object `id`.
+    pub fn read(&self, id: ObjectId) -> std::result::Result<Vec<u8>, Failure> {
+        Ok(self.g.find_object(id).map_err(failure)?.detach().data)
+    }
+
+    /// The committer time of `commit`, in seconds since the epoch.
+    pub fn commit_time(&self, commit: ObjectId) -> Option<i64> {
+        self.g.find_commit(commit).ok().and_then(|c| c.time().ok()).map(|t| t.seconds)
+    }
+
+    /// The commit `id` names, peeling tags; `None` when it is no commit or not in the store.
+    pub fn peel_to_commit(&self, id: ObjectId) -> Option<ObjectId> {
+        self.g.find_object(id).ok().and_then(|o| o.peel_to_commit().ok()).map(|c| c.id)
+    }
+
+    /// The blob at `path` in `tree` (id and bytes), if there is one.
+    pub fn blob_at(&self, tree: ObjectId, path: &str) -> Result<Option<(ObjectId, Vec<u8>)>> {
+        let tree = self.g.find_tree(tree).internal(format_args!("cannot read tree {tree}"))?;
+        match tree.lookup_entry_by_path(path).internal(format_args!("cannot look up {path}"))? {
+            Some(e) if e.mode().is_blob() => {
+                let id = e.object_id();
+                let data = e.object().internal(format_args!("cannot read {path}"))?.detach().data;
+                Ok(Some((id, data)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Every file (blobs and links, recursively) in `tree`: path (UTF-8-lossy) and id.
+    pub fn files(&self, tree: ObjectId) -> std::result::Result<Vec<(String, ObjectId)>, Failure> {
+        let tree = self.g.find_tree(tree).map_err(failure)?;
+        let mut rec = gix::traverse::tree::Recorder::default();
+        tree.traverse().breadthfirst(&mut rec).map_err(failure)?;
+        Ok(rec
+            .records
+            .into_iter()
+            .filter(|e| !e.mode.is_tree())
+            .map(|e| (e.filepath.to_str_lossy().into_owned(), e.oid))
+            .collect())
+    }
+
+    /// The commits reachable from `tips` but not from `hidden`, newest first.
+    pub fn walk(
+        &self,
+        tips: impl IntoIterator<Item = ObjectId>,
+        hidden: impl IntoIterator<Item = ObjectId>,
+    ) -> std::result::Result<Walk<'_>, Failure> {
+        let inner = self.g.rev_walk(tips).with_hidden(hidden).all().map_err(failure)?;
+        Ok(Walk { inner })
+    }
+
+    /// A merge base of `a` and `b` as git computes it (by commit time), if they have one.
+    pub fn merge_base(&self, a: ObjectId, b: ObjectId) -> Option<ObjectId> {
+        self.g.merge_base(a, b).ok().flatten().map(|id| id.detach())
+    }
+
+    /// Is `ancestor` reachable from `tip` (or equal)?
+    pub fn is_ancestor(&self, ancestor: ObjectId, tip: ObjectId) -> Result<bool> {
+        if ancestor == tip {
+            return Ok(true);
+        }
+        let walk = self.walk([tip], []).map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")))?;
+        for info in walk {
+            let info = info.map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")))?;
+            if info.id == ancestor {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Write a blob (with `write` false, only compute its id).
+    pub fn blob(&self, bytes: &[u8], write: bool) -> std::result::Result<ObjectId, Failure> {
+        if write {
+            Ok(self.g.write_blob(bytes).map_err(failure)?.detach())
+        } else {
+            gix::objs::compute_hash(self.g.object_hash(), gix::objs::Kind::Blob, bytes).map_err(failure)
+        }
+    }
+
+    /// Write a tree of regular files `(name, blob)`, names in tree order (with `write` false,
+    /// only compute its id).
+    pub fn flat_tree(&self, files: &[(&str, ObjectId)], write: bool) -> std::result::Result<ObjectId, Failure> {
+        let tree = gix::objs::Tree {
+            entries: files
+                .iter()
+                .map(|(name, oid)| gix::objs::tree::Entry {
+                    mode: gix::objs::tree::EntryKind::Blob.into(),
+                    filename: (*name).into(),
+                    oid: *oid,
+                })
+                .collect(),
+        };
+        self.put(&tree, write)
+    }
+
+    /// Write a commit of `tree` on `parents` by `author` and `committer` (with `write` false, only
+    /// compute its id).
+    pub fn commit(
+        &self,
+        tree: ObjectId,
+        parents: &[ObjectId],
+        author: &Signature,
+        committer: &Signature,
+        message: &str,
+        write: bool,
+    ) -> std::result::Result<ObjectId, Failure> {
+        let commit = gix::objs::Commit {
+            tree,
+            parents: parents.iter().copied().collect(),
+            author: author.0.clone(),
+            committer: committer.0.clone(),
+            encoding: None,
+            message: message.into(),
+            extra_headers: Vec::new(),
+        };
+        self.put(&commit, write)
+    }
+
+    fn put<T: gix::objs::WriteTo>(&self, object: &T, write: bool) -> std::result::Result<ObjectId, Failure> {
+        if write {
+            return Ok(self.g.write_object(object).map_err(failure)?.detach());
+        }
+        let mut buf = Vec::new();
+        object.write_to(&mut buf).map_err(failure)?;
+        gix::objs::compute_hash(self.g.object_hash(), object.kind(), &buf).map_err(failure)
+    }
+
+    /// A new commit by `who` (author and committer).
+    pub fn new_commit(
+        &self,
+        tree: ObjectId,
+        parents: Vec<ObjectId>,
+        who: &Signature,
+        message: &str,
+    ) -> Result<ObjectId> {
+        self.commit(tree, &parents, who, who, message, true).internal("cannot write a commit")
+    }
+
+    /// `tree` with the file at `path` set to a new blob of `text`.
+    pub fn with_blob(&self, tree: ObjectId, path: &str, text: &str) -> Result<ObjectId> {
+        let blob = self.g.write_blob(text.as_bytes()).internal("cannot write a blob")?.detach();
+        let mut editor = self.g.edit_tree(tree).internal("cannot edit a tree")?;
+        editor.upsert(path, gix::objs::tree::EntryKind::Blob, blob).internal("cannot edit a tree")?;
+        Ok(editor.write().internal("cannot write a tree")?.detach())
+    }
+
+    /// Write a commit like `original` (author, message, encoding) with a new tree, parents and
+    /// committer. Signatures (`gpgsig`) are dropped: they no longer match.
+    pub fn rewrite(
+        &self,
+        original: ObjectId,
+        tree: ObjectId,
+        parents: Vec<ObjectId>,
+        committer: &Signature,
+    ) -> Result<ObjectId> {
+        let c = self.g.find_commit(original).internal(format_args!("cannot read commit {original}"))?;
+        let mut commit: gix::objs::Commit = c
+            .decode()
+            .internal(format_args!("cannot decode commit {original}"))?
+            .try_into()
+            .map_err(|e| Error::internal(format!("cannot decode commit {original}: {e:?}")))?;
+        commit.tree = tree;
+        commit.parents = parents.into();
+        commit.committer = committer.0.clone();
+        commit.extra_headers.retain(|(k, _)| k != "gpgsig" && k != "gpgsig-sha256" && k != "mergetag");
+        Ok(self.g.write_object(&commit).internal("cannot write a commit")?.detach())
+    }
+
+    /// The empty tree's id.
+    pub fn empty_tree(&self) -> ObjectId {
+        ObjectId::empty_tree(self.g.object_hash())
+    }
+
+    /// Write what this in-memory layer holds into `repo`'s object store (nothing for the store itself).
+    pub fn persist(mut self, repo: &Repo) -> Result<()> {
+        if let Cow::Owned(g) = &mut self.g {
+            if let Some(storage) = g.objects.take_object_memory() {
+                for (_, (kind, data)) in storage.iter() {
+                    gix::objs::Write::write_buf(&repo.repo.objects, *kind, data).internal("cannot write an object")?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The id git gives a blob of `bytes` (SHA-1), without writing it.
+pub fn blob_id(bytes: &[u8]) -> Option<ObjectId> {
+    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, bytes).ok()
+}

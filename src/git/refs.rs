@@ -1,0 +1,355 @@
+//! Every ref name git-boulder owns, and the one way its refs move.
+//!
+//! * Names: `refs/boulder/streams/<stream>`, `refs/boulder/boulders/<id>`, `refs/boulder/prd`
+//!   (op-logs), `refs/boulder/claims/<stream>` (claims, on remotes), `refs/notes/boulder` (the
+//!   notes of recorded commits), `refs/boulder-remotes/<remote>/…` (what was last fetched from a
+//!   remote). Nothing outside this file spells them.
+//! * Moves: [`update`] is one compare-and-swap of a ref (expected old value, new value, reflog
+//!   message); [`update_with_retry`] wraps it for writers that race other writers: it asks a
+//!   closure for the update to make, tries it, and on a lost race (or a lock another writer
+//!   holds) backs off and asks the closure again, with the fresh value of the ref.
+
+use std::time::Duration;
+
+use super::identity::Signature;
+use super::{ObjectId, Repo};
+use crate::error::{Error, Result};
+
+/// Everything git-boulder keeps in refs, under one prefix (pushed and fetched as `refs/boulder/*`).
+pub const BOULDER: &str = "refs/boulder/";
+/// Ref prefix of stream op-logs.
+pub const STREAMS: &str = "refs/boulder/streams/";
+/// Ref prefix of boulder op-logs.
+pub const BOULDERS: &str = "refs/boulder/boulders/";
+/// The op-log of PRD completion records (`prd done`).
+pub const PRD: &str = "refs/boulder/prd";
+/// Ref prefix of claims on a remote.
+pub const CLAIMS: &str = "refs/boulder/claims/";
+/// The notes ref written by the post-commit hook.
+pub const NOTES: &str = "refs/notes/boulder";
+/// Ref prefix of what was last fetched from each remote: `refs/boulder-remotes/<key>/…`.
+pub const REMOTES: &str = "refs/boulder-remotes/";
+/// Ref prefix of local branches.
+pub const HEADS: &str = "refs/heads/";
+
+/// The op-log of stream `name`.
+pub fn stream_ref(name: &str) -> String {
+    format!("{STREAMS}{name}")
+}
+
+/// The op-log of boulder `id`.
+pub fn boulder_ref(id: &str) -> String {
+    format!("{BOULDERS}{id}")
+}
+
+/// The claim of `stream` (on a remote).
+pub fn claim_ref(stream: &str) -> String {
+    format!("{CLAIMS}{stream}")
+}
+
+/// Where the refs last fetched from the remote with key `key` are kept.
+pub fn remote_prefix(key: &str) -> String {
+    format!("{REMOTES}{key}/")
+}
+
+/// Where the notes ref fetched from a remote goes, below [`remote_prefix`].
+pub const REMOTE_NOTES_TAIL: &str = "notes/boulder";
+
+/// The local copy of a remote's claim on `stream`.
+pub fn claim_tracking_ref(key: &str, stream: &str) -> String {
+    format!("{REMOTES}{key}/claims/{stream}")
+}
+
+/// The full name of local branch `branch`.
+pub fn branch_ref(branch: &str) -> String {
+    format!("{HEADS}{branch}")
+}
+
+/// The remote-tracking ref of `branch` on remote `remote`.
+pub fn remote_branch_ref(remote: &str, branch: &str) -> String {
+    format!("refs/remotes/{remote}/{branch}")
+}
+
+/// The prefix of every remote-tracking ref of `remote`.
+pub fn remote_branches_prefix(remote: &str) -> String {
+    format!("refs/remotes/{remote}/")
+}
+
+/// A remote's default branch, as `git clone` records it.
+pub const ORIGIN_HEAD: &str = "refs/remotes/origin/HEAD";
+
+/// Refs under `prefix` (e.g. `refs/boulder/`) and the ids they point at, sorted by name.
+pub fn list(repo: &Repo, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
+    let internal =
+        |context: &dyn std::fmt::Display, e: &dyn std::fmt::Display| Error::internal(format!("{context}: {e}"));
+    let platform = repo.repo.references().map_err(|e| internal(&"cannot list refs", &e))?;
+    let iter = platform.prefixed(prefix).map_err(|e| internal(&format_args!("cannot list refs under {prefix}"), &e))?;
+    let mut out = Vec::new();
+    for r in iter {
+        let mut r = r.map_err(|e| internal(&"cannot list refs", &e))?;
+        let name = r.name().as_bstr().to_string();
+        if let Ok(id) = r.peel_to_id() {
+            out.push((name, id.detach()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// What a ref must hold for an update to go ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// The ref must not exist (a creation).
+    Absent,
+    /// The ref must point at this object.
+    At(ObjectId),
+    /// Whatever the ref holds, or nothing.
+    Anything,
+}
+
+impl Expect {
+    /// [`Expect::At`] the value, or [`Expect::Absent`] when there is none.
+    pub fn from_tip(tip: Option<ObjectId>) -> Self {
+        tip.map_or(Expect::Absent, Expect::At)
+    }
+
+    fn previous(self) -> gix::refs::transaction::PreviousValue {
+        use gix::refs::transaction::PreviousValue;
+        match self {
+            Expect::Absent => PreviousValue::MustNotExist,
+            Expect::At(id) => PreviousValue::MustExistAndMatch(gix::refs::Target::Object(id)),
+            Expect::Anything => PreviousValue::Any,
+        }
+    }
+}
+
+/// Who a ref update's reflog entry names.
+#[derive(Clone, Copy)]
+pub enum Writer<'a> {
+    /// This identity.
+    As(&'a Signature),
+    /// The committer git config gives (the repository handle's own).
+    Configured,
+}
+
+/// How a ref update failed.
+#[derive(Debug)]
+pub struct UpdateError {
+    /// Worth retrying: the ref did not hold the expected value, or another writer holds its lock.
+    pub transient: bool,
+    /// gix's description.
+    pub message: String,
+}
+
+impl std::fmt::Display for UpdateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for UpdateError {}
+
+pub(crate) fn full_name(name: &str) -> Result<gix::refs::FullName> {
+    name.try_into().map_err(|e| Error::usage(format!("invalid ref name {name:?}: {e}")))
+}
+
+/// Move `name` to `new` if it holds what `expected` says (compare-and-swap), with a reflog entry
+/// `message` by `writer`, on the gix handle `g`. `Ok(false)`: the ref was to be created but
+/// already held `new` (another writer made the very same object first), so this call did not
+/// create it.
+pub(crate) fn update_in(
+    g: &gix::Repository,
+    name: &gix::refs::FullName,
+    expected: Expect,
+    new: ObjectId,
+    message: &str,
+    writer: Writer<'_>,
+) -> std::result::Result<bool, UpdateError> {
+    use gix::refs::transaction::{Change, PreviousValue, RefEdit};
+    let edit = RefEdit::update(name.clone(), new, expected.previous(), message);
+    let mut buf = gix::date::parse::TimeBuf::default();
+    let edited = match writer {
+        Writer::As(sig) => g.edit_references_as([edit], Some(sig.0.to_ref(&mut buf))),
+        Writer::Configured => g.edit_reference(edit),
+    };
+    match edited {
+        // A creation that found the ref already there (with the same value) reports the value it
+        // found as the expected one.
+        Ok(edits) => Ok(!(expected == Expect::Absent
+            && edits
+                .iter()
+                .any(|e| matches!(e.change, Change::Update { expected: PreviousValue::MustExistAndMatch(_), .. })))),
+        Err(e) => {
+            Err(UpdateError { transient: e.is_conflict() || e.can_retry() || e.is_retryable(), message: e.to_string() })
+        }
+    }
+}
+
+/// [`update_in`] on the repository's own handle.
+pub fn update(
+    repo: &Repo,
+    name: &str,
+    expected: Expect,
+    new: ObjectId,
+    message: &str,
+    writer: Writer<'_>,
+) -> Result<std::result::Result<bool, UpdateError>> {
+    Ok(update_in(&repo.repo, &full_name(name)?, expected, new, message, writer))
+}
+
+/// Delete a ref only if it still points at `expected` (compare-and-swap).
+pub fn delete(repo: &Repo, name: &str, expected: ObjectId) -> Result<()> {
+    use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
+    let full = full_name(name)?;
+    repo.repo
+        .edit_reference(RefEdit {
+            change: Change::Delete {
+                expected: PreviousValue::MustExistAndMatch(gix::refs::Target::Object(expected)),
+                log: RefLog::AndReference,
+            },
+            name: full,
+            deref: false,
+        })
+        .map_err(|e| Error::refused(format!("cannot delete {name}: {e}")).hint("it moved meanwhile; look again"))?;
+    Ok(())
+}
+
+/// Move a ref from `expected` to `new` (compare-and-swap) with a reflog `message`, logged as the
+/// configured committer or `$USER <$USER@host>`. `Ok(false)` when the ref no longer points at
+/// `expected` (someone moved it meanwhile).
+pub fn move_ref(repo: &Repo, name: &str, expected: ObjectId, new: ObjectId, message: &str) -> Result<bool> {
+    let full = full_name(name)?;
+    let writer = super::identity::with_identity(repo)?;
+    match update_in(&writer, &full, Expect::At(expected), new, message, Writer::Configured) {
+        Ok(_) => Ok(true),
+        Err(_) if repo.ref_id(name)? != Some(expected) => Ok(false),
+        Err(e) => Err(Error::internal(format!("cannot update {name}: {e}"))),
+    }
+}
+
+/// The update [`update_with_retry`]'s closure asks for, or its answer without one.
+pub enum Step<T> {
+    /// Nothing to write: return this.
+    Done(T),
+    /// Move the ref from `expected` to `new` with reflog `message` by `writer`; then return `moved`.
+    Update {
+        expected: Expect,
+        new: ObjectId,
+        message: String,
+        writer: Option<Signature>,
+        moved: T,
+        /// What to return when a creation finds the ref already holding `new`; `None`: plan again.
+        already: Option<T>,
+    },
+}
+
+/// How [`update_with_retry`] retries.
+#[derive(Debug, Clone, Copy)]
+pub struct Retry {
+    /// Most compare-and-swap attempts.
+    pub tries: u32,
+    /// Errors that are neither a lost race nor a held lock: [`Odd::Count`] retries that many in
+    /// all; [`Odd::FirstAttempts`] retries them only in the first attempts; [`Odd::Always`] treats
+    /// them like a lost race.
+    pub odd: Odd,
+    /// The pause after a lost race.
+    pub backoff: Backoff,
+}
+
+/// See [`Retry::odd`].
+#[derive(Debug, Clone, Copy)]
+pub enum Odd {
+    Count(u32),
+    FirstAttempts(u32),
+    Always,
+}
+
+/// See [`Retry::backoff`].
+#[derive(Debug, Clone, Copy)]
+pub enum Backoff {
+    /// A random pause of 20 µs up to 100 µs + 200 µs per attempt so far (at most 40 attempts' worth).
+    Growing,
+    /// A random pause of 200 µs to 3 ms.
+    Flat,
+}
+
+impl Backoff {
+    pub(crate) fn pause(self, attempt: u32) {
+        let micros = match self {
+            Backoff::Growing => fastrand::u64(20..=100 + 200 * u64::from(attempt.min(40))),
+            Backoff::Flat => fastrand::u64(200..3000),
+        };
+        std::thread::sleep(Duration::from_micros(micros));
+    }
+}
+
+/// Why [`update_with_retry`] gave up.
+#[derive(Debug)]
+pub enum GaveUp {
+    /// Every attempt lost the race; the last error, if an attempt failed with one.
+    Exhausted(Option<UpdateError>),
+    /// An error that is not a lost race, more often than [`Retry::odd`] allows.
+    Failed(UpdateError),
+}
+
+/// Compare-and-swap `name` with retry: `plan` is asked (with the attempt number) what to write
+/// given the ref's current value, which it reads itself; its update is tried; on a lost race the
+/// pause of `retry.backoff` and `plan` is asked again. Errors of `plan` end it at once.
+pub fn update_with_retry<T>(
+    repo: &Repo,
+    name: &str,
+    retry: Retry,
+    plan: impl FnMut(u32) -> Result<Step<T>>,
+) -> Result<std::result::Result<T, GaveUp>> {
+    update_with_retry_in(&repo.repo, name, retry, plan)
+}
+
+/// [`update_with_retry`] on the gix handle `g` (one with an identity set in memory).
+pub(crate) fn update_with_retry_in<T>(
+    g: &gix::Repository,
+    name: &str,
+    retry: Retry,
+    mut plan: impl FnMut(u32) -> Result<Step<T>>,
+) -> Result<std::result::Result<T, GaveUp>> {
+    let full = full_name(name)?;
+    let mut odd = 0;
+    let mut last = None;
+    for attempt in 0..retry.tries {
+        let (expected, new, message, writer, moved, already) = match plan(attempt)? {
+            Step::Done(t) => return Ok(Ok(t)),
+            Step::Update { expected, new, message, writer, moved, already } => {
+                (expected, new, message, writer, moved, already)
+            }
+        };
+        let who = match &writer {
+            Some(sig) => Writer::As(sig),
+            None => Writer::Configured,
+        };
+        match update_in(g, &full, expected, new, &message, who) {
+            Ok(true) => return Ok(Ok(moved)),
+            Ok(false) => match already {
+                Some(t) => return Ok(Ok(t)),
+                // Another writer created the ref with the very same object: plan again on it.
+                None => continue,
+            },
+            Err(e) => {
+                if !e.transient {
+                    let give_up = match retry.odd {
+                        Odd::Count(n) => {
+                            odd += 1;
+                            odd > n
+                        }
+                        Odd::FirstAttempts(n) => attempt >= n,
+                        Odd::Always => false,
+                    };
+                    if give_up {
+                        return Ok(Err(GaveUp::Failed(e)));
+                    }
+                }
+                last = Some(e);
+                retry.backoff.pause(attempt);
+            }
+        }
+    }
+    Ok(Err(GaveUp::Exhausted(last)))
+}
