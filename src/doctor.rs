@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use crate::error::Result;
+use crate::git::refs;
 use crate::state::{self, BoulderState, PrdState, Store, StreamState, StreamStatus};
 use crate::workspace::Workspace;
 
@@ -25,7 +26,7 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
     let plan = ws.plan().ok();
 
     // Refs under refs/boulder/ that fail validation.
-    for (name, tip) in store.list("refs/boulder/")? {
+    for (name, tip) in store.list(refs::BOULDER)? {
         let checked = if name.starts_with(state::STREAMS) {
             store.validate_chain::<StreamState>(tip)
         } else if name.starts_with(state::BOULDERS) {
@@ -253,8 +254,8 @@ fn leftovers(
             left.entry(name.to_string()).or_default().state_ref = Some((refname.clone(), st.status));
         }
     }
-    for (refname, _) in store.list("refs/heads/boulder/")? {
-        let Some(branch) = refname.strip_prefix("refs/heads/") else { continue };
+    for (refname, _) in store.list(&refs::branch_ref("boulder/"))? {
+        let Some(branch) = refname.strip_prefix(refs::HEADS) else { continue };
         let Some(name) = branch.strip_prefix("boulder/") else { continue };
         if planned_branch(branch) || left.values().any(|l| l.branch.as_deref() == Some(branch)) {
             continue;

@@ -66,7 +66,7 @@ pub fn fingerprint(plan: &Plan) -> Option<String> {
     let pairs: Vec<(&str, &str)> = cmds.iter().map(|c| (c.key.as_str(), c.command.as_str())).collect();
     let mut text = b"git-boulder trust v1\n".to_vec();
     text.extend_from_slice(serde_json::to_string(&pairs).unwrap_or_default().as_bytes());
-    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &text).ok().map(|id| id.to_string())
+    crate::git::objects::blob_id(&text).map(|id| id.to_string())
 }
 
 fn file(repo: &Repo) -> PathBuf {
@@ -190,7 +190,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // gix, not the git CLI: a child started here could briefly share the lock files other
         // unit tests hold.
-        gix::init(dir.path()).unwrap();
+        crate::git::init(dir.path()).unwrap();
         let repo = Repo::open(dir.path()).unwrap();
         let plan = crate::plan::parse(PLAN).unwrap();
         assert!(!is_recorded(&repo, &plan).unwrap());

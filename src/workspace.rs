@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::git::Repo;
+use crate::git::{ObjectId, Repo};
 use crate::plan::{self, Plan, StreamDef};
 use crate::prd::{self, Prd, Status, Story};
 use crate::state::{PrdState, Store, PRD_REF};
@@ -16,7 +16,7 @@ pub struct Workspace {
     pub config_override: Option<PathBuf>,
     /// PRDs parsed for streams, by blob id: stream worktrees and branches mostly hold the same
     /// PRD, so a dashboard of many streams parses each distinct one once.
-    prds: std::sync::Mutex<std::collections::HashMap<gix::ObjectId, Option<std::sync::Arc<Prd>>>>,
+    prds: std::sync::Mutex<std::collections::HashMap<ObjectId, Option<std::sync::Arc<Prd>>>>,
 }
 
 /// Where the plan in force was read from, for messages.
@@ -35,7 +35,7 @@ impl Workspace {
     fn parsed(
         &self,
         plan: &Plan,
-        id: gix::ObjectId,
+        id: ObjectId,
         bytes: impl FnOnce() -> Option<Vec<u8>>,
     ) -> Option<std::sync::Arc<Prd>> {
         let mut cache = self.prds.lock().unwrap_or_else(|e| e.into_inner());
@@ -66,7 +66,7 @@ impl Workspace {
     /// branch (the repository's default branch); when the plan there names another
     /// `settings.base_branch` that exists, that branch's tip. `None` with a work tree, or when
     /// there is no commit.
-    pub fn bare_source(&self) -> Result<Option<(gix::ObjectId, String)>> {
+    pub fn bare_source(&self) -> Result<Option<(ObjectId, String)>> {
         if !self.repo.is_bare() {
             return Ok(None);
         }
@@ -97,7 +97,7 @@ impl Workspace {
 
     /// The commit whose tree stands for the repository's files: HEAD, or in a bare repository
     /// the base branch's tip (see [`Workspace::bare_source`]).
-    pub fn tree_commit(&self, plan: &Plan) -> Result<Option<gix::ObjectId>> {
+    pub fn tree_commit(&self, plan: &Plan) -> Result<Option<ObjectId>> {
         if self.repo.is_bare() {
             if let Some(t) = self.repo.branch_tip(&plan.settings.base_branch)? {
                 return Ok(Some(t));
@@ -274,7 +274,10 @@ impl Workspace {
         // A bare repository has no worktrees: only the branch tip.
         if let Ok(wt) = self.worktree_path(plan, &stream.name) {
             if let Ok(bytes) = std::fs::read(wt.join(&plan.prd)) {
-                let id = gix::objs::compute_hash(self.repo.repo.object_hash(), gix::objs::Kind::Blob, &bytes)
+                let id = self
+                    .repo
+                    .objects()
+                    .blob(&bytes, false)
                     .map_err(|e| Error::internal(format!("cannot hash the PRD: {e}")))?;
                 return Ok(self.parsed(plan, id, || Some(bytes)));
             }

@@ -6,6 +6,7 @@ use clap::Subcommand;
 
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::git::refs;
 use crate::plan::{self, Severity};
 use crate::state::StreamStatus;
 use crate::workspace::{load_prd, Workspace};
@@ -399,20 +400,16 @@ fn add(ws: &Workspace, args: AddArgs) -> Result<()> {
 /// The repository's default branch: the branch `origin/HEAD` names (the remote's default, as
 /// `git clone` records it), else the branch checked out in the main worktree.
 fn default_branch(repo: &crate::git::Repo) -> Option<String> {
-    if let Ok(Some(r)) = repo.repo.try_find_reference("refs/remotes/origin/HEAD") {
-        if let gix::refs::TargetRef::Symbolic(name) = r.target() {
-            if let Some(b) =
-                std::str::from_utf8(name.as_bstr().as_ref()).ok().and_then(|n| n.strip_prefix("refs/remotes/origin/"))
-            {
-                if b != "HEAD" && !b.is_empty() {
-                    return Some(b.to_string());
-                }
+    if let Some(name) = repo.symbolic_target(refs::ORIGIN_HEAD) {
+        if let Some(b) = name.strip_prefix(&refs::remote_branches_prefix("origin")) {
+            if b != "HEAD" && !b.is_empty() {
+                return Some(b.to_string());
             }
         }
     }
     // HEAD of the main worktree lives in the common dir (a linked worktree has its own).
     let head = std::fs::read_to_string(repo.common_dir.join("HEAD")).ok()?;
-    head.trim().strip_prefix("ref:")?.trim().strip_prefix("refs/heads/").map(str::to_owned)
+    head.trim().strip_prefix("ref:")?.trim().strip_prefix(refs::HEADS).map(str::to_owned)
 }
 
 fn validate(ws: &Workspace, args: ValidateArgs) -> Result<()> {

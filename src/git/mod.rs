@@ -142,6 +142,24 @@ impl Repo {
         }
     }
 
+    /// The commit the oldest entry of `name`'s reflog moved it to (where a branch was created).
+    pub fn reflog_oldest(&self, name: &str) -> Option<gix::ObjectId> {
+        let r = self.repo.find_reference(name).ok()?;
+        let mut platform = r.log_iter();
+        let mut lines = platform.all().ok()??;
+        let first = lines.next()?.ok()?;
+        Some(first.new_oid())
+    }
+
+    /// The ref a symbolic ref `name` points at (full name), if `name` exists and is symbolic.
+    pub fn symbolic_target(&self, name: &str) -> Option<String> {
+        let r = self.repo.try_find_reference(name).ok()??;
+        match r.target() {
+            gix::refs::TargetRef::Symbolic(target) => target.as_bstr().to_str().ok().map(str::to_owned),
+            gix::refs::TargetRef::Object(_) => None,
+        }
+    }
+
     /// The commit a branch (short name) points at, if it exists.
     pub fn branch_tip(&self, branch: &str) -> Result<Option<gix::ObjectId>> {
         self.ref_id(&format!("refs/heads/{branch}"))
@@ -197,6 +215,13 @@ impl Repo {
     pub fn config_string(&self, key: &str) -> Option<String> {
         self.repo.config_snapshot().string(key).map(|v| v.to_str_lossy().trim().to_owned())
     }
+}
+
+/// Create an empty repository at `path` (as `git init` would, without running git).
+pub fn init(path: &Path) -> Result<()> {
+    gix::init(path)
+        .map(|_| ())
+        .map_err(|e| Error::internal(format!("cannot create a repository at {}: {e}", path.display())))
 }
 
 /// The tree of `commit`.

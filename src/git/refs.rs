@@ -67,12 +67,15 @@ pub fn branch_ref(branch: &str) -> String {
 
 /// The remote-tracking ref of `branch` on remote `remote`.
 pub fn remote_branch_ref(remote: &str, branch: &str) -> String {
-    format!("refs/remotes/{remote}/{branch}")
+    format!("{REMOTE_BRANCHES}{remote}/{branch}")
 }
+
+/// The prefix of every remote-tracking ref.
+pub const REMOTE_BRANCHES: &str = "refs/remotes/";
 
 /// The prefix of every remote-tracking ref of `remote`.
 pub fn remote_branches_prefix(remote: &str) -> String {
-    format!("refs/remotes/{remote}/")
+    format!("{REMOTE_BRANCHES}{remote}/")
 }
 
 /// A remote's default branch, as `git clone` records it.
@@ -95,6 +98,14 @@ pub fn list(repo: &Repo, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
     out.sort();
     Ok(out)
 }
+
+/// `--all` without git-boulder's state: `git log $HIDE_ARGS`, `gitk $HIDE_ARGS`, `tig $HIDE_ARGS`.
+pub const HIDE_ARGS: &str = "--exclude='refs/boulder*' --exclude='refs/notes/*' --all";
+
+/// The `log.excludeDecoration` patterns git-boulder adds (`refs/boulder/*`, `refs/boulder-remotes/*`
+/// and the notes). `refs/notes/*` is needed as well: once any exclusion is configured, git (2.40
+/// and later) decorates every namespace, notes included.
+pub const DECORATION_EXCLUDES: [&str; 2] = ["refs/boulder*", "refs/notes/*"];
 
 /// What a ref must hold for an update to go ahead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

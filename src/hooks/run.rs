@@ -216,8 +216,8 @@ fn pre_push(args: &[String]) -> Result<i32> {
         if local_sha.chars().all(|c| c == '0') {
             continue;
         }
-        let local_branch = local_ref.strip_prefix("refs/heads/");
-        let remote_branch = remote_ref.strip_prefix("refs/heads/");
+        let local_branch = local_ref.strip_prefix(refs::HEADS);
+        let remote_branch = remote_ref.strip_prefix(refs::HEADS);
         if plan.is_none() {
             plan = Some(ws.plan()?);
         }

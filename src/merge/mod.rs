@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 
 use crate::error::{Error, Result, ResultExt};
 use crate::failpoint;
-use crate::git::{identity, notes, ObjectId};
+use crate::git::{identity, notes, refs, ObjectId};
 use crate::plan::{MergeStrategy, Plan, StreamDef};
 use crate::state::{self, Opt, Store, StreamOp, StreamState, StreamStatus};
 use crate::workspace::{load_prd, Workspace};
@@ -443,7 +443,7 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
     let repo = &ws.repo;
     let (s_old, s_new) = (journal::id(&j.stream_old)?, journal::id(&j.stream_new)?);
     let (b_old, b_new) = (journal::id(&j.base_old)?, journal::id(&j.base_new)?);
-    let base_ref = format!("refs/heads/{}", j.base_branch);
+    let base_ref = refs::branch_ref(&j.base_branch);
 
     crate::progress::show(&format!("moving {} and its worktree", j.stream_branch));
     let what = format!("the merge of stream {}", j.stream);

@@ -8,12 +8,7 @@ use crate::error::{Error, Result};
 use crate::git::config::ConfigFile;
 use crate::git::Repo;
 
-/// `--all` without git-boulder's state: `git log $HIDE_ARGS`, `gitk $HIDE_ARGS`, `tig $HIDE_ARGS`.
-pub const HIDE_ARGS: &str = "--exclude='refs/boulder*' --exclude='refs/notes/*' --all";
-
-/// The `log.excludeDecoration` patterns git-boulder adds. `refs/notes/*` is needed as well: once
-/// any exclusion is configured, git (2.40 and later) decorates every namespace, notes included.
-pub const DECORATION_EXCLUDES: [&str; 2] = ["refs/boulder*", "refs/notes/*"];
+pub use crate::git::refs::{DECORATION_EXCLUDES, HIDE_ARGS};
 
 /// Add (with `undo`, remove) [`DECORATION_EXCLUDES`] to `log.excludeDecoration` in the
 /// repository's config file, leaving every other value as it is. Returns the `±key value` lines

@@ -18,19 +18,6 @@ pub use op::{
 };
 pub use store::{Absorbed, Entry, LogEntry, Store};
 
-/// Ref prefix of stream op-logs.
-pub const STREAMS: &str = "refs/boulder/streams/";
-/// Ref prefix of boulder op-logs.
-pub const BOULDERS: &str = "refs/boulder/boulders/";
-/// The op-log of PRD completion records (`prd done`).
-pub const PRD_REF: &str = "refs/boulder/prd";
-/// The notes ref written by the post-commit hook.
-pub const NOTES_REF: &str = "refs/notes/boulder";
-
-pub fn stream_ref(name: &str) -> String {
-    format!("{STREAMS}{name}")
-}
-
-pub fn boulder_ref(id: &str) -> String {
-    format!("{BOULDERS}{id}")
-}
+/// The op-log refs, named in [`crate::git::refs`]: stream and boulder prefixes, the PRD op-log,
+/// the notes ref.
+pub use crate::git::refs::{boulder_ref, stream_ref, BOULDERS, NOTES as NOTES_REF, PRD as PRD_REF, STREAMS};

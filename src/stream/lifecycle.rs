@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
+use crate::git::{refs, ObjectId};
 use crate::lock;
 use crate::plan::{Plan, StreamDef};
 use crate::state::{self, BoulderOp, BoulderState, Opt, Store, StreamOp, StreamState, StreamStatus};
@@ -211,7 +212,7 @@ pub fn is_merged(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<bool
 /// Whether the stream's branch moved on from where it was created: its tip differs from the commit
 /// of the branch's oldest reflog entry (`branch: Created from …`). Without a reflog, whether a
 /// commit was recorded for the stream's root boulder.
-fn has_own_commits(ws: &Workspace, store: &Store, stream: &StreamDef, tip: gix::ObjectId) -> bool {
+fn has_own_commits(ws: &Workspace, store: &Store, stream: &StreamDef, tip: ObjectId) -> bool {
     if let Some(created) = creation_point(&ws.repo, &stream.branch) {
         return created != tip;
     }
@@ -223,12 +224,8 @@ fn has_own_commits(ws: &Workspace, store: &Store, stream: &StreamDef, tip: gix::
 }
 
 /// The commit `refs/heads/<branch>` was created at, from its reflog's oldest entry.
-fn creation_point(repo: &crate::git::Repo, branch: &str) -> Option<gix::ObjectId> {
-    let r = repo.repo.find_reference(format!("refs/heads/{branch}").as_str()).ok()?;
-    let mut platform = r.log_iter();
-    let mut lines = platform.all().ok()??;
-    let first = lines.next()?.ok()?;
-    Some(first.new_oid())
+fn creation_point(repo: &crate::git::Repo, branch: &str) -> Option<ObjectId> {
+    repo.reflog_oldest(&refs::branch_ref(branch))
 }
 
 /// Where the stream's worktree is, as git's own worktree list says: the registration at the path
@@ -261,26 +258,16 @@ pub fn locate(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<Located
 
 /// Commits on the stream branch that neither the base branch nor any remote-tracking branch has.
 fn unpushed_unmerged(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<usize> {
-    let repo = &ws.repo.repo;
     let Some(tip) = ws.repo.branch_tip(&stream.branch)? else { return Ok(0) };
     let mut hidden = Vec::new();
     if let Some(base) = ws.repo.branch_tip(&plan.settings.base_branch)? {
         hidden.push(base);
     }
-    if let Ok(refs) = repo.references() {
-        if let Ok(remotes) = refs.prefixed("refs/remotes/") {
-            for mut r in remotes.flatten() {
-                if let Ok(id) = r.peel_to_id() {
-                    hidden.push(id.detach());
-                }
-            }
-        }
-    }
-    let walk = repo
-        .rev_walk([tip])
-        .with_hidden(hidden)
-        .all()
-        .map_err(|e| Error::internal(format!("cannot walk {}: {e}", stream.branch)))?;
+    let remotes = refs::list(&ws.repo, refs::REMOTE_BRANCHES).unwrap_or_default();
+    hidden.extend(remotes.into_iter().map(|(_, id)| id));
+    let objects = ws.repo.objects();
+    let walk =
+        objects.walk([tip], hidden).map_err(|e| Error::internal(format!("cannot walk {}: {e}", stream.branch)))?;
     Ok(walk.filter_map(|c| c.ok()).count())
 }
 
@@ -380,7 +367,7 @@ pub fn cleanup(ws: &Workspace, plan: &Plan, names: &[String], opts: &CleanupOpti
                     ))
                     .hint("merge it first, or pass --force with --delete-branch"));
                 }
-                crate::git::delete_ref(&ws.repo, &format!("refs/heads/{}", stream.branch), tip)?;
+                crate::git::delete_ref(&ws.repo, &refs::branch_ref(&stream.branch), tip)?;
                 deleted = true;
             }
         }

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::error::Result;
+use crate::git::refs;
 use crate::plan::Plan;
 use crate::prd::Prd;
 use crate::state::{self, BoulderState, Store, StreamState, StreamStatus};
@@ -225,9 +226,9 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
 pub fn push_hint(ws: &Workspace, plan: &Plan) -> Result<Option<String>> {
     let base = &plan.settings.base_branch;
     let Some(remote) = ws.repo.config_string(&format!("branch.{base}.remote")) else { return Ok(None) };
-    let merge = ws.repo.config_string(&format!("branch.{base}.merge")).unwrap_or_else(|| format!("refs/heads/{base}"));
-    let short = merge.strip_prefix("refs/heads/").unwrap_or(&merge).to_string();
-    let tracking = format!("refs/remotes/{remote}/{short}");
+    let merge = ws.repo.config_string(&format!("branch.{base}.merge")).unwrap_or_else(|| refs::branch_ref(base));
+    let short = merge.strip_prefix(refs::HEADS).unwrap_or(&merge).to_string();
+    let tracking = refs::remote_branch_ref(&remote, &short);
     let (Some(tip), Some(up)) = (ws.repo.branch_tip(base)?, ws.repo.ref_id(&tracking)?) else { return Ok(None) };
     let (ahead, _) = crate::worktree::ahead_behind(&ws.repo, tip, up)?;
     if ahead == 0 {
