@@ -27,6 +27,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::git::identity::hostname;
 use crate::git::Repo;
 
 /// Who holds a lock, as written into the lock file by its holder.
@@ -110,20 +111,6 @@ fn validate_name(name: &str) -> Result<()> {
         return Err(Error::usage(format!("invalid lock name {name:?}: {why}")));
     }
     Ok(())
-}
-
-/// This machine's host name: `/proc/sys/kernel/hostname`, else `$HOSTNAME`, else `unknown`.
-pub fn hostname() -> String {
-    if let Ok(h) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
-        let h = h.trim();
-        if !h.is_empty() {
-            return h.to_owned();
-        }
-    }
-    match std::env::var("HOSTNAME") {
-        Ok(h) if !h.trim().is_empty() => h.trim().to_owned(),
-        _ => "unknown".into(),
-    }
 }
 
 fn open_lock_file(path: &Path) -> Result<File> {

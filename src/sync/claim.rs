@@ -287,7 +287,7 @@ pub fn take(
         v: 1,
         stream: stream.to_string(),
         actor: actor.to_string(),
-        host: crate::lock::hostname(),
+        host: identity::hostname(),
         since: crate::time::format_secs(now),
         expires: crate::time::format_secs(now + ttl.as_secs_f64()),
     };

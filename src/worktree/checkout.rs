@@ -246,7 +246,7 @@ impl IndexLock {
                     let rec = LockRecord {
                         lock: path.display().to_string(),
                         pid: std::process::id(),
-                        host: crate::lock::hostname(),
+                        host: crate::git::identity::hostname(),
                         dev,
                         ino,
                         ctime,
@@ -284,7 +284,7 @@ impl IndexLock {
         let Some(rec) = std::fs::read(record).ok().and_then(|b| serde_json::from_slice::<LockRecord>(&b).ok()) else {
             return false;
         };
-        let dead = rec.host == crate::lock::hostname()
+        let dead = rec.host == crate::git::identity::hostname()
             && Path::new("/proc/self").exists()
             && !Path::new("/proc").join(rec.pid.to_string()).exists();
         dead && rec.lock == path.display().to_string() && file_id(path) == Some((rec.dev, rec.ino, rec.ctime))

@@ -302,27 +302,6 @@ fn ensure_branch(repo: &Repo, writer: &gix::Repository, branch: &str, base: &str
     }
 }
 
-/// The repository to write refs with: `repo` itself when a committer identity is configured, else
-/// the repository reopened with a fallback identity (`$USER <$USER@host>`, as git would guess) for
-/// the reflog entries of the new branch and the worktree's HEAD.
-pub fn with_identity(repo: &Repo) -> Result<std::borrow::Cow<'_, gix::Repository>> {
-    if matches!(repo.repo.committer(), Some(Ok(_))) {
-        return Ok(std::borrow::Cow::Borrowed(&repo.repo));
-    }
-    let user = ["USER", "LOGNAME"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
-        .unwrap_or_else(|| "git-boulder".into());
-    let host = crate::lock::hostname();
-    let opts = repo.repo.open_options().clone().config_overrides([
-        format!("gitoxide.committer.nameFallback={user}"),
-        format!("gitoxide.committer.emailFallback={user}@{host}"),
-    ]);
-    let reopened = gix::open_opts(&repo.common_dir, opts)
-        .map_err(|e| gix_err(format_args!("cannot open {}", repo.common_dir.display()), e))?;
-    Ok(std::borrow::Cow::Owned(reopened))
-}
-
 /// Rebuild a missing index of the worktree opened as `wt` from its HEAD tree, checking out only
 /// the files that are missing (existing files are never overwritten; they keep a zero stat so git
 /// and gix compare their content). Returns how many files were written.
@@ -504,7 +483,7 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
         return Err(err);
     }
 
-    let writer = with_identity(repo)?;
+    let writer = crate::git::identity::with_identity(repo)?;
     let branch_created = ensure_branch(repo, &writer, branch, base)?;
     let interrupt = AtomicBool::new(false);
     // Before it creates anything, gix reads every other worktree's registration; one that another
