@@ -300,8 +300,8 @@ fn killed_right_after_registration_is_redone() {
     let wt = t.worktree("auth");
     t.git(&["branch", "boulder/auth"]).ok();
     // gix's own half-made state (registration, `.git`, HEAD, no index, no files), kept as a kill would.
-    let prepared = repo
-        .repo
+    let g = gix::open(&t.dir).unwrap();
+    let prepared = g
         .prepare_add_worktree(
             &wt,
             gix::worktree::add::Head::Attached("refs/heads/boulder/auth".try_into().unwrap()),
