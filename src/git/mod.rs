@@ -1,6 +1,14 @@
 //! The only place that touches gix or runs the git CLI ([`cli`]). Opens the repository the way
 //! git does (from any subdirectory or linked worktree, honouring `GIT_DIR` and `GIT_WORK_TREE`)
-//! and answers the handful of questions the domain modules ask of it.
+//! and answers the handful of questions the domain modules ask of it, with typed functions: the
+//! gix handle inside [`Repo`] is not for other modules.
+//!
+//! * [`refs`]: every ref name git-boulder owns; reading refs; the one compare-and-swap (with
+//!   retry) every ref update goes through.
+//! * [`objects`]: commits, trees and blobs — readers, writers, the in-memory layer merges use.
+//! * [`merge`]: three-way tree merges. [`walk`]: the commit walk and tree diffs of pre-push.
+//! * [`identity`]: who git-boulder writes as (state, notes, rewritten commits, reflogs), and the host.
+//! * [`notes`]: `refs/notes/boulder`. [`config`]: editing config files. [`remote`], [`cli`]: remotes.
 
 pub mod cli;
 pub mod config;
@@ -15,13 +23,14 @@ pub mod remote;
 pub mod walk;
 
 pub use gix::ObjectId;
+pub use objects::tree_of;
 pub use refs::{delete as delete_ref, move_ref};
 
 use std::path::{Path, PathBuf};
 
 use gix::bstr::ByteSlice;
 
-use crate::error::{Error, Result, ResultExt};
+use crate::error::{Error, Result};
 
 /// An opened repository and where its parts live.
 pub struct Repo {
@@ -108,102 +117,6 @@ impl Repo {
         self.common_dir.join("boulder")
     }
 
-    /// The object id a full ref name points at (peeled to its target), if the ref exists.
-    pub fn ref_id(&self, name: &str) -> Result<Option<gix::ObjectId>> {
-        match self.repo.try_find_reference(name) {
-            // A symbolic ref to a branch with no commits yet (HEAD of an empty repository) is absent.
-            Ok(Some(mut r)) if r.target().try_id().is_none() => Ok(r.peel_to_id().ok().map(|id| id.detach())),
-            Ok(Some(mut r)) => Ok(Some(r.peel_to_id().internal(format_args!("cannot resolve {name}"))?.detach())),
-            Ok(None) => Ok(None),
-            Err(e) => Err(Error::internal(format!("cannot read ref {name}: {e}"))),
-        }
-    }
-
-    /// The short name of the branch HEAD points at in this worktree, if any (`None` when detached
-    /// or unborn is still named).
-    pub fn head_branch(&self) -> Option<String> {
-        let head = self.repo.head_name().ok()??;
-        head.as_bstr().to_str().ok()?.strip_prefix("refs/heads/").map(str::to_owned)
-    }
-
-    /// The branch HEAD is on in this worktree (short name) and the commit it points at (`None`
-    /// when it has no commits yet), read once; `None` when HEAD cannot be read or is detached.
-    pub fn head_branch_and_id(&self) -> Option<(String, Option<gix::ObjectId>)> {
-        let head = self.repo.head().ok()?;
-        let branch = head.referent_name().and_then(|n| n.as_bstr().to_str().ok()?.strip_prefix("refs/heads/"))?;
-        Some((branch.to_string(), head.id().map(|id| id.detach())))
-    }
-
-    /// The newest entry of HEAD's reflog in this worktree: the commit it moved to and its message.
-    pub fn head_reflog_newest(&self) -> Option<(gix::ObjectId, String)> {
-        let head = self.repo.head().ok()?;
-        let mut log = head.log_iter();
-        let mut rev = log.rev().ok()??;
-        match rev.next() {
-            Some(Ok(line)) => Some((line.new_oid, line.message.to_str_lossy().into_owned())),
-            _ => None,
-        }
-    }
-
-    /// The commit the oldest entry of `name`'s reflog moved it to (where a branch was created).
-    pub fn reflog_oldest(&self, name: &str) -> Option<gix::ObjectId> {
-        let r = self.repo.find_reference(name).ok()?;
-        let mut platform = r.log_iter();
-        let mut lines = platform.all().ok()??;
-        let first = lines.next()?.ok()?;
-        Some(first.new_oid())
-    }
-
-    /// The ref a symbolic ref `name` points at (full name), if `name` exists and is symbolic.
-    pub fn symbolic_target(&self, name: &str) -> Option<String> {
-        let r = self.repo.try_find_reference(name).ok()??;
-        match r.target() {
-            gix::refs::TargetRef::Symbolic(target) => target.as_bstr().to_str().ok().map(str::to_owned),
-            gix::refs::TargetRef::Object(_) => None,
-        }
-    }
-
-    /// The commit a branch (short name) points at, if it exists.
-    pub fn branch_tip(&self, branch: &str) -> Result<Option<gix::ObjectId>> {
-        self.ref_id(&format!("refs/heads/{branch}"))
-    }
-
-    /// Every file path (blobs and links, recursively) in the tree of `commit`, as UTF-8-lossy text.
-    pub fn tree_paths(&self, commit: gix::ObjectId) -> Result<Vec<String>> {
-        let commit = self.repo.find_commit(commit).internal("cannot read commit")?;
-        let tree = commit.tree().internal("cannot read tree")?;
-        let mut rec = gix::traverse::tree::Recorder::default();
-        tree.traverse().breadthfirst(&mut rec).internal("cannot walk tree")?;
-        Ok(rec
-            .records
-            .into_iter()
-            .filter(|e| !e.mode.is_tree())
-            .map(|e| e.filepath.to_str_lossy().into_owned())
-            .collect())
-    }
-
-    /// The bytes of the file at `path` in the tree of `commit`, if it exists there.
-    pub fn file_at(&self, commit: gix::ObjectId, path: &str) -> Result<Option<Vec<u8>>> {
-        let commit = self.repo.find_commit(commit).internal("cannot read commit")?;
-        let tree = commit.tree().internal("cannot read tree")?;
-        let entry = tree.lookup_entry_by_path(path).internal(format_args!("cannot look up {path}"))?;
-        match entry {
-            Some(e) if e.mode().is_blob() => {
-                let obj = e.object().internal(format_args!("cannot read {path}"))?;
-                Ok(Some(obj.detach().data))
-            }
-            _ => Ok(None),
-        }
-    }
-
-    /// The id of the blob at `path` in the tree of `commit`, if there is one (the blob is not read).
-    pub fn blob_id_at(&self, commit: gix::ObjectId, path: &str) -> Result<Option<gix::ObjectId>> {
-        let commit = self.repo.find_commit(commit).internal("cannot read commit")?;
-        let tree = commit.tree().internal("cannot read tree")?;
-        let entry = tree.lookup_entry_by_path(path).internal(format_args!("cannot look up {path}"))?;
-        Ok(entry.filter(|e| e.mode().is_blob()).map(|e| e.object_id()))
-    }
-
     /// A boolean of git config, if set (and a boolean).
     pub fn config_bool(&self, key: &str) -> Option<bool> {
         self.repo.config_snapshot().boolean(key)
@@ -225,16 +138,6 @@ pub fn init(path: &Path) -> Result<()> {
     gix::init(path)
         .map(|_| ())
         .map_err(|e| Error::internal(format!("cannot create a repository at {}: {e}", path.display())))
-}
-
-/// The tree of `commit`.
-pub fn tree_of(repo: &gix::Repository, commit: gix::ObjectId) -> Result<gix::ObjectId> {
-    Ok(repo
-        .find_commit(commit)
-        .internal(format_args!("cannot read commit {commit}"))?
-        .tree_id()
-        .internal(format_args!("cannot read the tree of {commit}"))?
-        .detach())
 }
 
 /// The error for a directory gix could not open as a repository: the repository format when git

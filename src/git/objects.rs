@@ -168,6 +168,42 @@ pub struct Objects<'r> {
 }
 
 impl Repo {
+    /// Every file path (blobs and links, recursively) in the tree of `commit`, as UTF-8-lossy text.
+    pub fn tree_paths(&self, commit: gix::ObjectId) -> Result<Vec<String>> {
+        let commit = self.repo.find_commit(commit).internal("cannot read commit")?;
+        let tree = commit.tree().internal("cannot read tree")?;
+        let mut rec = gix::traverse::tree::Recorder::default();
+        tree.traverse().breadthfirst(&mut rec).internal("cannot walk tree")?;
+        Ok(rec
+            .records
+            .into_iter()
+            .filter(|e| !e.mode.is_tree())
+            .map(|e| e.filepath.to_str_lossy().into_owned())
+            .collect())
+    }
+
+    /// The bytes of the file at `path` in the tree of `commit`, if it exists there.
+    pub fn file_at(&self, commit: gix::ObjectId, path: &str) -> Result<Option<Vec<u8>>> {
+        let commit = self.repo.find_commit(commit).internal("cannot read commit")?;
+        let tree = commit.tree().internal("cannot read tree")?;
+        let entry = tree.lookup_entry_by_path(path).internal(format_args!("cannot look up {path}"))?;
+        match entry {
+            Some(e) if e.mode().is_blob() => {
+                let obj = e.object().internal(format_args!("cannot read {path}"))?;
+                Ok(Some(obj.detach().data))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The id of the blob at `path` in the tree of `commit`, if there is one (the blob is not read).
+    pub fn blob_id_at(&self, commit: gix::ObjectId, path: &str) -> Result<Option<gix::ObjectId>> {
+        let commit = self.repo.find_commit(commit).internal("cannot read commit")?;
+        let tree = commit.tree().internal("cannot read tree")?;
+        let entry = tree.lookup_entry_by_path(path).internal(format_args!("cannot look up {path}"))?;
+        Ok(entry.filter(|e| e.mode().is_blob()).map(|e| e.object_id()))
+    }
+
     /// The repository's object store.
     pub fn objects(&self) -> Objects<'_> {
         Objects { g: Cow::Borrowed(&self.repo) }
@@ -216,7 +252,7 @@ impl Objects<'_> {
 
     /// The tree of `commit`.
     pub fn tree_of(&self, commit: ObjectId) -> Result<ObjectId> {
-        super::tree_of(&self.g, commit)
+        tree_of(&self.g, commit)
     }
 
     /// The entries of tree `tree`, in tree order.
@@ -415,6 +451,16 @@ impl Objects<'_> {
         }
         Ok(())
     }
+}
+
+/// The tree of `commit`.
+pub fn tree_of(repo: &gix::Repository, commit: gix::ObjectId) -> Result<gix::ObjectId> {
+    Ok(repo
+        .find_commit(commit)
+        .internal(format_args!("cannot read commit {commit}"))?
+        .tree_id()
+        .internal(format_args!("cannot read the tree of {commit}"))?
+        .detach())
 }
 
 /// The id git gives a blob of `bytes` (SHA-1), without writing it.

@@ -11,9 +11,11 @@
 
 use std::time::Duration;
 
+use gix::bstr::ByteSlice;
+
 use super::identity::Signature;
 use super::{ObjectId, Repo};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, ResultExt};
 
 /// Everything git-boulder keeps in refs, under one prefix (pushed and fetched as `refs/boulder/*`).
 pub const BOULDER: &str = "refs/boulder/";
@@ -80,6 +82,68 @@ pub fn remote_branches_prefix(remote: &str) -> String {
 
 /// A remote's default branch, as `git clone` records it.
 pub const ORIGIN_HEAD: &str = "refs/remotes/origin/HEAD";
+
+impl Repo {
+    /// The object id a full ref name points at (peeled to its target), if the ref exists.
+    pub fn ref_id(&self, name: &str) -> Result<Option<gix::ObjectId>> {
+        match self.repo.try_find_reference(name) {
+            // A symbolic ref to a branch with no commits yet (HEAD of an empty repository) is absent.
+            Ok(Some(mut r)) if r.target().try_id().is_none() => Ok(r.peel_to_id().ok().map(|id| id.detach())),
+            Ok(Some(mut r)) => Ok(Some(r.peel_to_id().internal(format_args!("cannot resolve {name}"))?.detach())),
+            Ok(None) => Ok(None),
+            Err(e) => Err(Error::internal(format!("cannot read ref {name}: {e}"))),
+        }
+    }
+
+    /// The short name of the branch HEAD points at in this worktree, if any (`None` when detached
+    /// or unborn is still named).
+    pub fn head_branch(&self) -> Option<String> {
+        let head = self.repo.head_name().ok()??;
+        head.as_bstr().to_str().ok()?.strip_prefix(HEADS).map(str::to_owned)
+    }
+
+    /// The branch HEAD is on in this worktree (short name) and the commit it points at (`None`
+    /// when it has no commits yet), read once; `None` when HEAD cannot be read or is detached.
+    pub fn head_branch_and_id(&self) -> Option<(String, Option<gix::ObjectId>)> {
+        let head = self.repo.head().ok()?;
+        let branch = head.referent_name().and_then(|n| n.as_bstr().to_str().ok()?.strip_prefix(HEADS))?;
+        Some((branch.to_string(), head.id().map(|id| id.detach())))
+    }
+
+    /// The newest entry of HEAD's reflog in this worktree: the commit it moved to and its message.
+    pub fn head_reflog_newest(&self) -> Option<(gix::ObjectId, String)> {
+        let head = self.repo.head().ok()?;
+        let mut log = head.log_iter();
+        let mut rev = log.rev().ok()??;
+        match rev.next() {
+            Some(Ok(line)) => Some((line.new_oid, line.message.to_str_lossy().into_owned())),
+            _ => None,
+        }
+    }
+
+    /// The commit the oldest entry of `name`'s reflog moved it to (where a branch was created).
+    pub fn reflog_oldest(&self, name: &str) -> Option<gix::ObjectId> {
+        let r = self.repo.find_reference(name).ok()?;
+        let mut platform = r.log_iter();
+        let mut lines = platform.all().ok()??;
+        let first = lines.next()?.ok()?;
+        Some(first.new_oid())
+    }
+
+    /// The ref a symbolic ref `name` points at (full name), if `name` exists and is symbolic.
+    pub fn symbolic_target(&self, name: &str) -> Option<String> {
+        let r = self.repo.try_find_reference(name).ok()??;
+        match r.target() {
+            gix::refs::TargetRef::Symbolic(target) => target.as_bstr().to_str().ok().map(str::to_owned),
+            gix::refs::TargetRef::Object(_) => None,
+        }
+    }
+
+    /// The commit a branch (short name) points at, if it exists.
+    pub fn branch_tip(&self, branch: &str) -> Result<Option<gix::ObjectId>> {
+        self.ref_id(&branch_ref(branch))
+    }
+}
 
 /// Refs under `prefix` (e.g. `refs/boulder/`) and the ids they point at, sorted by name.
 pub fn list(repo: &Repo, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
