@@ -428,3 +428,105 @@ pub(crate) fn update_with_retry_in<T>(
     }
     Ok(Err(GaveUp::Exhausted(last)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::git::identity::state_signature;
+
+    /// A fresh repository (made with gix: a git child here could share other tests' lock files)
+    /// and `n` distinct parentless commits in it.
+    fn repo_with_commits(n: usize) -> (tempfile::TempDir, Repo, Vec<ObjectId>) {
+        let dir = tempfile::tempdir().unwrap();
+        crate::git::init(dir.path()).unwrap();
+        let repo = Repo::open(dir.path()).unwrap();
+        let sig = state_signature("2026-01-01T00:00:00Z");
+        let objects = repo.objects();
+        let tree = objects.flat_tree(&[], true).unwrap();
+        let commits =
+            (0..n).map(|i| objects.commit(tree, &[], &sig, &sig, &format!("c{i}\n"), true).unwrap()).collect();
+        (dir, repo, commits)
+    }
+
+    const QUICK: Retry = Retry { tries: 5, odd: Odd::Count(0), backoff: Backoff::Growing };
+
+    #[test]
+    fn a_lost_race_is_planned_again_on_the_fresh_value() {
+        let (_dir, repo, c) = repo_with_commits(3);
+        let name = stream_ref("s");
+        let mut seen = Vec::new();
+        let out = update_with_retry(&repo, &name, QUICK, |attempt| {
+            let tip = repo.ref_id(&name)?;
+            seen.push(tip);
+            if attempt == 0 {
+                // Another writer creates the ref between this read and the swap.
+                update(&repo, &name, Expect::Absent, c[0], "other", Writer::Configured)?.unwrap();
+            }
+            let message = format!("attempt {attempt}");
+            Ok(Step::Update {
+                expected: Expect::from_tip(tip),
+                new: c[1],
+                message,
+                writer: None,
+                moved: attempt,
+                already: None,
+            })
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(out, 1, "the first swap lost, the second went through");
+        assert_eq!(seen, vec![None, Some(c[0])], "the second plan saw the other writer's value");
+        assert_eq!(repo.ref_id(&name).unwrap(), Some(c[1]));
+    }
+
+    #[test]
+    fn done_writes_nothing_and_every_lost_race_gives_up() {
+        let (_dir, repo, c) = repo_with_commits(2);
+        let name = stream_ref("s");
+        let out = update_with_retry(&repo, &name, QUICK, |_| Ok(Step::Done("nothing"))).unwrap().unwrap();
+        assert_eq!(out, "nothing");
+        assert_eq!(repo.ref_id(&name).unwrap(), None);
+        // Always expecting a value the ref does not hold: every attempt loses.
+        update(&repo, &name, Expect::Absent, c[1], "other", Writer::Configured).unwrap().unwrap();
+        let mut tries = 0;
+        let out = update_with_retry(&repo, &name, QUICK, |_| {
+            tries += 1;
+            Ok(Step::Update {
+                expected: Expect::At(c[0]),
+                new: c[0],
+                message: "never".into(),
+                writer: None,
+                moved: (),
+                already: None,
+            })
+        })
+        .unwrap();
+        assert!(matches!(out, Err(GaveUp::Exhausted(Some(_)))), "{out:?}");
+        assert_eq!(tries, QUICK.tries);
+        assert_eq!(repo.ref_id(&name).unwrap(), Some(c[1]));
+    }
+
+    #[test]
+    fn a_creation_that_finds_the_same_value_is_not_a_move() {
+        let (_dir, repo, c) = repo_with_commits(1);
+        let name = stream_ref("s");
+        assert!(update(&repo, &name, Expect::Absent, c[0], "first", Writer::Configured).unwrap().unwrap());
+        let again = update(&repo, &name, Expect::Absent, c[0], "second", Writer::Configured).unwrap();
+        assert!(matches!(again, Ok(false) | Err(_)), "{again:?}");
+        assert!(!matches!(again, Ok(true)), "a creation must not report moving a ref that was already there");
+    }
+
+    #[test]
+    fn reflog_entries_name_the_writer_given() {
+        let (dir, repo, c) = repo_with_commits(1);
+        // Branches have reflogs by default (refs/boulder/* only with core.logAllRefUpdates=always).
+        let name = branch_ref("b");
+        let sig = state_signature("2026-02-03T04:05:06Z");
+        assert!(update(&repo, &name, Expect::Absent, c[0], "boulder: created", Writer::As(&sig)).unwrap().unwrap());
+        let log = std::fs::read_to_string(dir.path().join(".git/logs").join(&name)).unwrap();
+        assert!(
+            log.trim_end().ends_with("git-boulder <git-boulder@localhost> 1770091506 +0000\tboulder: created"),
+            "{log}"
+        );
+    }
+}
