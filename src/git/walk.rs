@@ -1,5 +1,5 @@
 //! The commit walk pre-push uses: the paths pushed commits change, for the ownership check
-//! ([`Repo::changed_paths`]); also what a merge reports as the stream's changes. One walk, then one tree
+//! ([`super::Repo::changed_paths`]); also what a merge reports as the stream's changes. One walk, then one tree
 //! diff per commit against its first parent (all of its tree for a root commit). Renames show as
 //! a deletion and an addition, so both paths count. The same paths as
 //! `git diff-tree -r --no-renames --name-only`.

@@ -3,7 +3,7 @@
 //! stream branch, a rebase or cherry-pick in progress) before reading anything it does not need.
 //!
 //! ### Performance
-//! post-commit runs on every commit: it opens the repository once ([`super::open`]), reads the
+//! post-commit runs on every commit: it opens the repository once ([`Repo::discover_once`]), reads the
 //! plan only to learn whose branch HEAD is on, and writes what it must — the op of the boulder
 //! and each ancestor (two blobs, a tree, a commit, a ref each) and the note (a blob, the notes
 //! tree, a commit, a ref), never resolving the committer through gix (see
