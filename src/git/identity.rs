@@ -6,7 +6,7 @@
 //! | writes | identity |
 //! |---|---|
 //! | op-log and claim commits, their reflogs | [`state_signature`]: `git-boulder <git-boulder@localhost>` at the op's time |
-//! | notes commits | [`notes_identity`]: git's own (`GIT_COMMITTER_*`, `user.*` …), else git-boulder's |
+//! | notes commits | `notes_identity`: git's own (`GIT_COMMITTER_*`, `user.*` …), else git-boulder's |
 //! | commits rewritten by a merge | [`rewrite_committer`]: git's own, else `$USER <$USER@host>` |
 //! | branch and worktree reflogs | [`with_identity`]: git's own, else `$USER <$USER@host>` |
 

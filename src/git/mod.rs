@@ -6,7 +6,8 @@
 //! * [`refs`]: every ref name git-boulder owns; reading refs; the one compare-and-swap (with
 //!   retry) every ref update goes through.
 //! * [`objects`]: commits, trees and blobs — readers, writers, the in-memory layer merges use.
-//! * [`merge`]: three-way tree merges. [`walk`]: the commit walk and tree diffs of pre-push.
+//! * [`merge`]: three-way tree merges. `walk`: the commit walk and tree diffs of pre-push
+//!   ([`Repo::changed_paths`]).
 //! * [`identity`]: who git-boulder writes as (state, notes, rewritten commits, reflogs), and the host.
 //! * [`notes`]: `refs/notes/boulder`. [`config`]: editing config files. [`remote`], [`cli`]: remotes.
 
@@ -20,7 +21,7 @@ pub mod objects;
 mod open;
 pub mod refs;
 pub mod remote;
-pub mod walk;
+mod walk;
 
 pub use gix::ObjectId;
 pub use objects::tree_of;

@@ -35,7 +35,7 @@ const WRITE_MESSAGE: &str = "Notes added by git-boulder";
 /// The note holds the one record `note`.
 ///
 /// The hot path of the post-commit hook: one blob, the notes tree(s) and a commit, then a
-/// compare-and-swap of the ref; the identity comes from [`identity::notes_identity`].
+/// compare-and-swap of the ref; the identity comes from `identity::notes_identity`.
 pub fn write(repo: &Repo, commit: ObjectId, note: &Note) -> Result<()> {
     let text = &note.text();
     let repo = &repo.repo;

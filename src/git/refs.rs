@@ -260,7 +260,9 @@ pub(crate) fn update_in(
     }
 }
 
-/// [`update_in`] on the repository's own handle.
+/// One compare-and-swap of `name` (see [`update_with_retry`] for writers that race): move it to
+/// `new` if it holds what `expected` says, with a reflog entry `message` by `writer`. `Ok(false)`:
+/// the ref was to be created but already held `new`.
 pub fn update(
     repo: &Repo,
     name: &str,

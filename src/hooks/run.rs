@@ -8,7 +8,7 @@
 //! and each ancestor (two blobs, a tree, a commit, a ref each) and the note (a blob, the notes
 //! tree, a commit, a ref), never resolving the committer through gix (see
 //! [`crate::git::notes::write`]). pre-push walks the pushed commits once and diffs each against
-//! its parent once ([`crate::git::walk`]), checked against one compiled glob set.
+//! its parent once ([`Repo::changed_paths`]), checked against one compiled glob set.
 
 use std::io::Read;
 
