@@ -266,6 +266,16 @@ impl Objects<'_> {
         Ok(out)
     }
 
+    /// The entries of tree `tree` that decode, in tree order, skipping any that do not.
+    pub fn readable_entries(&self, tree: ObjectId) -> std::result::Result<Vec<TreeEntry>, Failure> {
+        let tree = self.g.find_tree(tree).map_err(failure)?;
+        Ok(tree
+            .iter()
+            .filter_map(|e| e.ok())
+            .map(|e| TreeEntry { name: e.filename().to_string(), id: e.object_id(), kind: e.mode().kind().into() })
+            .collect())
+    }
+
     /// The bytes of object `id`.
     pub fn read(&self, id: ObjectId) -> std::result::Result<Vec<u8>, Failure> {
         Ok(self.g.find_object(id).map_err(failure)?.detach().data)
@@ -408,6 +418,11 @@ impl Objects<'_> {
     /// `tree` with the file at `path` set to a new blob of `text`.
     pub fn with_blob(&self, tree: ObjectId, path: &str, text: &str) -> Result<ObjectId> {
         let blob = self.g.write_blob(text.as_bytes()).internal("cannot write a blob")?.detach();
+        self.with_file(tree, path, blob)
+    }
+
+    /// `tree` with the file at `path` set to the blob `blob`.
+    pub fn with_file(&self, tree: ObjectId, path: &str, blob: ObjectId) -> Result<ObjectId> {
         let mut editor = self.g.edit_tree(tree).internal("cannot edit a tree")?;
         editor.upsert(path, gix::objs::tree::EntryKind::Blob, blob).internal("cannot edit a tree")?;
         Ok(editor.write().internal("cannot write a tree")?.detach())

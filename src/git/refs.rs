@@ -171,6 +171,22 @@ pub const HIDE_ARGS: &str = "--exclude='refs/boulder*' --exclude='refs/notes/*' 
 /// and later) decorates every namespace, notes included.
 pub const DECORATION_EXCLUDES: [&str; 2] = ["refs/boulder*", "refs/notes/*"];
 
+/// The ids of the refs under `prefix` that can be read and peeled, skipping any that cannot (for
+/// hiding commits from a walk, where a broken ref must not stop the walk).
+pub fn ids_under(repo: &Repo, prefix: &str) -> Vec<ObjectId> {
+    let mut out = Vec::new();
+    if let Ok(refs) = repo.repo.references() {
+        if let Ok(iter) = refs.prefixed(prefix) {
+            for mut r in iter.flatten() {
+                if let Ok(id) = r.peel_to_id() {
+                    out.push(id.detach());
+                }
+            }
+        }
+    }
+    out
+}
+
 /// What a ref must hold for an update to go ahead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {

@@ -259,8 +259,7 @@ fn pre_push(args: &[String]) -> Result<i32> {
             if let Ok(Some(id)) = ws.repo.ref_id(&refs::remote_branch_ref(&remote, base)) {
                 hidden.push(id);
             }
-            let tracking = refs::list(&ws.repo, &refs::remote_branches_prefix(&remote)).unwrap_or_default();
-            hidden.extend(tracking.into_iter().map(|(_, id)| id));
+            hidden.extend(refs::ids_under(&ws.repo, &refs::remote_branches_prefix(&remote)));
         }
         let changes = ws.repo.changed_paths(tip, hidden).map_err(|e| e.context(format!("checking {branch}")))?;
         // A commit on several streams' branches (one branched from another) is judged as the

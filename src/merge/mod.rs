@@ -506,7 +506,8 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
                     let ids = done_ids(ws, plan, stream, &p)?;
                     if let Some(synced) = prd::mark_done(prd_name(plan), &text, &ids) {
                         let objects = repo.objects();
-                        let tree = objects.with_blob(objects.tree_of(b_new)?, &plan.prd, &synced)?;
+                        let blob = objects.blob(synced.as_bytes(), true).internal("cannot write the PRD")?;
+                        let tree = objects.with_file(objects.tree_of(b_new)?, &plan.prd, blob)?;
                         let who = identity::rewrite_committer(repo);
                         let msg = format!("chore(prd): sync completion from stream {}\n", j.stream);
                         let p_commit = objects.new_commit(tree, vec![b_new], &who, &msg)?;

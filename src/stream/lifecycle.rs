@@ -263,8 +263,7 @@ fn unpushed_unmerged(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<
     if let Some(base) = ws.repo.branch_tip(&plan.settings.base_branch)? {
         hidden.push(base);
     }
-    let remotes = refs::list(&ws.repo, refs::REMOTE_BRANCHES).unwrap_or_default();
-    hidden.extend(remotes.into_iter().map(|(_, id)| id));
+    hidden.extend(refs::ids_under(&ws.repo, refs::REMOTE_BRANCHES));
     let objects = ws.repo.objects();
     let walk =
         objects.walk([tip], hidden).map_err(|e| Error::internal(format!("cannot walk {}: {e}", stream.branch)))?;

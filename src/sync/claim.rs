@@ -128,7 +128,7 @@ pub fn read(repo: &Repo, stream: &str, id: ObjectId) -> std::result::Result<Clai
     if !parents.is_empty() {
         return Err(InvalidClaim::HasParents(id));
     }
-    let entries = g.entries(tree).map_err(|e| InvalidClaim::Broken { id, source: Box::new(e) })?;
+    let entries = g.readable_entries(tree).map_err(|e| InvalidClaim::Broken { id, source: Box::new(e) })?;
     let names: Vec<String> = entries.iter().map(|e| e.name.clone()).collect();
     if names != ["claim.json"] {
         return Err(InvalidClaim::Files { id, names });
