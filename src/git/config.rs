@@ -6,12 +6,8 @@ use std::path::Path;
 
 use gix::bstr::ByteSlice;
 
-use super::objects::Failure;
+use super::objects::{failure, Failure};
 use crate::error::{Error, Result};
-
-fn failure(e: impl std::fmt::Display) -> Failure {
-    Failure(e.to_string())
-}
 
 /// One config file, read without following includes.
 pub struct ConfigFile {

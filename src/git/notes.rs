@@ -73,8 +73,8 @@ pub fn write(repo: &Repo, commit: ObjectId, note: &Note) -> Result<()> {
     })?;
     written.map_err(|e| {
         let last = match e {
-            GaveUp::Exhausted(last) => last.map(|e| e.message).unwrap_or_default(),
-            GaveUp::Failed(e) => e.message,
+            GaveUp::Exhausted(last) => last.map(|e| e.to_string()).unwrap_or_default(),
+            GaveUp::Failed(e) => e.to_string(),
         };
         Error::internal(format!("cannot write the note of {commit}: {last}"))
     })

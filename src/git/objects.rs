@@ -14,20 +14,24 @@ use super::identity::Signature;
 use super::{ObjectId, Repo};
 use crate::error::{Error, Result, ResultExt};
 
-/// An error of the object database, with gix's description.
-#[derive(Debug, Clone)]
-pub struct Failure(pub String);
+/// An error of the object database or a config file: gix's error, kept as the cause.
+#[derive(Debug)]
+pub struct Failure(Box<dyn std::error::Error + Send + Sync + 'static>);
 
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        self.0.fmt(f)
     }
 }
 
-impl std::error::Error for Failure {}
+impl std::error::Error for Failure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
 
-fn failure(e: impl std::fmt::Display) -> Failure {
-    Failure(e.to_string())
+pub(crate) fn failure(e: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>) -> Failure {
+    Failure(e.into())
 }
 
 /// The kind of an object.

@@ -228,17 +228,21 @@ pub enum Writer<'a> {
 pub struct UpdateError {
     /// Worth retrying: the ref did not hold the expected value, or another writer holds its lock.
     pub transient: bool,
-    /// gix's description.
-    pub message: String,
+    /// gix's error.
+    pub cause: super::objects::Failure,
 }
 
 impl std::fmt::Display for UpdateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
+        self.cause.fmt(f)
     }
 }
 
-impl std::error::Error for UpdateError {}
+impl std::error::Error for UpdateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.cause)
+    }
+}
 
 pub(crate) fn full_name(name: &str) -> Result<gix::refs::FullName> {
     name.try_into().map_err(|e| Error::usage(format!("invalid ref name {name:?}: {e}")))
@@ -270,9 +274,10 @@ pub(crate) fn update_in(
             && edits
                 .iter()
                 .any(|e| matches!(e.change, Change::Update { expected: PreviousValue::MustExistAndMatch(_), .. })))),
-        Err(e) => {
-            Err(UpdateError { transient: e.is_conflict() || e.can_retry() || e.is_retryable(), message: e.to_string() })
-        }
+        Err(e) => Err(UpdateError {
+            transient: e.is_conflict() || e.can_retry() || e.is_retryable(),
+            cause: super::objects::failure(e),
+        }),
     }
 }
 
