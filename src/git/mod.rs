@@ -11,17 +11,25 @@
 //! * [`identity`]: who git-boulder writes as (state, notes, rewritten commits, reflogs), and the host.
 //! * [`notes`]: `refs/notes/boulder`. [`config`]: editing config files. [`remote`], [`cli`]: remotes.
 
+pub mod branch;
+pub mod checkout;
 pub mod cli;
 pub mod config;
+pub mod diff;
+pub mod graph;
 pub mod identity;
-mod index;
+pub mod ignore;
+pub mod index;
 pub mod merge;
 pub mod notes;
 pub mod objects;
 mod open;
+pub mod refresh;
 pub mod refs;
 pub mod remote;
+pub mod status;
 mod walk;
+pub mod worktree;
 
 pub use gix::ObjectId;
 pub use objects::tree_of;

@@ -1,9 +1,10 @@
-//! Linked worktrees of streams, built and removed with gix so that plain git accepts them as its
-//! own (`git worktree list`, `git status`, `git worktree remove/prune`), plus the questions the
-//! dashboard asks of them: dirty or clean, ahead/behind the base branch.
+//! Linked worktrees of streams, made and removed through [`crate::git::worktree`] so that plain git
+//! accepts them as its own (`git worktree list`, `git status`, `git worktree remove/prune`), plus
+//! the questions the dashboard asks of them: dirty or clean, ahead/behind the base branch. This
+//! module decides what to do with what it finds (repair, refuse, remove) and says so.
 //!
 //! Layout is git's: a worktree at `path` has a `.git` file (`gitdir: <admin dir>`) and an admin dir
-//! `$GIT_COMMON_DIR/worktrees/<id>` (`gitdir`, `commondir`, `HEAD`, `index`, …). gix names `<id>`
+//! `$GIT_COMMON_DIR/worktrees/<id>` (`gitdir`, `commondir`, `HEAD`, `index`, …). git names `<id>`
 //! after the destination's basename and appends `1`, `2`, … when that name is taken — e.g. by the
 //! leftover admin dir of a killed run, which [`add`] removes first so the id stays the stream name.
 //!
@@ -15,13 +16,13 @@ pub mod dirty;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Component, Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-
-use gix::bstr::{BStr, ByteSlice};
-use gix::ObjectId;
 
 use crate::error::{Error, Result};
-use crate::git::Repo;
+use crate::git::status::{changed_paths, Changed, Look};
+use crate::git::worktree::{dot_git_target, normalize, read_trimmed, registrations, AddError, Registration, Removal};
+use crate::git::{ObjectId, Repo};
+
+pub use crate::git::graph::ahead_behind;
 
 /// What [`add`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +68,12 @@ pub struct Dirt {
     pub more: bool,
 }
 
+impl From<Changed> for Dirt {
+    fn from(c: Changed) -> Dirt {
+        Dirt { modified: c.modified, untracked: c.untracked, more: c.more }
+    }
+}
+
 impl Dirt {
     pub fn is_clean(&self) -> bool {
         self.modified.is_empty() && self.untracked.is_empty() && !self.more
@@ -94,114 +101,6 @@ impl Dirt {
 // ---------------------------------------------------------------------------------------------
 // paths and admin dirs
 
-fn gix_err(context: impl std::fmt::Display, e: gix::Error) -> Error {
-    Error::internal(format!("{context}: {e:#}"))
-}
-
-/// Absolute, with symlinks in existing components resolved (as gix and git record worktree paths).
-fn normalize(path: &Path) -> PathBuf {
-    let abs = if path.is_absolute() {
-        path.to_owned()
-    } else {
-        std::env::current_dir().map(|c| c.join(path)).unwrap_or_else(|_| path.to_owned())
-    };
-    gix::path::realpath(&abs).unwrap_or(abs)
-}
-
-fn read_trimmed(path: &Path) -> Option<String> {
-    let bytes = std::fs::read(path).ok()?;
-    let text = String::from_utf8_lossy(&bytes);
-    Some(text.trim_end_matches(['\n', '\r']).to_owned())
-}
-
-/// The admin dir a worktree folder's `.git` file points at (normalized), if it is such a file.
-fn dot_git_target(work_dir: &Path) -> Option<PathBuf> {
-    let dot_git = work_dir.join(".git");
-    let meta = std::fs::symlink_metadata(&dot_git).ok()?;
-    if !meta.is_file() {
-        return None;
-    }
-    let text = read_trimmed(&dot_git)?;
-    let target = text.strip_prefix("gitdir:")?.trim();
-    let p = Path::new(target);
-    Some(normalize(&if p.is_relative() { work_dir.join(p) } else { p.to_owned() }))
-}
-
-/// A registration under `$GIT_COMMON_DIR/worktrees/<id>`.
-#[derive(Debug, Clone)]
-struct Reg {
-    id: String,
-    admin: PathBuf,
-    /// The worktree folder, from `gitdir` (normalized); `None` when `gitdir` is missing/unreadable.
-    base: Option<PathBuf>,
-    /// `ref: refs/heads/x` → `Some("refs/heads/x")`.
-    head_ref: Option<String>,
-    head_id: Option<ObjectId>,
-    locked: Option<String>,
-}
-
-impl Reg {
-    fn initializing(&self) -> bool {
-        self.locked.as_deref() == Some("initializing")
-    }
-    fn user_locked(&self) -> bool {
-        self.locked.is_some() && !self.initializing()
-    }
-    fn branch(&self) -> Option<String> {
-        self.head_ref.as_deref().and_then(|r| r.strip_prefix("refs/heads/")).map(str::to_owned)
-    }
-}
-
-fn read_reg(repo: &Repo, admin: PathBuf) -> Option<Reg> {
-    let id = admin.file_name()?.to_string_lossy().into_owned();
-    if !admin.is_dir() {
-        return None;
-    }
-    let base = read_trimmed(&admin.join("gitdir")).filter(|s| !s.is_empty()).map(|s| {
-        let p = Path::new(&s);
-        let dot_git = if p.is_relative() { admin.join(p) } else { p.to_owned() };
-        let base = if dot_git.file_name().map(|n| n == ".git").unwrap_or(false) {
-            dot_git.parent().map(Path::to_owned).unwrap_or(dot_git)
-        } else {
-            dot_git
-        };
-        normalize(&base)
-    });
-    let head = read_trimmed(&admin.join("HEAD"));
-    let (head_ref, head_id) = match head.as_deref() {
-        Some(h) if h.starts_with("ref:") => {
-            let r = h["ref:".len()..].trim().to_owned();
-            let id = repo.ref_id(&r).ok().flatten();
-            (Some(r), id)
-        }
-        Some(h) => (None, ObjectId::from_hex(h.trim().as_bytes()).ok()),
-        None => (None, None),
-    };
-    let locked = std::fs::read(admin.join("locked")).ok().map(|b| String::from_utf8_lossy(&b).trim().to_owned());
-    Some(Reg { id, admin: normalize(&admin), base, head_ref, head_id, locked })
-}
-
-/// Every admin dir under `$GIT_COMMON_DIR/worktrees`, sorted by id (including half-made ones).
-fn registrations(repo: &Repo) -> Result<Vec<Reg>> {
-    let dir = repo.common_dir.join("worktrees");
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", dir.display()))),
-    };
-    let mut regs: Vec<Reg> = entries.flatten().filter_map(|e| read_reg(repo, e.path())).collect();
-    regs.sort_by(|a, b| a.id.cmp(&b.id));
-    Ok(regs)
-}
-
-fn remove_admin(reg: &Reg) -> Result<()> {
-    match std::fs::remove_dir_all(&reg.admin) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::internal(format!("cannot remove {}: {e}", reg.admin.display()))),
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Folder {
     Missing,
@@ -225,12 +124,14 @@ fn folder_state(path: &Path) -> Result<Folder> {
 // ---------------------------------------------------------------------------------------------
 // add
 
-fn full_branch(branch: &str) -> Result<gix::refs::FullName> {
-    let full = format!("refs/heads/{branch}");
-    gix::refs::FullName::try_from(full.as_str()).map_err(|e| {
-        Error::usage(format!("invalid branch name {branch:?}: {e}"))
-            .hint("branch names follow `git check-ref-format --branch`")
-    })
+/// `refs/heads/<branch>`, refused (exit 2) when it is not a valid ref name.
+fn full_branch(branch: &str) -> Result<String> {
+    let full = crate::git::refs::branch_ref(branch);
+    match crate::git::branch::ref_name_problem(&full) {
+        None => Ok(full),
+        Some(e) => Err(Error::usage(format!("invalid branch name {branch:?}: {e}"))
+            .hint("branch names follow `git check-ref-format --branch`")),
+    }
 }
 
 /// Create `refs/heads/<branch>` at `tip` unless it exists (never moving it). Returns whether it was
@@ -240,10 +141,9 @@ fn full_branch(branch: &str) -> Result<gix::refs::FullName> {
 /// tip of `base`. Returns the commit and its name for messages.
 pub fn start_point(repo: &Repo, branch: &str, base: &str) -> Result<(ObjectId, String)> {
     let mut tracking = Vec::new();
-    for remote in repo.repo.remote_names() {
-        let name = format!("{remote}/{branch}");
-        if let Some(id) = repo.ref_id(&format!("refs/remotes/{name}"))? {
-            tracking.push((id, name));
+    for remote in crate::git::branch::remote_names(repo) {
+        if let Some(id) = repo.ref_id(&crate::git::refs::remote_branch_ref(&remote, branch))? {
+            tracking.push((id, format!("{remote}/{branch}")));
         }
     }
     if tracking.len() == 1 {
@@ -252,14 +152,7 @@ pub fn start_point(repo: &Repo, branch: &str, base: &str) -> Result<(ObjectId, S
     let tip = match repo.branch_tip(base)? {
         Some(t) => t,
         None => {
-            let has_commits = repo.repo.head_id().is_ok()
-                || repo
-                    .repo
-                    .references()
-                    .ok()
-                    .and_then(|r| r.local_branches().ok().map(|mut b| b.next().is_some()))
-                    .unwrap_or(false);
-            return Err(if has_commits {
+            return Err(if crate::git::branch::has_commits(repo) {
                 Error::usage(format!(
                     "the base branch {base:?} does not exist, so branch {branch:?} cannot be created from it"
                 ))
@@ -274,66 +167,16 @@ pub fn start_point(repo: &Repo, branch: &str, base: &str) -> Result<(ObjectId, S
     Ok((tip, base.to_string()))
 }
 
-fn ensure_branch(repo: &Repo, writer: &gix::Repository, branch: &str, base: &str) -> Result<bool> {
-    let name = full_branch(branch)?;
+/// Create `refs/heads/<branch>` from [`start_point`] unless it exists (never moving it). Returns
+/// whether it was created by this call.
+fn ensure_branch(repo: &Repo, branch: &str, base: &str) -> Result<bool> {
+    full_branch(branch)?;
     if repo.branch_tip(branch)?.is_some() {
         return Ok(false);
     }
     let (tip, from) = start_point(repo, branch, base)?;
-    use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
-    let edit = RefEdit {
-        change: Change::Update {
-            log: LogChange {
-                mode: RefLog::AndReference,
-                force_create_reflog: false,
-                message: format!("branch: Created from {from}").into(),
-            },
-            expected: PreviousValue::MustNotExist,
-            new: gix::refs::Target::Object(tip),
-        },
-        name,
-        deref: false,
-    };
-    match writer.edit_reference(edit) {
-        Ok(_) => Ok(true),
-        // Someone else created it meanwhile: reuse theirs, never move it.
-        Err(_) if repo.branch_tip(branch)?.is_some() => Ok(false),
-        Err(e) => Err(gix_err(format_args!("cannot create branch {branch}"), e)),
-    }
-}
-
-/// Rebuild a missing index of the worktree opened as `wt` from its HEAD tree, checking out only
-/// the files that are missing (existing files are never overwritten; they keep a zero stat so git
-/// and gix compare their content). Returns how many files were written.
-fn rebuild_index(wt: &gix::Repository) -> Result<usize> {
-    let work_dir = wt.workdir().ok_or_else(|| Error::internal("worktree has no work dir"))?.to_owned();
-    let tree = wt.head_tree_id().map_err(|e| gix_err("cannot read the worktree's HEAD tree", e))?.detach();
-    let mut full = wt.index_from_tree(&tree).map_err(|e| gix_err("cannot build an index from HEAD", e))?;
-    let mut missing = full.clone();
-    missing.remove_entries(|_, path, _| {
-        let Ok(rel) = gix::path::from_bstr(path) else { return true };
-        std::fs::symlink_metadata(work_dir.join(rel)).is_ok()
-    });
-    let mut written = 0;
-    if !missing.entries().is_empty() {
-        // Exclusive creation: never overwrite.
-        written = crate::worktree::checkout::check_out(wt, &mut missing, &work_dir, false)?;
-        let stats: Vec<(Vec<u8>, gix::index::entry::Stat)> =
-            missing.entries().iter().map(|e| (e.path(&missing).to_vec(), e.stat)).collect();
-        for (path, stat) in stats {
-            if let Some(idx) =
-                full.entry_index_by_path_and_stage(path.as_bstr(), gix::index::entry::Stage::Unconflicted)
-            {
-                full.entries_mut()[idx].stat = stat;
-            }
-        }
-    }
-    full.write(Default::default()).map_err(|e| gix_err("cannot write the worktree index", e))?;
-    Ok(written)
-}
-
-fn open_worktree(path: &Path) -> Result<gix::Repository> {
-    gix::open(path).map_err(|e| gix_err(format_args!("cannot open the worktree at {}", path.display()), e))
+    // Someone else creating it meanwhile: theirs is reused, never moved.
+    crate::git::branch::create(repo, branch, tip, &format!("branch: Created from {from}"))
 }
 
 /// Make `path` a linked worktree on `branch`, creating `refs/heads/<branch>` from the tip of
@@ -352,7 +195,8 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
     let mut recovered = Vec::new();
 
     let regs = registrations(repo)?;
-    let at_path: Vec<Reg> = regs.iter().filter(|r| r.base.as_deref() == Some(target.as_path())).cloned().collect();
+    let at_path: Vec<Registration> =
+        regs.iter().filter(|r| r.base.as_deref() == Some(target.as_path())).cloned().collect();
     let mut dot_git = dot_git_target(&target);
 
     // 1. Leftovers of a killed `add` at this path: registered but never finished. (An admin dir
@@ -361,7 +205,7 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
     //    `add` is making it now.)
     let basename = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     for r in regs.iter().filter(|r| r.base.is_none() && r.initializing() && r.id == basename) {
-        remove_admin(r)?;
+        r.remove_admin()?;
         recovered.push(format!("removed the unfinished registration worktrees/{}", r.id));
     }
     let mut remaining = Vec::new();
@@ -376,7 +220,7 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
             dot_git = None;
             recovered.push(format!("removed the half-made worktree folder {shown}"));
         }
-        remove_admin(&r)?;
+        r.remove_admin()?;
         recovered.push(format!("removed the unfinished registration worktrees/{}", r.id));
     }
 
@@ -397,7 +241,7 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
                         ))
                         .hint(format!("if it is gone for good: git worktree unlock {shown} && git worktree prune")));
                     }
-                    remove_admin(r)?;
+                    r.remove_admin()?;
                     recovered.push(format!("removed the stale registration worktrees/{}", r.id));
                 }
             }
@@ -427,10 +271,10 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
     if let Some(live) = live {
         // Other registrations claiming this path but not linked from it are stale duplicates.
         for r in remaining.iter().filter(|r| r.admin != live.admin && !r.user_locked()) {
-            remove_admin(r)?;
+            r.remove_admin()?;
             recovered.push(format!("removed the stale registration worktrees/{}", r.id));
         }
-        if live.head_ref.as_deref() != Some(name.as_bstr().to_str_lossy().as_ref()) {
+        if live.head_ref.as_deref() != Some(name.as_str()) {
             let on = match live.branch() {
                 Some(b) => format!("on branch {b}"),
                 None => "with a detached HEAD".into(),
@@ -439,8 +283,7 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
                 .hint(format!("remove it with `git worktree remove {shown}` (or move it away) and rerun")));
         }
         if !live.admin.join("index").exists() {
-            let wt = open_worktree(&target)?;
-            let n = rebuild_index(&wt)?;
+            let n = crate::git::index::rebuild_index(&target)?;
             repaired.push(format!("rebuilt the missing index ({n} missing files checked out)"));
         }
         if repaired.is_empty() && recovered.is_empty() {
@@ -454,7 +297,7 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
     folder = folder_state(&target)?;
     debug_assert!(folder != Folder::NonEmpty);
     let regs = registrations(repo)?;
-    let full = name.as_bstr().to_str_lossy().into_owned();
+    let full = name.clone();
     let main_head = read_trimmed(&repo.common_dir.join("HEAD"));
     if let (Some(main), Some(h)) = (&repo.main_work_dir, &main_head) {
         if h.strip_prefix("ref:").map(str::trim) == Some(full.as_str()) {
@@ -483,55 +326,26 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
         return Err(err);
     }
 
-    let writer = crate::git::identity::with_identity(repo)?;
-    let branch_created = ensure_branch(repo, &writer, branch, base)?;
-    let interrupt = AtomicBool::new(false);
-    // Before it creates anything, gix reads every other worktree's registration; one that another
-    // `stream init` (or `git worktree add`) is creating this very moment has an empty `gitdir`
-    // file for an instant. That is a passing state, not an error: look again shortly.
-    let mut result = writer.add_worktree(
-        &target,
-        gix::worktree::add::Head::Attached(name.clone()),
-        gix::progress::Discard,
-        &interrupt,
-    );
-    for _ in 0..50 {
-        match &result {
-            Err(e) if format!("{e:#}").contains("Failed to read or iterate worktree directories") => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-                result = writer.add_worktree(
-                    &target,
-                    gix::worktree::add::Head::Attached(name.clone()),
-                    gix::progress::Discard,
-                    &interrupt,
-                );
-            }
-            _ => break,
+    let branch_created = ensure_branch(repo, branch, base)?;
+    let files = match crate::git::worktree::add_linked(repo, &target, &name)? {
+        Ok(files) => files,
+        Err(AddError::CheckedOut(worktree_dirs)) => {
+            let dirs: Vec<String> = worktree_dirs.iter().map(|d| d.display().to_string()).collect();
+            return Err(Error::refused(format!("branch {branch} is already checked out in {}", dirs.join(", ")))
+                .hint("remove that worktree or switch it to another branch, then rerun"));
         }
-    }
-    let (_wt, outcome) = match result {
-        Ok(r) => r,
-        Err(e) => {
-            if let Some(gix::worktree::add::Error::CheckedOut { worktree_dirs, .. }) =
-                e.downcast_any_ref::<gix::worktree::add::Error>()
-            {
-                let dirs: Vec<String> = worktree_dirs.iter().map(|d| d.display().to_string()).collect();
-                return Err(Error::refused(format!("branch {branch} is already checked out in {}", dirs.join(", ")))
-                    .hint("remove that worktree or switch it to another branch, then rerun"));
-            }
-            if e.is_conflict() {
-                return Err(Error::refused(format!("cannot make the worktree {shown}: {e:#}")));
-            }
-            return Err(gix_err(format_args!("cannot make the worktree {shown} on branch {branch}"), e));
+        Err(AddError::Conflict(e)) => return Err(Error::refused(format!("cannot make the worktree {shown}: {e}"))),
+        Err(AddError::Failed(e)) => {
+            return Err(Error::internal(format!("cannot make the worktree {shown} on branch {branch}: {e}")))
+        }
+        Err(AddError::File { path, error }) => {
+            return Err(Error::internal(format!("checkout of {shown} failed at {path}: {error}")))
+        }
+        Err(AddError::Collision { path, kind }) => {
+            return Err(Error::internal(format!("checkout of {shown} collided at {path} ({kind})")))
         }
     };
-    if let Some(err) = outcome.errors.first() {
-        return Err(Error::internal(format!("checkout of {shown} failed at {}: {:#}", err.path, err.error)));
-    }
-    if let Some(c) = outcome.collisions.first() {
-        return Err(Error::internal(format!("checkout of {shown} collided at {} ({:?})", c.path, c.error_kind)));
-    }
-    Ok(AddOutcome::Created { branch_created, files: outcome.files_updated, recovered })
+    Ok(AddOutcome::Created { branch_created, files, recovered })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -715,25 +529,21 @@ pub fn copy_included(main: &Path, wt: &Path) -> Result<Vec<PathBuf>> {
         }
     }
     let negated = negated.build().map_err(|e| Error::usage(format!("invalid {WORKTREE_INCLUDE} patterns: {e}")))?;
-    let repo = gix::open(main).map_err(|e| gix_err("cannot open the main worktree", e))?;
-    let Some(tree) = repo.worktree() else { return Ok(Vec::new()) };
-    let mut ignored = tree.excludes(None).map_err(|e| gix_err("cannot read the ignore rules", e))?;
-    let mut keep = |rel: &Path| -> bool {
-        let negated_here =
-            negated.is_match(rel) || rel.ancestors().skip(1).any(|a| !a.as_os_str().is_empty() && negated.is_match(a));
-        if negated_here {
-            return false;
-        }
-        // Only ignored files are copied (tracked ones are in the checkout): the file itself or a
-        // folder it is in must be excluded.
-        let file = ignored.at_path(rel, Some(gix::index::entry::Mode::FILE)).is_ok_and(|p| p.is_excluded());
-        file || rel
-            .ancestors()
-            .skip(1)
-            .filter(|a| !a.as_os_str().is_empty())
-            .any(|a| ignored.at_path(a, Some(gix::index::entry::Mode::DIR)).is_ok_and(|p| p.is_excluded()))
-    };
-    copy_matching(main, wt, &include, &mut keep)
+    let copied = crate::git::ignore::with_ignored(main, |ignored| {
+        let mut keep = |rel: &Path| -> bool {
+            let negated_here = negated.is_match(rel)
+                || rel.ancestors().skip(1).any(|a| !a.as_os_str().is_empty() && negated.is_match(a));
+            if negated_here {
+                return false;
+            }
+            // Only ignored files are copied (tracked ones are in the checkout): the file itself or a
+            // folder it is in must be excluded.
+            let file = ignored.is_excluded(rel, false);
+            file || rel.ancestors().skip(1).filter(|a| !a.as_os_str().is_empty()).any(|a| ignored.is_excluded(a, true))
+        };
+        copy_matching(main, wt, &include, &mut keep)
+    })?;
+    Ok(copied.unwrap_or_default())
 }
 
 fn copy_matching(
@@ -870,7 +680,7 @@ pub fn list(repo: &Repo) -> Result<Vec<WorktreeInfo>> {
 
 /// The worktree (main or linked) whose HEAD is attached to `branch` and whose folder exists, if any.
 pub fn checked_out(repo: &Repo, branch: &str) -> Result<Option<PathBuf>> {
-    let full = format!("refs/heads/{branch}");
+    let full = crate::git::refs::branch_ref(branch);
     if let Some(main) = &repo.main_work_dir {
         let head = read_trimmed(&repo.common_dir.join("HEAD"));
         if head.as_deref().and_then(|h| h.strip_prefix("ref:")).map(str::trim) == Some(full.as_str()) {
@@ -890,114 +700,8 @@ pub fn find(repo: &Repo, path: &Path) -> Result<Option<WorktreeInfo>> {
     Ok(list(repo)?.into_iter().find(|w| w.path == target))
 }
 
-/// What [`collect_dirt`] looks at.
-#[derive(Clone, Copy)]
-struct Look {
-    /// Every untracked file (even under `status.showUntrackedFiles=no`).
-    all_untracked: bool,
-    /// Collect up to the limit rather than stopping at the first change.
-    want_more: bool,
-    /// A submodule whose checkout differs from its gitlink counts.
-    submodules: bool,
-}
-
 fn collect_dirt(path: &Path, limit: usize, look: Look) -> Result<Dirt> {
-    let Look { all_untracked, want_more, submodules } = look;
-    use gix::status::plumbing::index_as_worktree::EntryStatus;
-    use gix::status::{index_worktree, Item, UntrackedFiles};
-    let repo = open_worktree(path)?;
-    let mut platform = repo
-        .status(gix::progress::Discard)
-        .map_err(|e| gix_err("cannot prepare status", e))?
-        .index_worktree_rewrites(None)
-        .index_worktree_submodules(gix::status::Submodule::AsConfigured { check_dirty: true });
-    if all_untracked {
-        let dirwalk = repo.dirwalk_options().map_err(|e| gix_err("cannot prepare status", e))?;
-        platform = platform
-            .index_worktree_options_mut(|o| o.dirwalk_options = Some(dirwalk))
-            .untracked_files(UntrackedFiles::Collapsed);
-    }
-    // HEAD vs index: when the index's cache-tree is valid for all entries and its root is HEAD's
-    // tree, nothing is staged (git trusts the cache-tree the same way), so skip that diff.
-    let index = repo.index_or_empty().map_err(|e| gix_err("cannot read the index", e))?;
-    let nothing_staged = match (index.tree(), repo.head_tree_id()) {
-        (Some(tree), Ok(head_tree)) => {
-            tree.id == head_tree.detach()
-                && tree.num_entries == Some(index.entries().len() as u32)
-                && index.entries().iter().all(|e| e.stage_raw() == 0)
-        }
-        _ => false,
-    };
-    platform = platform.index(gix::worktree::IndexPersistedOrInMemory::Persisted(index));
-    let iter: Box<dyn Iterator<Item = std::result::Result<Item, gix::Error>>> = if nothing_staged {
-        Box::new(
-            platform
-                .into_index_worktree_iter(Vec::new())
-                .map_err(|e| gix_err("cannot compute status", e))?
-                .map(|r| r.map(Item::IndexWorktree)),
-        )
-    } else {
-        Box::new(platform.into_iter(None).map_err(|e| gix_err("cannot compute status", e))?)
-    };
-    let mut dirt = Dirt::default();
-    let mut seen_modified = BTreeSet::new();
-    for item in iter {
-        let item = item.map_err(|e| gix_err(format_args!("cannot compute the status of {}", path.display()), e))?;
-        let (untracked, rela): (bool, &BStr) = match &item {
-            Item::TreeIndex(change) => (false, change.location()),
-            Item::IndexWorktree(index_worktree::Item::Modification { status, rela_path, .. }) => {
-                if matches!(status, EntryStatus::NeedsUpdate(_)) {
-                    continue;
-                }
-                if !submodules
-                    && matches!(
-                        status,
-                        EntryStatus::Change(gix::status::plumbing::index_as_worktree::Change::SubmoduleModification(_))
-                    )
-                {
-                    continue;
-                }
-                (false, rela_path.as_ref())
-            }
-            Item::IndexWorktree(index_worktree::Item::DirectoryContents { entry, .. }) => {
-                if entry.status != gix::dir::entry::Status::Untracked {
-                    continue;
-                }
-                (true, entry.rela_path.as_ref())
-            }
-            Item::IndexWorktree(index_worktree::Item::Rewrite { dirwalk_entry, .. }) => {
-                (false, dirwalk_entry.rela_path.as_ref())
-            }
-        };
-        let mut p = rela.to_str_lossy().into_owned();
-        if untracked {
-            if let Item::IndexWorktree(index_worktree::Item::DirectoryContents { entry, .. }) = &item {
-                if matches!(entry.disk_kind, Some(gix::dir::entry::Kind::Directory | gix::dir::entry::Kind::Repository))
-                    && !p.ends_with('/')
-                {
-                    p.push('/');
-                }
-            }
-        }
-        if !untracked && !seen_modified.insert(p.clone()) {
-            continue; // staged and modified: one path
-        }
-        if dirt.modified.len() + dirt.untracked.len() >= limit {
-            dirt.more = true;
-            break;
-        }
-        if untracked {
-            dirt.untracked.push(p);
-        } else {
-            dirt.modified.push(p);
-        }
-        if !want_more && dirt.modified.len() + dirt.untracked.len() >= limit {
-            break; // dropping the iterator interrupts the remaining work
-        }
-    }
-    dirt.modified.sort();
-    dirt.untracked.sort();
-    Ok(dirt)
+    changed_paths(path, limit, look).map(Dirt::from)
 }
 
 /// Uncommitted work in the worktree at `path`, up to `limit` paths (then `more` is set). Untracked
@@ -1049,24 +753,6 @@ pub fn dirty_many(paths: &[PathBuf]) -> Vec<Result<bool>> {
         .collect()
 }
 
-/// Commits on `branch_tip` not on `base_tip` (ahead), and on `base_tip` not on `branch_tip` (behind).
-pub fn ahead_behind(repo: &Repo, branch_tip: ObjectId, base_tip: ObjectId) -> Result<(usize, usize)> {
-    if branch_tip == base_tip {
-        return Ok((0, 0));
-    }
-    let count = |tip: ObjectId, hidden: ObjectId| -> Result<usize> {
-        let walk =
-            repo.repo.rev_walk([tip]).with_hidden([hidden]).all().map_err(|e| gix_err("cannot walk history", e))?;
-        let mut n = 0;
-        for info in walk {
-            info.map_err(|e| gix_err("cannot walk history", e))?;
-            n += 1;
-        }
-        Ok(n)
-    };
-    Ok((count(branch_tip, base_tip)?, count(base_tip, branch_tip)?))
-}
-
 // ---------------------------------------------------------------------------------------------
 // remove, prune
 
@@ -1098,31 +784,15 @@ pub fn remove(repo: &Repo, path: &Path, force: bool) -> Result<()> {
             .hint("commit or stash it in that worktree, or rerun with --force to discard it"));
         }
     }
-    let force_kind = if reg.initializing() {
-        gix::worktree::remove::Force::OverrideLock
-    } else {
-        gix::worktree::remove::Force::DiscardChanges
-    };
-    let proxy = repo
-        .repo
-        .worktrees()
-        .map_err(|e| gix_err("cannot list worktrees", e))?
-        .into_iter()
-        .find(|p| normalize(p.git_dir()) == reg.admin);
-    match proxy {
-        Some(proxy) => {
-            if let Err(e) = proxy.remove(force_kind, gix::progress::Discard) {
-                if e.is_corrupted() {
-                    return Err(Error::usage(format!("cannot remove the worktree {shown}: {e:#}"))
-                        .hint(format!("`git worktree repair {shown}` fixes the links between the folder and git")));
-                }
-                return Err(gix_err(format_args!("cannot remove the worktree {shown}"), e));
-            }
+    match crate::git::worktree::remove_linked(repo, &reg.admin, reg.initializing())? {
+        Removal::Removed => {}
+        Removal::Corrupted(e) => {
+            return Err(Error::usage(format!("cannot remove the worktree {shown}: {e}"))
+                .hint(format!("`git worktree repair {shown}` fixes the links between the folder and git")));
         }
-        None => {
-            // No readable `gitdir` file: only the admin dir is left to remove.
-            remove_admin(reg)?;
-        }
+        Removal::Failed(e) => return Err(Error::internal(format!("cannot remove the worktree {shown}: {e}"))),
+        // No readable `gitdir` file: only the admin dir is left to remove.
+        Removal::NotFound => reg.remove_admin()?,
     }
     Ok(())
 }
@@ -1140,7 +810,7 @@ pub fn prune_missing(repo: &Repo) -> Result<Vec<String>> {
             None => true,
         };
         if missing {
-            remove_admin(&r)?;
+            r.remove_admin()?;
             removed.push(r.id);
         }
     }

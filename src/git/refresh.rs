@@ -1,0 +1,472 @@
+//! The fast answer to "does this worktree have uncommitted work?" — the same answer as
+//! `git status --porcelain` being non-empty, computed the way git's own refresh does it:
+//!
+//! 1. **staged**: the index against HEAD's tree, entry by entry (HEAD trees are flattened once and
+//!    shared between worktrees on the same commit); conflicts and intent-to-add entries count.
+//! 2. **modified**: one `lstat` per tracked file compared with the stat data in the index; only a
+//!    file whose stat differs (or is racily clean) is read and hashed.
+//! 3. **untracked**: a walk of the folders, descending only into folders that hold tracked files
+//!    or are not ignored, asking the ignore rules only about names the index lacks. Folders found
+//!    free of untracked files are remembered by mtime in the worktree's git dir.
+//!
+//! Whatever this cannot decide exactly (a sparse index, content filters that make a changed file
+//! hash differently, an unborn HEAD) is left to the full status of [`crate::git::status`].
+//! Nothing is written to the index: it is only read.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use gix::bstr::{BStr, BString, ByteSlice};
+
+use crate::error::{Error, Result};
+use crate::git::{ObjectId, Repo};
+
+/// A tree's files: (path, blob id, mode), sorted by path.
+type Flat = Arc<Vec<(BString, ObjectId, u32)>>;
+
+/// Flattened HEAD trees, shared between the worktrees of one status run.
+#[derive(Default)]
+pub struct Trees {
+    flat: Mutex<HashMap<ObjectId, Flat>>,
+}
+
+impl Trees {
+    fn get(&self, repo: &gix::Repository, tree: ObjectId) -> Result<Flat> {
+        if let Some(f) = self.flat.lock().unwrap_or_else(|e| e.into_inner()).get(&tree) {
+            return Ok(f.clone());
+        }
+        let t = repo.find_tree(tree).map_err(|e| Error::internal(format!("cannot read tree {tree}: {e}")))?;
+        let mut rec = gix::traverse::tree::Recorder::default();
+        t.traverse().breadthfirst(&mut rec).map_err(|e| Error::internal(format!("cannot walk tree {tree}: {e}")))?;
+        let mut flat: Vec<(BString, ObjectId, u32)> = rec
+            .records
+            .into_iter()
+            .filter(|e| !e.mode.is_tree())
+            .map(|e| (e.filepath, e.oid, u32::from(e.mode.value())))
+            .collect();
+        flat.sort_by(|a, b| a.0.cmp(&b.0));
+        let flat = Arc::new(flat);
+        self.flat.lock().unwrap_or_else(|e| e.into_inner()).insert(tree, flat.clone());
+        Ok(flat)
+    }
+}
+
+/// The answer of the fast path: decided, or "ask the full status".
+pub enum Fast {
+    Clean,
+    Dirty,
+    Unsure,
+}
+
+/// The git dir of the worktree at `wt` (its `.git` file's target, or `.git` itself).
+fn git_dir_of(wt: &Path) -> Option<PathBuf> {
+    let dot = wt.join(".git");
+    let meta = std::fs::symlink_metadata(&dot).ok()?;
+    if meta.is_dir() {
+        return Some(dot);
+    }
+    let text = std::fs::read_to_string(&dot).ok()?;
+    let target = text.trim().strip_prefix("gitdir:")?.trim();
+    let p = Path::new(target);
+    Some(if p.is_relative() { wt.join(p) } else { p.to_path_buf() })
+}
+
+/// The commit HEAD of that git dir points at.
+fn head_of(repo: &Repo, git_dir: &Path) -> Option<ObjectId> {
+    let head = std::fs::read_to_string(git_dir.join("HEAD")).ok()?;
+    let head = head.trim();
+    match head.strip_prefix("ref:") {
+        Some(r) => repo.ref_id(r.trim()).ok().flatten(),
+        None => ObjectId::from_hex(head.as_bytes()).ok(),
+    }
+}
+
+/// Could content filters (eol conversion, `ident`, filter drivers) make a file on disk differ from
+/// its blob while git still calls it clean? Then a hash mismatch is not proof of a change.
+fn filters_possible(repo: &gix::Repository, index: &gix::index::File) -> bool {
+    let config = repo.config_snapshot();
+    let autocrlf = config.string("core.autocrlf").map(|v| v.to_str_lossy().to_lowercase());
+    if autocrlf.is_some_and(|v| v == "true" || v == "input") || config.string("core.eol").is_some() {
+        return true;
+    }
+    if config.string("core.attributesFile").is_some() || repo.common_dir().join("info/attributes").exists() {
+        return true;
+    }
+    index.entries().iter().any(|e| {
+        let p = e.path(index);
+        p == ".gitattributes" || p.ends_with(b"/.gitattributes")
+    })
+}
+
+fn blob_hash(kind: gix::hash::Kind, data: &[u8]) -> Option<ObjectId> {
+    gix::objs::compute_hash(kind, gix::objs::Kind::Blob, data).ok()
+}
+
+/// The fast check of the worktree at `wt`; `trees` caches flattened HEAD trees between worktrees.
+pub fn fast(repo: &Repo, wt: &Path, trees: &Trees) -> Result<Fast> {
+    use gix::index::entry::{Flags, Mode, Stage};
+    let Some(git_dir) = git_dir_of(wt) else { return Ok(Fast::Unsure) };
+    let Some(head) = head_of(repo, &git_dir) else { return Ok(Fast::Unsure) };
+    let g = &repo.repo;
+    let head_tree = match g.find_commit(head).and_then(|c| c.tree_id().map(|t| t.detach())) {
+        Ok(t) => t,
+        Err(_) => return Ok(Fast::Unsure),
+    };
+    let index_path = git_dir.join("index");
+    let index_mtime = match std::fs::metadata(&index_path).and_then(|m| m.modified()) {
+        Ok(t) => gix::index::entry::stat::Time::try_from(t).ok(),
+        Err(_) => return Ok(Fast::Unsure),
+    };
+    let index = match gix::index::File::at(&index_path, g.object_hash(), true, Default::default()) {
+        Ok(i) => i,
+        Err(_) => return Ok(Fast::Unsure),
+    };
+    // 1. Staged: the index must list exactly HEAD's tree.
+    let span = crate::trace::span("dirty: flatten HEAD's tree");
+    let flat = trees.get(g, head_tree)?;
+    drop(span);
+    let span = crate::trace::span("dirty: index vs HEAD, lstat of every tracked file");
+    let entries = index.entries();
+    if entries.len() != flat.len() {
+        return Ok(Fast::Dirty);
+    }
+    for (e, (path, id, mode)) in entries.iter().zip(flat.iter()) {
+        if e.mode == Mode::DIR {
+            return Ok(Fast::Unsure); // a sparse index
+        }
+        if e.stage() != Stage::Unconflicted || e.flags.contains(Flags::INTENT_TO_ADD) {
+            return Ok(Fast::Dirty);
+        }
+        if e.path(&index) != path.as_bstr() || e.id != *id || e.mode.bits() != *mode {
+            return Ok(Fast::Dirty);
+        }
+    }
+    // 2. Modified: stat, then content where the stat cannot tell.
+    let opts = gix::index::entry::stat::Options::default();
+    let filemode = g.config_snapshot().boolean("core.fileMode").unwrap_or(true);
+    let mut filters: Option<bool> = None;
+    let kind = g.object_hash();
+    let mut dirs = DirCache::new(wt);
+    let mut hashed = 0usize;
+    for e in entries {
+        if e.flags.contains(Flags::SKIP_WORKTREE) || e.flags.contains(Flags::ASSUME_VALID) || e.mode == Mode::COMMIT {
+            continue;
+        }
+        let rel = e.path(&index);
+        let full = || -> Option<PathBuf> { gix::path::from_bstr(rel).ok().map(|p| wt.join(p)) };
+        let meta = match dirs.lstat(rel) {
+            Ok(m) => m,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Fast::Dirty),
+            Err(_) => return Ok(Fast::Unsure),
+        };
+        let is_link = e.mode == Mode::SYMLINK;
+        if meta.is_link != is_link || meta.is_dir {
+            return Ok(Fast::Dirty);
+        }
+        if filemode && !is_link && meta.executable != (e.mode == Mode::FILE_EXECUTABLE) {
+            return Ok(Fast::Dirty);
+        }
+        let now = meta.stat;
+        let racy = index_mtime.is_none_or(|t| e.stat.mtime >= t);
+        if e.stat.matches(&now, opts) && !racy {
+            continue;
+        }
+        hashed += 1;
+        let Some(full) = full() else { return Ok(Fast::Unsure) };
+        let data = if is_link {
+            match std::fs::read_link(&full).ok().and_then(|t| gix::path::into_bstr(t).ok().map(|b| b.into_owned())) {
+                Some(b) => b.into(),
+                None => return Ok(Fast::Unsure),
+            }
+        } else {
+            match std::fs::read(&full) {
+                Ok(d) => d,
+                Err(_) => return Ok(Fast::Unsure),
+            }
+        };
+        if blob_hash(kind, &data) == Some(e.id) {
+            continue;
+        }
+        if *filters.get_or_insert_with(|| filters_possible(g, &index)) {
+            return Ok(Fast::Unsure);
+        }
+        return Ok(Fast::Dirty);
+    }
+    drop(span);
+    if hashed > 0 {
+        crate::trace::line(&format!("dirty: {hashed} files read and hashed (stat changed or racily clean)"));
+    }
+    // 3. Untracked (unless git is told not to show them).
+    let _span = crate::trace::span("dirty: untracked walk");
+    let show = g.config_snapshot().string("status.showUntrackedFiles").map(|v| v.to_str_lossy().to_lowercase());
+    if show.as_deref() == Some("no") {
+        return Ok(Fast::Clean);
+    }
+    if untracked(wt, &git_dir, g, &index)? {
+        return Ok(Fast::Dirty);
+    }
+    Ok(Fast::Clean)
+}
+
+/// What one `lstat` says about a tracked path.
+struct Meta {
+    is_link: bool,
+    is_dir: bool,
+    executable: bool,
+    stat: gix::index::entry::Stat,
+}
+
+/// `lstat` of paths relative to a worktree, relative to an open handle of their folder: index
+/// entries come sorted, so consecutive paths share the folder, and the kernel resolves one name
+/// instead of the whole absolute path each time.
+struct DirCache<'a> {
+    wt: &'a Path,
+    #[cfg(unix)]
+    current: Option<(BString, rustix::fd::OwnedFd)>,
+}
+
+impl<'a> DirCache<'a> {
+    fn new(wt: &'a Path) -> Self {
+        DirCache {
+            wt,
+            #[cfg(unix)]
+            current: None,
+        }
+    }
+
+    #[cfg(unix)]
+    fn lstat(&mut self, rel: &BStr) -> std::io::Result<Meta> {
+        use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+        use std::os::unix::ffi::OsStrExt;
+        let bytes: &[u8] = rel;
+        let (dir, name) = match bytes.rfind_byte(b'/') {
+            Some(i) => (&bytes[..i], &bytes[i + 1..]),
+            None => (&b""[..], bytes),
+        };
+        if self.current.as_ref().is_none_or(|(d, _)| d.as_slice() != dir) {
+            self.current = None;
+            let path = self.wt.join(std::ffi::OsStr::from_bytes(dir));
+            let fd = rustix::fs::open(&path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+            self.current = Some((dir.into(), fd));
+        }
+        let (_, fd) = self.current.as_ref().expect("opened above");
+        let st = rustix::fs::statat(fd, std::ffi::OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW)?;
+        let kind = FileType::from_raw_mode(st.st_mode as _);
+        let time = |secs: i64, nsecs: i64| gix::index::entry::stat::Time { secs: secs as u32, nsecs: nsecs as u32 };
+        Ok(Meta {
+            is_link: kind == FileType::Symlink,
+            is_dir: kind == FileType::Directory,
+            executable: st.st_mode as u32 & 0o100 != 0,
+            stat: gix::index::entry::Stat {
+                mtime: time(st.st_mtime as i64, st.st_mtime_nsec as i64),
+                ctime: time(st.st_ctime as i64, st.st_ctime_nsec as i64),
+                dev: st.st_dev as u32,
+                ino: st.st_ino as u32,
+                uid: st.st_uid,
+                gid: st.st_gid,
+                size: st.st_size as u32,
+            },
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn lstat(&mut self, rel: &BStr) -> std::io::Result<Meta> {
+        let path = gix::path::from_bstr(rel).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let m = gix::index::fs::Metadata::from_path_no_follow(&self.wt.join(path))?;
+        Ok(Meta {
+            is_link: m.is_symlink(),
+            is_dir: m.is_dir(),
+            executable: m.is_executable(),
+            stat: gix::index::entry::Stat::from_fs(&m).map_err(|e| std::io::Error::other(e.to_string()))?,
+        })
+    }
+}
+
+/// Is there an untracked, not ignored file (or nested repository) in the worktree? Only names the
+/// index lacks are asked about the ignore rules (read lazily, so a clean worktree never opens them).
+fn untracked(wt: &Path, git_dir: &Path, repo: &gix::Repository, index: &gix::index::File) -> Result<bool> {
+    // Each tracked folder's tracked files and sub-folders, by name.
+    type Names<'i> = (HashSet<&'i [u8]>, HashSet<&'i [u8]>);
+    let split = |p: &'_ [u8]| -> (usize, usize) {
+        match p.rfind_byte(b'/') {
+            Some(i) => (i, i + 1),
+            None => (0, 0),
+        }
+    };
+    let mut tracked: HashMap<&[u8], Names<'_>> = HashMap::new();
+    for e in index.entries() {
+        let p: &[u8] = e.path(index);
+        let (end, start) = split(p);
+        tracked.entry(&p[..end]).or_default().0.insert(&p[start..]);
+        let mut d = &p[..end];
+        while !d.is_empty() {
+            let (end, start) = split(d);
+            if !tracked.entry(&d[..end]).or_default().1.insert(&d[start..]) {
+                break;
+            }
+            d = &d[..end];
+        }
+    }
+    let mut excludes: Option<gix::AttributeStack<'_>> = None;
+    let wt_repo = std::cell::OnceCell::new();
+    let mut excluded = |rel: &[u8], dir: bool| -> Result<bool> {
+        if excludes.is_none() {
+            let repo = match wt_repo.get() {
+                Some(r) => r,
+                None => {
+                    let r = gix::open(wt).map_err(|e| Error::internal(format!("cannot open {}: {e}", wt.display())))?;
+                    wt_repo.get_or_init(|| r)
+                }
+            };
+            excludes = Some(
+                repo.excludes(
+                    index,
+                    None,
+                    gix::worktree::stack::state::ignore::Source::WorktreeThenIdMappingIfNotSkipped,
+                )
+                .map_err(|e| Error::internal(format!("cannot read ignore rules: {e}")))?,
+            );
+        }
+        let Ok(p) = gix::path::from_bstr(rel.as_bstr()) else { return Ok(false) };
+        let mode = dir.then_some(gix::index::entry::Mode::DIR);
+        let stack = excludes.as_mut().expect("made above");
+        Ok(stack.at_path(&*p, mode).map(|pl| pl.is_excluded()).unwrap_or(false))
+    };
+    let empty: Names<'_> = Default::default();
+    // Folders to look at, and whether the index knows them.
+    let cache_path = git_dir.join("boulder-untracked.json");
+    let key = cache_key(repo, git_dir);
+    let cached = read_cache(&cache_path, &key);
+    let mut seen: HashMap<Vec<u8>, String> = HashMap::new();
+    let mut todo: Vec<(Vec<u8>, bool)> = vec![(Vec::new(), true)];
+    while let Some((dir, known)) = todo.pop() {
+        let names = if known { tracked.get(dir.as_slice()).unwrap_or(&empty) } else { &empty };
+        let Ok(rd_path) = gix::path::from_bstr(dir.as_bstr()) else { continue };
+        let abs = wt.join(&*rd_path);
+        if known {
+            // A tracked folder whose mtime is what it was when it last held nothing untracked has
+            // the same names now (adding, removing or renaming an entry changes its mtime).
+            if let Some(m) = dir_mtime(&abs) {
+                let unchanged = cached.get(dir.as_slice()) == Some(&m);
+                seen.insert(dir.clone(), m);
+                if unchanged {
+                    for sub in &names.1 {
+                        todo.push((join(&dir, sub), true));
+                    }
+                    continue;
+                }
+            }
+        }
+        let Ok(read) = std::fs::read_dir(&abs) else { continue };
+        for entry in read.flatten() {
+            let os_name = entry.file_name();
+            let Ok(name) = gix::path::os_str_into_bstr(&os_name) else { continue };
+            let name: &[u8] = name;
+            if name == b".git" {
+                continue;
+            }
+            let Ok(ft) = entry.file_type() else { continue };
+            let is_dir = ft.is_dir();
+            if known && (if is_dir { names.1.contains(name) } else { names.0.contains(name) }) {
+                if is_dir {
+                    todo.push((join(&dir, name), true));
+                }
+                continue;
+            }
+            if known && is_dir && names.0.contains(name) {
+                // A submodule (a gitlink entry): its folder is tracked as a whole. (A tracked file
+                // replaced by a folder was already reported by the stat pass.)
+                continue;
+            }
+            let rel = join(&dir, name);
+            if excluded(&rel, is_dir)? {
+                continue;
+            }
+            if !is_dir {
+                return Ok(true);
+            }
+            if entry.path().join(".git").exists() {
+                return Ok(true); // an untracked nested repository
+            }
+            todo.push((rel, false));
+        }
+    }
+    write_cache(&cache_path, &key, seen);
+    Ok(false)
+}
+
+/// What the untracked-folder cache is valid for: the index and the ignore rules that are not
+/// tracked files (tracked `.gitignore` files changing would show as modified anyway).
+fn cache_key(repo: &gix::Repository, git_dir: &Path) -> String {
+    let stamp = |p: &Path| match std::fs::metadata(p) {
+        Ok(m) => format!("{}:{}", m.len(), dir_time(&m)),
+        Err(_) => "-".into(),
+    };
+    let mut key = vec![stamp(&git_dir.join("index")), stamp(&repo.common_dir().join("info/exclude"))];
+    let config = repo.config_snapshot();
+    if let Ok(Some(f)) = config.trusted_path("core.excludesFile") {
+        key.push(stamp(&f));
+    }
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
+    if let Some(x) = xdg {
+        key.push(stamp(&x.join("git/ignore")));
+    }
+    key.join(" ")
+}
+
+fn dir_time(m: &std::fs::Metadata) -> String {
+    match m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()) {
+        Some(d) => format!("{}.{:09}", d.as_secs(), d.subsec_nanos()),
+        None => "?".into(),
+    }
+}
+
+/// A folder's mtime, unless it is too recent to trust (changed within the last two seconds, when
+/// a change made right after reading it could keep the same timestamp).
+fn dir_mtime(p: &Path) -> Option<String> {
+    let m = std::fs::metadata(p).ok()?;
+    let t = m.modified().ok()?;
+    if std::time::SystemTime::now().duration_since(t).map_or(true, |age| age.as_secs_f64() < 2.0) {
+        return None;
+    }
+    Some(dir_time(&m))
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct UntrackedCache {
+    key: String,
+    /// Folder (relative, `/`-separated; empty for the root) → mtime when it held nothing untracked.
+    dirs: HashMap<String, String>,
+}
+
+fn read_cache(path: &Path, key: &str) -> HashMap<Vec<u8>, String> {
+    let Ok(bytes) = std::fs::read(path) else { return HashMap::new() };
+    match serde_json::from_slice::<UntrackedCache>(&bytes) {
+        Ok(c) if c.key == key => c.dirs.into_iter().map(|(k, v)| (k.into_bytes(), v)).collect(),
+        _ => HashMap::new(),
+    }
+}
+
+/// Remember the folders of a worktree found free of untracked files (best effort: a worktree
+/// whose git dir is read-only just does not get the cache).
+fn write_cache(path: &Path, key: &str, dirs: HashMap<Vec<u8>, String>) {
+    let dirs: HashMap<String, String> =
+        dirs.into_iter().filter_map(|(k, v)| String::from_utf8(k).ok().map(|k| (k, v))).collect();
+    if let Ok(text) = serde_json::to_vec(&UntrackedCache { key: key.to_string(), dirs }) {
+        let _ = crate::fsutil::write_atomic(path, &text);
+    }
+}
+
+fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    if dir.is_empty() {
+        return name.to_vec();
+    }
+    let mut v = Vec::with_capacity(dir.len() + 1 + name.len());
+    v.extend_from_slice(dir);
+    v.push(b'/');
+    v.extend_from_slice(name);
+    v
+}

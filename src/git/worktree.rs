@@ -1,0 +1,230 @@
+//! Linked worktrees as git lays them out on disk, and gix's making and removing of them.
+//!
+//! A worktree at `path` has a `.git` file (`gitdir: <admin dir>`) and an admin dir
+//! `$GIT_COMMON_DIR/worktrees/<id>` (`gitdir`, `commondir`, `HEAD`, `index`, `locked`, …). This
+//! file reads those admin files ([`registrations`]), and creates ([`add_linked`]) and removes
+//! ([`remove_linked`]) worktrees with gix so that plain git accepts them as its own. What to do
+//! with a registration (repair, refuse, remove) is decided by [`crate::worktree`].
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use crate::error::{Error, Result};
+use crate::git::{ObjectId, Repo};
+
+/// Absolute, with symlinks in existing components resolved (as gix and git record worktree paths).
+pub fn normalize(path: &Path) -> PathBuf {
+    let abs = if path.is_absolute() {
+        path.to_owned()
+    } else {
+        std::env::current_dir().map(|c| c.join(path)).unwrap_or_else(|_| path.to_owned())
+    };
+    gix::path::realpath(&abs).unwrap_or(abs)
+}
+
+/// Open the worktree (main or linked) at `path`.
+pub(crate) fn open_worktree(path: &Path) -> Result<gix::Repository> {
+    gix::open(path).map_err(|e| Error::internal(format!("cannot open the worktree at {}: {e:#}", path.display())))
+}
+
+/// The text of a small git file (`HEAD`, `gitdir`, …) without its line ending, if readable.
+pub fn read_trimmed(path: &Path) -> Option<String> {
+    let bytes = std::fs::read(path).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    Some(text.trim_end_matches(['\n', '\r']).to_owned())
+}
+
+/// The admin dir a worktree folder's `.git` file points at (normalized), if it is such a file.
+pub fn dot_git_target(work_dir: &Path) -> Option<PathBuf> {
+    let dot_git = work_dir.join(".git");
+    let meta = std::fs::symlink_metadata(&dot_git).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let text = read_trimmed(&dot_git)?;
+    let target = text.strip_prefix("gitdir:")?.trim();
+    let p = Path::new(target);
+    Some(normalize(&if p.is_relative() { work_dir.join(p) } else { p.to_owned() }))
+}
+
+/// A registration under `$GIT_COMMON_DIR/worktrees/<id>`.
+#[derive(Debug, Clone)]
+pub struct Registration {
+    pub id: String,
+    pub admin: PathBuf,
+    /// The worktree folder, from `gitdir` (normalized); `None` when `gitdir` is missing/unreadable.
+    pub base: Option<PathBuf>,
+    /// `ref: refs/heads/x` → `Some("refs/heads/x")`.
+    pub head_ref: Option<String>,
+    pub head_id: Option<ObjectId>,
+    pub locked: Option<String>,
+}
+
+impl Registration {
+    /// Locked `initializing`: while — or after a killed — `worktree add`.
+    pub fn initializing(&self) -> bool {
+        self.locked.as_deref() == Some("initializing")
+    }
+    /// Locked by `git worktree lock` (not by an unfinished add).
+    pub fn user_locked(&self) -> bool {
+        self.locked.is_some() && !self.initializing()
+    }
+    /// The short branch name HEAD is attached to.
+    pub fn branch(&self) -> Option<String> {
+        self.head_ref.as_deref().and_then(|r| r.strip_prefix(super::refs::HEADS)).map(str::to_owned)
+    }
+    /// Remove the admin dir (gone already is fine).
+    pub fn remove_admin(&self) -> Result<()> {
+        match std::fs::remove_dir_all(&self.admin) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::internal(format!("cannot remove {}: {e}", self.admin.display()))),
+        }
+    }
+}
+
+fn read_registration(repo: &Repo, admin: PathBuf) -> Option<Registration> {
+    let id = admin.file_name()?.to_string_lossy().into_owned();
+    if !admin.is_dir() {
+        return None;
+    }
+    let base = read_trimmed(&admin.join("gitdir")).filter(|s| !s.is_empty()).map(|s| {
+        let p = Path::new(&s);
+        let dot_git = if p.is_relative() { admin.join(p) } else { p.to_owned() };
+        let base = if dot_git.file_name().map(|n| n == ".git").unwrap_or(false) {
+            dot_git.parent().map(Path::to_owned).unwrap_or(dot_git)
+        } else {
+            dot_git
+        };
+        normalize(&base)
+    });
+    let head = read_trimmed(&admin.join("HEAD"));
+    let (head_ref, head_id) = match head.as_deref() {
+        Some(h) if h.starts_with("ref:") => {
+            let r = h["ref:".len()..].trim().to_owned();
+            let id = repo.ref_id(&r).ok().flatten();
+            (Some(r), id)
+        }
+        Some(h) => (None, ObjectId::from_hex(h.trim().as_bytes()).ok()),
+        None => (None, None),
+    };
+    let locked = std::fs::read(admin.join("locked")).ok().map(|b| String::from_utf8_lossy(&b).trim().to_owned());
+    Some(Registration { id, admin: normalize(&admin), base, head_ref, head_id, locked })
+}
+
+/// Every admin dir under `$GIT_COMMON_DIR/worktrees`, sorted by id (including half-made ones).
+pub fn registrations(repo: &Repo) -> Result<Vec<Registration>> {
+    let dir = repo.common_dir.join("worktrees");
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", dir.display()))),
+    };
+    let mut regs: Vec<Registration> = entries.flatten().filter_map(|e| read_registration(repo, e.path())).collect();
+    regs.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(regs)
+}
+
+/// Why [`add_linked`] made no worktree. The texts are gix's, with their causes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AddError {
+    /// The branch is checked out in these worktrees.
+    CheckedOut(Vec<PathBuf>),
+    /// Something in the way of the new worktree.
+    Conflict(String),
+    /// Any other failure before the files were written.
+    Failed(String),
+    /// Writing the file at `path` failed.
+    File { path: String, error: String },
+    /// Two files of the checkout collided at `path`.
+    Collision { path: String, kind: String },
+}
+
+/// Make `target` a linked worktree with HEAD attached to `full_branch` (which must exist), and
+/// check out its files. Returns how many files were written.
+pub fn add_linked(repo: &Repo, target: &Path, full_branch: &str) -> Result<std::result::Result<usize, AddError>> {
+    let name = gix::refs::FullName::try_from(full_branch)
+        .map_err(|e| Error::usage(format!("invalid ref name {full_branch:?}: {e}")))?;
+    let writer = super::identity::with_identity(repo)?;
+    let interrupt = AtomicBool::new(false);
+    // Before it creates anything, gix reads every other worktree's registration; one that another
+    // `stream init` (or `git worktree add`) is creating this very moment has an empty `gitdir`
+    // file for an instant. That is a passing state, not an error: look again shortly.
+    let mut result = writer.add_worktree(
+        target,
+        gix::worktree::add::Head::Attached(name.clone()),
+        gix::progress::Discard,
+        &interrupt,
+    );
+    for _ in 0..50 {
+        match &result {
+            Err(e) if format!("{e:#}").contains("Failed to read or iterate worktree directories") => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                result = writer.add_worktree(
+                    target,
+                    gix::worktree::add::Head::Attached(name.clone()),
+                    gix::progress::Discard,
+                    &interrupt,
+                );
+            }
+            _ => break,
+        }
+    }
+    let (_wt, outcome) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some(gix::worktree::add::Error::CheckedOut { worktree_dirs, .. }) =
+                e.downcast_any_ref::<gix::worktree::add::Error>()
+            {
+                return Ok(Err(AddError::CheckedOut(worktree_dirs.clone())));
+            }
+            if e.is_conflict() {
+                return Ok(Err(AddError::Conflict(format!("{e:#}"))));
+            }
+            return Ok(Err(AddError::Failed(format!("{e:#}"))));
+        }
+    };
+    if let Some(err) = outcome.errors.first() {
+        return Ok(Err(AddError::File { path: err.path.to_string(), error: format!("{:#}", err.error) }));
+    }
+    if let Some(c) = outcome.collisions.first() {
+        return Ok(Err(AddError::Collision { path: c.path.to_string(), kind: format!("{:?}", c.error_kind) }));
+    }
+    Ok(Ok(outcome.files_updated))
+}
+
+/// What [`remove_linked`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removal {
+    /// The folder and the admin dir are gone.
+    Removed,
+    /// gix knows no worktree with that admin dir (no readable `gitdir` file).
+    NotFound,
+    /// The links between the folder and git are broken (gix's text).
+    Corrupted(String),
+    /// Any other failure (gix's text).
+    Failed(String),
+}
+
+/// Remove the linked worktree whose admin dir is `admin` (normalized), its folder with whatever
+/// is in it and its admin dir, as `git worktree remove --force` does; `override_lock` also
+/// removes one still locked by an unfinished add.
+pub fn remove_linked(repo: &Repo, admin: &Path, override_lock: bool) -> Result<Removal> {
+    let force = if override_lock {
+        gix::worktree::remove::Force::OverrideLock
+    } else {
+        gix::worktree::remove::Force::DiscardChanges
+    };
+    let proxy = repo
+        .repo
+        .worktrees()
+        .map_err(|e| Error::internal(format!("cannot list worktrees: {e:#}")))?
+        .into_iter()
+        .find(|p| normalize(p.git_dir()) == admin);
+    let Some(proxy) = proxy else { return Ok(Removal::NotFound) };
+    Ok(match proxy.remove(force, gix::progress::Discard) {
+        Ok(_) => Removal::Removed,
+        Err(e) if e.is_corrupted() => Removal::Corrupted(format!("{e:#}")),
+        Err(e) => Removal::Failed(format!("{e:#}")),
+    })
+}
