@@ -3,7 +3,7 @@
 //! touched, a path holding local work is found before anything is written, files are written by
 //! git itself (checkout filters, LFS, `eol`, `ident`), and the new index keeps the stat data of
 //! unchanged entries so git stays fast. When to move, and what to refuse, is decided by
-//! [`crate::worktree::checkout`].
+//! `worktree::checkout`, above this layer.
 //!
 //! A path counts as safe when it holds either the old or the new content, and files written by an
 //! interrupted move are recognised by the stat data it recorded in a scratch index, so a move

@@ -16,7 +16,7 @@ pub struct FileChange {
 
 /// The non-tree paths that differ from `from` to `to` (no rename tracking: a rename is a deletion
 /// and an addition), sorted by path.
-pub fn changes(repo: &gix::Repository, from: ObjectId, to: ObjectId) -> Result<Vec<FileChange>> {
+pub(super) fn changes(repo: &gix::Repository, from: ObjectId, to: ObjectId) -> Result<Vec<FileChange>> {
     if from == to {
         return Ok(Vec::new());
     }

@@ -20,7 +20,7 @@ impl Repo {
 }
 
 /// An index file read into memory.
-pub struct Index(pub(crate) gix::index::File);
+pub struct Index(pub(super) gix::index::File);
 
 impl Index {
     /// Write the index (with its checksum) to `out`.
@@ -38,7 +38,7 @@ fn gix_err(context: impl std::fmt::Display, e: gix::Error) -> Error {
 
 /// Does the index hold exactly the files of `tree` (path, mode, id; nothing staged, no conflict)?
 /// Stat data and flags such as skip-worktree do not count.
-pub(crate) fn index_is_tree(wt: &gix::Repository, index: &gix::index::File, tree: ObjectId) -> Result<bool> {
+pub(super) fn index_is_tree(wt: &gix::Repository, index: &gix::index::File, tree: ObjectId) -> Result<bool> {
     let want = wt.index_from_tree(&tree).internal("cannot build the index of a tree")?;
     let (a, b) = (index.entries(), want.entries());
     if a.len() != b.len() {
@@ -87,7 +87,7 @@ pub fn rebuild_index(work_dir: &Path) -> Result<usize> {
 /// Write the files of `index`'s entries into `work_dir` through gix's checkout (filters, modes,
 /// symlinks), recording their stat data in `index`. `overwrite` replaces existing files; without
 /// it files are created exclusively and an existing one is an error. Returns the files written.
-pub(crate) fn check_out(
+pub(super) fn check_out(
     wt: &gix::Repository,
     index: &mut gix::index::File,
     work_dir: &Path,

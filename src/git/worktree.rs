@@ -4,7 +4,7 @@
 //! `$GIT_COMMON_DIR/worktrees/<id>` (`gitdir`, `commondir`, `HEAD`, `index`, `locked`, …). This
 //! file reads those admin files ([`registrations`]), and creates ([`add_linked`]) and removes
 //! ([`remove_linked`]) worktrees with gix so that plain git accepts them as its own. What to do
-//! with a registration (repair, refuse, remove) is decided by [`crate::worktree`].
+//! with a registration (repair, refuse, remove) is decided by the `worktree` module above.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -23,7 +23,7 @@ pub fn normalize(path: &Path) -> PathBuf {
 }
 
 /// Open the worktree (main or linked) at `path`.
-pub(crate) fn open_worktree(path: &Path) -> Result<gix::Repository> {
+pub(super) fn open_worktree(path: &Path) -> Result<gix::Repository> {
     gix::open(path).map_err(|e| Error::internal(format!("cannot open the worktree at {}: {e:#}", path.display())))
 }
 

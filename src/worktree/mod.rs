@@ -134,8 +134,6 @@ fn full_branch(branch: &str) -> Result<String> {
     }
 }
 
-/// Create `refs/heads/<branch>` at `tip` unless it exists (never moving it). Returns whether it was
-/// created by this call.
 /// Where a new stream branch starts: the one remote-tracking branch of that name when exactly one
 /// remote has it (the stream was started on another machine, like `git switch` guesses), else the
 /// tip of `base`. Returns the commit and its name for messages.
