@@ -53,9 +53,13 @@ impl Trees {
 }
 
 /// The answer of the fast path: decided, or "ask the full status".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fast {
+    /// `git status --porcelain` would print nothing.
     Clean,
+    /// It would print something.
     Dirty,
+    /// Only the full status can tell (sparse index, content filters, unborn HEAD, …).
     Unsure,
 }
 
