@@ -10,6 +10,10 @@
 //!   ([`Repo::changed_paths`]).
 //! * [`identity`]: who git-boulder writes as (state, notes, rewritten commits, reflogs), and the host.
 //! * [`notes`]: `refs/notes/boulder`. [`config`]: editing config files. [`remote`], [`cli`]: remotes.
+//! * Below worktrees: [`worktree`] (admin files, making and removing linked worktrees),
+//!   [`branch`] (creating a branch), [`index`], [`diff`] (tree to tree), [`checkout`] (moving a
+//!   worktree's files between trees), [`status`] (gix's full status), [`refresh`] (the stat-based
+//!   dirty check), [`ignore`] (ignore rules), [`graph`] (ahead/behind).
 
 pub mod branch;
 pub mod checkout;
