@@ -47,10 +47,8 @@ use crate::error::{Error, Result};
 
 /// An opened repository and where its parts live.
 pub struct Repo {
-    /// The gix handle: only `git/` may use it, so that every git operation is one of its typed
-    /// functions. `pub(crate)` only while `worktree/` still reaches into it; private once that
-    /// module goes through `git/` too.
-    pub(crate) repo: gix::Repository,
+    /// The gix handle, private to `git/`: every git operation is one of its typed functions.
+    repo: gix::Repository,
     /// `$GIT_COMMON_DIR`, absolute: shared by all worktrees.
     pub common_dir: PathBuf,
     /// This worktree's git dir, absolute.
