@@ -185,18 +185,7 @@ impl Demo {
 
     /// A git command as the demo's user runs it: hooks on, an identity set.
     fn user_git(&self, dir: &std::path::Path) -> Command {
-        let mut cmd = Command::new("git");
-        cmd.current_dir(dir).stdin(std::process::Stdio::null());
-        // The hooks call `git-boulder`: make sure it is this binary.
-        if let Some(bin_dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(|d| d.to_path_buf())) {
-            let mut paths = vec![bin_dir];
-            paths.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
-            if let Ok(joined) = std::env::join_paths(paths) {
-                cmd.env("PATH", joined);
-            }
-        }
-        cmd.env_remove("BOULDER_SKIP_HOOKS");
-        crate::context::export(&mut cmd);
+        let mut cmd = crate::git::cli::as_user(dir);
         identity(&mut cmd);
         cmd
     }

@@ -15,6 +15,26 @@ pub fn git(dir: &Path) -> Command {
     cmd
 }
 
+/// A `git` command as the user runs it, in `dir`: with git-boulder's hooks on, and `git-boulder`
+/// on `PATH` being this very binary (the hooks call it).
+///
+/// Why the git CLI: the demo shows what the user's own `git add` and `git commit` do in a stream
+/// worktree — hooks recording activity and checking ownership — and only git runs those.
+pub fn as_user(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir).stdin(Stdio::null());
+    if let Some(bin_dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(|d| d.to_path_buf())) {
+        let mut paths = vec![bin_dir];
+        paths.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+        if let Ok(joined) = std::env::join_paths(paths) {
+            cmd.env("PATH", joined);
+        }
+    }
+    cmd.env_remove("BOULDER_SKIP_HOOKS");
+    crate::context::export(&mut cmd);
+    cmd
+}
+
 /// Run a prepared command and return its output, failing on a non-zero exit with git's stderr.
 pub fn run(mut cmd: Command, what: &str) -> Result<Output> {
     let out = cmd.output().map_err(|e| Error::internal(format!("cannot run git to {what}: {e}")).with_source(e))?;
