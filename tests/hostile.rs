@@ -74,7 +74,7 @@ fn prds() {
 
 fn parse_op(bytes: &[u8]) -> Result<Op, String> {
     let op: Op = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-    op.validate()?;
+    op.validate().map_err(|e| e.to_string())?;
     Ok(op)
 }
 

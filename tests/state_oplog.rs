@@ -59,7 +59,7 @@ fn garbage_state_fails_validation_naming_the_commit() {
     let r = open(&repo);
     let store = Store::new(&r).unwrap();
     let tip = r.ref_id("refs/boulder/boulders/bad").unwrap().unwrap();
-    let err = store.validate_chain::<BoulderState>(tip).unwrap_err();
+    let err = store.validate_chain::<BoulderState>(tip).unwrap_err().to_string();
     assert!(err.contains(&tip.to_string()), "{err}");
     // A well-formed tree whose state.json lies about its op.
     std::fs::create_dir_all(repo.tmp.path().join("g")).unwrap();
@@ -70,7 +70,7 @@ fn garbage_state_fails_validation_naming_the_commit() {
     let tree = pipe(&repo, &["mktree"], &format!("100644 blob {op_id}\top.json\n100644 blob {st_id}\tstate.json\n"));
     let commit = repo.git_out(&["commit-tree", &tree, "-m", "forged"]);
     let id = gix::ObjectId::from_hex(commit.as_bytes()).unwrap();
-    let err = store.validate_chain::<BoulderState>(id).unwrap_err();
+    let err = store.validate_chain::<BoulderState>(id).unwrap_err().to_string();
     assert!(err.contains("does not follow"), "{err}");
 }
 

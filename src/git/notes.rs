@@ -268,6 +268,19 @@ fn all_in(repo: &gix::Repository, commit: ObjectId) -> Result<BTreeMap<ObjectId,
 /// Largest note git-boulder reads from a fetched notes ref.
 pub const MAX_NOTE_BYTES: u64 = 64 * 1024;
 
+/// Why a note's bytes are refused; the message completes "the note of <commit> …".
+#[derive(Debug, thiserror::Error)]
+pub enum NoteError {
+    #[error("is larger than 64 KiB")]
+    TooLarge,
+    #[error("is not UTF-8")]
+    NotUtf8(#[source] std::str::Utf8Error),
+    #[error("is not JSON lines: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("is not a git-boulder record (an object with a stream)")]
+    NotARecord(#[source] serde_json::Error),
+}
+
 /// One record of a note: what the post-commit hook knew of a commit when it recorded it. A
 /// note is one record per line, as JSON (several records when commits squashed into one carried
 /// theirs along, see [`carry`]). Built and read only here.
@@ -296,16 +309,15 @@ impl Note {
     }
 
     /// The records of a note's bytes, checked as [`check`] says.
-    pub fn parse(data: &[u8]) -> std::result::Result<Vec<Note>, String> {
+    pub fn parse(data: &[u8]) -> std::result::Result<Vec<Note>, NoteError> {
         if data.len() as u64 > MAX_NOTE_BYTES {
-            return Err("is larger than 64 KiB".into());
+            return Err(NoteError::TooLarge);
         }
-        let text = std::str::from_utf8(data).map_err(|_| "is not UTF-8".to_string())?;
+        let text = std::str::from_utf8(data).map_err(NoteError::NotUtf8)?;
         let mut out = Vec::new();
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("is not JSON lines: {e}"))?;
-            let note: Note = serde_json::from_value(v)
-                .map_err(|_| "is not a git-boulder record (an object with a stream)".to_string())?;
+            let v: serde_json::Value = serde_json::from_str(line).map_err(NoteError::NotJson)?;
+            let note: Note = serde_json::from_value(v).map_err(NoteError::NotARecord)?;
             out.push(note);
         }
         Ok(out)
@@ -316,7 +328,7 @@ impl Note {
 /// non-empty line, each a [`Note`] (a string `stream`, and its other fields, where given, of
 /// their types). Pure, so notes fetched from anywhere can be checked (and fuzzed). The error
 /// completes "the note of <commit> …".
-pub fn check(data: &[u8]) -> std::result::Result<(), String> {
+pub fn check(data: &[u8]) -> std::result::Result<(), NoteError> {
     Note::parse(data).map(|_| ())
 }
 
@@ -439,10 +451,13 @@ mod tests {
         let read = Note::parse(two.as_bytes()).unwrap();
         assert_eq!((read.len(), read[1].stream.as_str(), read[1].iteration), (2, "api", None));
         // What is refused, and how it is said.
-        assert_eq!(check(b"{\"boulder\":\"x\"}").unwrap_err(), "is not a git-boulder record (an object with a stream)");
+        assert_eq!(
+            check(b"{\"boulder\":\"x\"}").unwrap_err().to_string(),
+            "is not a git-boulder record (an object with a stream)"
+        );
         assert!(check(b"{\"stream\":\"a\",\"iteration\":\"3\"}").is_err());
-        assert!(check(b"[1]").unwrap_err().contains("not a git-boulder record"));
-        assert!(check(b"rm -rf /").unwrap_err().starts_with("is not JSON lines"));
-        assert_eq!(check(&[0xff]).unwrap_err(), "is not UTF-8");
+        assert!(check(b"[1]").unwrap_err().to_string().contains("not a git-boulder record"));
+        assert!(check(b"rm -rf /").unwrap_err().to_string().starts_with("is not JSON lines"));
+        assert_eq!(check(&[0xff]).unwrap_err().to_string(), "is not UTF-8");
     }
 }

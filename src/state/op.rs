@@ -43,6 +43,69 @@ pub const MAX_LAMPORT: u64 = 1 << 53;
 /// The longest string accepted in an op's data.
 pub const MAX_TEXT: usize = 64 * 1024;
 
+/// Why an op record is refused: its envelope, or the data of its kind. The message names the
+/// kind and the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OpError {
+    #[error("op version {0} is not 1")]
+    Version(u32),
+    #[error("op kind {kind:?} is not a short lowercase word")]
+    BadKind { kind: String },
+    #[error("op lamport clock {0} is out of range (1..=2^53)")]
+    Lamport(u64),
+    #[error("op time {at:?} is not RFC 3339")]
+    Time { at: String },
+    #[error("actor {actor:?} is empty, longer than 200 characters or has control characters")]
+    BadActor { actor: String },
+    #[error("{actor:?} is reserved for merges")]
+    ReservedActor { actor: String },
+    #[error("op data of {kind:?} is not a JSON object")]
+    DataNotAnObject { kind: String },
+    #[error("unknown {what} op {kind:?}")]
+    UnknownOp { what: &'static str, kind: String },
+    #[error("{kind} op: data.{key} is missing")]
+    MissingField { kind: String, key: &'static str },
+    #[error("{kind} op: data.{key} is empty")]
+    EmptyField { kind: String, key: &'static str },
+    #[error("{kind} op: data.{key} must be a string")]
+    NotAString { kind: String, key: &'static str },
+    #[error("{kind} op: data.{key} is longer than {MAX_TEXT} bytes")]
+    TooLong { kind: String, key: &'static str },
+    #[error("{kind} op: data.{key} must be true or false")]
+    NotABool { kind: String, key: &'static str },
+    #[error("{kind} op: data.{key} {value:?} is not a commit id")]
+    NotACommitId { kind: String, key: &'static str, value: String },
+    #[error("{kind} op: data.index must be a whole number 1..={MAX_INDEX}")]
+    BadIndex { kind: String },
+    #[error("created op: data.depth must be a whole number up to {MAX_DEPTH}")]
+    BadDepth,
+    #[error("status op: unknown {what} status {status:?} (one of {})", .known.join(", "))]
+    UnknownStatus { what: &'static str, status: String, known: &'static [&'static str] },
+    #[error("{kind} op: data.ids holds {value}, not a story id")]
+    NotAStoryId { kind: String, value: serde_json::Value },
+}
+
+/// Why a state (a `state.json`) is refused beyond what parsing checks, or a status it names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    #[error("unknown {what} status {status:?}")]
+    UnknownStatus { what: &'static str, status: String },
+    #[error("{what} {value:?} is not RFC 3339")]
+    Time { what: &'static str, value: String },
+    #[error("stream index {index:?} is out of range (1..={MAX_INDEX})")]
+    Index { index: Option<u64> },
+    #[error("setup_failed is longer than {MAX_TEXT} bytes")]
+    SetupFailedTooLong,
+    #[error("depth {depth} is above {MAX_DEPTH}")]
+    Depth { depth: u64 },
+    #[error("recent_commits holds more than {RECENT_COMMITS} ids")]
+    TooManyRecentCommits,
+    #[error("todo id {id:?} appears twice")]
+    DuplicateTodo { id: String },
+    #[error("done holds {id:?}, not a story id")]
+    NotAStoryId { id: String },
+}
+
 /// One operation: the content of `op.json`, the envelope of a typed op.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,25 +128,25 @@ pub struct Op {
 
 impl Op {
     /// Check the fields of an op read from anywhere (a remote included).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OpError> {
         if self.v != 1 {
-            return Err(format!("op version {} is not 1", self.v));
+            return Err(OpError::Version(self.v));
         }
         if self.kind.is_empty()
             || self.kind.len() > 64
             || !self.kind.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())
         {
-            return Err(format!("op kind {:?} is not a short lowercase word", self.kind));
+            return Err(OpError::BadKind { kind: self.kind.clone() });
         }
         if self.lamport == 0 || self.lamport > MAX_LAMPORT {
-            return Err(format!("op lamport clock {} is out of range (1..=2^53)", self.lamport));
+            return Err(OpError::Lamport(self.lamport));
         }
         if crate::time::parse_rfc3339(&self.at).is_none() {
-            return Err(format!("op time {:?} is not RFC 3339", self.at));
+            return Err(OpError::Time { at: self.at.clone() });
         }
         valid_actor(&self.actor)?;
         if !self.data.is_object() {
-            return Err(format!("op data of {:?} is not a JSON object", self.kind));
+            return Err(OpError::DataNotAnObject { kind: self.kind.clone() });
         }
         Ok(())
     }
@@ -95,9 +158,9 @@ impl Op {
 }
 
 /// Check an actor id: non-empty, at most 200 characters, no control characters.
-pub fn valid_actor(actor: &str) -> Result<(), String> {
+pub fn valid_actor(actor: &str) -> Result<(), OpError> {
     if actor.trim().is_empty() || actor.chars().count() > 200 || actor.chars().any(char::is_control) {
-        return Err(format!("actor {actor:?} is empty, longer than 200 characters or has control characters"));
+        return Err(OpError::BadActor { actor: actor.to_string() });
     }
     Ok(())
 }
@@ -155,7 +218,7 @@ pub trait Payload: Serialize + Clone + PartialEq + std::fmt::Debug + Sized {
 
     /// Read the kind and data of an envelope (not a `merge`): an unknown kind, or a missing or
     /// mistyped field, is an error naming it.
-    fn parse(op: &Op) -> Result<Self, String>;
+    fn parse(op: &Op) -> Result<Self, OpError>;
 
     /// The data object as written in `op.json`: keys sorted, as in every object git-boulder has
     /// written there.
@@ -191,7 +254,7 @@ pub trait State: Default + Clone + PartialEq + std::fmt::Debug + Serialize + for
     fn apply_op(&mut self, op: &Self::Op, at: &str, actor: &str);
     /// Apply one op record: a `merge` changes nothing; any other kind is read into
     /// [`State::Op`] (an unknown kind or bad data is an error naming it) and applied.
-    fn apply(&mut self, op: &Op) -> Result<(), String> {
+    fn apply(&mut self, op: &Op) -> Result<(), OpError> {
         if op.is_merge() {
             return Ok(());
         }
@@ -200,7 +263,7 @@ pub trait State: Default + Clone + PartialEq + std::fmt::Debug + Serialize + for
         Ok(())
     }
     /// Check a state read from anywhere (a remote included) beyond what parsing checks.
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), StateError> {
         Ok(())
     }
     /// Complete an op from the ref it is appended to, before it is applied (a stream's
@@ -217,52 +280,50 @@ fn field<'a>(op: &'a Op, key: &str) -> Option<&'a serde_json::Value> {
     op.data.get(key).filter(|v| !v.is_null())
 }
 
-fn string(op: &Op, key: &str) -> Result<Option<String>, String> {
+fn string(op: &Op, key: &'static str) -> Result<Option<String>, OpError> {
     match field(op, key) {
         None => Ok(None),
         Some(serde_json::Value::String(s)) if s.len() <= MAX_TEXT => Ok(Some(s.clone())),
-        Some(serde_json::Value::String(_)) => {
-            Err(format!("{} op: data.{key} is longer than {MAX_TEXT} bytes", op.kind))
-        }
-        Some(_) => Err(format!("{} op: data.{key} must be a string", op.kind)),
+        Some(serde_json::Value::String(_)) => Err(OpError::TooLong { kind: op.kind.clone(), key }),
+        Some(_) => Err(OpError::NotAString { kind: op.kind.clone(), key }),
     }
 }
 
-fn required(op: &Op, key: &str) -> Result<String, String> {
+fn required(op: &Op, key: &'static str) -> Result<String, OpError> {
     match string(op, key)? {
         Some(s) if !s.is_empty() => Ok(s),
-        Some(_) => Err(format!("{} op: data.{key} is empty", op.kind)),
-        None => Err(format!("{} op: data.{key} is missing", op.kind)),
+        Some(_) => Err(OpError::EmptyField { kind: op.kind.clone(), key }),
+        None => Err(OpError::MissingField { kind: op.kind.clone(), key }),
     }
 }
 
-fn boolean(op: &Op, key: &str) -> Result<bool, String> {
+fn boolean(op: &Op, key: &'static str) -> Result<bool, OpError> {
     match field(op, key) {
         None => Ok(false),
         Some(serde_json::Value::Bool(b)) => Ok(*b),
-        Some(_) => Err(format!("{} op: data.{key} must be true or false", op.kind)),
+        Some(_) => Err(OpError::NotABool { kind: op.kind.clone(), key }),
     }
 }
 
 /// A commit id as data: 4 to 64 hex digits (kept as written; states keep it in lowercase).
-fn commit_id(op: &Op, key: &str) -> Result<String, String> {
+fn commit_id(op: &Op, key: &'static str) -> Result<String, OpError> {
     let c = required(op, key)?;
     if !(4..=64).contains(&c.len()) || !c.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!("{} op: data.{key} {c:?} is not a commit id", op.kind));
+        return Err(OpError::NotACommitId { kind: op.kind.clone(), key, value: c });
     }
     Ok(c)
 }
 
 /// A stream index as data: a whole number 1..=[`MAX_INDEX`].
-fn index(op: &Op) -> Result<u64, String> {
+fn index(op: &Op) -> Result<u64, OpError> {
     match field(op, "index").and_then(|v| v.as_u64()) {
         Some(n) if (1..=MAX_INDEX).contains(&n) => Ok(n),
-        _ => Err(format!("{} op: data.index must be a whole number 1..={MAX_INDEX}", op.kind)),
+        _ => Err(OpError::BadIndex { kind: op.kind.clone() }),
     }
 }
 
 /// An optional field, as written: `read` checks a value that is there and not `null`.
-fn opt<T>(op: &Op, key: &str, read: impl FnOnce() -> Result<T, String>) -> Result<Opt<T>, String> {
+fn opt<T>(op: &Op, key: &str, read: impl FnOnce() -> Result<T, OpError>) -> Result<Opt<T>, OpError> {
     Ok(match op.data.get(key) {
         None => Opt::Absent,
         Some(serde_json::Value::Null) => Opt::Null,
@@ -271,12 +332,12 @@ fn opt<T>(op: &Op, key: &str, read: impl FnOnce() -> Result<T, String>) -> Resul
 }
 
 /// An optional string field, as written.
-fn opt_string(op: &Op, key: &str) -> Result<Opt<String>, String> {
+fn opt_string(op: &Op, key: &'static str) -> Result<Opt<String>, OpError> {
     opt(op, key, || Ok(string(op, key)?.unwrap_or_default()))
 }
 
-fn unknown(what: &str, op: &Op) -> String {
-    format!("unknown {what} op {:?}", op.kind)
+fn unknown(what: &'static str, op: &Op) -> OpError {
+    OpError::UnknownOp { what, kind: op.kind.clone() }
 }
 
 /// True when time `a` is at or after time `b` (RFC 3339; compared as instants when both parse).
@@ -287,9 +348,9 @@ fn at_or_after(a: &str, b: &str) -> bool {
     }
 }
 
-fn check_time(what: &str, t: &Option<String>) -> Result<(), String> {
+fn check_time(what: &'static str, t: &Option<String>) -> Result<(), StateError> {
     match t {
-        Some(t) if crate::time::parse_rfc3339(t).is_none() => Err(format!("{what} {t:?} is not RFC 3339")),
+        Some(t) if crate::time::parse_rfc3339(t).is_none() => Err(StateError::Time { what, value: t.clone() }),
         _ => Ok(()),
     }
 }
@@ -370,9 +431,9 @@ impl StreamStatus {
 }
 
 impl TryFrom<String> for StreamStatus {
-    type Error = String;
-    fn try_from(text: String) -> Result<Self, String> {
-        StreamStatus::parse(&text).ok_or_else(|| format!("unknown stream status {text:?}"))
+    type Error = StateError;
+    fn try_from(text: String) -> Result<Self, StateError> {
+        StreamStatus::parse(&text).ok_or(StateError::UnknownStatus { what: "stream", status: text })
     }
 }
 
@@ -460,7 +521,7 @@ impl Payload for StreamOp {
         }
     }
 
-    fn parse(op: &Op) -> Result<Self, String> {
+    fn parse(op: &Op) -> Result<Self, OpError> {
         Ok(match op.kind.as_str() {
             "initialized" => StreamOp::Initialized {
                 name: opt_string(op, "name")?,
@@ -473,10 +534,7 @@ impl Payload for StreamOp {
             "status" => {
                 let status = required(op, "status")?;
                 let Some(status) = StreamStatus::parse(&status) else {
-                    return Err(format!(
-                        "status op: unknown stream status {status:?} (one of {})",
-                        STREAM_STATUSES.join(", ")
-                    ));
+                    return Err(OpError::UnknownStatus { what: "stream", status, known: STREAM_STATUSES });
                 };
                 StreamOp::Status { status, reason: opt_string(op, "reason")? }
             }
@@ -660,14 +718,14 @@ impl State for StreamState {
         self.updated_at = Some(at.to_string());
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), StateError> {
         check_time("updated_at", &self.updated_at)?;
         check_time("cleaned_at", &self.cleaned_at)?;
         if self.index.is_some_and(|i| !(1..=MAX_INDEX).contains(&i)) {
-            return Err(format!("stream index {:?} is out of range (1..={MAX_INDEX})", self.index));
+            return Err(StateError::Index { index: self.index });
         }
         if self.setup_failed.as_ref().is_some_and(|s| s.len() > MAX_TEXT) {
-            return Err(format!("setup_failed is longer than {MAX_TEXT} bytes"));
+            return Err(StateError::SetupFailedTooLong);
         }
         if let Some(run) = &self.last_run {
             check_time("last_run.started_at", &Some(run.started_at.clone()))?;
@@ -818,9 +876,9 @@ impl BoulderStatus {
 }
 
 impl TryFrom<String> for BoulderStatus {
-    type Error = String;
-    fn try_from(text: String) -> Result<Self, String> {
-        BoulderStatus::parse(&text).ok_or_else(|| format!("unknown boulder status {text:?}"))
+    type Error = StateError;
+    fn try_from(text: String) -> Result<Self, StateError> {
+        BoulderStatus::parse(&text).ok_or(StateError::UnknownStatus { what: "boulder", status: text })
     }
 }
 
@@ -917,17 +975,14 @@ impl Payload for BoulderOp {
         }
     }
 
-    fn parse(op: &Op) -> Result<Self, String> {
+    fn parse(op: &Op) -> Result<Self, OpError> {
         Ok(match op.kind.as_str() {
             "created" => BoulderOp::Created {
                 id: opt_string(op, "id")?,
                 stream: opt_string(op, "stream")?,
                 parent: opt_string(op, "parent")?,
                 depth: opt(op, "depth", || {
-                    field(op, "depth")
-                        .and_then(|d| d.as_u64())
-                        .filter(|d| *d <= MAX_DEPTH)
-                        .ok_or(format!("created op: data.depth must be a whole number up to {MAX_DEPTH}"))
+                    field(op, "depth").and_then(|d| d.as_u64()).filter(|d| *d <= MAX_DEPTH).ok_or(OpError::BadDepth)
                 })?,
             },
             "activity" => BoulderOp::Activity {
@@ -941,10 +996,7 @@ impl Payload for BoulderOp {
             "status" => {
                 let status = required(op, "status")?;
                 let Some(status) = BoulderStatus::parse(&status) else {
-                    return Err(format!(
-                        "status op: unknown boulder status {status:?} (one of {})",
-                        BOULDER_STATUSES.join(", ")
-                    ));
+                    return Err(OpError::UnknownStatus { what: "boulder", status, known: BOULDER_STATUSES });
                 };
                 BoulderOp::Status { status }
             }
@@ -1022,17 +1074,17 @@ impl State for BoulderState {
         self.updated_at = Some(at.to_string());
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), StateError> {
         if u64::from(self.depth) > MAX_DEPTH {
-            return Err(format!("depth {} is above {MAX_DEPTH}", self.depth));
+            return Err(StateError::Depth { depth: u64::from(self.depth) });
         }
         if self.recent_commits.len() > RECENT_COMMITS {
-            return Err(format!("recent_commits holds more than {RECENT_COMMITS} ids"));
+            return Err(StateError::TooManyRecentCommits);
         }
         let mut ids = BTreeSet::new();
         for t in &self.todos {
             if !ids.insert(t.id.as_str()) {
-                return Err(format!("todo id {:?} appears twice", t.id));
+                return Err(StateError::DuplicateTodo { id: t.id.clone() });
             }
         }
         check_time("updated_at", &self.updated_at)?;
@@ -1090,14 +1142,15 @@ impl Payload for PrdOp {
         }
     }
 
-    fn parse(op: &Op) -> Result<Self, String> {
-        let ids = || -> Result<Vec<String>, String> {
-            let list =
-                field(op, "ids").and_then(|v| v.as_array()).ok_or(format!("{} op: data.ids is missing", op.kind))?;
+    fn parse(op: &Op) -> Result<Self, OpError> {
+        let ids = || -> Result<Vec<String>, OpError> {
+            let list = field(op, "ids")
+                .and_then(|v| v.as_array())
+                .ok_or_else(|| OpError::MissingField { kind: op.kind.clone(), key: "ids" })?;
             list.iter()
                 .map(|v| match v.as_str() {
                     Some(s) if !s.is_empty() && s.len() <= 200 => Ok(s.to_owned()),
-                    _ => Err(format!("{} op: data.ids holds {v}, not a story id", op.kind)),
+                    _ => Err(OpError::NotAStoryId { kind: op.kind.clone(), value: v.clone() }),
                 })
                 .collect()
         };
@@ -1125,9 +1178,9 @@ impl State for PrdState {
         self.updated_at = Some(at.to_string());
     }
 
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), StateError> {
         if let Some(id) = self.done.iter().find(|id| id.is_empty() || id.len() > 200) {
-            return Err(format!("done holds {id:?}, not a story id"));
+            return Err(StateError::NotAStoryId { id: id.clone() });
         }
         check_time("updated_at", &self.updated_at)
     }
@@ -1144,7 +1197,7 @@ impl State for PrdState {
 /// where `id` is whatever identifies the op uniquely (the store uses the op's commit id). Merge
 /// ops are skipped. The result's clock is the last op's. Pure: the store's merge and the tests'
 /// reference model both use it.
-pub fn replay<S: State, I: Ord>(mut state: S, mut ops: Vec<(Op, I)>) -> Result<S, String> {
+pub fn replay<S: State, I: Ord>(mut state: S, mut ops: Vec<(Op, I)>) -> Result<S, OpError> {
     ops.sort_by(|(a, ia), (b, ib)| (a.lamport, &a.at, &a.actor, ia).cmp(&(b.lamport, &b.at, &b.actor, ib)));
     for (op, _) in ops.iter().filter(|(op, _)| !op.is_merge()) {
         state.apply(op)?;
@@ -1173,10 +1226,10 @@ mod tests {
     fn run<S: State>(ops: &[Op]) -> Result<S, String> {
         let mut s = S::default();
         for o in ops {
-            o.validate()?;
-            s.apply(o)?;
+            o.validate().map_err(|e| e.to_string())?;
+            s.apply(o).map_err(|e| e.to_string())?;
             s.set_lamport(o.lamport);
-            s.validate()?;
+            s.validate().map_err(|e| e.to_string())?;
         }
         Ok(s)
     }
@@ -1188,7 +1241,7 @@ mod tests {
         let bad = |f: &dyn Fn(&mut Op)| {
             let mut o = good.clone();
             f(&mut o);
-            o.validate().unwrap_err()
+            o.validate().unwrap_err().to_string()
         };
         assert!(bad(&|o| o.v = 2).contains("version"));
         assert!(bad(&|o| o.kind = String::new()).contains("kind"));

@@ -23,10 +23,10 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::git::identity;
-use crate::git::objects::{EntryKind, Kind, Objects};
+use crate::git::objects::{EntryKind, Failure, Kind, Objects};
 use crate::git::refs::{self, Backoff, Expect, GaveUp, Odd, Retry, Step};
 use crate::git::{ObjectId, Repo};
-use crate::state::op::{self, MergeData, Op, Payload, State, MERGE_ACTOR, MERGE_KIND};
+use crate::state::op::{self, MergeData, Op, OpError, Payload, State, StateError, MERGE_ACTOR, MERGE_KIND};
 use crate::state::{BOULDERS, STREAMS};
 
 /// How often an append tries a compare-and-swap before giving up.
@@ -45,6 +45,68 @@ pub const MAX_OP_BYTES: u64 = 1024 * 1024;
 pub const MAX_STATE_BYTES: u64 = 4 * 1024 * 1024;
 /// The identity of every state commit: state never needs a configured git identity.
 pub use crate::git::identity::{COMMITTER_EMAIL, COMMITTER_NAME};
+
+/// Why an op-log commit, or a chain of them, is refused: the message names the commit (or the
+/// tip) and the problem.
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    /// An object of the commit could not be read (`what`: the commit, its tree, a file).
+    #[error("commit {commit}: {what}: {source}")]
+    Unreadable { commit: ObjectId, what: &'static str, source: Failure },
+    /// The commit, its tree or its parents could not be read.
+    #[error("commit {commit}: {source}")]
+    Broken { commit: ObjectId, source: Failure },
+    #[error("commit {commit}: {what} is {size} bytes, more than the limit of {limit}")]
+    TooLarge { commit: ObjectId, what: &'static str, size: u64, limit: u64 },
+    #[error("commit {commit}: {name} is not a regular file")]
+    NotAFile { commit: ObjectId, name: String },
+    #[error("commit {commit}: its tree must hold exactly op.json and state.json, found {names:?}")]
+    Files { commit: ObjectId, names: Vec<String> },
+    #[error("commit {commit}: no {name}")]
+    NoFile { commit: ObjectId, name: &'static str },
+    /// `op.json` or `state.json` is not the JSON of its type.
+    #[error("commit {commit}: {file}: {source}")]
+    Json { commit: ObjectId, file: &'static str, source: serde_json::Error },
+    #[error("commit {commit}: op.json: {source}")]
+    InvalidOp { commit: ObjectId, source: OpError },
+    #[error("commit {commit}: state.json: {source}")]
+    InvalidState { commit: ObjectId, source: StateError },
+    #[error("cannot walk {tip}: {source}")]
+    Walk { tip: ObjectId, source: Failure },
+    #[error("{tip}: more than {MAX_WALK} commits, too many to check")]
+    TooManyToCheck { tip: ObjectId },
+    #[error("{tip}: more than {MAX_WALK} commits, too many to merge or check")]
+    TooManyToMerge { tip: ObjectId },
+    #[error("{id} is a {kind}, not an op commit")]
+    NotACommit { id: ObjectId, kind: Kind },
+    #[error("commit {commit} is {size} bytes, more than the limit of {MAX_COMMIT_BYTES}")]
+    CommitTooLarge { commit: ObjectId, size: u64 },
+    #[error("commit {commit}: a merge op in a commit with {parents} parent(s)")]
+    MergeOpInLine { commit: ObjectId, parents: usize },
+    #[error("commit {commit}: op clock {clock} does not follow its parent's clock {parent}")]
+    Clock { commit: ObjectId, clock: u64, parent: u64 },
+    /// The commit's op does not apply to its parent's state.
+    #[error("commit {commit}: {source}")]
+    Refused { commit: ObjectId, source: OpError },
+    #[error("commit {commit}: state.json does not follow from its op")]
+    NotItsOpsState { commit: ObjectId },
+    #[error("commit {commit}: a commit with two parents must hold a merge op")]
+    NotAMergeOp { commit: ObjectId },
+    /// The merge commit its parents make could not be computed.
+    #[error("commit {commit}: {source}")]
+    Recompute { commit: ObjectId, source: Error },
+    #[error(
+        "commit {commit}: state.json does not follow from its op: it is not the deterministic merge of its parents"
+    )]
+    NotTheMerge { commit: ObjectId },
+    #[error("commit {commit}: merges two commits where one contains the other")]
+    RedundantMerge { commit: ObjectId },
+    #[error("commit {commit}: {parents} parents; op-log commits have at most two")]
+    TooManyParents { commit: ObjectId, parents: usize },
+    /// Replaying the ops of two sides failed.
+    #[error("merging {ours} and {theirs}: {source}")]
+    Merge { ours: ObjectId, theirs: ObjectId, source: OpError },
+}
 
 /// One op-log commit read back: its id, its op and the state after it.
 #[derive(Debug, Clone)]
@@ -92,10 +154,11 @@ fn internal(context: impl std::fmt::Display, e: impl std::fmt::Display) -> Error
 pub fn actor_id(repo: &Repo) -> Result<String> {
     if let Some(a) = repo.config_string("boulder.actor").filter(|a| !a.is_empty()) {
         op::valid_actor(&a)
-            .and_then(|()| if a == MERGE_ACTOR { Err(format!("{a:?} is reserved for merges")) } else { Ok(()) })
+            .and_then(|()| if a == MERGE_ACTOR { Err(OpError::ReservedActor { actor: a.clone() }) } else { Ok(()) })
             .map_err(|e| {
                 Error::usage(format!("git config boulder.actor: {e}"))
                     .hint("set it to a short name for this machine: git config boulder.actor my-laptop")
+                    .with_source(e)
             })?;
         return Ok(a);
     }
@@ -193,64 +256,67 @@ impl<'r> Store<'r> {
 
     /// The two blobs of an op commit, checking its tree holds exactly `op.json` and `state.json`
     /// as regular files. `want_op` false skips reading `op.json`.
-    fn blobs(&self, commit: ObjectId, want_op: bool) -> std::result::Result<(Option<Vec<u8>>, Vec<u8>), String> {
+    fn blobs(&self, commit: ObjectId, want_op: bool) -> std::result::Result<(Option<Vec<u8>>, Vec<u8>), ChainError> {
         // Sizes are checked from the object headers before anything is read whole: fetched
         // state may be hostile.
-        let bounded = |id: ObjectId, limit: u64, what: &str| -> std::result::Result<(), String> {
-            let (_, size) = self.git().header(id).map_err(|e| format!("commit {commit}: {what}: {e}"))?;
+        let bounded = |id: ObjectId, limit: u64, what: &'static str| -> std::result::Result<(), ChainError> {
+            let (_, size) = self.git().header(id).map_err(|source| ChainError::Unreadable { commit, what, source })?;
             if size > limit {
-                return Err(format!("commit {commit}: {what} is {size} bytes, more than the limit of {limit}"));
+                return Err(ChainError::TooLarge { commit, what, size, limit });
             }
             Ok(())
         };
         bounded(commit, MAX_COMMIT_BYTES, "the commit")?;
-        let (tree_id, _) = self.git().commit_parts(commit).map_err(|e| format!("commit {commit}: {e}"))?;
+        let (tree_id, _) = self.git().commit_parts(commit).map_err(|source| ChainError::Broken { commit, source })?;
         bounded(tree_id, MAX_TREE_BYTES, "its tree")?;
-        let entries = self.git().entries(tree_id).map_err(|e| format!("commit {commit}: {e}"))?;
+        let entries = self.git().entries(tree_id).map_err(|source| ChainError::Broken { commit, source })?;
         let mut names = Vec::new();
         for e in &entries {
             if e.kind != EntryKind::Blob {
-                return Err(format!("commit {commit}: {} is not a regular file", e.name));
+                return Err(ChainError::NotAFile { commit, name: e.name.clone() });
             }
             names.push(e.name.clone());
         }
         names.sort();
         if names != ["op.json", "state.json"] {
-            return Err(format!("commit {commit}: its tree must hold exactly op.json and state.json, found {names:?}"));
+            return Err(ChainError::Files { commit, names });
         }
-        let blob = |name: &str| -> std::result::Result<Vec<u8>, String> {
-            let entry = entries.iter().find(|e| e.name == name).ok_or_else(|| format!("commit {commit}: no {name}"))?;
+        let blob = |name: &'static str| -> std::result::Result<Vec<u8>, ChainError> {
+            let entry = entries.iter().find(|e| e.name == name).ok_or(ChainError::NoFile { commit, name })?;
             bounded(entry.id, if name == "op.json" { MAX_OP_BYTES } else { MAX_STATE_BYTES }, name)?;
-            self.git().read(entry.id).map_err(|e| format!("commit {commit}: {name}: {e}"))
+            self.git().read(entry.id).map_err(|source| ChainError::Unreadable { commit, what: name, source })
         };
         let op = if want_op { Some(blob("op.json")?) } else { None };
         Ok((op, blob("state.json")?))
     }
 
-    fn parse_op(commit: ObjectId, bytes: &[u8]) -> std::result::Result<Op, String> {
-        let op: Op = serde_json::from_slice(bytes).map_err(|e| format!("commit {commit}: op.json: {e}"))?;
-        op.validate().map_err(|e| format!("commit {commit}: op.json: {e}"))?;
+    fn parse_op(commit: ObjectId, bytes: &[u8]) -> std::result::Result<Op, ChainError> {
+        let op: Op =
+            serde_json::from_slice(bytes).map_err(|source| ChainError::Json { commit, file: "op.json", source })?;
+        op.validate().map_err(|source| ChainError::InvalidOp { commit, source })?;
         Ok(op)
     }
 
-    fn parse_state<S: State>(commit: ObjectId, bytes: &[u8]) -> std::result::Result<S, String> {
-        let state: S = serde_json::from_slice(bytes).map_err(|e| format!("commit {commit}: state.json: {e}"))?;
-        state.validate().map_err(|e| format!("commit {commit}: state.json: {e}"))?;
+    fn parse_state<S: State>(commit: ObjectId, bytes: &[u8]) -> std::result::Result<S, ChainError> {
+        let state: S =
+            serde_json::from_slice(bytes).map_err(|source| ChainError::Json { commit, file: "state.json", source })?;
+        state.validate().map_err(|source| ChainError::InvalidState { commit, source })?;
         Ok(state)
     }
 
     /// Read `op.json` and `state.json` of one op commit, strictly. The error names the commit.
-    pub fn entry<S: State>(&self, commit: ObjectId) -> std::result::Result<Entry<S>, String> {
+    pub fn entry<S: State>(&self, commit: ObjectId) -> std::result::Result<Entry<S>, ChainError> {
         let (op, state) = self.blobs(commit, true)?;
         let op = Self::parse_op(commit, &op.unwrap_or_default())?;
         let state = Self::parse_state(commit, &state)?;
         Ok(Entry { commit, op, state })
     }
 
-    fn invalid(refname: &str, e: String) -> Error {
+    fn invalid(refname: &str, e: ChainError) -> Error {
         Error::usage(format!("{refname} holds invalid state: {e}"))
             .hint("see `git boulder doctor`")
             .hint(format!("`git update-ref -d {refname}` drops it"))
+            .with_source(e)
     }
 
     /// The tip of an op-log and the state there, or `None` when the ref does not exist.
@@ -289,8 +355,8 @@ impl<'r> Store<'r> {
             actor: self.actor.clone(),
             data,
         };
-        op.validate().map_err(|e| Error::usage(format!("{refname}: {e}")))?;
-        let typed = S::Op::parse(&op).map_err(|e| Error::usage(format!("{refname}: {e}")))?;
+        op.validate().map_err(|e| Error::usage(format!("{refname}: {e}")).with_source(e))?;
+        let typed = S::Op::parse(&op).map_err(|e| Error::usage(format!("{refname}: {e}")).with_source(e))?;
         self.append::<S>(refname, typed)
     }
 
@@ -314,13 +380,13 @@ impl<'r> Store<'r> {
             let (kind, data) = (typed.kind().to_string(), typed.data());
             let lamport = tip.as_ref().map_or(0, |e| e.op.lamport.max(e.state.lamport())) + 1;
             let op = Op { v: 1, kind, lamport, at: crate::time::now_rfc3339(), actor: self.actor.clone(), data };
-            op.validate().map_err(|e| Error::usage(format!("{refname}: {e}")))?;
+            op.validate().map_err(|e| Error::usage(format!("{refname}: {e}")).with_source(e))?;
             let mut state = tip.as_ref().map(|e| e.state.clone()).unwrap_or_default();
-            state.apply(&op).map_err(|e| Error::usage(format!("{refname}: {e}")))?;
+            state.apply(&op).map_err(|e| Error::usage(format!("{refname}: {e}")).with_source(e))?;
             state.set_lamport(op.lamport);
-            state
-                .validate()
-                .map_err(|e| Error::internal(format!("{refname}: {} op made an invalid state: {e}", op.kind)))?;
+            state.validate().map_err(|e| {
+                Error::internal(format!("{refname}: {} op made an invalid state: {e}", op.kind)).with_source(e)
+            })?;
             let parents: Vec<ObjectId> = tip.as_ref().map(|e| e.commit).into_iter().collect();
             let commit = self.write_op_commit(&op, &state, &parents, true)?;
             Ok(Step::Update {
@@ -392,20 +458,21 @@ impl<'r> Store<'r> {
         let mut out = Vec::new();
         for info in walk.take(MAX_WALK) {
             let info = info.map_err(|e| internal(format_args!("cannot walk {tip}"), e))?;
-            let op = self.op_of(info.id).map_err(Error::usage)?;
+            let op = self.op_of(info.id).map_err(|e| Error::usage(e.to_string()).with_source(e))?;
             out.push((op, info.id, info.parents.len() > 1));
         }
         out.sort_by(|a, b| (b.0.lamport, &b.0.at, &b.0.actor, &b.1).cmp(&(a.0.lamport, &a.0.at, &a.0.actor, &a.1)));
         Ok(out.into_iter().map(|(op, commit, is_merge)| LogEntry { commit, op, is_merge }).collect())
     }
 
-    fn op_of(&self, commit: ObjectId) -> std::result::Result<Op, String> {
+    fn op_of(&self, commit: ObjectId) -> std::result::Result<Op, ChainError> {
         let objects = self.git();
-        let (tree, _) = objects.commit_parts(commit).map_err(|e| format!("commit {commit}: {e}"))?;
-        let entries = objects.entries(tree).map_err(|e| format!("commit {commit}: {e}"))?;
+        let (tree, _) = objects.commit_parts(commit).map_err(|source| ChainError::Broken { commit, source })?;
+        let entries = objects.entries(tree).map_err(|source| ChainError::Broken { commit, source })?;
         let entry =
-            entries.iter().find(|e| e.name == "op.json").ok_or_else(|| format!("commit {commit}: no op.json"))?;
-        let data = objects.read(entry.id).map_err(|e| format!("commit {commit}: op.json: {e}"))?;
+            entries.iter().find(|e| e.name == "op.json").ok_or(ChainError::NoFile { commit, name: "op.json" })?;
+        let data =
+            objects.read(entry.id).map_err(|source| ChainError::Unreadable { commit, what: "op.json", source })?;
         Self::parse_op(commit, &data)
     }
 
@@ -418,25 +485,25 @@ impl<'r> Store<'r> {
     /// `op.json` and `state.json`, both parse strictly, its op is valid, and its state is what
     /// its op makes of its parent's state (a merge commit: exactly the deterministic merge of its
     /// parents). The error names the commit and the problem.
-    pub fn validate_chain<S: State>(&self, tip: ObjectId) -> std::result::Result<(), String> {
+    pub fn validate_chain<S: State>(&self, tip: ObjectId) -> std::result::Result<(), ChainError> {
         self.validate_since::<S>(tip, &[])
     }
 
     /// Like [`Store::validate_chain`], but trusting (not checking) what is reachable from
     /// `trusted`, e.g. the local tip before a pull.
-    pub fn validate_since<S: State>(&self, tip: ObjectId, trusted: &[ObjectId]) -> std::result::Result<(), String> {
+    pub fn validate_since<S: State>(&self, tip: ObjectId, trusted: &[ObjectId]) -> std::result::Result<(), ChainError> {
         self.check_commit_sizes(tip, trusted)?;
         let objects = self.git();
-        let walk = objects.walk([tip], trusted.iter().copied()).map_err(|e| format!("cannot walk {tip}: {e}"))?;
+        let walk = objects.walk([tip], trusted.iter().copied()).map_err(|source| ChainError::Walk { tip, source })?;
         // The walk meets a commit right after its child, so the parent read for one check is
         // usually the entry of the next.
         let mut cached: Option<Entry<S>> = None;
         let mut dag = Dag::new(self);
         for (n, info) in walk.enumerate() {
             if n >= MAX_WALK {
-                return Err(format!("{tip}: more than {MAX_WALK} commits, too many to check"));
+                return Err(ChainError::TooManyToCheck { tip });
             }
-            let info = info.map_err(|e| format!("cannot walk {tip}: {e}"))?;
+            let info = info.map_err(|source| ChainError::Walk { tip, source })?;
             let id = info.id;
             let entry = match cached.take() {
                 Some(e) if e.commit == id => e,
@@ -446,7 +513,7 @@ impl<'r> Store<'r> {
             match parents.len() {
                 0 | 1 => {
                     if entry.op.is_merge() {
-                        return Err(format!("commit {id}: a merge op in a commit with {} parent(s)", parents.len()));
+                        return Err(ChainError::MergeOpInLine { commit: id, parents: parents.len() });
                     }
                     let (mut expect, clock) = match parents.first() {
                         Some(p) => {
@@ -459,38 +526,33 @@ impl<'r> Store<'r> {
                         None => (S::default(), 0),
                     };
                     if entry.op.lamport != clock + 1 {
-                        return Err(format!(
-                            "commit {id}: op clock {} does not follow its parent's clock {clock}",
-                            entry.op.lamport
-                        ));
+                        return Err(ChainError::Clock { commit: id, clock: entry.op.lamport, parent: clock });
                     }
-                    expect.apply(&entry.op).map_err(|e| format!("commit {id}: {e}"))?;
+                    expect.apply(&entry.op).map_err(|source| ChainError::Refused { commit: id, source })?;
                     expect.set_lamport(entry.op.lamport);
                     if expect != entry.state {
-                        return Err(format!("commit {id}: state.json does not follow from its op"));
+                        return Err(ChainError::NotItsOpsState { commit: id });
                     }
                 }
                 2 => {
                     if !entry.op.is_merge() || entry.op.actor != MERGE_ACTOR {
-                        return Err(format!("commit {id}: a commit with two parents must hold a merge op"));
+                        return Err(ChainError::NotAMergeOp { commit: id });
                     }
                     match self.plan_in::<S>(&mut dag, parents[0], parents[1])? {
                         Plan::Merge { op, state, parents: ps } => {
                             let again = self
                                 .write_op_commit(&op, &state, &ps, false)
-                                .map_err(|e| format!("commit {id}: {}", e.message))?;
+                                .map_err(|source| ChainError::Recompute { commit: id, source })?;
                             if again != id {
-                                return Err(format!(
-                                    "commit {id}: state.json does not follow from its op: it is not the deterministic merge of its parents"
-                                ));
+                                return Err(ChainError::NotTheMerge { commit: id });
                             }
                         }
                         Plan::Contained(_) => {
-                            return Err(format!("commit {id}: merges two commits where one contains the other"));
+                            return Err(ChainError::RedundantMerge { commit: id });
                         }
                     }
                 }
-                n => return Err(format!("commit {id}: {n} parents; op-log commits have at most two")),
+                n => return Err(ChainError::TooManyParents { commit: id, parents: n }),
             }
         }
         Ok(())
@@ -499,7 +561,7 @@ impl<'r> Store<'r> {
     /// Check from the object headers alone that everything `tip` adds over `trusted` is a commit
     /// of at most [`MAX_COMMIT_BYTES`], before any walk reads those commits whole (the first
     /// [`MAX_WALK`] commits met, depth first).
-    fn check_commit_sizes(&self, tip: ObjectId, trusted: &[ObjectId]) -> std::result::Result<(), String> {
+    fn check_commit_sizes(&self, tip: ObjectId, trusted: &[ObjectId]) -> std::result::Result<(), ChainError> {
         let mut seen = HashSet::new();
         let mut todo = vec![tip];
         while let Some(id) = todo.pop() {
@@ -511,20 +573,21 @@ impl<'r> Store<'r> {
                 // ancestors); the checks that follow have their own bound of MAX_WALK commits.
                 return Ok(());
             }
-            let (kind, size) = self.git().header(id).map_err(|e| format!("commit {id}: {e}"))?;
+            let broken = |source| ChainError::Broken { commit: id, source };
+            let (kind, size) = self.git().header(id).map_err(broken)?;
             if kind != Kind::Commit {
-                return Err(format!("{id} is a {kind}, not an op commit"));
+                return Err(ChainError::NotACommit { id, kind });
             }
             if size > MAX_COMMIT_BYTES {
-                return Err(format!("commit {id} is {size} bytes, more than the limit of {MAX_COMMIT_BYTES}"));
+                return Err(ChainError::CommitTooLarge { commit: id, size });
             }
-            todo.extend(self.git().parents(id).map_err(|e| format!("commit {id}: {e}"))?);
+            todo.extend(self.git().parents(id).map_err(broken)?);
         }
         Ok(())
     }
 
     /// Compute the merge of two tips without writing anything.
-    fn plan<S: State>(&self, ours: ObjectId, theirs: ObjectId) -> std::result::Result<Plan<S>, String> {
+    fn plan<S: State>(&self, ours: ObjectId, theirs: ObjectId) -> std::result::Result<Plan<S>, ChainError> {
         self.plan_in(&mut Dag::new(self), ours, theirs)
     }
 
@@ -540,7 +603,7 @@ impl<'r> Store<'r> {
         dag: &mut Dag<'_, '_>,
         ours: ObjectId,
         theirs: ObjectId,
-    ) -> std::result::Result<Plan<S>, String> {
+    ) -> std::result::Result<Plan<S>, ChainError> {
         if ours == theirs {
             return Ok(Plan::Contained(ours));
         }
@@ -581,7 +644,7 @@ impl<'r> Store<'r> {
         // the last op in replay order), so it does not depend on how merges were grouped; the
         // merge op itself comes after all of them.
         let lamport = top + 1;
-        let mut state = op::replay(start, ops).map_err(|e| format!("merging {ours} and {theirs}: {e}"))?;
+        let mut state = op::replay(start, ops).map_err(|source| ChainError::Merge { ours, theirs, source })?;
         state.set_lamport(top);
         let mut parents = [ours, theirs];
         parents.sort();
@@ -617,7 +680,7 @@ impl<'r> Store<'r> {
     /// commits in replay order — the window a boulder's state keeps, so a merge and a chain of
     /// appends always agree.
     pub fn merge<S: State>(&self, ours: ObjectId, theirs: ObjectId) -> Result<ObjectId> {
-        match self.plan::<S>(ours, theirs).map_err(Error::usage)? {
+        match self.plan::<S>(ours, theirs).map_err(|e| Error::usage(e.to_string()).with_source(e))? {
             Plan::Contained(id) => Ok(id),
             Plan::Merge { op, state, parents } => self.write_op_commit(&op, &state, &parents, true),
         }
@@ -638,6 +701,7 @@ impl<'r> Store<'r> {
                 self.validate_since::<S>(theirs, &ours.into_iter().collect::<Vec<_>>()).map_err(|e| {
                     Error::refused(format!("{refname}: the fetched state is invalid and was not taken: {e}"))
                         .hint("the local state is unchanged; fix or delete the ref on the other machine")
+                        .with_source(e)
                 })?;
                 checked = true;
             }
@@ -686,27 +750,27 @@ impl<'s, 'r> Dag<'s, 'r> {
         Dag { store, parents: HashMap::new(), ops: HashMap::new() }
     }
 
-    fn parents(&mut self, id: ObjectId) -> std::result::Result<&[ObjectId], String> {
+    fn parents(&mut self, id: ObjectId) -> std::result::Result<&[ObjectId], ChainError> {
         if !self.parents.contains_key(&id) {
-            let ps = self.store.git().parents(id).map_err(|e| format!("commit {id}: {e}"))?;
+            let ps = self.store.git().parents(id).map_err(|source| ChainError::Broken { commit: id, source })?;
             self.parents.insert(id, ps);
         }
         Ok(&self.parents[&id])
     }
 
-    fn is_merge(&mut self, id: ObjectId) -> std::result::Result<bool, String> {
+    fn is_merge(&mut self, id: ObjectId) -> std::result::Result<bool, ChainError> {
         Ok(self.parents(id)?.len() > 1)
     }
 
     /// `tip` and every commit reachable from it, at most [`MAX_WALK`].
-    fn ancestors(&mut self, tip: ObjectId) -> std::result::Result<HashSet<ObjectId>, String> {
+    fn ancestors(&mut self, tip: ObjectId) -> std::result::Result<HashSet<ObjectId>, ChainError> {
         let mut seen = HashSet::from([tip]);
         let mut todo = vec![tip];
         while let Some(id) = todo.pop() {
             for p in self.parents(id)?.to_vec() {
                 if seen.insert(p) {
                     if seen.len() > MAX_WALK {
-                        return Err(format!("{tip}: more than {MAX_WALK} commits, too many to merge or check"));
+                        return Err(ChainError::TooManyToMerge { tip });
                     }
                     todo.push(p);
                 }
@@ -716,7 +780,7 @@ impl<'s, 'r> Dag<'s, 'r> {
     }
 
     /// The ops of the non-merge commits among `ids`, with their commit ids.
-    fn ops(&mut self, ids: &[ObjectId]) -> std::result::Result<Vec<(Op, ObjectId)>, String> {
+    fn ops(&mut self, ids: &[ObjectId]) -> std::result::Result<Vec<(Op, ObjectId)>, ChainError> {
         let mut out = Vec::new();
         for &id in ids {
             if self.is_merge(id)? {

@@ -78,7 +78,7 @@ pub enum InvalidClaim {
     OtherStream { named: String, expected: String },
     /// The actor is not one (see [`crate::state::op::valid_actor`]).
     #[error("{0}")]
-    Actor(String),
+    Actor(#[source] crate::state::op::OpError),
     #[error("claim host is longer than 255 characters or has control characters")]
     Host,
     #[error("claim {what} {text:?} is not RFC 3339")]

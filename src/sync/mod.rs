@@ -120,7 +120,11 @@ pub enum InvalidNotes {
     NoteTooLarge { object: ObjectId, size: u64 },
     /// A note that is not UTF-8 JSON lines of small objects (see [`notes::check`]).
     #[error("the note of {object} {why}")]
-    BadNote { object: ObjectId, why: String },
+    BadNote {
+        object: ObjectId,
+        #[source]
+        why: notes::NoteError,
+    },
 }
 
 /// Check from object headers, before anything is read whole, that a fetched notes ref is of
