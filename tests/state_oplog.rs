@@ -4,6 +4,8 @@
 
 use crate::common::*;
 use git_boulder::git::Repo;
+use git_boulder::state::op::OpError;
+use git_boulder::state::store::ChainError;
 use git_boulder::state::{BoulderState, Store};
 use proptest::prelude::*;
 use serde_json::json;
@@ -48,6 +50,9 @@ fn unknown_ops_are_refused_and_nothing_is_written() {
     let store = Store::new(&r).unwrap();
     let err = store.append_raw::<BoulderState>("refs/boulder/boulders/x", "explode", json!({})).unwrap_err();
     assert!(err.message.contains("explode"), "{}", err.message);
+    // The typed refusal is kept as the cause.
+    let cause = std::error::Error::source(&err).and_then(|c| c.downcast_ref::<OpError>());
+    assert_eq!(cause, Some(&OpError::UnknownOp { what: "boulder", kind: "explode".into() }));
     assert!(repo.refs("refs/boulder/").is_empty());
 }
 
@@ -61,6 +66,10 @@ fn garbage_state_fails_validation_naming_the_commit() {
     let tip = r.ref_id("refs/boulder/boulders/bad").unwrap().unwrap();
     let err = store.validate_chain::<BoulderState>(tip).unwrap_err().to_string();
     assert!(err.contains(&tip.to_string()), "{err}");
+    // A read of the ref is a usage error that keeps the typed error as its cause.
+    let e = store.read::<BoulderState>("refs/boulder/boulders/bad").unwrap_err();
+    let cause = std::error::Error::source(&e).and_then(|c| c.downcast_ref::<ChainError>());
+    assert!(matches!(cause, Some(ChainError::Files { commit, .. }) if *commit == tip), "{e}");
     // A well-formed tree whose state.json lies about its op.
     std::fs::create_dir_all(repo.tmp.path().join("g")).unwrap();
     let op = r#"{"v":1,"kind":"activity","lamport":1,"at":"2026-01-01T00:00:00Z","actor":"x","data":{"commit":"c"}}"#;
@@ -70,7 +79,9 @@ fn garbage_state_fails_validation_naming_the_commit() {
     let tree = pipe(&repo, &["mktree"], &format!("100644 blob {op_id}\top.json\n100644 blob {st_id}\tstate.json\n"));
     let commit = repo.git_out(&["commit-tree", &tree, "-m", "forged"]);
     let id = gix::ObjectId::from_hex(commit.as_bytes()).unwrap();
-    let err = store.validate_chain::<BoulderState>(id).unwrap_err().to_string();
+    let err = store.validate_chain::<BoulderState>(id).unwrap_err();
+    assert!(matches!(err, ChainError::NotItsOpsState { commit } if commit == id), "{err}");
+    let err = err.to_string();
     assert!(err.contains("does not follow"), "{err}");
 }
 

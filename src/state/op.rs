@@ -1280,6 +1280,42 @@ mod tests {
         assert!(run::<BoulderState>(&[created, op("activity", 2, json!({"commit": "abc1", "at": 5}))]).is_err());
     }
 
+    /// Refusals are typed, and say what they always said (messages are compared by scripts and
+    /// snapshots).
+    #[test]
+    fn typed_refusals_keep_their_messages() {
+        let parse_err = |kind: &str, data| StreamOp::parse(&op(kind, 1, data)).unwrap_err();
+        let e = parse_err("merged", json!({"commit": "xyz"}));
+        assert_eq!(e, OpError::NotACommitId { kind: "merged".into(), key: "commit", value: "xyz".into() });
+        assert_eq!(e.to_string(), r#"merged op: data.commit "xyz" is not a commit id"#);
+        let e = parse_err("status", json!({"status": "DONE"}));
+        assert_eq!(
+            e.to_string(),
+            r#"status op: unknown stream status "DONE" (one of DEFINED, INITIALIZED, RUNNING, STOPPED, COMPLETED, FAILED, MERGED, CLEANED)"#
+        );
+        assert_eq!(
+            parse_err("indexed", json!({})).to_string(),
+            "indexed op: data.index must be a whole number 1..=65535"
+        );
+        assert_eq!(parse_err("explode", json!({})).to_string(), r#"unknown stream op "explode""#);
+        assert_eq!(parse_err("status", json!({"status": 1})).to_string(), "status op: data.status must be a string");
+        assert_eq!(parse_err("status", json!({"status": ""})).to_string(), "status op: data.status is empty");
+        assert_eq!(parse_err("status", json!({})).to_string(), "status op: data.status is missing");
+        let e = PrdOp::parse(&op("done", 1, json!({"ids": [1]}))).unwrap_err();
+        assert_eq!(e.to_string(), "done op: data.ids holds 1, not a story id");
+        let e = BoulderOp::parse(&op("created", 1, json!({"depth": -1}))).unwrap_err();
+        assert_eq!(e.to_string(), "created op: data.depth must be a whole number up to 1000");
+        let mut o = op("stop", 1, json!({}));
+        o.v = 2;
+        assert_eq!(o.validate().unwrap_err(), OpError::Version(2));
+        assert_eq!(o.validate().unwrap_err().to_string(), "op version 2 is not 1");
+        let s = StreamState { index: Some(0), ..StreamState::default() };
+        assert_eq!(s.validate().unwrap_err().to_string(), "stream index Some(0) is out of range (1..=65535)");
+        let s = PrdState { updated_at: Some("never".into()), ..PrdState::default() };
+        assert_eq!(s.validate().unwrap_err(), StateError::Time { what: "updated_at", value: "never".into() });
+        assert_eq!(s.validate().unwrap_err().to_string(), r#"updated_at "never" is not RFC 3339"#);
+    }
+
     #[test]
     fn unknown_kinds_name_the_kind() {
         for e in [
