@@ -170,6 +170,71 @@ impl Workspace {
         Ok(self.root()?.join(rel))
     }
 
+    /// `stream suggest`: a plan proposed from the PRD (the one `explicit` names, else the one an
+    /// existing plan names, else the default), for the base an existing plan sets explicitly,
+    /// else the repository's real default branch, else `main`.
+    pub fn suggest_plan(&self, explicit: Option<&Path>) -> Result<String> {
+        // The PRD path comes from an existing plan when it parses, else the default.
+        let existing = self.plan().ok();
+        let prd_path = self.prd_path(existing.as_ref(), explicit)?;
+        let (_, prd) = load_prd(&prd_path)?;
+        let root = self.root()?;
+        let prd_rel = prd_path.strip_prefix(root).unwrap_or(&prd_path).to_string_lossy().replace('\\', "/");
+        let explicit_base =
+            self.plan_text().is_ok_and(|(text, _)| text.lines().any(|l| l.trim_start().starts_with("base_branch:")));
+        let base = existing
+            .as_ref()
+            .filter(|_| explicit_base)
+            .map(|p| p.settings.base_branch.clone())
+            .or_else(|| self.repo.default_branch())
+            .unwrap_or_else(|| "main".into());
+        let tree_paths = match self.repo.ref_id("HEAD")? {
+            Some(head) => self.repo.tree_paths(head)?,
+            None => Vec::new(),
+        };
+        let branch_exists = |name: &str| self.repo.branch_tip(name).ok().flatten().is_some();
+        Ok(plan::suggest::propose(
+            &prd,
+            &prd_rel,
+            &base,
+            &plan::suggest::Repo { tree_paths: &tree_paths, branch_exists: &branch_exists },
+        ))
+    }
+
+    /// `stream validate`: the plan in force and what is wrong with it — against its PRD's story
+    /// ids, the files of the commit it is read from, and where worktrees would go.
+    pub fn validate_plan(&self) -> Result<(Plan, Vec<plan::Finding>)> {
+        let plan = self.plan()?;
+        let mut findings = Vec::new();
+        let ids = match self.load_prd(Some(&plan), None) {
+            Ok((_, prd)) => Some(prd.stories.iter().map(|s| s.id.clone()).collect::<Vec<_>>()),
+            Err(e) => {
+                findings.push(plan::Finding {
+                    severity: plan::Severity::Error,
+                    code: "prd",
+                    message: e.message.clone(),
+                    hint: e.hints.first().cloned(),
+                });
+                None
+            }
+        };
+        let tree_paths = match self.tree_commit(&plan)? {
+            Some(head) => self.repo.tree_paths(head)?,
+            None => Vec::new(),
+        };
+        findings.extend(plan::validate(&plan, ids.as_deref(), &tree_paths));
+        if let (Ok(_), Err(e)) = (self.root(), self.worktree_dir(&plan)) {
+            let hint = Some(e.hints.join("; "));
+            findings.push(plan::Finding {
+                severity: plan::Severity::Error,
+                code: "worktree_dir",
+                message: e.message,
+                hint,
+            });
+        }
+        Ok((plan, findings))
+    }
+
     /// Read and parse the PRD: `explicit` or the plan's `prd` on disk ([`Workspace::prd_path`]),
     /// or in a bare repository (nothing explicit) the file at the base branch's tip.
     pub fn load_prd(&self, plan: Option<&Plan>, explicit: Option<&Path>) -> Result<(String, Prd)> {

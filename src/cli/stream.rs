@@ -6,10 +6,9 @@ use clap::Subcommand;
 
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::git::refs;
 use crate::plan::{self, Severity};
 use crate::state::StreamStatus;
-use crate::workspace::{load_prd, Workspace};
+use crate::workspace::Workspace;
 
 #[derive(Debug, Subcommand)]
 pub enum StreamCommand {
@@ -336,32 +335,8 @@ fn cleanup(ws: &Workspace, args: CleanupArgs) -> Result<()> {
 }
 
 fn suggest(ws: &Workspace, args: SuggestArgs) -> Result<()> {
-    // The PRD path comes from an existing plan when it parses, else the default.
-    let existing = ws.plan().ok();
-    let prd_path = ws.prd_path(existing.as_ref(), args.prd.as_deref())?;
-    let (_, prd) = load_prd(&prd_path)?;
+    let text = ws.suggest_plan(args.prd.as_deref())?;
     let root = ws.root()?;
-    let prd_rel = prd_path.strip_prefix(root).unwrap_or(&prd_path).to_string_lossy().replace('\\', "/");
-    // The base: what an existing plan sets explicitly, else the repository's real default branch.
-    let explicit =
-        ws.plan_text().is_ok_and(|(text, _)| text.lines().any(|l| l.trim_start().starts_with("base_branch:")));
-    let base = existing
-        .as_ref()
-        .filter(|_| explicit)
-        .map(|p| p.settings.base_branch.clone())
-        .or_else(|| default_branch(&ws.repo))
-        .unwrap_or_else(|| "main".into());
-    let tree_paths = match ws.repo.ref_id("HEAD")? {
-        Some(head) => ws.repo.tree_paths(head)?,
-        None => Vec::new(),
-    };
-    let branch_exists = |name: &str| ws.repo.branch_tip(name).ok().flatten().is_some();
-    let text = crate::plan::suggest::propose(
-        &prd,
-        &prd_rel,
-        &base,
-        &crate::plan::suggest::Repo { tree_paths: &tree_paths, branch_exists: &branch_exists },
-    );
     if !args.write {
         std::io::stdout().lock().write_all(text.as_bytes())?;
         return Ok(());
@@ -397,45 +372,8 @@ fn add(ws: &Workspace, args: AddArgs) -> Result<()> {
     Ok(())
 }
 
-/// The repository's default branch: the branch `origin/HEAD` names (the remote's default, as
-/// `git clone` records it), else the branch checked out in the main worktree.
-fn default_branch(repo: &crate::git::Repo) -> Option<String> {
-    if let Some(name) = repo.symbolic_target(refs::ORIGIN_HEAD) {
-        if let Some(b) = name.strip_prefix(&refs::remote_branches_prefix("origin")) {
-            if b != "HEAD" && !b.is_empty() {
-                return Some(b.to_string());
-            }
-        }
-    }
-    // HEAD of the main worktree lives in the common dir (a linked worktree has its own).
-    let head = std::fs::read_to_string(repo.common_dir.join("HEAD")).ok()?;
-    head.trim().strip_prefix("ref:")?.trim().strip_prefix(refs::HEADS).map(str::to_owned)
-}
-
 fn validate(ws: &Workspace, args: ValidateArgs) -> Result<()> {
-    let plan = ws.plan()?;
-    let mut findings = Vec::new();
-    let ids = match ws.load_prd(Some(&plan), None) {
-        Ok((_, prd)) => Some(prd.stories.iter().map(|s| s.id.clone()).collect::<Vec<_>>()),
-        Err(e) => {
-            findings.push(plan::Finding {
-                severity: Severity::Error,
-                code: "prd",
-                message: e.message.clone(),
-                hint: e.hints.first().cloned(),
-            });
-            None
-        }
-    };
-    let tree_paths = match ws.tree_commit(&plan)? {
-        Some(head) => ws.repo.tree_paths(head)?,
-        None => Vec::new(),
-    };
-    findings.extend(plan::validate(&plan, ids.as_deref(), &tree_paths));
-    if let (Ok(_), Err(e)) = (ws.root(), ws.worktree_dir(&plan)) {
-        let hint = Some(e.hints.join("; "));
-        findings.push(plan::Finding { severity: Severity::Error, code: "worktree_dir", message: e.message, hint });
-    }
+    let (plan, findings) = ws.validate_plan()?;
     let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
     let mut out = std::io::stdout().lock();
     if args.json {

@@ -130,6 +130,21 @@ impl Repo {
         Some(first.new_oid())
     }
 
+    /// The repository's default branch: the branch `origin/HEAD` names (the remote's default, as
+    /// `git clone` records it), else the branch checked out in the main worktree.
+    pub fn default_branch(&self) -> Option<String> {
+        if let Some(name) = self.symbolic_target(ORIGIN_HEAD) {
+            if let Some(b) = name.strip_prefix(&remote_branches_prefix("origin")) {
+                if b != "HEAD" && !b.is_empty() {
+                    return Some(b.to_string());
+                }
+            }
+        }
+        // HEAD of the main worktree lives in the common dir (a linked worktree has its own).
+        let head = std::fs::read_to_string(self.common_dir.join("HEAD")).ok()?;
+        head.trim().strip_prefix("ref:")?.trim().strip_prefix(HEADS).map(str::to_owned)
+    }
+
     /// The ref a symbolic ref `name` points at (full name), if `name` exists and is symbolic.
     pub fn symbolic_target(&self, name: &str) -> Option<String> {
         let r = self.repo.try_find_reference(name).ok()??;
