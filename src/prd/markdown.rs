@@ -364,12 +364,6 @@ pub fn parse(text: &str) -> Prd {
     };
     let block_text = |a: usize, b: usize| -> String { ls[a..b].iter().map(|l| l.raw).collect() };
 
-    struct Wave {
-        line: usize,
-        end: usize,
-        label: String,
-        has_heads: bool,
-    }
     let mut waves: Vec<Wave> = Vec::new();
     for (i, h) in headings.iter().enumerate() {
         if let Some((level, t)) = h {
@@ -405,33 +399,8 @@ pub fn parse(text: &str) -> Prd {
                     st => st,
                 }
             }
-            (None, Some(_)) => {
-                // Wave story: its items decide.
-                let (mut done, mut total, mut blocked) = (0, 0, says_blocked(&h.title));
-                for l in &ls[i + 1..end] {
-                    if let Some((off, c, item)) = checklist_item(l, usize::MAX) {
-                        total += 1;
-                        marks.boxes.push(l.start + off);
-                        if box_status(c) == Status::Completed {
-                            done += 1;
-                        } else if says_blocked(&item) {
-                            blocked = true;
-                        }
-                    }
-                }
-                if total == 0 {
-                    marks.insert_at = Some(insert_point(&ls[i]));
-                }
-                if total > 0 && done == total {
-                    Status::Completed
-                } else if blocked {
-                    Status::Blocked
-                } else if done > 0 {
-                    Status::InProgress
-                } else {
-                    Status::Pending
-                }
-            }
+            // Wave story: its items decide.
+            (None, Some(_)) => wave_story_status(&ls, i, end, &h.title, &mut marks),
             (None, None) => {
                 marks.insert_at = Some(insert_point(&ls[i]));
                 if marked_blocked(&h.title) {
@@ -483,44 +452,96 @@ pub fn parse(text: &str) -> Prd {
 
     // Plans with neither: the checklist items of task-list sections.
     if stories.is_empty() {
-        // `N. …` lines listed under a wave without tasks of its own put task `TN` in that wave.
-        let mut wave_of = std::collections::HashMap::new();
-        for w in &empty_waves {
-            for l in &ls[w.line + 1..w.end] {
-                let t = l.text.trim_start_matches([' ', '\t']);
-                if l.hidden || l.text.len() - t.len() > 3 {
-                    continue;
-                }
-                if let Some((num, _)) = task_number(t) {
-                    wave_of.entry(format!("T{num}")).or_insert_with(|| w.label.clone());
-                }
-            }
-        }
-        for (i, h) in headings.iter().enumerate() {
-            let Some((level, t)) = h else { continue };
-            if !is_task_section(t) {
-                continue;
-            }
-            let end = (i + 1..ls.len()).find(|&j| headings[j].is_some_and(|(l, _)| l <= *level)).unwrap_or(ls.len());
-            for (k, t) in tasks(&ls, &headings, i + 1, end).into_iter().enumerate() {
-                let id = t.id.unwrap_or_else(|| format!("T{}", k + 1));
-                let story = Story {
-                    wave: wave_of.get(&id).cloned(),
-                    id,
-                    title: t.title,
-                    status: t.status,
-                    text: block_text(t.line, t.end),
-                    span: Span::Lines { start: t.line + 1, end: t.end },
-                    depends_on: Vec::new(),
-                    priority: None,
-                    marks: Marks { boxes: vec![t.at], ..Marks::default() },
-                };
-                stories.push(story);
+        stories = task_list_stories(&ls, &headings, &empty_waves);
+    }
+
+    let (kept, warnings) = first_of_each_id(stories);
+    Prd { format: Format::Markdown, title, stories: kept, warnings, by_id: Default::default() }
+}
+
+/// A wave heading (`## Wave 1`, up to level 3) and the lines it spans.
+struct Wave {
+    line: usize,
+    end: usize,
+    label: String,
+    has_heads: bool,
+}
+
+/// The status of a story heading inside a wave, without a box of its own: its checklist items
+/// decide (all checked: completed; one says blocked: blocked; some checked: in progress). Every
+/// item's box is marked; without items, where a status would be written is.
+fn wave_story_status(ls: &[Line], i: usize, end: usize, title: &str, marks: &mut Marks) -> Status {
+    let (mut done, mut total, mut blocked) = (0, 0, says_blocked(title));
+    for l in &ls[i + 1..end] {
+        if let Some((off, c, item)) = checklist_item(l, usize::MAX) {
+            total += 1;
+            marks.boxes.push(l.start + off);
+            if box_status(c) == Status::Completed {
+                done += 1;
+            } else if says_blocked(&item) {
+                blocked = true;
             }
         }
     }
+    if total == 0 {
+        marks.insert_at = Some(insert_point(&ls[i]));
+    }
+    if total > 0 && done == total {
+        Status::Completed
+    } else if blocked {
+        Status::Blocked
+    } else if done > 0 {
+        Status::InProgress
+    } else {
+        Status::Pending
+    }
+}
 
-    // File order; a repeated id keeps the first.
+/// The stories of a PRD with neither story headings nor wave tasks: the checklist items of its
+/// task-list sections. `N. …` lines listed under a wave without tasks of its own put task `TN`
+/// in that wave.
+fn task_list_stories(ls: &[Line], headings: &[Option<(usize, &str)>], empty_waves: &[&Wave]) -> Vec<Story> {
+    let block_text = |a: usize, b: usize| -> String { ls[a..b].iter().map(|l| l.raw).collect() };
+    let mut wave_of = std::collections::HashMap::new();
+    for w in empty_waves {
+        for l in &ls[w.line + 1..w.end] {
+            let t = l.text.trim_start_matches([' ', '\t']);
+            if l.hidden || l.text.len() - t.len() > 3 {
+                continue;
+            }
+            if let Some((num, _)) = task_number(t) {
+                wave_of.entry(format!("T{num}")).or_insert_with(|| w.label.clone());
+            }
+        }
+    }
+    let mut stories = Vec::new();
+    for (i, h) in headings.iter().enumerate() {
+        let Some((level, t)) = h else { continue };
+        if !is_task_section(t) {
+            continue;
+        }
+        let end = (i + 1..ls.len()).find(|&j| headings[j].is_some_and(|(l, _)| l <= *level)).unwrap_or(ls.len());
+        for (k, t) in tasks(ls, headings, i + 1, end).into_iter().enumerate() {
+            let id = t.id.unwrap_or_else(|| format!("T{}", k + 1));
+            let story = Story {
+                wave: wave_of.get(&id).cloned(),
+                id,
+                title: t.title,
+                status: t.status,
+                text: block_text(t.line, t.end),
+                span: Span::Lines { start: t.line + 1, end: t.end },
+                depends_on: Vec::new(),
+                priority: None,
+                marks: Marks { boxes: vec![t.at], ..Marks::default() },
+            };
+            stories.push(story);
+        }
+    }
+    stories
+}
+
+/// The stories in file order, each id once: a repeated id keeps the first, with a warning.
+fn first_of_each_id(mut stories: Vec<Story>) -> (Vec<Story>, Vec<String>) {
     stories.sort_by_key(line_of);
     let mut kept: Vec<Story> = Vec::with_capacity(stories.len());
     let mut first_at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
@@ -538,7 +559,7 @@ pub fn parse(text: &str) -> Prd {
             kept.push(story);
         }
     }
-    Prd { format: Format::Markdown, title, stories: kept, warnings, by_id: Default::default() }
+    (kept, warnings)
 }
 
 fn line_of(s: &Story) -> usize {
