@@ -618,18 +618,13 @@ impl Files {
     }
 }
 
-fn overlap(c: &mut Check, globs: &[Vec<Compiled>], tree_paths: &[String]) {
-    let plan = c.plan;
-    let n = plan.streams.len();
-    let (stream_globs, shared) = globs.split_at(n);
-    let shared = &shared[0];
-    let severity = match plan.settings.path_overlap {
-        Level::Error => Some(Severity::Error),
-        Level::Warn => Some(Severity::Warning),
-        Level::Off => None,
-    };
-
-    // Concrete: which streams (and shared_read) match each file of the tree.
+/// Which streams own the same files of the tree, by pair of stream indexes, and which streams own
+/// files that `shared_read` makes read-only, each with the files.
+fn owners_of_files(
+    stream_globs: &[Vec<Compiled>],
+    shared: &[Compiled],
+    tree_paths: &[String],
+) -> (BTreeMap<(usize, usize), Files>, BTreeMap<usize, Files>) {
     let mut owners: Vec<usize> = Vec::new();
     let mut builder = GlobSetBuilder::new();
     for (i, gs) in stream_globs.iter().enumerate() {
@@ -686,6 +681,21 @@ fn overlap(c: &mut Check, globs: &[Vec<Compiled>], tree_paths: &[String]) {
             }
         }
     }
+    (pairs, shared_hits)
+}
+
+fn overlap(c: &mut Check, globs: &[Vec<Compiled>], tree_paths: &[String]) {
+    let plan = c.plan;
+    let n = plan.streams.len();
+    let (stream_globs, shared) = globs.split_at(n);
+    let shared = &shared[0];
+    let severity = match plan.settings.path_overlap {
+        Level::Error => Some(Severity::Error),
+        Level::Warn => Some(Severity::Warning),
+        Level::Off => None,
+    };
+
+    let (pairs, shared_hits) = owners_of_files(stream_globs, shared, tree_paths);
 
     let name = |i: usize| plan.streams[i].name.as_str();
     let hint = "each file should belong to one stream: narrow the paths of one of them, move files both \
