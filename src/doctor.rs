@@ -25,7 +25,42 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
     let store = Store::new(&ws.repo)?;
     let plan = ws.plan().ok();
 
-    // Refs under refs/boulder/ that fail validation.
+    invalid_refs(&store, &mut problems)?;
+    interrupted_merges(ws, &mut problems);
+    if let Some(plan) = &plan {
+        worktrees(ws, plan, &store, &mut problems)?;
+    }
+
+    // Hooks.
+    for h in crate::hooks::status(&ws.repo)? {
+        if let Some((message, fix)) = h.problem() {
+            problems.push(Problem { area: "hooks", message, fix });
+        }
+    }
+
+    // Stream commits without a note: made where the hooks did not run.
+    if let Some(plan) = &plan {
+        activity(ws, plan, &mut problems)?;
+    }
+
+    let held = crate::lock::holders(&ws.repo);
+    if let Some(plan) = &plan {
+        interrupted_runs(plan, &store, &held, &mut problems);
+    }
+
+    // Held locks.
+    for (name, holder) in held {
+        problems.push(Problem {
+            area: "lock",
+            message: format!("lock {name} is held by {}", holder.describe()),
+            fix: format!("wait for pid {} to finish (the lock is released when it exits)", holder.pid),
+        });
+    }
+    Ok(problems)
+}
+
+/// Refs under refs/boulder/ that fail validation.
+fn invalid_refs(store: &Store, problems: &mut Vec<Problem>) -> Result<()> {
     for (name, tip) in store.list(refs::BOULDER)? {
         let checked = if name.starts_with(state::STREAMS) {
             store.validate_chain::<StreamState>(tip)
@@ -44,8 +79,11 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
             });
         }
     }
+    Ok(())
+}
 
-    // Merges interrupted part-way (their record is still there).
+/// Merges interrupted part-way (their record is still there).
+fn interrupted_merges(ws: &Workspace, problems: &mut Vec<Problem>) {
     let merges = ws.repo.boulder_dir().join("merge");
     if let Ok(entries) = std::fs::read_dir(&merges) {
         let mut names: Vec<String> = entries
@@ -61,132 +99,111 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
             });
         }
     }
+}
 
-    // Worktrees: what git knows under worktree_dir vs. what state records.
-    if let Some(plan) = &plan {
-        let known = crate::worktree::list(&ws.repo)?;
-        for stream in &plan.streams {
-            let Ok(path) = ws.worktree_path(plan, &stream.name) else { continue };
-            let git_has = known.iter().find(|w| w.path == path);
-            let elsewhere = known
-                .iter()
-                .find(|w| !w.missing && w.path != path && w.branch.as_deref() == Some(stream.branch.as_str()));
-            // A linked worktree's folder holds a `.git` file; git does not list it here when the
-            // links between the two are broken (the repository or the folder was moved).
-            let folder_here = path.join(".git").is_file();
-            // An invalid ref is reported above; read it here as "nothing recorded".
-            let entry = store.read::<StreamState>(&state::stream_ref(&stream.name)).ok().flatten();
-            // A worktree is expected only on the machine that initialized the stream.
-            let here = entry.as_ref().is_none_or(|e| e.state.initialized_by.as_ref().is_none_or(|a| *a == store.actor));
-            let recorded = entry.map(|e| e.state.status);
-            let live = recorded.is_some_and(StreamStatus::is_live);
-            match (git_has, elsewhere) {
-                (Some(w), _) if !w.missing && !live && recorded != Some(StreamStatus::Merged) => {
-                    problems.push(Problem {
-                        area: "state",
-                        message: format!(
-                            "stream {}: git has its worktree at {} but state records {}",
-                            stream.name,
-                            path.display(),
-                            recorded.map_or("nothing", StreamStatus::as_str)
-                        ),
-                        fix: format!("git boulder stream init {}", stream.name),
-                    })
-                }
-                (Some(w), _) if !w.missing => {}
-                (_, Some(w)) => problems.push(Problem {
-                    area: "worktree",
-                    message: format!(
-                        "stream {}: its worktree was moved to {}; git-boulder expects it at {}",
-                        stream.name,
-                        w.path.display(),
-                        path.display()
-                    ),
-                    fix: format!("git worktree move {} {}", w.path.display(), path.display()),
-                }),
-                _ if folder_here => problems.push(Problem {
-                    area: "worktree",
-                    message: format!(
-                        "stream {}: the worktree {} is there but git does not know it at that path (the \
-                         repository or the worktree was moved)",
-                        stream.name,
-                        path.display()
-                    ),
-                    fix: format!("git worktree repair {}", path.display()),
-                }),
-                (Some(_), None) => problems.push(Problem {
-                    area: "worktree",
-                    message: format!(
-                        "stream {}: git knows a worktree at {} but the folder is gone",
-                        stream.name,
-                        path.display()
-                    ),
-                    fix: format!(
-                        "git worktree repair NEW_PATH if you moved it by hand; else git boulder stream cleanup --stale \
-                         (or git boulder stream init {})",
-                        stream.name
-                    ),
-                }),
-                (None, None) if live && here => problems.push(Problem {
-                    area: "worktree",
-                    message: format!(
-                        "stream {}: state records it {} but git has no worktree at {}",
-                        stream.name,
-                        recorded.map_or("nothing", StreamStatus::as_str),
-                        path.display()
-                    ),
-                    fix: format!("git boulder stream init {}   (or git boulder stream cleanup --stale)", stream.name),
-                }),
-                _ => {}
-            }
-        }
-        leftovers(ws, plan, &store, &known, &mut problems)?;
-    }
-
-    // Hooks.
-    for h in crate::hooks::status(&ws.repo)? {
-        if let Some((message, fix)) = h.problem() {
-            problems.push(Problem { area: "hooks", message, fix });
+/// Worktrees: what git knows under worktree_dir against what state records, and leftovers.
+fn worktrees(ws: &Workspace, plan: &crate::plan::Plan, store: &Store, problems: &mut Vec<Problem>) -> Result<()> {
+    let known = crate::worktree::list(&ws.repo)?;
+    for stream in &plan.streams {
+        let Ok(path) = ws.worktree_path(plan, &stream.name) else { continue };
+        let git_has = known.iter().find(|w| w.path == path);
+        let elsewhere =
+            known.iter().find(|w| !w.missing && w.path != path && w.branch.as_deref() == Some(stream.branch.as_str()));
+        // A linked worktree's folder holds a `.git` file; git does not list it here when the
+        // links between the two are broken (the repository or the folder was moved).
+        let folder_here = path.join(".git").is_file();
+        // An invalid ref is reported above; read it here as "nothing recorded".
+        let entry = store.read::<StreamState>(&state::stream_ref(&stream.name)).ok().flatten();
+        // A worktree is expected only on the machine that initialized the stream.
+        let here = entry.as_ref().is_none_or(|e| e.state.initialized_by.as_ref().is_none_or(|a| *a == store.actor));
+        let recorded = entry.map(|e| e.state.status);
+        let live = recorded.is_some_and(StreamStatus::is_live);
+        match (git_has, elsewhere) {
+            (Some(w), _) if !w.missing && !live && recorded != Some(StreamStatus::Merged) => problems.push(Problem {
+                area: "state",
+                message: format!(
+                    "stream {}: git has its worktree at {} but state records {}",
+                    stream.name,
+                    path.display(),
+                    recorded.map_or("nothing", StreamStatus::as_str)
+                ),
+                fix: format!("git boulder stream init {}", stream.name),
+            }),
+            (Some(w), _) if !w.missing => {}
+            (_, Some(w)) => problems.push(Problem {
+                area: "worktree",
+                message: format!(
+                    "stream {}: its worktree was moved to {}; git-boulder expects it at {}",
+                    stream.name,
+                    w.path.display(),
+                    path.display()
+                ),
+                fix: format!("git worktree move {} {}", w.path.display(), path.display()),
+            }),
+            _ if folder_here => problems.push(Problem {
+                area: "worktree",
+                message: format!(
+                    "stream {}: the worktree {} is there but git does not know it at that path (the \
+                     repository or the worktree was moved)",
+                    stream.name,
+                    path.display()
+                ),
+                fix: format!("git worktree repair {}", path.display()),
+            }),
+            (Some(_), None) => problems.push(Problem {
+                area: "worktree",
+                message: format!(
+                    "stream {}: git knows a worktree at {} but the folder is gone",
+                    stream.name,
+                    path.display()
+                ),
+                fix: format!(
+                    "git worktree repair NEW_PATH if you moved it by hand; else git boulder stream cleanup --stale \
+                     (or git boulder stream init {})",
+                    stream.name
+                ),
+            }),
+            (None, None) if live && here => problems.push(Problem {
+                area: "worktree",
+                message: format!(
+                    "stream {}: state records it {} but git has no worktree at {}",
+                    stream.name,
+                    recorded.map_or("nothing", StreamStatus::as_str),
+                    path.display()
+                ),
+                fix: format!("git boulder stream init {}   (or git boulder stream cleanup --stale)", stream.name),
+            }),
+            _ => {}
         }
     }
+    leftovers(ws, plan, store, &known, problems)
+}
 
-    // Stream commits without a note: made where the hooks did not run.
-    if let Some(plan) = &plan {
-        activity(ws, plan, &mut problems)?;
-    }
-
-    // Runs recorded RUNNING on this machine whose process is gone (the stream lock is free).
-    let held = crate::lock::holders(&ws.repo);
-    if let Some(plan) = &plan {
-        for stream in &plan.streams {
-            let Some(e) = store.read::<StreamState>(&state::stream_ref(&stream.name)).ok().flatten() else { continue };
-            let mine = e.state.initialized_by.as_ref().is_none_or(|a| *a == store.actor);
-            let running = held.iter().any(|(n, _)| *n == format!("stream-{}", stream.name));
-            if e.state.status == StreamStatus::Running && mine && !running {
-                problems.push(Problem {
-                    area: "state",
-                    message: format!(
-                        "stream {} is recorded RUNNING, but no `stream run` holds its lock: the run was interrupted",
-                        stream.name
-                    ),
-                    fix: match &stream.agent {
-                        Some(_) => format!("git boulder stream run {}", stream.name),
-                        None => format!("git boulder stream run {} -- CMD…", stream.name),
-                    },
-                });
-            }
+/// Runs recorded RUNNING on this machine whose process is gone (the stream lock is free).
+fn interrupted_runs(
+    plan: &crate::plan::Plan,
+    store: &Store,
+    held: &[(String, crate::lock::Holder)],
+    problems: &mut Vec<Problem>,
+) {
+    for stream in &plan.streams {
+        let Some(e) = store.read::<StreamState>(&state::stream_ref(&stream.name)).ok().flatten() else { continue };
+        let mine = e.state.initialized_by.as_ref().is_none_or(|a| *a == store.actor);
+        let running = held.iter().any(|(n, _)| *n == format!("stream-{}", stream.name));
+        if e.state.status == StreamStatus::Running && mine && !running {
+            problems.push(Problem {
+                area: "state",
+                message: format!(
+                    "stream {} is recorded RUNNING, but no `stream run` holds its lock: the run was interrupted",
+                    stream.name
+                ),
+                fix: match &stream.agent {
+                    Some(_) => format!("git boulder stream run {}", stream.name),
+                    None => format!("git boulder stream run {} -- CMD…", stream.name),
+                },
+            });
         }
     }
-
-    // Held locks.
-    for (name, holder) in held {
-        problems.push(Problem {
-            area: "lock",
-            message: format!("lock {name} is held by {}", holder.describe()),
-            fix: format!("wait for pid {} to finish (the lock is released when it exits)", holder.pid),
-        });
-    }
-    Ok(problems)
 }
 
 /// Each stream's commits (base..branch, at most [`crate::stream::record::DOCTOR_WALK`] looked at) that have
