@@ -115,6 +115,19 @@ fn merged_files_are_written_as_git_checkout_writes_them() {
     repo.assert_fsck();
 }
 
+/// A repository `sub` (one commit, `lib.txt`) added and committed as a submodule at `at`.
+fn add_submodule(repo: &TestRepo, at: &str) -> std::path::PathBuf {
+    let sub = repo.tmp.path().join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    repo.git_in(&sub, &["init", "-q", "-b", "main"]).ok();
+    std::fs::write(sub.join("lib.txt"), "v1\n").unwrap();
+    repo.git_in(&sub, &["add", "-A"]).ok();
+    repo.git_in(&sub, &["commit", "-q", "-m", "v1"]).ok();
+    repo.git(&["-c", "protocol.file.allow=always", "submodule", "add", "-q", sub.to_str().unwrap(), at]).ok();
+    repo.git(&["commit", "-q", "-m", "add submodule"]).ok();
+    sub
+}
+
 #[test]
 fn a_sparse_checkout_and_submodules_behave_as_under_merge_ff_only() {
     let repo = setup_with(
@@ -122,14 +135,7 @@ fn a_sparse_checkout_and_submodules_behave_as_under_merge_ff_only() {
         PLAN,
     );
     // A submodule, tracked by the base.
-    let sub = repo.tmp.path().join("sub");
-    std::fs::create_dir_all(&sub).unwrap();
-    repo.git_in(&sub, &["init", "-q", "-b", "main"]).ok();
-    std::fs::write(sub.join("lib.txt"), "v1\n").unwrap();
-    repo.git_in(&sub, &["add", "-A"]).ok();
-    repo.git_in(&sub, &["commit", "-q", "-m", "v1"]).ok();
-    repo.git(&["-c", "protocol.file.allow=always", "submodule", "add", "-q", sub.to_str().unwrap(), "vendor/sub"]).ok();
-    repo.git(&["commit", "-q", "-m", "add submodule"]).ok();
+    let sub = add_submodule(&repo, "vendor/sub");
     // The main worktree is sparse: src/ is not checked out. (The plan's folder, where the stream
     // worktrees live, and the PRD's stay in the cone: git deletes folders outside the cone that
     // hold only ignored files, and the stream worktrees are such files to it.)
@@ -354,15 +360,7 @@ fn force_merges_past_an_ownership_violation() {
 #[test]
 fn a_file_replacing_a_checked_out_submodule_is_refused_and_the_submodule_kept() {
     let repo = setup_with(&[("src/auth/mod.rs", "// auth\n")], PLAN);
-    let sub = repo.tmp.path().join("sub");
-    std::fs::create_dir_all(&sub).unwrap();
-    repo.git_in(&sub, &["init", "-q", "-b", "main"]).ok();
-    std::fs::write(sub.join("lib.txt"), "v1\n").unwrap();
-    repo.git_in(&sub, &["add", "-A"]).ok();
-    repo.git_in(&sub, &["commit", "-q", "-m", "v1"]).ok();
-    repo.git(&["-c", "protocol.file.allow=always", "submodule", "add", "-q", sub.to_str().unwrap(), "src/auth/vendor"])
-        .ok();
-    repo.git(&["commit", "-q", "-m", "add submodule"]).ok();
+    add_submodule(&repo, "src/auth/vendor");
     // The stream turns the submodule into a plain file.
     let w = repo.worktree("auth");
     repo.git_in(&w, &["merge", "-q", "--ff-only", "main"]).ok();

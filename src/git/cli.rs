@@ -278,7 +278,12 @@ fn fetch_once(dir: &Path, remote: &str, refspecs: &[String], porcelain: bool) ->
 /// Fetch for a git without `fetch --porcelain`: list what the remote has, fetch, read back.
 fn fetch_listed(dir: &Path, remote: &str, refspecs: &[String]) -> Result<Vec<FetchedRef>> {
     let mut cmd = git(dir);
-    cmd.env("LC_ALL", "C").args(["ls-remote", "--refs", "--"]).arg(remote);
+    // The refspecs' sources as patterns: only what they can match comes back (git matches a
+    // pattern against the end of a name; the mapping below keeps exact matches only).
+    cmd.env("LC_ALL", "C")
+        .args(["ls-remote", "--refs", "--"])
+        .arg(remote)
+        .args(refspecs.iter().map(|s| refspec_source(s)));
     let out = cmd.output().map_err(|e| Error::internal(format!("cannot run git ls-remote: {e}")))?;
     if !out.status.success() {
         return Err(fetch_failed(remote, &String::from_utf8_lossy(&out.stderr)));

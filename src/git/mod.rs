@@ -69,6 +69,11 @@ pub(crate) fn absolute(p: &Path) -> PathBuf {
 }
 
 impl Repo {
+    /// Where a `git` command for this repository runs: the worktree, or the git dir when bare.
+    pub fn run_dir(&self) -> &Path {
+        self.work_dir.as_deref().unwrap_or(&self.git_dir)
+    }
+
     /// Discover the repository from the current directory as git would.
     pub fn discover() -> Result<Repo> {
         // From the absolute current directory: gix's upward search from a relative `.` inside

@@ -64,8 +64,7 @@ pub struct Fetched {
 /// why). Returns every remote ref the specs matched, so callers know exactly what the remote holds
 /// (also refs it no longer has: absent).
 pub fn fetch(repo: &Repo, remote: &str, refspecs: &[String]) -> Result<Vec<Fetched>> {
-    let dir = repo.work_dir.clone().unwrap_or_else(|| repo.git_dir.clone());
-    let fetched = cli::fetch(&dir, remote, refspecs)?;
+    let fetched = cli::fetch(repo.run_dir(), remote, refspecs)?;
     fetched
         .into_iter()
         .filter_map(|f| {

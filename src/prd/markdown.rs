@@ -435,18 +435,8 @@ pub fn parse(text: &str) -> Prd {
             empty_waves.push(w);
         }
         for (k, t) in found.into_iter().enumerate() {
-            let story = Story {
-                id: t.id.unwrap_or_else(|| format!("W{}-T{}", w.label, k + 1)),
-                title: t.title,
-                status: t.status,
-                wave: Some(w.label.clone()),
-                text: block_text(t.line, t.end),
-                span: Span::Lines { start: t.line + 1, end: t.end },
-                depends_on: Vec::new(),
-                priority: None,
-                marks: Marks { boxes: vec![t.at], ..Marks::default() },
-            };
-            stories.push(story);
+            let id = t.id.clone().unwrap_or_else(|| format!("W{}-T{}", w.label, k + 1));
+            stories.push(task_story(&ls, t, id, Some(w.label.clone())));
         }
     }
 
@@ -501,7 +491,6 @@ fn wave_story_status(ls: &[Line], i: usize, end: usize, title: &str, marks: &mut
 /// task-list sections. `N. …` lines listed under a wave without tasks of its own put task `TN`
 /// in that wave.
 fn task_list_stories(ls: &[Line], headings: &[Option<(usize, &str)>], empty_waves: &[&Wave]) -> Vec<Story> {
-    let block_text = |a: usize, b: usize| -> String { ls[a..b].iter().map(|l| l.raw).collect() };
     let mut wave_of = std::collections::HashMap::new();
     for w in empty_waves {
         for l in &ls[w.line + 1..w.end] {
@@ -522,22 +511,27 @@ fn task_list_stories(ls: &[Line], headings: &[Option<(usize, &str)>], empty_wave
         }
         let end = (i + 1..ls.len()).find(|&j| headings[j].is_some_and(|(l, _)| l <= *level)).unwrap_or(ls.len());
         for (k, t) in tasks(ls, headings, i + 1, end).into_iter().enumerate() {
-            let id = t.id.unwrap_or_else(|| format!("T{}", k + 1));
-            let story = Story {
-                wave: wave_of.get(&id).cloned(),
-                id,
-                title: t.title,
-                status: t.status,
-                text: block_text(t.line, t.end),
-                span: Span::Lines { start: t.line + 1, end: t.end },
-                depends_on: Vec::new(),
-                priority: None,
-                marks: Marks { boxes: vec![t.at], ..Marks::default() },
-            };
-            stories.push(story);
+            let id = t.id.clone().unwrap_or_else(|| format!("T{}", k + 1));
+            let wave = wave_of.get(&id).cloned();
+            stories.push(task_story(ls, t, id, wave));
         }
     }
     stories
+}
+
+/// A checklist task as a story `id` (in `wave`): its lines are its text, its box its mark.
+fn task_story(ls: &[Line], t: Task, id: String, wave: Option<String>) -> Story {
+    Story {
+        id,
+        title: t.title,
+        status: t.status,
+        wave,
+        text: ls[t.line..t.end].iter().map(|l| l.raw).collect(),
+        span: Span::Lines { start: t.line + 1, end: t.end },
+        depends_on: Vec::new(),
+        priority: None,
+        marks: Marks { boxes: vec![t.at], ..Marks::default() },
+    }
 }
 
 /// The stories in file order, each id once: a repeated id keeps the first, with a warning.

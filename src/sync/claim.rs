@@ -215,14 +215,14 @@ fn lease_push(
     expected: Option<ObjectId>,
     new: Option<ObjectId>,
 ) -> Result<Lease> {
-    let dir = repo.work_dir.clone().unwrap_or_else(|| repo.git_dir.clone());
+    let dir = repo.run_dir();
     let r = remote_ref(stream);
     let lease = format!("--force-with-lease={r}:{}", expected.map(|e| e.to_string()).unwrap_or_default());
     let spec = match new {
         Some(n) => format!("{n}:{r}"),
         None => format!(":{r}"),
     };
-    let pushed = cli::push(&dir, &remote.given, &[lease], &[spec])?;
+    let pushed = cli::push(dir, &remote.given, &[lease], &[spec])?;
     let Some(p) = pushed.refs.iter().find(|p| p.remote_ref == r) else {
         return Ok(Lease::Refused(format!("git push reported nothing for {r}")));
     };

@@ -21,7 +21,7 @@ use crate::git::config::ConfigFile;
 use crate::git::objects::{EntryKind, Failure, Kind};
 use crate::git::remote::{self, RemoteName};
 use crate::git::{cli, notes, refs, ObjectId, Repo};
-use crate::state::{self, Absorbed, BoulderState, PrdState, Store, StreamState, NOTES_REF};
+use crate::state::{self, Absorbed, BoulderState, PrdState, State, Store, StreamState, NOTES_REF};
 
 /// How many pull-and-push rounds a push or sync tries before giving up.
 pub const ROUNDS: usize = 6;
@@ -216,43 +216,37 @@ fn over_limit(name: &str) -> RefOutcome {
     outcome(name, "refused", Some(format!("more than {MAX_REFS_PER_PULL} refs in one pull; not taken")))
 }
 
+/// Bring the fetched op-log `id` into the ref `name`, unless `misnamed` says why it is not that
+/// ref's (its state records another name).
+fn absorb_log<S: State>(store: &Store, name: &str, id: ObjectId, misnamed: Option<String>) -> RefOutcome {
+    if let Some(why) = misnamed {
+        return outcome(name, "refused", Some(why));
+    }
+    match store.absorb::<S>(name, id) {
+        Ok(Absorbed::Created) => outcome(name, "created", None),
+        Ok(Absorbed::UpToDate) => outcome(name, "up_to_date", None),
+        Ok(Absorbed::FastForward) => outcome(name, "fast_forward", None),
+        Ok(Absorbed::Merged) => outcome(name, "merged", None),
+        Err(e) => outcome(name, "refused", Some(e.message)),
+    }
+}
+
 /// Bring one fetched ref in. `Ok(None)` for a ref that is not git-boulder's.
 fn absorb_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: ObjectId) -> Result<Option<RefOutcome>> {
     let Some(t) = target(remote_ref) else {
         return Ok(Some(outcome(remote_ref, "ignored", Some("not a git-boulder ref".into()))));
     };
-    let word = |a: Absorbed| match a {
-        Absorbed::Created => "created",
-        Absorbed::UpToDate => "up_to_date",
-        Absorbed::FastForward => "fast_forward",
-        Absorbed::Merged => "merged",
-    };
     let refused = |name: &str, e: Error| Ok(Some(outcome(name, "refused", Some(e.message))));
     match t {
         Target::Stream(n) => {
-            let name = state::stream_ref(&n);
-            if let Some(why) = misnamed(store.entry::<StreamState>(id).ok().and_then(|e| e.state.name), &n, "stream") {
-                return Ok(Some(outcome(&name, "refused", Some(why))));
-            }
-            match store.absorb::<StreamState>(&name, id) {
-                Ok(a) => Ok(Some(outcome(&name, word(a), None))),
-                Err(e) => refused(&name, e),
-            }
+            let declared = store.entry::<StreamState>(id).ok().and_then(|e| e.state.name);
+            Ok(Some(absorb_log::<StreamState>(store, &state::stream_ref(&n), id, misnamed(declared, &n, "stream"))))
         }
         Target::Boulder(n) => {
-            let name = state::boulder_ref(&n);
-            if let Some(why) = misnamed(store.entry::<BoulderState>(id).ok().and_then(|e| e.state.id), &n, "boulder") {
-                return Ok(Some(outcome(&name, "refused", Some(why))));
-            }
-            match store.absorb::<BoulderState>(&name, id) {
-                Ok(a) => Ok(Some(outcome(&name, word(a), None))),
-                Err(e) => refused(&name, e),
-            }
+            let declared = store.entry::<BoulderState>(id).ok().and_then(|e| e.state.id);
+            Ok(Some(absorb_log::<BoulderState>(store, &state::boulder_ref(&n), id, misnamed(declared, &n, "boulder"))))
         }
-        Target::Prd => match store.absorb::<PrdState>(state::PRD_REF, id) {
-            Ok(a) => Ok(Some(outcome(state::PRD_REF, word(a), None))),
-            Err(e) => refused(state::PRD_REF, e),
-        },
+        Target::Prd => Ok(Some(absorb_log::<PrdState>(store, state::PRD_REF, id, None))),
         Target::Notes => {
             if let Err(why) = validate_notes(repo, id) {
                 return Ok(Some(outcome(NOTES_REF, "refused", Some(format!("the fetched notes are invalid: {why}")))));
@@ -371,7 +365,7 @@ fn push_word(p: &cli::PushedRef) -> &'static str {
 /// Push the state; on rejections pull, merge and push again, at most [`ROUNDS`] times. Never
 /// forces. The report lists each ref's last result; rejected refs remain only when the bound was hit.
 pub fn push(repo: &Repo, remote: &RemoteName) -> Result<PushReport> {
-    let dir = repo.work_dir.clone().unwrap_or_else(|| repo.git_dir.clone());
+    let dir = repo.run_dir();
     let mut report = PushReport { remote: remote.given.clone(), ..Default::default() };
     for round in 0..ROUNDS {
         let specs = push_specs(repo)?;
@@ -379,7 +373,7 @@ pub fn push(repo: &Repo, remote: &RemoteName) -> Result<PushReport> {
             return Ok(report);
         }
         crate::progress::show(&format!("pushing git-boulder state to {}", remote.given));
-        let pushed = cli::push(&dir, &remote.given, &[], &specs)?;
+        let pushed = cli::push(dir, &remote.given, &[], &specs)?;
         crate::progress::done();
         report.rounds = round;
         report.remote_messages = pushed.remote_lines.clone();
