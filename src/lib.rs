@@ -1,6 +1,7 @@
 //! git-boulder: parallel, persistent streams of work in one git repository, with all state kept
 //! in git refs and notes.
 
+pub mod agent;
 pub mod boulder;
 pub mod cli;
 pub mod context;

@@ -1,6 +1,7 @@
 //! Command-line definitions and dispatch: one file per command group, each an Args struct and a
 //! `run` function. Commands are thin: parse, open the workspace, call the domain, print.
 
+pub mod agent;
 pub mod boulder;
 pub mod complete;
 pub mod demo;
@@ -141,6 +142,9 @@ pub enum Command {
     Trust(trust::TrustArgs),
     /// Run the whole flow on an embedded sample project in a temporary directory.
     Demo(demo::DemoArgs),
+    /// Wire git-boulder into an agent harness: Claude Code, Codex, OpenCode.
+    #[command(subcommand)]
+    Agent(agent::AgentCommand),
 }
 
 /// Run a parsed command line: `Ok` holds the exit code (0, or a hook's own), `Err` an error for
@@ -156,6 +160,8 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Completions(args) => man::completions(args).map(|()| 0),
         // A hook's exit code is git's to act on; only its low byte reaches git, as with exit(2).
         Command::Hook(args) => hooks::hook(args).map(|code| code as u8),
+        // Opens the workspace itself: a harness hook answers even outside a repository.
+        Command::Agent(cmd) => agent::run(cmd),
         command => {
             let ws = Workspace::open(cli.config)?;
             match command {
@@ -178,7 +184,12 @@ pub fn run(cli: Cli) -> Result<u8> {
                 Command::Sync(args) => sync::sync_cmd(&ws, args),
                 Command::Remote(cmd) => sync::remote(&ws, cmd),
                 Command::Trust(args) => trust::run(&ws, args),
-                Command::Demo(_) | Command::Hooks(_) | Command::Hook(_) | Command::Man(_) | Command::Completions(_) => {
+                Command::Demo(_)
+                | Command::Hooks(_)
+                | Command::Hook(_)
+                | Command::Agent(_)
+                | Command::Man(_)
+                | Command::Completions(_) => {
                     unreachable!("handled above")
                 }
             }

@@ -1,0 +1,1 @@
+//! `agent install|uninstall|status`: the harness files, merged into what is there.
