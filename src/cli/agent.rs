@@ -40,6 +40,32 @@ pub struct HookArgs {
 }
 
 pub fn run(cmd: AgentCommand) -> Result<u8> {
-    let _ = cmd;
-    Err(Error::internal("not yet"))
+    match cmd {
+        AgentCommand::Install(args) => install(args).map(|()| 0),
+        AgentCommand::Uninstall(args) => uninstall(args).map(|()| 0),
+        AgentCommand::Status(args) => status(args).map(|()| 0),
+        AgentCommand::Hook(args) => hook(args),
+    }
+}
+
+pub fn install(args: InstallArgs) -> Result<()> {
+    let _ = args;
+    Err(Error::internal("agent install: not yet"))
+}
+
+pub fn uninstall(args: InstallArgs) -> Result<()> {
+    let _ = args;
+    Err(Error::internal("agent uninstall: not yet"))
+}
+
+pub fn status(args: StatusArgs) -> Result<()> {
+    let _ = args;
+    Err(Error::internal("agent status: not yet"))
+}
+
+/// The exit code is the harness's to act on: 0 with the answer on stdout. Never 2, which Claude
+/// Code and Codex read as "block with stderr".
+pub fn hook(args: HookArgs) -> Result<u8> {
+    let _ = args;
+    Err(Error::internal("agent hook: not yet"))
 }
