@@ -12,7 +12,7 @@ use crate::workspace::Workspace;
 /// One problem and its fix.
 #[derive(Debug, Clone, Serialize)]
 pub struct Problem {
-    /// `worktree`, `state`, `plan`, `hooks`, `activity`, `ref`, `lock` or `merge`.
+    /// `worktree`, `state`, `plan`, `hooks`, `agent`, `activity`, `ref`, `lock` or `merge`.
     pub area: &'static str,
     pub message: String,
     /// The command (or action) that fixes it.
@@ -36,6 +36,11 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
         if let Some((message, fix)) = h.problem() {
             problems.push(Problem { area: "hooks", message, fix });
         }
+    }
+
+    // Agent harness integrations: a worktree missing its file, our entries gone or stale.
+    for (message, fix) in crate::agent::install::problems(&ws.repo)? {
+        problems.push(Problem { area: "agent", message, fix });
     }
 
     // Stream commits without a note: made where the hooks did not run.

@@ -7,8 +7,10 @@
 //!   what is there, restored exactly on uninstall), in the main worktree and every stream worktree.
 //! * [`hook`]: `agent hook HARNESS` — one payload on stdin, the harness's answer on stdout.
 
+pub mod files;
 pub mod hook;
 pub mod install;
+pub mod json;
 
 /// A harness git-boulder speaks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum, serde::Serialize)]

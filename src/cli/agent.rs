@@ -2,8 +2,12 @@
 
 use clap::Subcommand;
 
-use crate::agent::Harness;
+use std::io::Write;
+
+use crate::agent::{install, Harness};
 use crate::error::{Error, Result};
+use crate::git::Repo;
+use crate::text::inert;
 
 #[derive(Debug, Subcommand)]
 pub enum AgentCommand {
@@ -23,6 +27,11 @@ pub struct InstallArgs {
     /// The harness.
     #[arg(value_enum)]
     pub harness: Harness,
+    /// Instead of the untracked per-worktree files: merge the hooks into (or out of) the tracked
+    /// project file of this worktree (.claude/settings.json, .codex/hooks.json,
+    /// .opencode/plugins/git-boulder.js) and commit it.
+    #[arg(long)]
+    pub commit: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -48,19 +57,76 @@ pub fn run(cmd: AgentCommand) -> Result<u8> {
     }
 }
 
+/// Installs into the main worktree and every linked worktree (stream init adds new ones), each
+/// file untracked and kept out of `git status` by `info/exclude`.
 pub fn install(args: InstallArgs) -> Result<()> {
-    let _ = args;
-    Err(Error::internal("agent install: not yet"))
+    let repo = Repo::discover()?;
+    if args.commit {
+        match install::commit(&repo, args.harness, false)? {
+            Some(line) => eprintln!("{}", inert(&line)),
+            None => eprintln!("{}: the project file already runs git-boulder's hooks", args.harness),
+        }
+        return Ok(());
+    }
+    let report = install::install(&repo, args.harness)?;
+    print_report(&report, &format!("{} already installed in every worktree", args.harness));
+    if args.harness == Harness::Codex {
+        eprintln!("note: Codex runs a project's hooks once the project and its hooks are trusted in Codex");
+    }
+    Ok(())
 }
 
 pub fn uninstall(args: InstallArgs) -> Result<()> {
-    let _ = args;
-    Err(Error::internal("agent uninstall: not yet"))
+    let repo = Repo::discover()?;
+    if args.commit {
+        match install::commit(&repo, args.harness, true)? {
+            Some(line) => eprintln!("{}", inert(&line)),
+            None => eprintln!("{}: the project file holds none of git-boulder's hooks", args.harness),
+        }
+        return Ok(());
+    }
+    let report = install::uninstall(&repo, args.harness)?;
+    print_report(&report, &format!("{}: nothing to restore", args.harness));
+    Ok(())
+}
+
+fn print_report(report: &install::Report, nothing: &str) {
+    for w in &report.warnings {
+        eprintln!("warning: {}", inert(w));
+    }
+    for c in &report.changes {
+        eprintln!("{}", inert(c));
+    }
+    if report.changes.is_empty() && report.warnings.is_empty() {
+        eprintln!("{nothing}");
+    }
 }
 
 pub fn status(args: StatusArgs) -> Result<()> {
-    let _ = args;
-    Err(Error::internal("agent status: not yet"))
+    let repo = Repo::discover()?;
+    let status = install::status(&repo)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        return super::output::json(&mut out, &status);
+    }
+    match &status.on_path {
+        Some(p) => writeln!(out, "git-boulder on PATH: {}", inert(&p.display().to_string()))?,
+        None => writeln!(out, "git-boulder on PATH: no (the installed hooks run `git boulder`)")?,
+    }
+    for h in &status.harnesses {
+        let how = match (h.installed, h.committed) {
+            (true, true) => "installed, and committed in this worktree",
+            (true, false) => "installed",
+            (false, true) => "committed in this worktree",
+            (false, false) => "not installed",
+        };
+        writeln!(out, "{}: {how}", h.harness)?;
+        for f in &h.files {
+            let detail = f.detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
+            writeln!(out, "  {:<9} {}", f.state, inert(&format!("{}/{}{detail}", f.worktree.display(), f.file)))?;
+        }
+    }
+    Ok(())
 }
 
 /// The exit code is the harness's to act on: 0 with the answer on stdout. Never 2, which Claude

@@ -117,3 +117,13 @@ pub(super) fn check_out(
     }
     Ok(outcome.files_updated)
 }
+
+/// Is `rel` (a path relative to the worktree root, `/`-separated) in the index of the worktree
+/// at `work_dir`? A worktree without an index tracks nothing.
+pub fn is_tracked(work_dir: &Path, rel: &str) -> Result<bool> {
+    let wt = crate::git::worktree::open_worktree(work_dir)?;
+    let index = wt
+        .index_or_empty()
+        .map_err(|e| Error::internal(format!("cannot read the index of {}: {e}", work_dir.display())))?;
+    Ok(index.entry_by_path(rel.as_bytes().as_bstr()).is_some())
+}

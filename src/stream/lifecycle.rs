@@ -119,6 +119,8 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
         changes.push(format!("recorded stream index {index}"));
     }
     ensure_root_boulder(&store, &stream.name)?;
+    // The agent harnesses installed on this machine go into the new worktree too.
+    changes.extend(crate::agent::install::into_new_worktree(repo, &path));
     Ok(InitReport { name: stream.name.clone(), path, changes, setup_failed })
 }
 
