@@ -4,6 +4,7 @@
 
 mod common;
 
+mod agent_install;
 mod boulders;
 mod cleanup_safety;
 mod dashboard;
