@@ -5,6 +5,7 @@
 mod common;
 
 mod agent_install;
+mod agent_opencode;
 mod boulders;
 mod cleanup_safety;
 mod dashboard;

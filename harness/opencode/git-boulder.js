@@ -38,27 +38,29 @@ async function sessionInfo(client, id) {
   }
 }
 
+// The text of the session's last message when the assistant wrote it. After an enforcement the
+// last message is the prompt this plugin sent, so the second idle event of the same turn (OpenCode
+// sends `session.status` and `session.idle` for one idle) carries no completion claim, and the
+// cooldown that git-boulder recorded holds.
 async function lastAssistantText(client, id) {
   try {
     if (typeof client.session.messages !== "function") return null;
     const list = dataOf(await client.session.messages({ path: { id } }));
-    if (!Array.isArray(list)) return null;
-    for (let i = list.length - 1; i >= 0; i--) {
-      const entry = list[i] || {};
-      const info = entry.info || entry;
-      if (info.role !== "assistant") continue;
-      const parts = Array.isArray(entry.parts) ? entry.parts : [];
-      const text = parts
-        .filter((p) => p && p.type === "text" && typeof p.text === "string" && !p.synthetic)
-        .map((p) => p.text)
-        .join("\n")
-        .trim();
-      return text ? text.slice(-MESSAGE_LIMIT) : null;
-    }
+    if (!Array.isArray(list) || list.length === 0) return null;
+    const entry = list[list.length - 1] || {};
+    const info = entry.info || entry;
+    if (info.role !== "assistant") return null;
+    const parts = Array.isArray(entry.parts) ? entry.parts : [];
+    const text = parts
+      .filter((p) => p && p.type === "text" && typeof p.text === "string" && !p.synthetic)
+      .map((p) => p.text)
+      .join("\n")
+      .trim();
+    return text ? text.slice(-MESSAGE_LIMIT) : null;
   } catch {
     // No message text: check runs without completion detection.
+    return null;
   }
-  return null;
 }
 
 // `git boulder check --json [--message TEXT]` in `cwd`, without a shell. Null when it did not

@@ -1,0 +1,166 @@
+//! The OpenCode plugin as `agent install opencode` writes it, loaded by `node` with a client that
+//! records `tui.showToast` and `session.promptAsync` calls (tests/support/opencode-driver.mjs),
+//! driven through idle events of a main and a child session. The plugin really runs
+//! `git boulder check --json` (this binary, first on PATH) against a real repository.
+//!
+//! Needs `node` (Node >= 20): `.ci/run` installs Debian's `nodejs` when it is missing; outside CI a
+//! machine without it skips these tests.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+fn node() -> bool {
+    let ok = std::process::Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(std::env::var_os("CI").is_none(), "node is missing; .ci/run installs it (apt-get install nodejs)");
+        eprintln!("skipped: node is not installed");
+    }
+    ok
+}
+
+fn driver() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/opencode-driver.mjs")
+}
+
+/// Run the installed plugin of worktree `dir` with `config`; `env` is added to the environment
+/// the plugin (and so `git boulder check`) runs with.
+fn drive(repo: &TestRepo, dir: &Path, config: Value, env: &[(&str, &str)]) -> Value {
+    let plugin = dir.join(".opencode/plugins/git-boulder.js");
+    assert!(plugin.is_file(), "no plugin installed in {}", dir.display());
+    let mut cmd = repo.command("node");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let run =
+        Run::from(cmd.arg(driver()).arg(&plugin).arg(config.to_string()).current_dir(dir).output().expect("run node"))
+            .ok();
+    assert_eq!(run.stderr, "", "the plugin wrote to stderr");
+    run.json()
+}
+
+fn idle_status(id: &str) -> Value {
+    json!({"type": "session.status", "properties": {"sessionID": id, "status": {"type": "idle"}}})
+}
+
+fn idle(id: &str) -> Value {
+    json!({"type": "session.idle", "properties": {"sessionID": id}})
+}
+
+fn assistant_says(text: &str) -> Value {
+    json!([
+        {"info": {"role": "user"}, "parts": [{"type": "text", "text": "build the login form"}]},
+        {"info": {"role": "assistant"}, "parts": [{"type": "text", "text": text}]}
+    ])
+}
+
+/// A sample repository with the plugin installed and the `auth` stream's worktree made.
+fn installed() -> (TestRepo, PathBuf) {
+    let repo = sample();
+    repo.boulder(&["agent", "install", "opencode"]).ok();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.worktree("auth");
+    (repo, wt)
+}
+
+#[test]
+fn a_main_session_that_says_done_gets_one_toast_and_one_prompt_and_a_child_nothing() {
+    if !node() {
+        return;
+    }
+    let (repo, wt) = installed();
+    let dir = wt.display().to_string();
+    let config = json!({
+        "directory": dir,
+        "tui": true,
+        "sessions": {
+            "ses_main": {"directory": dir, "messages": assistant_says("All stories implemented. I am done.")},
+            "ses_child": {"directory": dir, "parentID": "ses_main", "messages": assistant_says("I am done")}
+        },
+        "events": [
+            // Busy is not idle; a child session going idle (both event forms) is never held.
+            {"type": "session.status", "properties": {"sessionID": "ses_main", "status": {"type": "busy"}}},
+            idle_status("ses_child"),
+            idle("ses_child"),
+            idle_status("ses_main")
+        ]
+    });
+    let out = drive(&repo, &wt, config, &[]);
+    assert_eq!(out["plugins"], 1, "{out}");
+    assert_eq!(out["thrown"], json!([]), "{out}");
+    let calls = out["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "one toast and one prompt, for the main session only: {out}");
+
+    let toast = &calls[0];
+    assert_eq!(toast["call"], "tui.showToast");
+    // The agent said it is done with stories open: completion detection, the warning variant.
+    assert_eq!(toast["args"]["body"]["variant"], "warning", "{toast}");
+    assert!(toast["args"]["body"]["message"].as_str().unwrap().starts_with("Boulder"), "{toast}");
+
+    let prompt = &calls[1];
+    assert_eq!(prompt["call"], "session.promptAsync");
+    assert_eq!(prompt["args"]["path"]["id"], "ses_main");
+    let text = prompt["args"]["body"]["parts"][0]["text"].as_str().unwrap();
+    assert_eq!(prompt["args"]["body"]["parts"][0]["type"], "text");
+    assert!(text.starts_with("Boulder [Boulder: 0]"), "the enforcement message: {text}");
+
+    // check recorded the enforcement on the stream's boulder, with that message.
+    let log = repo.boulder_in(&wt, &["log", "auth", "--json"]).ok().json();
+    let enforced: Vec<&Value> = log.as_array().unwrap().iter().filter(|e| e["op"]["kind"] == "enforced").collect();
+    assert_eq!(enforced.len(), 1, "{log}");
+    assert_eq!(enforced[0]["op"]["data"]["gate"], "completion", "{log}");
+    assert_eq!(enforced[0]["op"]["data"]["message"].as_str().unwrap(), text);
+}
+
+#[test]
+fn without_a_tui_the_prompt_still_goes_and_nothing_throws() {
+    if !node() {
+        return;
+    }
+    let (repo, wt) = installed();
+    let dir = wt.display().to_string();
+    let config = json!({
+        "directory": dir,
+        "tui": false,
+        "sessions": {"ses_main": {"directory": dir}},
+        "events": [idle("ses_main")]
+    });
+    // Long after the stream was made: idle past the threshold, so check enforces (error variant)
+    // without any message to detect completion in.
+    let out = drive(&repo, &wt, config, &[("BOULDER_NOW", "2030-01-01T00:00:00Z")]);
+    assert_eq!(out["thrown"], json!([]), "{out}");
+    let calls = out["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{out}");
+    assert_eq!(calls[0]["call"], "session.promptAsync");
+    assert_eq!(calls[0]["args"]["path"]["id"], "ses_main");
+    assert!(calls[0]["args"]["body"]["parts"][0]["text"].as_str().unwrap().starts_with("Boulder"), "{out}");
+}
+
+#[test]
+fn no_enforcement_no_calls_and_a_repeated_idle_meets_the_cooldown() {
+    if !node() {
+        return;
+    }
+    let (repo, wt) = installed();
+    let dir = wt.display().to_string();
+    // Just made and nothing said: not idle long enough, so nothing is sent.
+    let quiet = json!({
+        "directory": dir, "tui": true,
+        "sessions": {"ses_main": {"directory": dir, "messages": assistant_says("Working on the form now")}},
+        "events": [idle_status("ses_main")]
+    });
+    let out = drive(&repo, &wt, quiet, &[]);
+    assert_eq!(out["calls"], json!([]), "{out}");
+
+    // Both idle forms of one turn: the first enforces, the second meets the cooldown it recorded.
+    let both = json!({
+        "directory": dir, "tui": true,
+        "sessions": {"ses_main": {"directory": dir, "messages": assistant_says("I am done")}},
+        "events": [idle_status("ses_main"), idle("ses_main")]
+    });
+    let out = drive(&repo, &wt, both, &[]);
+    let prompts = out["calls"].as_array().unwrap().iter().filter(|c| c["call"] == "session.promptAsync").count();
+    assert_eq!(prompts, 1, "{out}");
+}
