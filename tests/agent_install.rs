@@ -352,3 +352,19 @@ fn a_plugin_file_of_someone_else_is_refused() {
     assert!(r.stderr.contains("not git-boulder's plugin"), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&plugin).unwrap(), theirs);
 }
+
+#[test]
+fn a_local_install_then_commit_leaves_the_committed_file_to_uninstall_commit() {
+    let repo = sample();
+    repo.boulder(&["agent", "install", "codex"]).ok();
+    // The same path is Codex's local and project file: --commit adds the excluded file by name.
+    repo.boulder(&["agent", "install", "codex", "--commit"]).ok();
+    let committed = repo.git_out(&["show", "HEAD:.codex/hooks.json"]);
+    assert!(committed.contains("git boulder agent hook codex"), "{committed}");
+    assert_clean(&repo, &repo.dir);
+
+    let r = repo.boulder(&["agent", "uninstall", "codex"]).ok();
+    assert!(r.stderr.contains("tracked now"), "{}", r.stderr);
+    assert_eq!(repo.read(".codex/hooks.json"), committed + "\n", "the tracked file is not touched");
+    assert_clean(&repo, &repo.dir);
+}

@@ -457,6 +457,13 @@ fn restore(harness: Harness, f: &FileRecord, path: &Path, backups: &Path) -> Res
         return Ok(None);
     }
     let Some(current) = read_opt(path)? else { return Ok(None) };
+    if crate::git::index::is_tracked(&f.worktree, &f.file)? {
+        // Committed since (`--commit`): a tracked file changes only with `--commit`.
+        return Ok(Some(format!(
+            "{harness}: left {} alone: it is tracked now (git boulder agent uninstall {harness} --commit)",
+            path.display()
+        )));
+    }
     if id_of(&current) == f.wrote && !(f.existed && f.backup.is_none()) {
         return Ok(Some(match &f.backup {
             Some(b) => {

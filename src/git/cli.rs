@@ -378,6 +378,27 @@ fn parse_fetch_porcelain(stdout: &str) -> Vec<FetchedRef> {
         .collect()
 }
 
+/// Commit the files `paths` (relative to `dir`) of the worktree `dir` as they are on disk, and
+/// nothing else that may be staged: `git add -f -- PATHS` (asked for by name, so even when an
+/// exclude rule matches them) then `git commit -q -m MESSAGE -- PATHS`.
+///
+/// Why the git CLI: this is a commit of the user's own project files (`agent install --commit`),
+/// made as the user makes it — with their identity, signing and commit hooks (git-boulder's
+/// ownership check among them) — which only git itself does.
+pub fn commit_paths(dir: &Path, paths: &[&str], message: &str) -> Result<()> {
+    let mut add = as_user(dir);
+    add.args(["add", "-f", "--"]).args(paths);
+    run(add, "stage the harness files")?;
+    let mut commit = as_user(dir);
+    commit.args(["commit", "-q", "-m", message, "--"]).args(paths);
+    let out = commit.output().map_err(|e| Error::internal(format!("cannot run git commit: {e}")).with_source(e))?;
+    if !out.status.success() {
+        let why = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        return Err(Error::refused(format!("git commit failed: {}", why.trim())));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,24 +470,4 @@ mod tests {
             Some("refs/boulder/claims/s")
         );
     }
-}
-
-/// Commit the files `paths` (relative to `dir`) of the worktree `dir` as they are on disk, and
-/// nothing else that may be staged: `git add -- PATHS` then `git commit -q -m MESSAGE -- PATHS`.
-///
-/// Why the git CLI: this is a commit of the user's own project files (`agent install --commit`),
-/// made as the user makes it — with their identity, signing and commit hooks (git-boulder's
-/// ownership check among them) — which only git itself does.
-pub fn commit_paths(dir: &Path, paths: &[&str], message: &str) -> Result<()> {
-    let mut add = as_user(dir);
-    add.args(["add", "--"]).args(paths);
-    run(add, "stage the harness files")?;
-    let mut commit = as_user(dir);
-    commit.args(["commit", "-q", "-m", message, "--"]).args(paths);
-    let out = commit.output().map_err(|e| Error::internal(format!("cannot run git commit: {e}")).with_source(e))?;
-    if !out.status.success() {
-        let why = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        return Err(Error::refused(format!("git commit failed: {}", why.trim())));
-    }
-    Ok(())
 }
