@@ -117,6 +117,16 @@ pub fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
             &[("git boulder checkpoint -m \"login form done, tests next\"", "Record where work stands.")]
         }
         "git-boulder-resume" => &[("git boulder resume", "Everything the next session needs.")],
+        "git-boulder-agent-install" => &[
+            ("git boulder agent install claude", "Claude Code runs git-boulder's hooks in every worktree, untracked."),
+            ("git boulder agent install codex --commit", "The Codex hook in the tracked .codex/hooks.json, committed."),
+        ],
+        "git-boulder-agent-uninstall" => {
+            &[("git boulder agent uninstall opencode", "Every file back as it was before the install.")]
+        }
+        "git-boulder-agent-status" => {
+            &[("git boulder agent status", "Per harness and worktree: present, modified, missing or stale.")]
+        }
         _ => &[],
     }
 }
