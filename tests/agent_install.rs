@@ -368,3 +368,34 @@ fn a_local_install_then_commit_leaves_the_committed_file_to_uninstall_commit() {
     assert_eq!(repo.read(".codex/hooks.json"), committed + "\n", "the tracked file is not touched");
     assert_clean(&repo, &repo.dir);
 }
+
+#[test]
+fn an_older_plugin_is_stale_for_doctor_and_install_replaces_it() {
+    let repo = sample();
+    repo.boulder(&["agent", "install", "opencode"]).ok();
+    let plugin = repo.dir.join(".opencode/plugins/git-boulder.js");
+    let current = std::fs::read_to_string(&plugin).unwrap();
+    // What an older git-boulder wrote: its plugin, not this binary's.
+    let older = current.replace("const CHECK_TIMEOUT_MS = 30_000;", "const CHECK_TIMEOUT_MS = 10_000;");
+    assert_ne!(older, current);
+    write(&plugin, &older);
+    let doc = repo.boulder(&["doctor", "--json"]).code(1).json();
+    let p = doc["problems"].as_array().unwrap().iter().find(|p| p["area"] == "agent").expect("an agent problem");
+    assert!(p["message"].as_str().unwrap().contains("opencode integration stale"), "{p}");
+    assert_eq!(p["fix"], "git boulder agent install opencode");
+    repo.boulder(&["agent", "install", "opencode"]).ok();
+    assert_eq!(std::fs::read_to_string(&plugin).unwrap(), current);
+}
+
+#[test]
+fn status_as_people_read_it() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    assert_shown!("agent_install_claude", repo.boulder(&["agent", "install", "claude"]));
+    std::fs::remove_file(repo.worktree("docs").join(".claude/settings.local.json")).unwrap();
+    let mut status = repo.boulder(&["agent", "status"]);
+    let bin_dir = Path::new(bin()).parent().unwrap().display().to_string();
+    status.stdout = status.stdout.replace(&bin_dir, "[BIN]");
+    assert_shown!("agent_status", status);
+    assert_shown!("agent_uninstall_claude", repo.boulder(&["agent", "uninstall", "claude"]));
+}

@@ -324,14 +324,16 @@ fn remove_exclude(repo: &Repo, line: &str) -> Result<()> {
 /// `agent install HARNESS`: every worktree, checked first (a tracked file or a file that cannot
 /// take the entries refuses with nothing written), then written.
 pub fn install(repo: &Repo, harness: Harness) -> Result<Report> {
-    if repo.is_bare() {
-        return Err(Error::usage("agent install needs a worktree; this repository is bare"));
-    }
     let _guard = crate::lock::try_acquire(repo, "agents", "agent install")?;
+    let targets = worktrees(repo)?;
+    if targets.is_empty() {
+        return Err(Error::usage("agent install needs a worktree: this bare repository has none")
+            .hint("make one with `git boulder stream init`, then install"));
+    }
     let mut record = load(repo)?;
     let mut installed = record.harnesses.get(harness.as_str()).cloned().unwrap_or_default();
     let mut planned = Vec::new();
-    for wt in worktrees(repo)? {
+    for wt in targets {
         let rec = installed.files.iter().find(|f| f.worktree == wt && f.file == files::local_file(harness));
         if let Some(p) = plan(harness, &wt, rec)? {
             planned.push(p);
