@@ -399,3 +399,20 @@ fn status_as_people_read_it() {
     assert_shown!("agent_status", status);
     assert_shown!("agent_uninstall_claude", repo.boulder(&["agent", "uninstall", "claude"]));
 }
+
+#[test]
+fn cleanup_of_a_stream_worktree_is_not_held_up_by_the_installed_file() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    repo.boulder(&["agent", "install", "claude"]).ok();
+    repo.boulder(&["agent", "install", "opencode"]).ok();
+    // The files are ignored, not uncommitted work: cleanup removes the worktree without --force.
+    repo.boulder(&["stream", "cleanup", "docs"]).ok();
+    assert!(!repo.worktree("docs").exists());
+    // Uninstall afterwards restores the main worktree and forgets the removed one.
+    repo.boulder(&["agent", "uninstall", "claude"]).ok();
+    repo.boulder(&["agent", "uninstall", "opencode"]).ok();
+    assert!(!repo.dir.join(".claude").exists());
+    assert!(!repo.dir.join(".git/boulder/agents.json").exists());
+    assert!(!repo.dir.join(".git/boulder/agents").exists());
+}

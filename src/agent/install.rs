@@ -247,12 +247,17 @@ fn apply(
     let path = p.worktree.join(rel);
     let key = id_of(format!("{}\0{rel}", p.worktree.display()).as_bytes());
     let backup_rel = format!("{}/{key}.before", harness.as_str());
+    let backup_path = repo.boulder_dir().join(BACKUPS).join(&backup_rel);
     let backup = match (&p.before, p.keep_before) {
         (Some(bytes), true) => {
-            write_atomic(&repo.boulder_dir().join(BACKUPS).join(&backup_rel), bytes)?;
+            write_atomic(&backup_path, bytes)?;
             Some(backup_rel)
         }
-        _ => None,
+        _ => {
+            // A copy kept by an earlier install of this file is not what it holds now.
+            remove_file(&backup_path)?;
+            None
+        }
     };
     let mut created_dirs = Vec::new();
     let mut dir = PathBuf::new();
