@@ -76,7 +76,7 @@ fn a_main_session_that_says_done_gets_one_toast_and_one_prompt_and_a_child_nothi
         "directory": dir,
         "tui": true,
         "sessions": {
-            "ses_main": {"directory": dir, "messages": assistant_says("All stories implemented. I am done.")},
+            "ses_main": {"directory": dir, "messages": assistant_says("--json? All stories implemented. I am done.")},
             "ses_child": {"directory": dir, "parentID": "ses_main", "messages": assistant_says("I am done")}
         },
         "events": [

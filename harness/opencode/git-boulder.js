@@ -67,7 +67,8 @@ async function lastAssistantText(client, id) {
 // answer with JSON (not a git-boulder repository, git-boulder missing, a refusal).
 function check(cwd, message) {
   const args = ["boulder", "check", "--json"];
-  if (message) args.push("--message", message);
+  // One argument, so a message that starts with "-" is never read as a flag.
+  if (message) args.push(`--message=${message}`);
   return new Promise((resolve) => {
     try {
       execFile(
