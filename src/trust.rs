@@ -1,5 +1,6 @@
 //! Trust (DESIGN §11): the commands a stream plan names (`settings.setup`, `settings.verify`,
-//! every `settings.agents` entry) arrive with every clone and pull, so none of them runs until the
+//! every `settings.agents` entry, and `settings.prompt_template`, the text an agent that runs
+//! commands is told) arrive with every clone and pull, so none of them runs until the
 //! user has trusted that exact command content on this machine with `git boulder trust`.
 //!
 //! * The **fingerprint** of a plan is a SHA-1 over a canonical form of its commands only, so edits
@@ -21,6 +22,8 @@ use crate::plan::Plan;
 pub const SETUP: &str = "settings.setup";
 /// The plan key of `settings.verify`.
 pub const VERIFY: &str = "settings.verify";
+/// The plan key of `settings.prompt_template`: text given to an agent that runs commands.
+pub const PROMPT_TEMPLATE: &str = "settings.prompt_template";
 
 /// Whether `--trust` or `BOULDER_TRUST=1` is in force (for this process only, not its children).
 pub fn assumed() -> bool {
@@ -44,6 +47,7 @@ pub fn commands(plan: &Plan) -> Vec<PlanCommand> {
     };
     add(SETUP.into(), &plan.settings.setup);
     add(VERIFY.into(), &plan.settings.verify);
+    add(PROMPT_TEMPLATE.into(), &plan.settings.prompt_template);
     for (name, line) in &plan.settings.agents {
         add(agent_key(name), line);
     }

@@ -4,6 +4,8 @@
 
 mod common;
 
+mod agent_claude;
+mod agent_codex;
 mod agent_install;
 mod agent_opencode;
 mod boulders;
@@ -23,6 +25,7 @@ mod merge_real;
 mod notes_rewrite;
 mod prd_forms;
 mod pre_push_pushed;
+mod project_boulder;
 mod record;
 mod refusals;
 mod remote_refusals;

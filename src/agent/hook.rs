@@ -1,2 +1,339 @@
-//! `agent hook HARNESS`: read the harness's payload, decide with the boulder gates and the
-//! ownership rules, answer in the harness's own format.
+//! `agent hook HARNESS`: one JSON payload on stdin, the harness's answer out. What is decided is
+//! the same for every harness: the boulder gates of `check` when the agent stops ([`stop`]), the
+//! stream's context when a session starts ([`session_context`]), the ownership rules of the git
+//! hooks when a file is about to be written ([`edit`]). How a payload is read and an answer worded
+//! is each harness's own: [`super::claude`], [`super::codex`].
+//!
+//! The workspace is the one at the payload's `cwd`, not the process's. Outside a git repository,
+//! or in one without git-boulder state (no plan, no PRD at the default path, no boulder), every
+//! answer is "go on" and nothing is written.
+
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::boulder::enforce::{check, Overrides};
+use crate::boulder::tree;
+use crate::error::{Error, Result};
+use crate::git::Repo;
+use crate::hooks::{check_paths, Rule};
+use crate::plan::Level;
+use crate::state::{self, BoulderOp, BoulderState, Opt, Store};
+use crate::workspace::Workspace;
+
+/// The largest payload read; a harness payload is a few kilobytes (the last message included).
+pub const MAX_PAYLOAD: u64 = 1 << 20;
+
+/// The tools that write a file, and the `tool_input` field naming it.
+pub const EDIT_TOOLS: &[&str] = &["Edit", "Write", "MultiEdit", "NotebookEdit"];
+
+/// The longest story text put into a session's context.
+const MAX_STORY_TEXT: usize = 16 * 1024;
+
+/// One payload: a JSON object, unknown fields kept (and ignored).
+#[derive(Debug, Clone)]
+pub struct Payload(pub Map<String, Value>);
+
+impl Payload {
+    /// Read one JSON object of at most [`MAX_PAYLOAD`] bytes.
+    pub fn read(input: impl Read) -> Result<Payload> {
+        let mut bytes = Vec::new();
+        input
+            .take(MAX_PAYLOAD + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| Error::refused(format!("cannot read the hook payload on stdin: {e}")))?;
+        if bytes.len() as u64 > MAX_PAYLOAD {
+            return Err(Error::refused(format!("the hook payload is larger than {MAX_PAYLOAD} bytes")));
+        }
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(Error::refused("no hook payload on stdin (expected one JSON object)"));
+        }
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(map)) => Ok(Payload(map)),
+            Ok(_) => Err(Error::refused("the hook payload is not a JSON object")),
+            Err(e) => Err(Error::refused(format!("the hook payload is not JSON: {e}"))),
+        }
+    }
+
+    /// A string field; `None` when missing, `null` or not a string.
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(Value::as_str)
+    }
+
+    /// A boolean field; false when missing or not a boolean.
+    pub fn flag(&self, key: &str) -> bool {
+        self.0.get(key).and_then(Value::as_bool).unwrap_or(false)
+    }
+
+    /// Whether the field is there and not `null`.
+    pub fn has(&self, key: &str) -> bool {
+        self.0.get(key).is_some_and(|v| !v.is_null())
+    }
+
+    /// `hook_event_name`.
+    pub fn event(&self) -> Result<&str> {
+        self.str("hook_event_name").ok_or_else(|| Error::refused("the hook payload has no hook_event_name"))
+    }
+
+    /// `cwd`, the folder the agent works in.
+    pub fn cwd(&self) -> Result<PathBuf> {
+        match self.str("cwd") {
+            Some(c) if !c.is_empty() => Ok(PathBuf::from(c)),
+            _ => Err(Error::refused("the hook payload has no cwd")),
+        }
+    }
+}
+
+/// The workspace at `cwd`, when it is a git repository with git-boulder state.
+pub fn open(cwd: &Path) -> Option<Workspace> {
+    let repo = Repo::discover_at(cwd).ok()?;
+    let ws = Workspace::from_repo(repo, None);
+    has_state(&ws).then_some(ws)
+}
+
+/// A plan, a PRD at the default path, or any boulder: git-boulder is in use here.
+fn has_state(ws: &Workspace) -> bool {
+    if ws.plan_text().is_ok() {
+        return true;
+    }
+    if ws.prd_path(None, None).is_ok_and(|p| p.is_file()) {
+        return true;
+    }
+    Store::new(&ws.repo).and_then(|s| s.list(state::BOULDERS)).is_ok_and(|l| !l.is_empty())
+}
+
+/// The agent is stopping: run the gates of `check` on this worktree's boulder with the agent's
+/// last message (recording an enforcement as `check` does). `Some(message)` to send the agent
+/// back to work with; `None` to let it stop (no boulder here, or a gate said so).
+pub fn stop(ws: &Workspace, message: Option<&str>) -> Result<Option<String>> {
+    let Ok(id) = tree::target(ws, None) else { return Ok(None) };
+    if tree::read(&Store::new(&ws.repo)?, &id)?.is_none() {
+        return Ok(None);
+    }
+    let c = check(ws, &id, &Overrides::default(), false, message)?;
+    Ok(c.decision.enforce.then(|| crate::text::inert_lines(&c.message).into_owned()))
+}
+
+/// What an agent starting (or resuming) a session here is told: its stream, the next story with
+/// its text, where it may write and what it may only read, the last checkpoint and open todos;
+/// in the main worktree or without a plan, the project boulder's view (the PRD, its waves, the
+/// current story). Text from the PRD and the op-log is kept, terminal controls made inert.
+pub fn session_context(ws: &Workspace) -> Result<String> {
+    let r = crate::boulder::resume::resume(ws)?;
+    let plan = ws.plan().ok();
+    let here = plan.as_ref().and_then(|p| ws.here_stream(p));
+    let clean = |t: &str| crate::text::inert_lines(t).into_owned();
+    let mut s = String::new();
+    let prd = ws.root().ok().and_then(|root| r.prd.strip_prefix(root).ok()).unwrap_or(&r.prd);
+    let iteration = r.state.as_ref().map(|b| b.iteration).unwrap_or(0);
+    let boulder = r.boulder.as_deref().unwrap_or("none");
+    match (&plan, here) {
+        (Some(plan), Some(stream)) => {
+            s.push_str(&format!(
+                "git-boulder: you are working on stream {} (boulder {}, iteration {iteration}) in this worktree.\n",
+                clean(&stream.name),
+                clean(boulder)
+            ));
+            s.push_str(&format!(
+                "You may change only these paths (stream {} owns them): {}\n",
+                clean(&stream.name),
+                clean(&crate::stream::prompt::owned_paths(plan, &stream.name))
+            ));
+            s.push_str(&format!(
+                "Read-only paths (read them, never change them): {}\n",
+                clean(&crate::stream::prompt::read_only_paths(plan))
+            ));
+            let others: Vec<String> = plan
+                .streams
+                .iter()
+                .filter(|o| o.name != stream.name && !o.paths.is_empty())
+                .map(|o| format!("{} ({})", o.paths.join(", "), o.name))
+                .collect();
+            if !others.is_empty() {
+                s.push_str(&format!("Other streams own (never change them): {}\n", clean(&others.join("; "))));
+            }
+        }
+        _ => {
+            s.push_str(&format!(
+                "git-boulder: project boulder {} (iteration {iteration}); PRD: {}\n",
+                clean(boulder),
+                clean(&prd.display().to_string())
+            ));
+            let waves: Vec<String> = r
+                .waves
+                .iter()
+                .filter(|(w, _, _)| !w.is_empty())
+                .map(|(w, d, t)| format!("wave {w}: {d}/{t}"))
+                .collect();
+            if !waves.is_empty() {
+                s.push_str(&format!("Wave plan: {}\n", clean(&waves.join(", "))));
+            }
+        }
+    }
+    let done = r.stories.iter().filter(|st| st.status.is_done()).count();
+    s.push_str(&format!("Progress: {done}/{} stories done.\n", r.stories.len()));
+    match &r.next {
+        Some(story) => {
+            s.push_str(&format!("Next story: {}: {}\n", clean(&story.id), clean(&story.title)));
+            let mut text = story.text.trim().to_string();
+            if text.len() > MAX_STORY_TEXT {
+                let mut cut = MAX_STORY_TEXT;
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                text.truncate(cut);
+                text.push_str("\n[…]");
+            }
+            s.push_str(&format!("--- story {} ---\n{}\n--- end of story ---\n", clean(&story.id), clean(&text)));
+            s.push_str(&format!(
+                "Commit your progress with git; mark the story done in {} when its acceptance criteria are met.\n",
+                clean(&prd.display().to_string())
+            ));
+        }
+        None if r.stories.is_empty() => {}
+        None => s.push_str("No open story is ready.\n"),
+    }
+    if let Some(c) = r.state.as_ref().and_then(|b| b.checkpoint.as_ref()) {
+        s.push_str(&format!("Last checkpoint ({}): {}\n", clean(&c.at), clean(&c.message)));
+    }
+    let todos: Vec<String> = r
+        .state
+        .iter()
+        .flat_map(|b| b.todos.iter())
+        .filter(|t| !t.done)
+        .map(|t| format!("- {}: {}", clean(&t.id), clean(&t.text)))
+        .collect();
+    if !todos.is_empty() {
+        s.push_str(&format!("Open todos:\n{}\n", todos.join("\n")));
+    }
+    Ok(s)
+}
+
+/// An edit of `file` (absolute, or relative to `cwd`) is about to happen in the worktree of `ws`:
+/// `Some(reason)` when the worktree is a stream's and the stream may not change that path (by the
+/// ownership rules of the pre-commit and pre-push hooks, under `ownership: error`) — the denial
+/// is recorded on the worktree's boulder; `None` for everything else.
+pub fn edit(ws: &Workspace, cwd: &Path, file: &Path) -> Result<Option<String>> {
+    let Ok(plan) = ws.plan() else { return Ok(None) };
+    let Some(stream) = ws.here_stream(&plan) else { return Ok(None) };
+    if plan.settings.ownership != Level::Error {
+        return Ok(None);
+    }
+    let Some(root) = ws.repo.work_dir.as_deref() else { return Ok(None) };
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let target = resolve(cwd, file);
+    let Ok(rel) = target.strip_prefix(&root) else { return Ok(None) };
+    if rel.as_os_str().is_empty() || rel.components().next() == Some(Component::Normal(".git".as_ref())) {
+        return Ok(None);
+    }
+    let rel: String =
+        rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/");
+    let found = check_paths(&plan, &stream.name, &[(String::new(), rel.clone())]);
+    let Some(v) = found.into_iter().find(|v| v.refused) else { return Ok(None) };
+    let me = &stream.name;
+    let owned = crate::stream::prompt::owned_paths(&plan, me);
+    let shown = crate::text::inert(&rel);
+    let reason = match (v.rule, v.owner.as_deref()) {
+        (Rule::OtherStream, Some(owner)) => format!(
+            "{shown} is owned by stream {owner}; stream {me} may change only its own paths ({owned}). Leave this \
+             change to stream {owner} (note it with `git boulder todo add` if it is needed)."
+        ),
+        (Rule::SharedRead, _) => format!(
+            "{shown} is shared_read: every stream may read it, none may change it. Stream {me} may change only its \
+             own paths ({owned})."
+        ),
+        _ => format!(
+            "{shown} is owned by no stream and settings.undeclared_paths is error; stream {me} may change only its \
+             own paths ({owned})."
+        ),
+    };
+    record_denial(ws, &rel, v.rule, v.owner.as_deref());
+    Ok(Some(reason))
+}
+
+/// Record a denied edit on the worktree's boulder, when it exists. A failure to record never
+/// turns a denial into an error.
+fn record_denial(ws: &Workspace, path: &str, rule: Rule, owner: Option<&str>) {
+    let rule = match rule {
+        Rule::OtherStream => "other_stream",
+        Rule::SharedRead => "shared_read",
+        Rule::Undeclared => "undeclared",
+    };
+    let mut path = path.to_string();
+    if path.len() > 4096 {
+        let mut cut = 4096;
+        while !path.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        path.truncate(cut);
+    }
+    let recorded = (|| -> Result<()> {
+        let id = tree::target(ws, None)?;
+        let store = Store::new(&ws.repo)?;
+        let op = BoulderOp::Denied {
+            path,
+            rule: rule.to_string(),
+            owner: owner.map(str::to_owned).map_or(Opt::Absent, Opt::Set),
+        };
+        store.append_if::<BoulderState>(&state::boulder_ref(&id), |cur| Ok(cur.map(|_| op.clone())))?;
+        Ok(())
+    })();
+    if let Err(e) = recorded {
+        eprintln!("git-boulder: the denial was not recorded: {}", crate::text::inert(&e.message));
+    }
+}
+
+/// `file` as an absolute path with symlinks resolved: its longest existing ancestor is
+/// canonicalized (symlinks and `..` resolved by the file system), the rest appended with `.` and
+/// `..` folded.
+pub fn resolve(cwd: &Path, file: &Path) -> PathBuf {
+    let joined = if file.is_absolute() { file.to_path_buf() } else { cwd.join(file) };
+    let comps: Vec<Component> = joined.components().collect();
+    for i in (1..=comps.len()).rev() {
+        let prefix: PathBuf = comps[..i].iter().collect();
+        if let Ok(mut out) = std::fs::canonicalize(&prefix) {
+            for c in &comps[i..] {
+                match c {
+                    Component::ParentDir => {
+                        out.pop();
+                    }
+                    Component::Normal(n) => out.push(n),
+                    _ => {}
+                }
+            }
+            return out;
+        }
+    }
+    joined
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_are_one_bounded_object() {
+        assert!(Payload::read(&b"{\"cwd\":\"/x\",\"extra\":[1]}"[..]).is_ok());
+        for bad in [&b""[..], b"  \n", b"[1]", b"{", b"\"s\"", b"{\"a\":1} {\"b\":2}"] {
+            let e = Payload::read(bad).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::Refused, "{:?}", String::from_utf8_lossy(bad));
+        }
+        let big = format!("{{\"x\":\"{}\"}}", "a".repeat(MAX_PAYLOAD as usize));
+        assert!(Payload::read(big.as_bytes()).unwrap_err().message.contains("larger"));
+    }
+
+    #[test]
+    fn resolve_folds_dots_past_the_existing_ancestor() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        std::fs::create_dir(root.join("a")).unwrap();
+        assert_eq!(resolve(&root, Path::new("a/../b/c/../d.rs")), root.join("b/d.rs"));
+        assert_eq!(resolve(&root.join("a"), Path::new("../x")), root.join("x"));
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(root.join("a"), root.join("link")).unwrap();
+            assert_eq!(resolve(&root, Path::new("link/new.rs")), root.join("a/new.rs"));
+        }
+    }
+}

@@ -5,8 +5,12 @@
 //!
 //! * [`install`]: `agent install|uninstall|status` — the files each harness reads (merged into
 //!   what is there, restored exactly on uninstall), in the main worktree and every stream worktree.
-//! * [`hook`]: `agent hook HARNESS` — one payload on stdin, the harness's answer on stdout.
+//! * [`hook`]: `agent hook HARNESS` — one payload on stdin, the harness's answer on stdout: the
+//!   decisions ([`hook::stop`], [`hook::session_context`], [`hook::edit`]) in [`hook`], each
+//!   harness's payloads and answers in [`claude`] and [`codex`].
 
+pub mod claude;
+pub mod codex;
 pub mod files;
 pub mod hook;
 pub mod install;

@@ -77,6 +77,13 @@ pub fn check(
             }
         }
     }
+    // The project boulder is done when the PRD's stories are.
+    if b.parent.is_none()
+        && id == crate::hooks::project_id(plan.as_ref())
+        && super::tree::project_complete(ws, plan.as_ref())
+    {
+        gated.status = BoulderStatus::Completed;
+    }
     if let (true, Some((_, p))) = (t.inherit_cooldowns, &parent) {
         if p.last_enforcement > gated.last_enforcement {
             gated.last_enforcement = p.last_enforcement.clone();

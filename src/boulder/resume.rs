@@ -42,7 +42,17 @@ pub fn resume(ws: &Workspace) -> Result<Resume> {
         (Some(plan), Some(prd), Some(s)) if plan.stream(s).is_some() => {
             ws.stream_stories(plan, plan.stream(s).expect("checked"), prd, &done)?
         }
-        (_, Some(prd), _) => prd.stories.clone(),
+        (_, Some(prd), _) => prd
+            .stories
+            .iter()
+            .cloned()
+            .map(|mut s| {
+                if done.contains(&s.id) {
+                    s.status = crate::prd::Status::Completed;
+                }
+                s
+            })
+            .collect(),
         _ => Vec::new(),
     };
     let next = crate::prd::next_open(&stories).cloned();

@@ -11,7 +11,9 @@ pub fn read(store: &Store, id: &str) -> Result<Option<BoulderState>> {
     Ok(store.read::<BoulderState>(&state::boulder_ref(id))?.map(|e| e.state))
 }
 
-/// The boulder a command acts on: the one named, else this worktree's current one.
+/// The boulder a command acts on: the one named, else this worktree's current one — its stream's
+/// (or the one `switch` made current), else the project boulder (made on first use) when the
+/// repository has no plan or this is its main worktree.
 pub fn target(ws: &Workspace, named: Option<&str>) -> Result<String> {
     if let Some(id) = named {
         crate::names::validate("boulder", id)?;
@@ -19,17 +21,49 @@ pub fn target(ws: &Workspace, named: Option<&str>) -> Result<String> {
     }
     let plan = ws.plan().ok();
     let stream = ws.repo.head_branch().and_then(|b| plan.as_ref()?.stream_for_branch(&b).map(|s| s.name.clone()));
-    match stream {
-        Some(s) => Ok(crate::hooks::current_boulder(&ws.repo, &s)),
-        None => std::fs::read_to_string(ws.repo.git_dir.join("boulder-current"))
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| {
-                Error::usage("no boulder here: this worktree is not on a stream's branch")
-                    .hint("pass --boulder ID, or run `git boulder switch ID`")
-            }),
+    if let Some(s) = stream {
+        return Ok(crate::hooks::current_boulder(&ws.repo, &s));
     }
+    let switched = std::fs::read_to_string(ws.repo.git_dir.join("boulder-current"))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    if let Some(id) = switched {
+        return Ok(id);
+    }
+    let no_plan = ws.plan_text().is_err();
+    if !(no_plan || ws.repo.git_dir == ws.repo.common_dir) {
+        return Err(Error::usage("no boulder here: this worktree is not on a stream's branch")
+            .hint("pass --boulder ID, or run `git boulder switch ID`"));
+    }
+    let id = crate::hooks::project_id(plan.as_ref());
+    ensure_project(&Store::new(&ws.repo)?, id)?;
+    Ok(id.to_string())
+}
+
+/// Create the project boulder `id` when it does not exist yet.
+fn ensure_project(store: &Store, id: &str) -> Result<()> {
+    store.append_if::<BoulderState>(&state::boulder_ref(id), |cur| {
+        Ok(match cur {
+            Some(_) => None,
+            None => Some(BoulderOp::Created {
+                id: Opt::Absent,
+                stream: Opt::Absent,
+                parent: Opt::Absent,
+                depth: Opt::Set(0),
+            }),
+        })
+    })?;
+    Ok(())
+}
+
+/// Whether the project boulder's work is done: a PRD exists and all its stories are done
+/// (`prd done` records counted). Without a PRD it never is.
+pub fn project_complete(ws: &Workspace, plan: Option<&crate::plan::Plan>) -> bool {
+    let Ok(path) = ws.prd_path(plan, None) else { return false };
+    let Ok((_, prd)) = crate::workspace::load_prd(&path) else { return false };
+    let done = ws.recorded_done().unwrap_or_default();
+    !prd.stories.is_empty() && prd.stories.iter().all(|s| s.status.is_done() || done.contains(&s.id))
 }
 
 /// Create boulder `name` under `parent` (a root boulder when `None`) for `stream` (default: the

@@ -130,8 +130,31 @@ pub fn status(args: StatusArgs) -> Result<()> {
 }
 
 /// The exit code is the harness's to act on: 0 with the answer on stdout. Never 2, which Claude
-/// Code and Codex read as "block with stderr".
+/// Code and Codex read as "block with stderr": a payload git-boulder cannot read, or an error of
+/// its own, is one line on stderr and exit 1 (a non-blocking error: the agent goes on).
 pub fn hook(args: HookArgs) -> Result<u8> {
-    let _ = args;
-    Err(Error::internal("agent hook: not yet"))
+    use std::io::Write;
+    let answered = (|| -> Result<Option<serde_json::Value>> {
+        let payload = crate::agent::hook::Payload::read(std::io::stdin().lock())?;
+        match args.harness {
+            Harness::Claude => crate::agent::claude::answer(&payload),
+            Harness::Codex => crate::agent::codex::answer(&payload).map(Some),
+            Harness::Opencode => {
+                Err(Error::refused("OpenCode has no command hooks: its plugin asks `git boulder check --json` itself"))
+            }
+        }
+    })();
+    match answered {
+        Ok(Some(v)) => {
+            let mut out = std::io::stdout().lock();
+            // A harness that stopped reading gets no answer; nothing else to do.
+            let _ = writeln!(out, "{v}").and_then(|()| out.flush());
+            Ok(0)
+        }
+        Ok(None) => Ok(0),
+        Err(e) => {
+            eprintln!("git-boulder agent hook {}: {}", args.harness, crate::text::inert(&e.message));
+            Ok(1)
+        }
+    }
 }

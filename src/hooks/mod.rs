@@ -22,7 +22,7 @@ use crate::git::config::ConfigFile;
 use crate::git::Repo;
 
 pub use ownership::{check_paths, Rule, Verdict, Violation};
-pub use run::{current_boulder, run};
+pub use run::{current_boulder, project_id, run, PROJECT};
 
 /// The shim template.
 const SHIM: &str = include_str!("../../hooks/shim.sh");

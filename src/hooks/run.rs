@@ -76,6 +76,20 @@ pub fn current_boulder(repo: &Repo, stream: &str) -> String {
         .unwrap_or_else(|| stream.to_string())
 }
 
+/// The id of the project boulder: the one boulder of a repository without a plan, and of the main
+/// worktree of one with a plan. `_project` when the plan has a stream named `project` (whose root
+/// boulder is `project`).
+pub fn project_id(plan: Option<&crate::plan::Plan>) -> &'static str {
+    if plan.is_some_and(|p| p.stream(PROJECT).is_some()) {
+        "_project"
+    } else {
+        PROJECT
+    }
+}
+
+/// The project boulder's id when no stream of the plan is named so.
+pub const PROJECT: &str = "project";
+
 fn post_commit() -> Result<()> {
     let repo = Repo::discover_once()?;
     if replaying(&repo) {
@@ -84,7 +98,17 @@ fn post_commit() -> Result<()> {
     // HEAD's branch and the commit just made on it, from one read of HEAD and the branch.
     let Some((branch, head_id)) = repo.head_branch_and_id() else { return Ok(()) };
     let ws = Workspace::from_repo(repo, None);
-    let Some(stream) = ws.plan()?.stream_for_branch(&branch).map(|s| s.name.clone()) else { return Ok(()) };
+    // No plan is no stream (the project boulder's repository); a plan that does not parse is an error.
+    let plan = match ws.plan() {
+        Ok(plan) => Some(plan),
+        Err(_) if ws.plan_text().is_err() => None,
+        Err(e) => return Err(e),
+    };
+    let stream = plan.as_ref().and_then(|p| p.stream_for_branch(&branch)).map(|s| s.name.clone());
+    // Outside a stream, only the main worktree's commits count: for the project boulder.
+    if stream.is_none() && ws.repo.git_dir != ws.repo.common_dir {
+        return Ok(());
+    }
     let head = match head_id {
         Some(id) => id,
         None => ws.repo.ref_id("HEAD")?.ok_or_else(|| Error::internal("HEAD has no commit"))?,
@@ -92,11 +116,29 @@ fn post_commit() -> Result<()> {
     if amended(&ws.repo, head) {
         return Ok(());
     }
+    let Some(stream) = stream else { return project_activity(&ws, plan.as_ref(), head) };
     let store = Store::new(&ws.repo)?;
     let story = std::env::var("BOULDER_STORY").ok().filter(|s| !s.is_empty());
     let boulder = current_boulder(&ws.repo, &stream);
     let rec = RecordedCommit { stream, boulder, commit: head, story, at: crate::time::now_rfc3339() };
     record_commit(&ws.repo, &store, &rec)
+}
+
+/// A commit in the main worktree, off any stream: activity of the boulder `switch` made current
+/// there, else of the project boulder — once it exists (`check`, `checkpoint`, `todo`, `resume`
+/// or a harness hook made it). No note: the commit is no stream's work.
+fn project_activity(ws: &Workspace, plan: Option<&Plan>, head: ObjectId) -> Result<()> {
+    let id = std::fs::read_to_string(ws.repo.git_dir.join("boulder-current"))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| crate::names::problem(s).is_none())
+        .unwrap_or_else(|| project_id(plan).to_string());
+    let store = Store::new(&ws.repo)?;
+    let story = std::env::var("BOULDER_STORY").ok().filter(|s| !s.is_empty());
+    let activity =
+        BoulderOp::Activity { commit: head.to_string(), story: story.into(), at: Opt::Set(crate::time::now_rfc3339()) };
+    store.append_if::<BoulderState>(&state::boulder_ref(&id), |cur| Ok(cur.map(|_| activity.clone())))?;
+    Ok(())
 }
 
 /// A commit recorded as work of a stream: what post-commit (or `git boulder record`) knows of

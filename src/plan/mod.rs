@@ -20,6 +20,7 @@ use std::time::Duration;
 
 pub mod edit;
 mod parse;
+pub mod prompt;
 pub mod suggest;
 mod validate;
 
@@ -92,6 +93,8 @@ pub struct Settings {
     pub copy_into_worktree: Vec<String>,
     pub setup: String,
     pub verify: String,
+    /// The text `stream run` gives the agent as `BOULDER_PROMPT` ([`prompt`]); empty: the default.
+    pub prompt_template: String,
     /// `BOULDER_PORT` of the stream with index `i` is `port_base + i × port_stride` (index 0, the
     /// main checkout, keeps `port_base`).
     pub port_base: u32,
@@ -120,6 +123,7 @@ impl Default for Settings {
             copy_into_worktree: Vec::new(),
             setup: String::new(),
             verify: String::new(),
+            prompt_template: String::new(),
             port_base: 3000,
             port_stride: 10,
             agents: BTreeMap::new(),

@@ -48,6 +48,7 @@ pub(crate) const SETTINGS_KEYS: &[&str] = &[
     "copy_into_worktree",
     "setup",
     "verify",
+    "prompt_template",
     "port_base",
     "port_stride",
     "agents",
@@ -1071,6 +1072,13 @@ impl<'de> Visitor<'de> for SettingsSeed<'_> {
                 }
                 "setup" => s.setup = map.next_value_seed(Str { what: w })?.unwrap_or_default(),
                 "verify" => s.verify = map.next_value_seed(Str { what: w })?.unwrap_or_default(),
+                "prompt_template" => {
+                    let t = map.next_value_seed(Str { what: w })?.unwrap_or_default();
+                    if let Err(why) = super::prompt::parse(&t) {
+                        return Err(ctx.fail(format!("{w}: {why}"), key.at()));
+                    }
+                    s.prompt_template = t;
+                }
                 "port_base" | "port_stride" => {
                     if let Some(v) = map.next_value_seed(Count { ctx, what: w, min: 1 })? {
                         if v > 65535 {

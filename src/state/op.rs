@@ -958,6 +958,15 @@ pub enum BoulderOp {
     TodoAdd { id: String, text: String },
     /// `todo_done`: a todo is done (an unknown id changes nothing).
     TodoDone { id: String },
+    /// `denied`: an agent harness hook refused an edit of `path`, which the stream does not own
+    /// (`rule`: `other_stream`, `shared_read` or `undeclared`; `owner`: the owning stream). A
+    /// record only: it changes nothing but `updated_at`.
+    Denied {
+        path: String,
+        rule: String,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        owner: Opt<String>,
+    },
 }
 
 impl Payload for BoulderOp {
@@ -972,6 +981,7 @@ impl Payload for BoulderOp {
             BoulderOp::Checkpoint { .. } => "checkpoint",
             BoulderOp::TodoAdd { .. } => "todo_add",
             BoulderOp::TodoDone { .. } => "todo_done",
+            BoulderOp::Denied { .. } => "denied",
         }
     }
 
@@ -1003,6 +1013,11 @@ impl Payload for BoulderOp {
             "checkpoint" => BoulderOp::Checkpoint { message: required(op, "message")? },
             "todo_add" => BoulderOp::TodoAdd { id: required(op, "id")?, text: required(op, "text")? },
             "todo_done" => BoulderOp::TodoDone { id: required(op, "id")? },
+            "denied" => BoulderOp::Denied {
+                path: required(op, "path")?,
+                rule: required(op, "rule")?,
+                owner: opt_string(op, "owner")?,
+            },
             _ => return Err(unknown(BoulderState::WHAT, op)),
         })
     }
@@ -1070,6 +1085,7 @@ impl State for BoulderState {
                     t.done = true;
                 }
             }
+            BoulderOp::Denied { .. } => {}
         }
         self.updated_at = Some(at.to_string());
     }
@@ -1505,6 +1521,8 @@ mod tests {
             ("checkpoint", json!({"message": "half way"})),
             ("todo_add", json!({"id": "t1", "text": "tests"})),
             ("todo_done", json!({"id": "t1"})),
+            ("denied", json!({"owner": "api", "path": "src/api/a.rs", "rule": "other_stream"})),
+            ("denied", json!({"path": "src/types/u.rs", "rule": "shared_read"})),
         ];
         for (kind, data) in boulder {
             let typed = BoulderOp::parse(&op(kind, 1, data.clone())).unwrap();

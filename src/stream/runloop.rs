@@ -62,6 +62,9 @@ pub fn run(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, say:
     if plan.settings.auto_merge {
         keys.push(crate::trust::VERIFY.to_string());
     }
+    if !plan.settings.prompt_template.trim().is_empty() {
+        keys.push(crate::trust::PROMPT_TEMPLATE.to_string());
+    }
     crate::trust::require(&ws.repo, plan, "stream run", &keys)?;
     // One run per stream on this machine (the lock), then one per stream anywhere (the claim).
     let _lock = crate::lock::try_acquire(&ws.repo, &format!("stream-{}", stream.name), "stream run")?;
@@ -181,15 +184,18 @@ fn run_loop(
         };
         iteration += 1;
         std::fs::write(story_file.path(), &story.text)?;
-        let prompt = format!(
-            "You are working on stream {stream} of this repository. Work on story {id}: {title}.\n\
-             The story's text is in {file}. Commit your progress with git; mark the story done in {prd} when \
-             its acceptance criteria are met.\n\nThe boulder never stops: keep going until the story is done.",
-            stream = stream.name,
-            id = story.id,
-            title = story.title,
-            file = story_file.path().display(),
-            prd = plan.prd,
+        let prompt = crate::stream::prompt::render(
+            plan,
+            &crate::stream::prompt::Vars {
+                stream: &stream.name,
+                story_id: &story.id,
+                story_title: &story.title,
+                story_file: &story_file.path().to_string_lossy(),
+                prd: &plan.prd,
+                iteration,
+                owned_paths: crate::stream::prompt::owned_paths(plan, &stream.name),
+                read_only_paths: crate::stream::prompt::read_only_paths(plan),
+            },
         );
         say(&format!("iteration {iteration}: {} {}", story.id, story.title));
         let tip_before = ws.repo.branch_tip(&stream.branch)?;

@@ -1,0 +1,277 @@
+//! `git boulder agent hook claude`: Claude Code's documented hook payloads (fixtures under
+//! `tests/fixtures/harness/claude/`, every documented field) fed to the real binary in a stream
+//! worktree of the sample; stdout, exit code and what the op-log recorded are checked with plain
+//! git.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+
+use serde_json::Value;
+
+use crate::common::*;
+
+/// The fixture `harness/NAME.json` with `cwd` set to `dir`, changed by `edit`.
+pub fn fixture(name: &str, dir: &Path, edit: impl FnOnce(&mut Value)) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/harness").join(format!("{name}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["cwd"] = Value::String(dir.to_str().unwrap().to_string());
+    edit(&mut v);
+    v
+}
+
+/// Run `git-boulder ARGS` in `dir` with `stdin` as its input.
+pub fn run_with_input(repo: &TestRepo, dir: &Path, args: &[&str], stdin: &[u8]) -> Run {
+    let mut cmd = repo.command(bin());
+    cmd.args(args).current_dir(dir).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run git-boulder");
+    // A payload past the size bound is not read whole: the write may meet a closed pipe.
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    Run::from(child.wait_with_output().unwrap())
+}
+
+/// Feed `payload` to `git boulder agent hook HARNESS`, run from the main worktree: the payload's
+/// `cwd`, not the process's, says where the agent is.
+pub fn feed(repo: &TestRepo, harness: &str, payload: &Value) -> Run {
+    run_with_input(repo, &repo.dir, &["agent", "hook", harness], payload.to_string().as_bytes())
+}
+
+fn initialized(extra: &str) -> TestRepo {
+    let repo = if extra.is_empty() { sample() } else { sample_with(extra) };
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    repo.boulder(&["stream", "init", "api"]).ok();
+    repo
+}
+
+fn boulder_state(repo: &TestRepo, id: &str) -> Value {
+    repo.state(&format!("refs/boulder/boulders/{id}"))
+}
+
+fn ops(repo: &TestRepo, name: &str) -> Vec<Value> {
+    let log = repo.boulder(&["log", name, "--json"]).ok().json();
+    log.as_array().unwrap().iter().map(|e| e["op"].clone()).collect()
+}
+
+#[test]
+fn stop_with_stories_open_blocks_with_the_enforcement_message_and_records_it() {
+    let repo = initialized("");
+    let wt = repo.worktree("auth");
+    let r = feed(&repo, "claude", &fixture("claude/stop", &wt, |_| {})).code(0);
+    assert_eq!(r.stderr, "");
+    let out = r.json();
+    let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["decision", "reason"], "{out}");
+    assert_eq!(out["decision"], "block");
+    let reason = out["reason"].as_str().unwrap();
+    assert!(reason.starts_with("Boulder [Boulder: 0]") && reason.contains("Reminder 1 of 5"), "{reason}");
+    // Recorded exactly as `check` records it: the enforced op, the failure count, the message.
+    let b = boulder_state(&repo, "auth");
+    assert_eq!(b["failure_count"], 1);
+    assert_eq!(b["last_gate"], "completion");
+    assert_eq!(b["last_message"], reason);
+    let log = ops(&repo, "auth");
+    assert_eq!(log[0]["kind"], "enforced", "{log:?}");
+    assert_eq!(log[0]["data"]["gate"], "completion");
+    // The other stream's boulder is untouched.
+    assert_eq!(boulder_state(&repo, "api")["failure_count"], 0);
+}
+
+#[test]
+fn subagents_and_a_stop_already_continued_are_never_held() {
+    let repo = initialized("");
+    let wt = repo.worktree("auth");
+    for payload in [
+        fixture("claude/subagent_stop", &wt, |_| {}),
+        fixture("claude/stop_in_subagent", &wt, |_| {}),
+        fixture("claude/stop", &wt, |v| v["stop_hook_active"] = Value::Bool(true)),
+    ] {
+        let r = feed(&repo, "claude", &payload).code(0);
+        assert_eq!(r.stdout, "", "{payload}");
+    }
+    let b = boulder_state(&repo, "auth");
+    assert_eq!(b["failure_count"], 0, "nothing enforced: {b}");
+    assert!(ops(&repo, "auth").iter().all(|op| op["kind"] != "enforced"));
+    // Work talk is no completion: within the idle threshold the agent may stop.
+    let r = feed(
+        &repo,
+        "claude",
+        &fixture("claude/stop", &wt, |v| v["last_assistant_message"] = "Let me implement the next part".into()),
+    )
+    .code(0);
+    assert_eq!(r.stdout, "");
+}
+
+#[test]
+fn max_failures_reached_lets_the_agent_stop() {
+    let repo = initialized("  boulder:\n    max_failures: 2\n");
+    let wt = repo.worktree("auth");
+    let stop = fixture("claude/stop", &wt, |_| {});
+    for i in 1..=2 {
+        let out = feed(&repo, "claude", &stop).code(0).json();
+        assert_eq!(out["decision"], "block", "push {i}");
+        assert!(out["reason"].as_str().unwrap().contains(&format!("Reminder {i} of 2")), "{out}");
+    }
+    let r = feed(&repo, "claude", &stop).code(0);
+    assert_eq!(r.stdout, "", "the third stop is let through");
+    assert_eq!(boulder_state(&repo, "auth")["failure_count"], 2);
+    // A commit is progress: the count starts again and the gates push once more.
+    commit_in(&repo, &wt, "src/auth/login.rs", "fn login() {}\n", "login form");
+    assert_eq!(feed(&repo, "claude", &stop).code(0).json()["decision"], "block");
+}
+
+#[test]
+fn session_start_gives_the_stream_its_story_paths_checkpoint_and_todos() {
+    let repo = initialized("");
+    let wt = repo.worktree("auth");
+    repo.boulder_in(&wt, &["checkpoint", "-m", "login form half done \u{1b}[2J"]).ok();
+    repo.boulder_in(&wt, &["todo", "add", "write the tests"]).ok();
+    for source in ["startup", "resume", "clear", "compact"] {
+        let payload = fixture("claude/session_start", &wt, |v| v["source"] = source.into());
+        let out = feed(&repo, "claude", &payload).code(0).json();
+        assert_eq!(out["hookSpecificOutput"]["hookEventName"], "SessionStart");
+        let ctx = out["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+        for want in [
+            "stream auth",
+            "US-001: Login form",
+            "Build `src/auth/login.rs`.",
+            "- [ ] renders",
+            "src/auth/**",
+            "src/types/**",
+            "src/api/** (api)",
+            "login form half done \\e[2J",
+            "t1: write the tests",
+        ] {
+            assert!(ctx.contains(want), "{source}: no {want:?} in\n{ctx}");
+        }
+        assert!(!ctx.contains('\u{1b}'), "terminal controls are made inert");
+        let own = ctx.lines().find(|l| l.contains("src/auth/**")).unwrap();
+        let read_only = ctx.lines().find(|l| l.contains("src/types/**")).unwrap();
+        assert!(own.contains("may change only") && read_only.contains("never change"), "{ctx}");
+    }
+}
+
+#[test]
+fn pre_tool_use_denies_another_streams_file_and_shared_read_and_passes_its_own() {
+    let repo = initialized("");
+    let wt = repo.worktree("auth");
+    let edit = |name: &str, cwd: &Path, file: &str| {
+        let payload = fixture(name, cwd, |v| {
+            let key = if name.ends_with("notebook") { "notebook_path" } else { "file_path" };
+            v["tool_input"][key] = file.into();
+        });
+        feed(&repo, "claude", &payload).code(0)
+    };
+    let deny = |r: Run| -> String {
+        let out = r.json();
+        let h = &out["hookSpecificOutput"];
+        assert_eq!(h["hookEventName"], "PreToolUse", "{out}");
+        assert_eq!(h["permissionDecision"], "deny", "{out}");
+        h["permissionDecisionReason"].as_str().unwrap().to_string()
+    };
+    // Another stream's file, absolute.
+    let other = wt.join("src/api/list.rs");
+    let reason = deny(edit("claude/pre_tool_use_write", &wt, other.to_str().unwrap()));
+    assert!(reason.starts_with("src/api/list.rs is owned by stream api"), "{reason}");
+    // shared_read, relative to cwd with `..` on the way.
+    let reason = deny(edit("claude/pre_tool_use_edit", &wt.join("src/auth"), "../auth/../types/user.rs"));
+    assert!(reason.contains("src/types/user.rs is shared_read"), "{reason}");
+    // A notebook of another stream.
+    let reason = deny(edit("claude/pre_tool_use_notebook", &wt, "src/api/nb.ipynb"));
+    assert!(reason.contains("owned by stream api"), "{reason}");
+    // Through a symlink to the worktree.
+    let link = repo.tmp.path().join("auth-link");
+    std::os::unix::fs::symlink(&wt, &link).unwrap();
+    let reason = deny(edit("claude/pre_tool_use_write", &link, link.join("src/api/x.rs").to_str().unwrap()));
+    assert!(reason.starts_with("src/api/x.rs is owned by stream api"), "{reason}");
+
+    // Everything else passes silently: its own files, the PRD, undeclared paths (warn by
+    // default), outside the worktree, the main worktree, other tools.
+    for (name, cwd, file) in [
+        ("claude/pre_tool_use_edit", wt.clone(), "src/auth/login.rs".to_string()),
+        ("claude/pre_tool_use_write", wt.clone(), wt.join("src/auth/new/deep.rs").to_str().unwrap().to_string()),
+        ("claude/pre_tool_use_write", wt.clone(), ".agents/tasks/prd.md".to_string()),
+        ("claude/pre_tool_use_write", wt.clone(), "tools/x.sh".to_string()),
+        ("claude/pre_tool_use_write", wt.clone(), repo.tmp.path().join("elsewhere.rs").to_str().unwrap().to_string()),
+        ("claude/pre_tool_use_write", wt.clone(), "../api/src/api/list.rs".to_string()),
+        ("claude/pre_tool_use_write", repo.dir.clone(), "src/api/list.rs".to_string()),
+        ("claude/pre_tool_use_bash", wt.clone(), String::new()),
+    ] {
+        let r = if name.ends_with("bash") {
+            feed(&repo, "claude", &fixture(name, &cwd, |_| {}))
+        } else {
+            edit(name, &cwd, &file)
+        };
+        assert_eq!(r.code(0).stdout, "", "{name} {file}");
+    }
+
+    // Each denial is on the boulder's op-log.
+    let denied: Vec<Value> = ops(&repo, "auth").into_iter().filter(|op| op["kind"] == "denied").collect();
+    assert_eq!(denied.len(), 4, "{denied:?}");
+    let paths: Vec<&str> = denied.iter().map(|op| op["data"]["path"].as_str().unwrap()).collect();
+    assert!(paths.contains(&"src/api/list.rs") && paths.contains(&"src/types/user.rs"), "{paths:?}");
+    let shared = denied.iter().find(|op| op["data"]["path"] == "src/types/user.rs").unwrap();
+    assert_eq!(shared["data"]["rule"], "shared_read");
+    let other = denied.iter().find(|op| op["data"]["path"] == "src/api/list.rs").unwrap();
+    assert_eq!((&other["data"]["rule"], &other["data"]["owner"]), (&"other_stream".into(), &"api".into()));
+    let text = repo.boulder(&["log", "auth"]).ok().stdout;
+    assert!(text.contains("denied") && text.contains("src/api/list.rs"), "{text}");
+}
+
+#[test]
+fn undeclared_paths_error_denies_a_path_no_stream_owns() {
+    let repo = initialized("  undeclared_paths: error\n");
+    let wt = repo.worktree("auth");
+    let payload = fixture("claude/pre_tool_use_write", &wt, |v| v["tool_input"]["file_path"] = "tools/x.sh".into());
+    let out = feed(&repo, "claude", &payload).code(0).json();
+    let reason = out["hookSpecificOutput"]["permissionDecisionReason"].as_str().unwrap();
+    assert!(reason.starts_with("tools/x.sh is owned by no stream"), "{reason}");
+    // ownership: off lets every edit through.
+    let repo = initialized("  ownership: off\n");
+    let wt = repo.worktree("auth");
+    let payload = fixture("claude/pre_tool_use_write", &wt, |v| v["tool_input"]["file_path"] = "src/api/a.rs".into());
+    assert_eq!(feed(&repo, "claude", &payload).code(0).stdout, "");
+}
+
+#[test]
+fn a_payload_it_cannot_read_is_exit_1_never_2() {
+    let repo = initialized("");
+    let wt = repo.worktree("auth");
+    let garbled: Vec<Vec<u8>> = vec![
+        b"not json".to_vec(),
+        Vec::new(),
+        b"[1, 2]".to_vec(),
+        b"{\"hook_event_name\": \"Stop\"".to_vec(),
+        vec![0xff, 0xfe, b'{'],
+        fixture("claude/stop", &wt, |v| {
+            v.as_object_mut().unwrap().remove("cwd");
+        })
+        .to_string()
+        .into_bytes(),
+        fixture("claude/stop", &wt, |v| {
+            v.as_object_mut().unwrap().remove("hook_event_name");
+        })
+        .to_string()
+        .into_bytes(),
+        format!("{{\"x\": \"{}\"}}", "a".repeat(2 << 20)).into_bytes(),
+    ];
+    for input in garbled {
+        let r = run_with_input(&repo, &wt, &["agent", "hook", "claude"], &input).code(1);
+        assert_eq!(r.stdout, "");
+        assert!(r.stderr.starts_with("git-boulder agent hook claude: "), "{}", r.stderr);
+    }
+    assert_eq!(boulder_state(&repo, "auth")["failure_count"], 0);
+}
+
+#[test]
+fn outside_a_repository_or_without_git_boulder_state_everything_goes_on() {
+    let repo = TestRepo::with_files(&[("README.md", "# plain\n")]);
+    let outside = tempfile::tempdir().unwrap();
+    for dir in [outside.path(), repo.dir.as_path()] {
+        for name in ["claude/stop", "claude/session_start", "claude/pre_tool_use_write"] {
+            let r = feed(&repo, "claude", &fixture(name, dir, |_| {})).code(0);
+            assert_eq!(r.stdout, "", "{name} in {}", dir.display());
+        }
+    }
+    assert!(repo.refs("refs/boulder/").is_empty(), "nothing written");
+}
