@@ -171,7 +171,11 @@ fn boulders_and_check() {
     assert_shown!("create_unknown_parent", repo.boulder(&["create", "x", "--parent", "ghost"]));
     assert_shown!("create_invalid_name", repo.boulder(&["create", "../x"]));
     assert_shown!("switch_unknown", repo.boulder(&["switch", "ghost"]));
-    assert_shown!("check_outside_a_stream", repo.boulder(&["check"]));
+    // The main worktree has the project boulder (tests/project_boulder.rs); a linked worktree on
+    // no stream's branch has none.
+    let side = repo.tmp.path().join("side");
+    repo.git(&["worktree", "add", "-q", "-b", "side", side.to_str().unwrap()]).ok();
+    assert_shown!("check_outside_a_stream", repo.boulder_in(&side, &["check"]));
     assert_shown!("check_unknown_boulder", repo.boulder(&["check", "--boulder", "ghost"]));
     assert_shown!("check_bad_duration", repo.boulder(&["check", "--boulder", "auth", "--cooldown", "soon"]));
     assert_shown!("todo_done_unknown", repo.boulder_in(&repo.worktree("auth"), &["todo", "done", "ghost"]));

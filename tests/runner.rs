@@ -8,6 +8,7 @@ mod agent_claude;
 mod agent_codex;
 mod agent_install;
 mod agent_opencode;
+mod agent_prompt;
 mod boulders;
 mod cleanup_safety;
 mod dashboard;

@@ -15,30 +15,37 @@ pub fn read(store: &Store, id: &str) -> Result<Option<BoulderState>> {
 /// (or the one `switch` made current), else the project boulder (made on first use) when the
 /// repository has no plan or this is its main worktree.
 pub fn target(ws: &Workspace, named: Option<&str>) -> Result<String> {
+    let (id, project) = locate(ws, named)?;
+    if project {
+        ensure_project(&Store::new(&ws.repo)?, &id)?;
+    }
+    Ok(id)
+}
+
+/// [`target`] without making the project boulder: the id, and whether it is the project boulder.
+fn locate(ws: &Workspace, named: Option<&str>) -> Result<(String, bool)> {
     if let Some(id) = named {
         crate::names::validate("boulder", id)?;
-        return Ok(id.to_string());
+        return Ok((id.to_string(), false));
     }
     let plan = ws.plan().ok();
     let stream = ws.repo.head_branch().and_then(|b| plan.as_ref()?.stream_for_branch(&b).map(|s| s.name.clone()));
     if let Some(s) = stream {
-        return Ok(crate::hooks::current_boulder(&ws.repo, &s));
+        return Ok((crate::hooks::current_boulder(&ws.repo, &s), false));
     }
     let switched = std::fs::read_to_string(ws.repo.git_dir.join("boulder-current"))
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
     if let Some(id) = switched {
-        return Ok(id);
+        return Ok((id, false));
     }
     let no_plan = ws.plan_text().is_err();
     if !(no_plan || ws.repo.git_dir == ws.repo.common_dir) {
         return Err(Error::usage("no boulder here: this worktree is not on a stream's branch")
             .hint("pass --boulder ID, or run `git boulder switch ID`"));
     }
-    let id = crate::hooks::project_id(plan.as_ref());
-    ensure_project(&Store::new(&ws.repo)?, id)?;
-    Ok(id.to_string())
+    Ok((crate::hooks::project_id(plan.as_ref()).to_string(), true))
 }
 
 /// Create the project boulder `id` when it does not exist yet.
@@ -98,7 +105,13 @@ pub fn create(ws: &Workspace, name: &str, parent: Option<&str>, stream: Option<&
             }
             (depth, stream.map(str::to_owned).or(parent.stream))
         }
-        None => (0, stream.map(str::to_owned).or_else(|| target(ws, None).ok())),
+        // The project boulder is no stream.
+        None => (
+            0,
+            stream
+                .map(str::to_owned)
+                .or_else(|| locate(ws, None).ok().filter(|(_, project)| !project).map(|(id, _)| id)),
+        ),
     };
     let created = store.append_if::<BoulderState>(&state::boulder_ref(name), |cur| {
         Ok(match cur {
