@@ -36,12 +36,12 @@ pub fn parse(template: &str) -> Result<Vec<Piece<'_>>, String> {
             out.push(Piece::Text(&rest[..at]));
         }
         let tail = &rest[at..];
-        if tail.starts_with("{{") {
+        if let Some(after) = tail.strip_prefix("{{") {
             out.push(Piece::Text("{"));
-            rest = &tail[2..];
-        } else if tail.starts_with("}}") {
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("}}") {
             out.push(Piece::Text("}"));
-            rest = &tail[2..];
+            rest = after;
         } else if tail.starts_with('}') {
             return Err("a lone '}' (write '}}' for a literal brace)".into());
         } else {
