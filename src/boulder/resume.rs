@@ -28,6 +28,8 @@ pub struct Resume {
 /// Gather [`Resume`] for this worktree.
 pub fn resume(ws: &Workspace) -> Result<Resume> {
     let plan = ws.plan().ok();
+    // Where the PRD is first: a bare repository has none, and nothing is made for it.
+    let prd_path = ws.prd_path(plan.as_ref(), None)?;
     let id = target(ws, None).ok();
     let store = Store::new(&ws.repo)?;
     let b = match &id {
@@ -35,7 +37,6 @@ pub fn resume(ws: &Workspace) -> Result<Resume> {
         None => None,
     };
     let stream = b.as_ref().and_then(|b| b.stream.clone());
-    let prd_path = ws.prd_path(plan.as_ref(), None)?;
     let prd = crate::workspace::load_prd(&prd_path).ok().map(|(_, p)| p);
     let done = ws.recorded_done()?;
     let stories: Vec<Story> = match (&plan, &prd, &stream) {
