@@ -219,6 +219,35 @@ fn pre_tool_use_denies_another_streams_file_and_shared_read_and_passes_its_own()
 }
 
 #[test]
+fn hostile_paths_are_judged_and_shown_inert() {
+    let repo = initialized("");
+    let wt = repo.worktree("auth");
+    // A path with terminal controls in another stream's folder: denied, the reason inert.
+    let payload = fixture("claude/pre_tool_use_write", &wt, |v| {
+        v["tool_input"]["file_path"] = "src/api/\u{1b}[2Jx\u{7}.rs".into()
+    });
+    let out = feed(&repo, "claude", &payload).code(0).json();
+    let reason = out["hookSpecificOutput"]["permissionDecisionReason"].as_str().unwrap();
+    assert!(reason.starts_with("src/api/\\e[2Jx\\x07.rs is owned by stream api"), "{reason}");
+    // Paths that climb out of the worktree and back in are still judged where they land.
+    let back_in = format!("../{}/src/types/user.rs", wt.file_name().unwrap().to_str().unwrap());
+    let payload = fixture("claude/pre_tool_use_edit", &wt, |v| v["tool_input"]["file_path"] = back_in.into());
+    let out = feed(&repo, "claude", &payload).code(0).json();
+    assert_eq!(out["hookSpecificOutput"]["permissionDecision"], "deny", "{out}");
+    // A lone surrogate is no JSON string: exit 1, never 2.
+    let text = fixture("claude/pre_tool_use_write", &wt, |_| {}).to_string().replace("file.txt", "\\ud800.txt");
+    let r = run_with_input(&repo, &wt, &["agent", "hook", "claude"], text.as_bytes()).code(1);
+    assert_eq!(r.stdout, "");
+    // A file_path of the wrong type, and a tool_input that is no object, are no edit to judge.
+    for bad in [Value::from(7), Value::Null] {
+        let payload = fixture("claude/pre_tool_use_write", &wt, |v| v["tool_input"]["file_path"] = bad.clone());
+        assert_eq!(feed(&repo, "claude", &payload).code(0).stdout, "");
+    }
+    let payload = fixture("claude/pre_tool_use_write", &wt, |v| v["tool_input"] = "src/api/x.rs".into());
+    assert_eq!(feed(&repo, "claude", &payload).code(0).stdout, "");
+}
+
+#[test]
 fn undeclared_paths_error_denies_a_path_no_stream_owns() {
     let repo = initialized("  undeclared_paths: error\n");
     let wt = repo.worktree("auth");

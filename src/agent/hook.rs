@@ -127,7 +127,7 @@ pub fn session_context(ws: &Workspace) -> Result<String> {
     let mut s = String::new();
     let prd = ws.root().ok().and_then(|root| r.prd.strip_prefix(root).ok()).unwrap_or(&r.prd);
     let iteration = r.state.as_ref().map(|b| b.iteration).unwrap_or(0);
-    let boulder = r.boulder.as_deref().unwrap_or("none");
+    let boulder = r.boulder.as_deref().unwrap_or_default();
     match (&plan, here) {
         (Some(plan), Some(stream)) => {
             s.push_str(&format!(
@@ -154,6 +154,10 @@ pub fn session_context(ws: &Workspace) -> Result<String> {
                 s.push_str(&format!("Other streams own (never change them): {}\n", clean(&others.join("; "))));
             }
         }
+        _ if r.boulder.is_none() => s.push_str(&format!(
+            "git-boulder: this worktree is on no stream's branch and has no boulder; PRD: {}\n",
+            clean(&prd.display().to_string())
+        )),
         _ => {
             s.push_str(&format!(
                 "git-boulder: project boulder {} (iteration {iteration}); PRD: {}\n",

@@ -44,7 +44,8 @@ pub struct CheckArgs {
     /// The caller is a subagent: never enforce.
     #[arg(long)]
     pub subagent: bool,
-    /// The boulder to check (default: this worktree's current boulder).
+    /// The boulder to check (default: this worktree's current boulder; in the main worktree, or
+    /// without a plan, the project boulder).
     #[arg(long, value_name = "ID", add = super::complete::boulder_ids())]
     pub boulder: Option<String>,
     /// Print {enforce, gate, reason, variant, message, boulder, iteration, parent_iteration, depth}.
