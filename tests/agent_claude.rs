@@ -23,7 +23,12 @@ pub fn fixture(name: &str, dir: &Path, edit: impl FnOnce(&mut Value)) -> Value {
 
 /// Run `git-boulder ARGS` in `dir` with `stdin` as its input.
 pub fn run_with_input(repo: &TestRepo, dir: &Path, args: &[&str], stdin: &[u8]) -> Run {
-    let mut cmd = repo.command(bin());
+    pipe(repo, dir, bin(), args, stdin)
+}
+
+/// Run `program ARGS` in `dir` with the repository's environment and `stdin` as its input.
+pub fn pipe(repo: &TestRepo, dir: &Path, program: &str, args: &[&str], stdin: &[u8]) -> Run {
+    let mut cmd = repo.command(program);
     cmd.args(args).current_dir(dir).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("run git-boulder");
     // A payload past the size bound is not read whole: the write may meet a closed pipe.
