@@ -309,3 +309,71 @@ fn outside_a_repository_or_without_git_boulder_state_everything_goes_on() {
     }
     assert!(repo.refs("refs/boulder/").is_empty(), "nothing written");
 }
+
+/// The git-boulder command `agent install` wrote into the hooks file `file` of worktree `wt` for
+/// `event`, with the matcher of its group.
+pub fn installed(wt: &Path, file: &str, event: &str) -> (String, Option<String>) {
+    let path = wt.join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let groups = v["hooks"][event].as_array().unwrap_or_else(|| panic!("no {event} in {text}"));
+    for g in groups {
+        for h in g["hooks"].as_array().unwrap() {
+            let command = h["command"].as_str().unwrap();
+            if command.contains("boulder") {
+                return (command.to_string(), g["matcher"].as_str().map(str::to_string));
+            }
+        }
+    }
+    panic!("no git-boulder hook for {event} in {text}")
+}
+
+/// Run an installed hook `command` as the harness does: `sh -c` in the worktree, the payload on
+/// stdin.
+pub fn run_installed(repo: &TestRepo, wt: &Path, command: &str, payload: &Value) -> Run {
+    pipe(repo, wt, "sh", &["-c", command], payload.to_string().as_bytes())
+}
+
+#[test]
+fn the_installed_claude_hooks_run_these_decisions() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    repo.boulder(&["agent", "install", "claude"]).ok();
+    // A stream worktree made after the install has the hooks too.
+    repo.boulder(&["stream", "init", "api"]).ok();
+    for stream in ["auth", "api"] {
+        let wt = repo.worktree(stream);
+        let file = ".claude/settings.local.json";
+        let (stop, _) = installed(&wt, file, "Stop");
+        let (subagent, _) = installed(&wt, file, "SubagentStop");
+        let (start, matcher) = installed(&wt, file, "SessionStart");
+        assert!(matcher.unwrap().contains("compact"));
+        let (pre, matcher) = installed(&wt, file, "PreToolUse");
+        let matcher = matcher.unwrap();
+        assert!(["Edit", "Write", "MultiEdit", "NotebookEdit"].iter().all(|t| matcher.contains(t)), "{matcher}");
+
+        let out = run_installed(&repo, &wt, &stop, &fixture("claude/stop", &wt, |_| {})).code(0).json();
+        assert_eq!(out["decision"], "block", "{stream}: {out}");
+        assert!(out["reason"].as_str().unwrap().contains("Reminder 1 of 5"));
+        assert_eq!(repo.state(&format!("refs/boulder/boulders/{stream}"))["failure_count"], 1);
+        let again = fixture("claude/stop", &wt, |v| v["stop_hook_active"] = Value::Bool(true));
+        assert_eq!(run_installed(&repo, &wt, &stop, &again).code(0).stdout, "");
+        let sub = fixture("claude/subagent_stop", &wt, |_| {});
+        assert_eq!(run_installed(&repo, &wt, &subagent, &sub).code(0).stdout, "");
+        let sub = fixture("claude/stop_in_subagent", &wt, |_| {});
+        assert_eq!(run_installed(&repo, &wt, &stop, &sub).code(0).stdout, "");
+
+        let ctx = run_installed(&repo, &wt, &start, &fixture("claude/session_start", &wt, |_| {})).code(0).json();
+        let ctx = ctx["hookSpecificOutput"]["additionalContext"].as_str().unwrap().to_string();
+        assert!(ctx.contains(&format!("src/{stream}/**")) && ctx.contains("src/types/**"), "{ctx}");
+
+        let other = if stream == "auth" { "api" } else { "auth" };
+        let write =
+            |file: String| fixture("claude/pre_tool_use_write", &wt, |v| v["tool_input"]["file_path"] = file.into());
+        let out = run_installed(&repo, &wt, &pre, &write(format!("src/{other}/x.rs"))).code(0).json();
+        assert_eq!(out["hookSpecificOutput"]["permissionDecision"], "deny", "{out}");
+        let reason = out["hookSpecificOutput"]["permissionDecisionReason"].as_str().unwrap();
+        assert!(reason.starts_with(&format!("src/{other}/x.rs is owned by stream {other}")), "{reason}");
+        assert_eq!(run_installed(&repo, &wt, &pre, &write(format!("src/{stream}/x.rs"))).code(0).stdout, "");
+    }
+}

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::agent_claude::{feed, fixture, run_with_input};
+use crate::agent_claude::{feed, fixture, installed, run_installed, run_with_input};
 use crate::common::*;
 
 fn initialized(extra: &str) -> TestRepo {
@@ -63,4 +63,19 @@ fn a_payload_it_cannot_read_is_exit_1_never_2() {
         assert_eq!(r.stdout, "");
         assert!(r.stderr.starts_with("git-boulder agent hook codex: "), "{}", r.stderr);
     }
+}
+
+#[test]
+fn the_installed_codex_hook_runs_this_decision() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    repo.boulder(&["agent", "install", "codex"]).ok();
+    let wt = repo.worktree("auth");
+    let (stop, _) = installed(&wt, ".codex/hooks.json", "Stop");
+    let out = run_installed(&repo, &wt, &stop, &fixture("codex/stop", &wt, |_| {})).code(0).json();
+    let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["decision", "reason"], "{out}");
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["failure_count"], 1);
+    let again = fixture("codex/stop", &wt, |v| v["stop_hook_active"] = Value::Bool(true));
+    assert_eq!(run_installed(&repo, &wt, &stop, &again).code(0).json(), serde_json::json!({}));
 }
