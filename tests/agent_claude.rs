@@ -190,15 +190,25 @@ fn pre_tool_use_denies_another_streams_file_and_shared_read_and_passes_its_own()
     let reason = deny(edit("claude/pre_tool_use_write", &link, link.join("src/api/x.rs").to_str().unwrap()));
     assert!(reason.starts_with("src/api/x.rs is owned by stream api"), "{reason}");
 
+    // Another worktree of the repository — a sibling stream's, or the main worktree that holds
+    // the stream worktrees — is not this stream's to write, whoever owns the path there.
+    let reason = deny(edit("claude/pre_tool_use_write", &wt, "../api/src/api/list.rs"));
+    assert!(reason.contains("is in the worktree of stream api"), "{reason}");
+    let in_main = repo.dir.join("src/auth/login.rs");
+    let reason = deny(edit("claude/pre_tool_use_write", &wt, in_main.to_str().unwrap()));
+    assert!(
+        reason.contains("is in the main worktree") && reason.contains("stream auth works only in its own worktree"),
+        "{reason}"
+    );
+
     // Everything else passes silently: its own files, the PRD, undeclared paths (warn by
-    // default), outside the worktree, the main worktree, other tools.
+    // default), outside the repository's worktrees, edits made in the main worktree, other tools.
     for (name, cwd, file) in [
         ("claude/pre_tool_use_edit", wt.clone(), "src/auth/login.rs".to_string()),
         ("claude/pre_tool_use_write", wt.clone(), wt.join("src/auth/new/deep.rs").to_str().unwrap().to_string()),
         ("claude/pre_tool_use_write", wt.clone(), ".agents/tasks/prd.md".to_string()),
         ("claude/pre_tool_use_write", wt.clone(), "tools/x.sh".to_string()),
         ("claude/pre_tool_use_write", wt.clone(), repo.tmp.path().join("elsewhere.rs").to_str().unwrap().to_string()),
-        ("claude/pre_tool_use_write", wt.clone(), "../api/src/api/list.rs".to_string()),
         ("claude/pre_tool_use_write", repo.dir.clone(), "src/api/list.rs".to_string()),
         ("claude/pre_tool_use_bash", wt.clone(), String::new()),
     ] {
@@ -212,7 +222,7 @@ fn pre_tool_use_denies_another_streams_file_and_shared_read_and_passes_its_own()
 
     // Each denial is on the boulder's op-log.
     let denied: Vec<Value> = ops(&repo, "auth").into_iter().filter(|op| op["kind"] == "denied").collect();
-    assert_eq!(denied.len(), 4, "{denied:?}");
+    assert_eq!(denied.len(), 6, "{denied:?}");
     let paths: Vec<&str> = denied.iter().map(|op| op["data"]["path"].as_str().unwrap()).collect();
     assert!(paths.contains(&"src/api/list.rs") && paths.contains(&"src/types/user.rs"), "{paths:?}");
     let shared = denied.iter().find(|op| op["data"]["path"] == "src/types/user.rs").unwrap();

@@ -227,6 +227,18 @@ pub fn edit(ws: &Workspace, cwd: &Path, file: &Path) -> Result<Option<String>> {
     let Some(root) = ws.repo.work_dir.as_deref() else { return Ok(None) };
     let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     let target = resolve(cwd, file);
+    let me = &stream.name;
+    if let Some(other) = other_worktree(ws, &plan, &root, &target) {
+        let reason = format!(
+            "{} is in {other}, not in this worktree ({}); stream {me} works only in its own worktree. Make the \
+             change here, in a path stream {me} owns, or leave it to that worktree's stream.",
+            crate::text::inert(&target.display().to_string()),
+            crate::text::inert(&root.display().to_string()),
+        );
+        let rel = target.display().to_string();
+        record_denial(ws, &rel, Rule::OtherStream, None);
+        return Ok(Some(reason));
+    }
     let Ok(rel) = target.strip_prefix(&root) else { return Ok(None) };
     if rel.as_os_str().is_empty() || rel.components().next() == Some(Component::Normal(".git".as_ref())) {
         return Ok(None);
@@ -235,7 +247,6 @@ pub fn edit(ws: &Workspace, cwd: &Path, file: &Path) -> Result<Option<String>> {
         rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/");
     let found = check_paths(&plan, &stream.name, &[(String::new(), rel.clone())]);
     let Some(v) = found.into_iter().find(|v| v.refused) else { return Ok(None) };
-    let me = &stream.name;
     let owned = crate::stream::prompt::owned_paths(&plan, me);
     let shown = crate::text::inert(&rel);
     let reason = match (v.rule, v.owner.as_deref()) {
@@ -254,6 +265,31 @@ pub fn edit(ws: &Workspace, cwd: &Path, file: &Path) -> Result<Option<String>> {
     };
     record_denial(ws, &rel, v.rule, v.owner.as_deref());
     Ok(Some(reason))
+}
+
+/// The other worktree of this repository `target` lies in — the innermost one holding it, when
+/// that is not this stream's worktree `root` (the main worktree holds the stream worktrees under
+/// `worktree_dir`, so the innermost decides) — described for a reason: "the worktree of stream
+/// X" or "the main worktree". `None` when `target` is in this worktree or in none of them.
+fn other_worktree(ws: &Workspace, plan: &crate::plan::Plan, root: &Path, target: &Path) -> Option<String> {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let main = ws.repo.main_work_dir.as_deref().map(canon);
+    let mut trees: Vec<(PathBuf, Option<String>)> = main.clone().map(|m| (m, None)).into_iter().collect();
+    for reg in crate::git::worktree::registrations(&ws.repo).ok()? {
+        if let Some(base) = &reg.base {
+            trees.push((canon(base), reg.branch()));
+        }
+    }
+    let (inner, branch) =
+        trees.into_iter().filter(|(t, _)| target.starts_with(t)).max_by_key(|(t, _)| t.as_os_str().len())?;
+    if inner == root {
+        return None;
+    }
+    Some(match branch.as_deref().and_then(|b| plan.stream_for_branch(b)) {
+        Some(s) => format!("the worktree of stream {}", s.name),
+        None if main.as_deref() == Some(inner.as_path()) => "the main worktree".to_string(),
+        None => format!("another worktree ({})", crate::text::inert(&inner.display().to_string())),
+    })
 }
 
 /// Record a denied edit on the worktree's boulder, when it exists. A failure to record never
