@@ -22,6 +22,7 @@ mod hostile;
 mod human_output;
 mod journey;
 mod merge;
+mod merge_queue;
 mod merge_real;
 mod notes_rewrite;
 mod prd_forms;

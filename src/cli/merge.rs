@@ -30,6 +30,16 @@ pub struct MergeArgs {
     /// Wait for the merge lock (and the stream's lock) instead of refusing when busy.
     #[arg(long)]
     pub wait: bool,
+    /// Land on this remote's base branch through the merge queue (default: settings.merge_remote).
+    ///
+    /// Fetches the remote's base and state, checks and replays against the remote's tip, runs
+    /// verify, then pushes the base with a compare-and-swap; a lost race is tried again from a
+    /// fresh fetch. The local base follows when it is behind.
+    #[arg(long, value_name = "REMOTE", conflicts_with = "no_remote")]
+    pub remote: Option<String>,
+    /// Merge into the local base branch even when settings.merge_remote is set.
+    #[arg(long)]
+    pub no_remote: bool,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -64,6 +74,7 @@ pub fn run(ws: &Workspace, ctx: &Context, args: MergeArgs) -> Result<()> {
             dry_run: args.dry_run,
             force: args.force,
             wait: args.wait,
+            remote: if args.no_remote { None } else { args.remote.or(plan.settings.merge_remote.clone()) },
         },
     };
     let mut out = std::io::stdout().lock();
@@ -71,7 +82,7 @@ pub fn run(ws: &Workspace, ctx: &Context, args: MergeArgs) -> Result<()> {
     if args.all && merged.is_empty() {
         writeln!(out, "nothing to merge: no complete stream has unmerged work")?;
     }
-    if !args.dry_run && !merged.is_empty() {
+    if !args.dry_run && !merged.is_empty() && batch.opts.remote.is_none() {
         if let Some(line) = crate::stream::status::push_hint(ws, &plan)? {
             say(&line);
         }
@@ -83,6 +94,14 @@ pub fn run(ws: &Workspace, ctx: &Context, args: MergeArgs) -> Result<()> {
 pub fn auto(ws: &Workspace, ctx: &Context, plan: &crate::plan::Plan, stream: &crate::plan::StreamDef) -> Result<()> {
     let say = |line: &str| say(ctx, line);
     merge::batch::auto(ws, plan, stream, &say, |report| print(ctx, &mut std::io::stdout().lock(), report, false))
+}
+
+/// The base a report names: `main`, or `main on origin` for a merge into a remote.
+fn base_shown(r: &Report) -> String {
+    match &r.remote {
+        Some(remote) => format!("{} on {}", r.base, crate::text::inert(remote)),
+        None => r.base.clone(),
+    }
 }
 
 fn print(ctx: &Context, out: &mut impl Write, r: &Report, dry_run: bool) -> Result<()> {
@@ -97,7 +116,7 @@ fn print(ctx: &Context, out: &mut impl Write, r: &Report, dry_run: bool) -> Resu
         }
     }
     if !r.conflicts.is_empty() {
-        writeln!(out, "stream {} → {} ({strategy}): conflicts", r.stream, r.base)?;
+        writeln!(out, "stream {} → {} ({strategy}): conflicts", r.stream, base_shown(r))?;
         let rows: Vec<Vec<String>> = r
             .conflicts
             .iter()
@@ -108,7 +127,7 @@ fn print(ctx: &Context, out: &mut impl Write, r: &Report, dry_run: bool) -> Resu
         });
     }
     if dry_run {
-        writeln!(out, "stream {} → {} ({strategy}), dry run: nothing changed", r.stream, r.base)?;
+        writeln!(out, "stream {} → {} ({strategy}), dry run: nothing changed", r.stream, base_shown(r))?;
         if r.steps.is_empty() {
             writeln!(out, "commits: none (the base already holds the stream)")?;
         } else {
@@ -134,10 +153,17 @@ fn print(ctx: &Context, out: &mut impl Write, r: &Report, dry_run: bool) -> Resu
     }
     let at = r.commit.map(merge::short).unwrap_or_default();
     if r.up_to_date && r.prd_commit.is_none() {
-        writeln!(out, "{}: already in {} ({at}); recorded MERGED", r.stream, r.base)?;
+        writeln!(out, "{}: already in {} ({at}); recorded MERGED", r.stream, base_shown(r))?;
     } else {
         let resumed = if r.resumed { " (finished an interrupted merge)" } else { "" };
-        writeln!(out, "{}: merged into {} at {at} ({strategy}, {} commit(s)){resumed}", r.stream, r.base, r.gained)?;
+        let rounds = if r.rounds > 0 { format!(" after {} lost round(s)", r.rounds) } else { String::new() };
+        writeln!(
+            out,
+            "{}: merged into {} at {at} ({strategy}, {} commit(s)){resumed}{rounds}",
+            r.stream,
+            base_shown(r),
+            r.gained
+        )?;
     }
     if let Some(p) = r.prd_commit {
         writeln!(out, "{}: PRD completion synced in {}", r.stream, merge::short(p))?;

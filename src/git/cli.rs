@@ -207,6 +207,27 @@ pub fn push(dir: &Path, remote: &str, options: &[String], refspecs: &[String]) -
     Ok(Pushed { refs, remote_lines: remote_lines(&stderr) })
 }
 
+/// `git push --porcelain --no-verify --atomic --force-with-lease=REF:EXPECTED… REMOTE REFSPEC…`:
+/// the merge queue landing a stream on a remote's base branch, all refs or none, each only if the
+/// remote's ref still holds what the merge was checked against (`None`: the ref must not exist).
+///
+/// Why the git CLI: gix 0.90 has no push, and the compare-and-swap must happen on the server, which
+/// is what git's lease does. Why `--no-verify`: the merge already ran the ownership check pre-push
+/// would run on exactly these commits, and `verify` on the result; the user's own pre-push hooks
+/// run when they push their branches themselves.
+pub fn push_leased(
+    dir: &Path,
+    remote: &str,
+    leases: &[(String, Option<String>)],
+    refspecs: &[String],
+) -> Result<Pushed> {
+    let mut options = vec!["--atomic".to_string()];
+    for (name, expected) in leases {
+        options.push(format!("--force-with-lease={name}:{}", expected.as_deref().unwrap_or("")));
+    }
+    push(dir, remote, &options, refspecs)
+}
+
 /// One ref a fetch wrote (or found up to date): the local ref and the id it now holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchedRef {
@@ -368,8 +389,10 @@ fn parse_fetch_porcelain(stdout: &str) -> Vec<FetchedRef> {
     stdout
         .lines()
         .filter_map(|line| {
-            let mut parts = line.splitn(4, ' ');
-            let (flag, old, new, name) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+            // The flag is one character, a space for a fast-forward: split after it.
+            let flag = line.get(..1)?;
+            let mut parts = line.get(1..)?.strip_prefix(' ')?.splitn(3, ' ');
+            let (old, new, name) = (parts.next()?, parts.next()?, parts.next()?);
             let id = if flag == "!" { old } else { new };
             let hex = |s: &str| s.len() >= 40 && s.bytes().all(|b| b.is_ascii_hexdigit());
             (flag.len() == 1 && hex(old) && hex(new) && flag != "-" && !id.bytes().all(|b| b == b'0'))
@@ -432,7 +455,7 @@ mod tests {
         let a = "a".repeat(40);
         let b = "b".repeat(40);
         let text = format!(
-            "* {z} {a} refs/boulder-remotes/o/streams/x\n= {a} {a} refs/boulder-remotes/o/prd\n+ {a} {b} refs/boulder-remotes/o/streams/y\n- {a} {z} refs/boulder-remotes/o/gone\n! {a} {b} refs/boulder-remotes/o/kept\nnoise here\n"
+            "* {z} {a} refs/boulder-remotes/o/streams/x\n= {a} {a} refs/boulder-remotes/o/prd\n  {a} {b} refs/boulder-remotes/o/ff\n+ {a} {b} refs/boulder-remotes/o/streams/y\n- {a} {z} refs/boulder-remotes/o/gone\n! {a} {b} refs/boulder-remotes/o/kept\nnoise here\n"
         );
         let refs = parse_fetch_porcelain(&text);
         let got: Vec<(&str, &str)> = refs.iter().map(|r| (r.local_ref.as_str(), r.id.as_str())).collect();
@@ -441,6 +464,7 @@ mod tests {
             vec![
                 ("refs/boulder-remotes/o/streams/x", a.as_str()),
                 ("refs/boulder-remotes/o/prd", a.as_str()),
+                ("refs/boulder-remotes/o/ff", b.as_str()),
                 ("refs/boulder-remotes/o/streams/y", b.as_str()),
                 ("refs/boulder-remotes/o/kept", a.as_str()),
             ]

@@ -3,7 +3,8 @@
 //! * Names: `refs/boulder/streams/<stream>`, `refs/boulder/boulders/<id>`, `refs/boulder/prd`
 //!   (op-logs), `refs/boulder/claims/<stream>` (claims, on remotes), `refs/notes/boulder` (the
 //!   notes of recorded commits), `refs/boulder-remotes/<remote>/…` (what was last fetched from a
-//!   remote). Nothing outside this file spells them.
+//!   remote), `refs/boulder-queue/<remote>/heads/<branch>` (branch tips the merge queue fetched).
+//!   Nothing outside this file spells them.
 //! * Moves: [`update`] is one compare-and-swap of a ref (expected old value, new value, reflog
 //!   message); [`update_with_retry`] wraps it for writers that race other writers: it asks a
 //!   closure for the update to make, tries it, and on a lost race (or a lock another writer
@@ -60,6 +61,17 @@ pub const REMOTE_NOTES_TAIL: &str = "notes/boulder";
 /// The local copy of a remote's claim on `stream`.
 pub fn claim_tracking_ref(key: &str, stream: &str) -> String {
     format!("{REMOTES}{key}/claims/{stream}")
+}
+
+/// Ref prefix of the branch tips the merge queue last fetched from each remote:
+/// `refs/boulder-queue/<key>/heads/<branch>`. Apart from `refs/boulder-remotes/` (the state a
+/// pull brings in) and from the user's `refs/remotes/` (which only `git fetch` and `git push`
+/// move, as the user expects).
+pub const QUEUE: &str = "refs/boulder-queue/";
+
+/// Where the merge queue keeps the tip of `branch` last fetched from the remote with key `key`.
+pub fn queue_ref(key: &str, branch: &str) -> String {
+    format!("{QUEUE}{key}/heads/{branch}")
 }
 
 /// The full name of local branch `branch`.

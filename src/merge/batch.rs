@@ -70,10 +70,16 @@ pub fn run(
                 report.conflicts.len(),
                 &report.conflicts[0].commit[..12]
             ))
-            .hint(format!(
-                "rebase it yourself and resolve: cd \"$(git boulder stream path {name})\" && git rebase {}",
-                report.base
-            ));
+            .hint(match &report.remote {
+                Some(r) => format!(
+                    "rebase it yourself and resolve: cd \"$(git boulder stream path {name})\" && git pull --rebase {r} {}",
+                    report.base
+                ),
+                None => format!(
+                    "rebase it yourself and resolve: cd \"$(git boulder stream path {name})\" && git rebase {}",
+                    report.base
+                ),
+            });
             return Err(stopped(e, &merged, batch.all));
         }
         merged.push(name.clone());
@@ -95,7 +101,8 @@ pub fn auto(
         false,
         &format!("git boulder stream merge {} (auto_merge)", stream.name),
     )?;
-    let report = merge(ws, plan, stream, &Options::default(), say)?;
+    let opts = Options { remote: plan.settings.merge_remote.clone(), ..Options::default() };
+    let report = merge(ws, plan, stream, &opts, say)?;
     shown(&report)?;
     if !report.conflicts.is_empty() {
         return Err(Error::refused(format!(

@@ -20,6 +20,9 @@ pub enum Stage {
     StreamUpdated,
     /// `verify` passed (or is not set).
     Verified,
+    /// A merge into a remote: the remote's base holds the new tip (and the stream branch was
+    /// pushed with it).
+    Pushed,
     /// The base's checked-out worktree holds the new base tip.
     BaseUpdated,
     /// The PRD sync commit (if any) is on the base and in its worktree.
@@ -44,6 +47,17 @@ pub struct Journal {
     #[serde(default)]
     pub prd_to: Option<String>,
     pub stage: Stage,
+    /// A merge into a remote's base (the merge queue): the remote as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
+    /// For a merge into a remote: the remote's stream branch as the check saw it ("" when the
+    /// remote had none), the lease its push is made under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_seen: Option<String>,
+    /// For a merge into a remote: the local base branch's tip when the push went through, if it
+    /// is to follow the remote (it held nothing the remote lacks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_base: Option<String>,
 }
 
 fn path(repo: &Repo, stream: &str) -> PathBuf {
@@ -75,6 +89,8 @@ impl Journal {
             .into_iter()
             .chain(j.prd_from.iter())
             .chain(j.prd_to.iter())
+            .chain(j.local_base.iter())
+            .chain(j.stream_seen.iter().filter(|s| !s.is_empty()))
         {
             id(h).map_err(|e| bad(e.message))?;
         }

@@ -16,6 +16,7 @@
 pub mod batch;
 pub mod journal;
 pub mod prd;
+pub mod queue;
 pub mod replay;
 
 use std::collections::BTreeSet;
@@ -42,6 +43,9 @@ pub struct Options {
     pub force: bool,
     /// Wait for the stream's lock instead of refusing.
     pub wait: bool,
+    /// Land on this remote's base branch through the merge queue ([`queue`]) instead of the
+    /// local base (a configured remote's name or a URL).
+    pub remote: Option<String>,
 }
 
 /// What a merge did or would do.
@@ -69,6 +73,10 @@ pub struct Report {
     pub resumed: bool,
     /// What the stream's commits change outside its own paths (the pre-push ownership check).
     pub ownership: Vec<crate::hooks::Violation>,
+    /// The remote whose base the stream landed on (the merge queue), if not the local base.
+    pub remote: Option<String>,
+    /// Rounds lost to other machines landing first before this one landed (the merge queue).
+    pub rounds: usize,
 }
 
 pub fn strategy_name(s: MergeStrategy) -> &'static str {
@@ -79,7 +87,7 @@ pub fn strategy_name(s: MergeStrategy) -> &'static str {
     }
 }
 
-fn parse_strategy(s: &str) -> MergeStrategy {
+pub(crate) fn parse_strategy(s: &str) -> MergeStrategy {
     match s {
         "merge" => MergeStrategy::Merge,
         "squash" => MergeStrategy::Squash,
@@ -232,38 +240,34 @@ fn message(kind: &str, stream: &StreamDef, base: &str, steps: &[Step]) -> String
     m
 }
 
-/// Merge one stream (the caller holds the merge lock).
-pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, say: &dyn Fn(&str)) -> Result<Report> {
+/// What [`check`] found: the report and, when the merge can go ahead, the planned tips (their
+/// objects still in memory, in `mem`).
+pub(crate) struct Checked {
+    pub report: Report,
+    pub mem: crate::git::objects::Objects<'static>,
+    pub stream_tip: ObjectId,
+    pub stream_new: ObjectId,
+    pub base_new: ObjectId,
+}
+
+/// The strategy a merge of `stream` uses.
+pub(crate) fn strategy_of(plan: &Plan, stream: &StreamDef, opts: &Options) -> MergeStrategy {
+    opts.strategy.or(stream.merge_strategy).unwrap_or(plan.settings.merge_strategy)
+}
+
+/// The whole check against the base tip `base_tip`, changing nothing: refusals (stories,
+/// dependencies, local changes, ownership), the replay in memory and its conflicts, the new tips
+/// of both branches, and for a dry run the PRD diff.
+pub(crate) fn check(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    opts: &Options,
+    base_tip: ObjectId,
+) -> Result<Checked> {
     let repo = &ws.repo;
     let base = plan.settings.base_branch.clone();
-    if stream.branch == base {
-        return Err(Error::usage(format!("stream {} uses the base branch {base} as its own branch", stream.name))
-            .hint("give the stream its own `branch:` in .boulder/streams.yaml"));
-    }
-    let strategy = opts.strategy.or(stream.merge_strategy).unwrap_or(plan.settings.merge_strategy);
-    let _stream_lock = crate::lock::acquire(
-        repo,
-        &format!("stream-{}", stream.name),
-        opts.wait,
-        &format!("stream merge {}", stream.name),
-    )?;
-
-    if let Some(j) = Journal::load(repo, &stream.name)? {
-        if opts.dry_run {
-            return Err(Error::refused(format!(
-                "an interrupted merge of stream {} is pending, so a dry run cannot say what a merge would do",
-                stream.name
-            ))
-            .hint(format!("finish it with `git boulder stream merge {}`", stream.name)));
-        } else if let Some(report) = resume(ws, plan, stream, j, say)? {
-            return Ok(report);
-        }
-    }
-
-    let base_tip = repo.branch_tip(&base)?.ok_or_else(|| {
-        Error::usage(format!("the base branch {base:?} does not exist"))
-            .hint("set settings.base_branch in .boulder/streams.yaml to an existing branch")
-    })?;
+    let strategy = strategy_of(plan, stream, opts);
     let stream_tip = repo.branch_tip(&stream.branch)?.ok_or_else(|| {
         Error::usage(format!("stream {} has no branch {} yet", stream.name, stream.branch))
             .hint(format!("create it with `git boulder stream init {}`", stream.name))
@@ -289,9 +293,11 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
         up_to_date: false,
         resumed: false,
         ownership,
+        remote: None,
+        rounds: 0,
     };
     if !r.conflicts.is_empty() {
-        return Ok(report);
+        return Ok(Checked { report, mem, stream_tip, stream_new: stream_tip, base_new: base_tip });
     }
     let contained = r.steps.is_empty();
     let (stream_new, base_new) = match strategy {
@@ -339,31 +345,85 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
                 report.prd_diff = Some(diff);
             }
         }
-        return Ok(report);
     }
+    Ok(Checked { report, mem, stream_tip, stream_new, base_new })
+}
 
-    // Write: the objects made in memory, then the notes of the rewritten commits.
-    mem.persist(repo)?;
+/// Write what a check planned: its objects, after making sure nothing stands in the way of the
+/// worktree updates of `moves` (branch, from, to), then the notes of the rewritten commits.
+pub(crate) fn write_planned(ws: &Workspace, c: Checked, moves: &[(&str, ObjectId, ObjectId)]) -> Result<Report> {
+    let repo = &ws.repo;
+    c.mem.persist(repo)?;
     failpoint::hit("merge-objects");
     // Nothing may stand in the way of the worktree updates; refuse before any ref moves.
-    for (branch, from, to) in [(&stream.branch, stream_tip, stream_new), (&base, base_tip, base_new)] {
+    for (branch, from, to) in moves {
         if let Some(wt) = worktree::checked_out(repo, branch)? {
-            let found = checkout::blockers(&wt, repo.objects().tree_of(from)?, repo.objects().tree_of(to)?)?;
+            let found = checkout::blockers(&wt, repo.objects().tree_of(*from)?, repo.objects().tree_of(*to)?)?;
             if !found.is_empty() {
                 return Err(checkout::refusal(&wt, &found));
             }
         }
     }
     // The merge strategy keeps the stream's own commits; the replayed ones only served the check.
-    let pairs: Vec<(ObjectId, ObjectId)> = if strategy == MergeStrategy::Merge {
+    let pairs: Vec<(ObjectId, ObjectId)> = if c.report.strategy == MergeStrategy::Merge {
         Vec::new()
     } else {
-        r.steps.iter().filter_map(|s| s.new.filter(|n| *n != s.original).map(|n| (s.original, n))).collect()
+        c.report.steps.iter().filter_map(|s| s.new.filter(|n| *n != s.original).map(|n| (s.original, n))).collect()
     };
     if !pairs.is_empty() {
         notes::carry(repo, &pairs)?;
     }
     failpoint::hit("merge-notes");
+    Ok(c.report)
+}
+
+/// Merge one stream (the caller holds the merge lock): into the local base, or with
+/// `opts.remote` into that remote's base through the merge queue.
+pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, say: &dyn Fn(&str)) -> Result<Report> {
+    let repo = &ws.repo;
+    let base = plan.settings.base_branch.clone();
+    if stream.branch == base {
+        return Err(Error::usage(format!("stream {} uses the base branch {base} as its own branch", stream.name))
+            .hint("give the stream its own `branch:` in .boulder/streams.yaml"));
+    }
+    let strategy = strategy_of(plan, stream, opts);
+    let _stream_lock = crate::lock::acquire(
+        repo,
+        &format!("stream-{}", stream.name),
+        opts.wait,
+        &format!("stream merge {}", stream.name),
+    )?;
+    if let Some(remote) = &opts.remote {
+        return queue::merge(ws, plan, stream, opts, remote, say);
+    }
+
+    if let Some(j) = Journal::load(repo, &stream.name)? {
+        if let Some(r) = &j.remote {
+            return Err(Error::refused(format!(
+                "an interrupted merge of stream {} into {r} is pending; finish it before merging locally",
+                stream.name
+            ))
+            .hint(format!("finish it with `git boulder stream merge {} --remote {r}`", stream.name)));
+        }
+        if opts.dry_run {
+            return Err(Error::refused(format!(
+                "an interrupted merge of stream {} is pending, so a dry run cannot say what a merge would do",
+                stream.name
+            ))
+            .hint(format!("finish it with `git boulder stream merge {}`", stream.name)));
+        } else if let Some(report) = resume(ws, plan, stream, j, say)? {
+            return Ok(report);
+        }
+    }
+
+    let base_tip = base_tip(ws, &base)?;
+    let c = check(ws, plan, stream, opts, base_tip)?;
+    if !c.report.conflicts.is_empty() || opts.dry_run {
+        return Ok(c.report);
+    }
+    let (stream_tip, stream_new, base_new) = (c.stream_tip, c.stream_new, c.base_new);
+    let mut report =
+        write_planned(ws, c, &[(stream.branch.as_str(), stream_tip, stream_new), (base.as_str(), base_tip, base_new)])?;
     let j = Journal {
         stream: stream.name.clone(),
         stream_branch: stream.branch.clone(),
@@ -377,12 +437,23 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
         prd_from: None,
         prd_to: None,
         stage: Stage::Planned,
+        remote: None,
+        stream_seen: None,
+        local_base: None,
     };
     j.save(repo)?;
     failpoint::hit("merge-journal");
     let done = execute(ws, plan, stream, j, say)?;
     report.prd_commit = done.prd_commit;
     Ok(report)
+}
+
+/// The local base branch's tip (a usage error naming the setting when it does not exist).
+fn base_tip(ws: &Workspace, base: &str) -> Result<ObjectId> {
+    ws.repo.branch_tip(base)?.ok_or_else(|| {
+        Error::usage(format!("the base branch {base:?} does not exist"))
+            .hint("set settings.base_branch in .boulder/streams.yaml to an existing branch")
+    })
 }
 
 /// Finish an interrupted merge from its record. `None` when the record no longer applies (the
@@ -417,10 +488,12 @@ fn resume(ws: &Workspace, plan: &Plan, stream: &StreamDef, j: Journal, say: &dyn
         up_to_date,
         resumed: true,
         ownership: Vec::new(),
+        remote: None,
+        rounds: 0,
     }))
 }
 
-struct Done {
+pub(crate) struct Done {
     /// The base tip the stream brought (before the PRD sync commit).
     merged: ObjectId,
     prd_commit: Option<ObjectId>,
@@ -428,7 +501,7 @@ struct Done {
 
 /// A step found the world not as planned (a branch moved, an index changed): drop the record so
 /// that a rerun plans again from the new state, and say so.
-fn stop<T>(ws: &Workspace, j: &Journal, e: Error) -> Result<T> {
+pub(crate) fn stop<T>(ws: &Workspace, j: &Journal, e: Error) -> Result<T> {
     if e.kind == crate::error::Kind::Refused {
         j.remove(&ws.repo)?;
         return Err(
@@ -438,20 +511,18 @@ fn stop<T>(ws: &Workspace, j: &Journal, e: Error) -> Result<T> {
     Err(e)
 }
 
-/// Carry out a planned merge, step by step, skipping what is already done.
-fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say: &dyn Fn(&str)) -> Result<Done> {
+/// Steps 1 and 2 of a planned merge, skipping what is done: the stream branch and its worktree
+/// (as one step no commit there can interleave with), then `verify` on the result.
+pub(crate) fn advance_stream(ws: &Workspace, plan: &Plan, j: &mut Journal, say: &dyn Fn(&str)) -> Result<()> {
     let repo = &ws.repo;
     let (s_old, s_new) = (journal::id(&j.stream_old)?, journal::id(&j.stream_new)?);
     let (b_old, b_new) = (journal::id(&j.base_old)?, journal::id(&j.base_new)?);
-    let base_ref = refs::branch_ref(&j.base_branch);
-
     crate::progress::show(&format!("moving {} and its worktree", j.stream_branch));
     let what = format!("the merge of stream {}", j.stream);
-    // 1. The stream branch and its worktree, as one step no commit there can interleave with.
     if j.stage < Stage::StreamUpdated {
         let msg = format!("boulder merge: {} onto {}", strategy_label(&j.strategy), j.base_branch);
         checkout::move_branch(repo, &j.stream_branch, s_old, s_new, &msg, &what, "merge-stream-ref")
-            .or_else(|e| stop(ws, &j, e))?;
+            .or_else(|e| stop(ws, j, e))?;
         if s_old == s_new {
             failpoint::hit("merge-stream-ref");
         }
@@ -459,7 +530,6 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
         j.save(repo)?;
     }
     failpoint::hit("merge-stream-worktree");
-    // 3. verify, on the result, before the base moves.
     if j.stage < Stage::Verified {
         let verify = plan.settings.verify.trim();
         if !verify.is_empty() && b_old != b_new {
@@ -470,19 +540,83 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
             say(&format!("running verify in {}: {verify}", wt.display()));
             let env = crate::stream::shell::stream_env(ws, plan, &j.stream)?;
             if let Err(e) = crate::stream::shell::run_shell(verify, &wt, &env) {
+                let (base, rerun) = match &j.remote {
+                    Some(r) => (format!("{} on {r}", j.base_branch), format!(" --remote {r}")),
+                    None => (j.base_branch.clone(), String::new()),
+                };
                 return Err(Error::refused(format!(
-                    "verify failed for stream {}: {e}; the base branch {} was not changed (the stream branch holds the rebased result)",
-                    j.stream, j.base_branch
+                    "verify failed for stream {}: {e}; the base branch {base} was not changed (the stream branch holds the rebased result)",
+                    j.stream
                 ))
-                .hint(format!("fix it in {} and rerun `git boulder stream merge {}`", wt.display(), j.stream)));
+                .hint(format!("fix it in {} and rerun `git boulder stream merge {}{rerun}`", wt.display(), j.stream)));
             }
         }
         j.stage = Stage::Verified;
         j.save(repo)?;
     }
     failpoint::hit("merge-verify");
+    Ok(())
+}
+
+/// Plan the PRD sync commit on top of `on` (the merged base tip): one commit touching only the
+/// status marks of the stream's done stories, recorded in the journal (`prd_from`, `prd_to`).
+/// Nothing when the base has no PRD or nothing to mark.
+pub(crate) fn plan_prd_sync(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    j: &mut Journal,
+    on: ObjectId,
+) -> Result<()> {
+    let repo = &ws.repo;
+    if let Some(text) = prd_at(ws, plan, on)? {
+        if let Ok(p) = crate::prd::parse(prd_name(plan), &text) {
+            let ids = done_ids(ws, plan, stream, &p)?;
+            if let Some(synced) = prd::mark_done(prd_name(plan), &text, &ids) {
+                let objects = repo.objects();
+                let blob = objects.blob(synced.as_bytes(), true).internal("cannot write the PRD")?;
+                let tree = objects.with_file(objects.tree_of(on)?, &plan.prd, blob)?;
+                let who = identity::rewrite_committer(repo);
+                let msg = format!("chore(prd): sync completion from stream {}\n", j.stream);
+                let p_commit = objects.new_commit(tree, vec![on], &who, &msg)?;
+                j.prd_from = Some(on.to_string());
+                j.prd_to = Some(p_commit.to_string());
+                j.save(repo)?;
+                failpoint::hit("merge-prd-commit");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Record the stream MERGED at `last` (once: nothing when it already is, at that commit).
+pub(crate) fn record_merged(ws: &Workspace, j: &Journal, last: ObjectId) -> Result<()> {
+    let store = Store::new(&ws.repo)?;
+    let last_hex = last.to_string();
+    let strategy = j.strategy.clone();
+    let s_new = j.stream_new.clone();
+    store.append_if::<StreamState>(&state::stream_ref(&j.stream), |cur| {
+        let already =
+            cur.is_some_and(|s| s.status == StreamStatus::Merged && s.merged_commit.as_deref() == Some(&last_hex));
+        Ok((!already).then(|| StreamOp::Merged {
+            commit: last_hex.clone(),
+            strategy: Opt::Set(strategy.clone()),
+            stream_tip: Opt::Set(s_new.clone()),
+        }))
+    })?;
+    failpoint::hit("merge-record");
+    Ok(())
+}
+
+/// Carry out a planned merge, step by step, skipping what is already done.
+fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say: &dyn Fn(&str)) -> Result<Done> {
+    let repo = &ws.repo;
+    let (b_old, b_new) = (journal::id(&j.base_old)?, journal::id(&j.base_new)?);
+    let base_ref = refs::branch_ref(&j.base_branch);
+    let what = format!("the merge of stream {}", j.stream);
+    advance_stream(ws, plan, &mut j, say)?;
     crate::progress::show(&format!("fast-forwarding {}", j.base_branch));
-    // 4. The base branch (a fast-forward, compare-and-swap against the tip that was checked) and
+    // 3. The base branch (a fast-forward, compare-and-swap against the tip that was checked) and
     //    its worktree.
     let prd_to = j.prd_to.as_deref().map(journal::id).transpose()?;
     if j.stage < Stage::BaseUpdated {
@@ -498,26 +632,10 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
         j.save(repo)?;
     }
     failpoint::hit("merge-base-worktree");
-    // 6. Completion into the base's PRD: one commit touching only status marks.
+    // 4. Completion into the base's PRD: one commit touching only status marks.
     if j.stage < Stage::Synced {
         if j.prd_to.is_none() {
-            if let Some(text) = prd_at(ws, plan, b_new)? {
-                if let Ok(p) = crate::prd::parse(prd_name(plan), &text) {
-                    let ids = done_ids(ws, plan, stream, &p)?;
-                    if let Some(synced) = prd::mark_done(prd_name(plan), &text, &ids) {
-                        let objects = repo.objects();
-                        let blob = objects.blob(synced.as_bytes(), true).internal("cannot write the PRD")?;
-                        let tree = objects.with_file(objects.tree_of(b_new)?, &plan.prd, blob)?;
-                        let who = identity::rewrite_committer(repo);
-                        let msg = format!("chore(prd): sync completion from stream {}\n", j.stream);
-                        let p_commit = objects.new_commit(tree, vec![b_new], &who, &msg)?;
-                        j.prd_from = Some(b_new.to_string());
-                        j.prd_to = Some(p_commit.to_string());
-                        j.save(repo)?;
-                        failpoint::hit("merge-prd-commit");
-                    }
-                }
-            }
+            plan_prd_sync(ws, plan, stream, &mut j, b_new)?;
         }
         if let (Some(from), Some(to)) = (&j.prd_from, &j.prd_to) {
             // Planned (perhaps before a crash): move the base and its worktree to it.
@@ -531,27 +649,14 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
     }
     failpoint::hit("merge-prd-worktree");
     crate::progress::done();
-    // 7. Record MERGED with the final commit (once).
+    // 5. Record MERGED with the final commit (once).
     let prd_commit = j.prd_to.as_deref().map(journal::id).transpose()?;
-    let last = prd_commit.unwrap_or(b_new);
-    let store = Store::new(repo)?;
-    let last_hex = last.to_string();
-    let strategy = j.strategy.clone();
-    store.append_if::<StreamState>(&state::stream_ref(&j.stream), |cur| {
-        let already =
-            cur.is_some_and(|s| s.status == StreamStatus::Merged && s.merged_commit.as_deref() == Some(&last_hex));
-        Ok((!already).then(|| StreamOp::Merged {
-            commit: last_hex.clone(),
-            strategy: Opt::Set(strategy.clone()),
-            stream_tip: Opt::Set(s_new.to_string()),
-        }))
-    })?;
-    failpoint::hit("merge-record");
+    record_merged(ws, &j, prd_commit.unwrap_or(b_new))?;
     j.remove(repo)?;
     Ok(Done { merged: b_new, prd_commit })
 }
 
-fn strategy_label(s: &str) -> &str {
+pub(crate) fn strategy_label(s: &str) -> &str {
     match s {
         "merge" => "merge commit",
         "squash" => "rebase before squash",

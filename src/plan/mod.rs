@@ -104,6 +104,8 @@ pub struct Settings {
     pub boulder: BoulderSettings,
     /// Remote on which `stream run` takes a claim first, if any.
     pub claim_remote: Option<String>,
+    /// Remote whose base branch `stream merge` lands on (the merge queue), if any.
+    pub merge_remote: Option<String>,
     /// Seed keys accepted for compatibility.
     pub inherit_guardrails: bool,
     pub inherit_progress: bool,
@@ -129,6 +131,7 @@ impl Default for Settings {
             agents: BTreeMap::new(),
             boulder: BoulderSettings::default(),
             claim_remote: None,
+            merge_remote: None,
             inherit_guardrails: true,
             inherit_progress: false,
         }

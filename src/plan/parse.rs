@@ -54,6 +54,7 @@ pub(crate) const SETTINGS_KEYS: &[&str] = &[
     "agents",
     "boulder",
     "claim_remote",
+    "merge_remote",
     "inherit_guardrails",
     "inherit_progress",
 ];
@@ -1094,6 +1095,7 @@ impl<'de> Visitor<'de> for SettingsSeed<'_> {
                     }
                 }
                 "claim_remote" => s.claim_remote = map.next_value_seed(Str { what: w })?,
+                "merge_remote" => s.merge_remote = map.next_value_seed(Str { what: w })?,
                 "agents" => s.agents = map.next_value_seed(Agents { ctx })?,
                 "boulder" => s.boulder = map.next_value_seed(BoulderSeed { ctx })?,
                 other => return Err(ctx.fail(unknown_key_message(other, "in settings", SETTINGS_KEYS), key.at())),

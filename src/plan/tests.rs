@@ -312,6 +312,7 @@ settings:
   setup: npm ci
   verify: cargo test
   claim_remote: origin
+  merge_remote: origin
   agents: {claude: claude -p, codex: 'codex exec "$BOULDER_PROMPT"'}
   boulder:
     idle_threshold: 45
@@ -337,6 +338,7 @@ settings:
     assert_eq!(s.copy_into_worktree, strings(&[".env", ".agents/guardrails.md"]));
     assert_eq!((s.setup.as_str(), s.verify.as_str()), ("npm ci", "cargo test"));
     assert_eq!(s.claim_remote.as_deref(), Some("origin"));
+    assert_eq!(s.merge_remote.as_deref(), Some("origin"));
     assert_eq!(s.agents.len(), 2);
     let b = &s.boulder;
     assert_eq!(b.idle_threshold, Duration::from_secs(45));

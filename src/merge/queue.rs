@@ -1,0 +1,351 @@
+//! `stream merge NAME --remote R`: the serverless merge queue (DESIGN §13). No server: the
+//! remote's base branch is the queue, and a push with a lease is its lock.
+//!
+//! Each round: pull the remote's state (so `depends_on` and MERGED are as the remote says),
+//! fetch its base branch and the stream's branch into `refs/boulder-queue/<remote>/heads/…`, run
+//! the whole check of a local merge against the remote's base tip, replay, move the stream
+//! branch and its worktree, run `verify`, plan the PRD sync commit, then push the new base tip
+//! and the stream branch in one atomic push, each under a lease on the tip the check saw. A lost
+//! race (the remote's base moved meanwhile) drops the plan and starts the next round from a fresh
+//! fetch, at most [`ROUNDS`] rounds; a conflict with what landed meanwhile stops with the
+//! conflict table before anything is pushed. After the push: the local base follows when it is
+//! behind (never losing a local commit), MERGED is recorded and the state pushed.
+//!
+//! Crash safety is the local merge's journal, with one more stage ([`Stage::Pushed`]): a rerun
+//! that finds a plan not yet marked pushed fetches first and, when the remote's base already
+//! holds the planned tip, only finishes (records, syncs) — it never pushes twice.
+
+use crate::error::{Error, Result};
+use crate::failpoint;
+use crate::git::remote::{self, RemoteName};
+use crate::git::{cli, refs, ObjectId};
+use crate::plan::{Plan, StreamDef};
+use crate::workspace::Workspace;
+use crate::worktree::checkout;
+
+use super::journal::{self, Journal, Stage};
+use super::{check, short, strategy_name, Options, Report};
+
+/// Most rounds (fetch, check, push) a merge into a remote tries before giving up on lost races.
+pub const ROUNDS: usize = 5;
+
+/// The remote's tips as fetched: its base branch and the stream's branch (if it has one).
+struct Seen {
+    base: ObjectId,
+    stream: Option<ObjectId>,
+}
+
+/// Fetch the remote's base branch and the stream's branch into the queue's private refs.
+fn fetch_tips(ws: &Workspace, remote: &RemoteName, base: &str, branch: &str) -> Result<Seen> {
+    let specs: Vec<String> = [base, branch]
+        .iter()
+        .map(|b| format!("+{}:{}", refs::branch_ref(b), refs::queue_ref(&remote.key, b)))
+        .collect();
+    crate::progress::show(&format!("fetching {base} from {}", remote.given));
+    let fetched = remote::fetch(&ws.repo, &remote.given, &specs)?;
+    crate::progress::done();
+    let tip = |b: &str| fetched.iter().find(|f| f.remote_ref == refs::branch_ref(b)).map(|f| f.id);
+    let base_tip = tip(base).ok_or_else(|| {
+        Error::usage(format!("the remote {} has no branch {base} to merge into", remote.given))
+            .hint(format!("push it there first: git push {} {base}", remote.given))
+    })?;
+    Ok(Seen { base: base_tip, stream: tip(branch) })
+}
+
+/// How one attempt to land ended.
+enum Landed {
+    /// On the remote, recorded: the merged base tip and the PRD sync commit on it, if any.
+    Done { merged: ObjectId, prd_commit: Option<ObjectId> },
+    /// The remote's base moved since the check (another machine landed first): plan again.
+    LostRace,
+}
+
+/// Merge `stream` into the base branch of the remote `given` (the caller holds the merge lock and
+/// the stream's lock).
+pub fn merge(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    opts: &Options,
+    given: &str,
+    say: &dyn Fn(&str),
+) -> Result<Report> {
+    let repo = &ws.repo;
+    let remote = RemoteName::new(repo, given)?;
+    let base = plan.settings.base_branch.clone();
+    let mut rounds = 0usize;
+
+    if let Some(j) = Journal::load(repo, &stream.name)? {
+        match j.remote.as_deref() {
+            None => {
+                return Err(Error::refused(format!(
+                    "an interrupted local merge of stream {} is pending; finish it before merging into {given}",
+                    stream.name
+                ))
+                .hint(format!("finish it with `git boulder stream merge {} --no-remote`", stream.name)))
+            }
+            Some(r) if r != given => {
+                return Err(Error::refused(format!(
+                    "an interrupted merge of stream {} into {r} is pending; finish it before merging into {given}",
+                    stream.name
+                ))
+                .hint(format!("finish it with `git boulder stream merge {} --remote {r}`", stream.name)))
+            }
+            Some(_) => {}
+        }
+        if opts.dry_run {
+            return Err(Error::refused(format!(
+                "an interrupted merge of stream {} is pending, so a dry run cannot say what a merge would do",
+                stream.name
+            ))
+            .hint(format!("finish it with `git boulder stream merge {} --remote {given}`", stream.name)));
+        }
+        let tip = repo.branch_tip(&j.stream_branch)?;
+        let (old, new) = (journal::id(&j.stream_old)?, journal::id(&j.stream_new)?);
+        if tip != Some(old) && tip != Some(new)
+            || j.stream_branch != stream.branch
+            || j.base_branch != plan.settings.base_branch
+        {
+            say(&format!(
+                "the record of an interrupted merge of stream {} no longer applies; starting over",
+                stream.name
+            ));
+            j.remove(repo)?;
+        } else {
+            say(&format!("finishing the interrupted merge of stream {} into {base} on {given}", stream.name));
+            let strategy = super::parse_strategy(&j.strategy);
+            let (gained, up_to_date) = (j.commits, j.base_old == j.base_new);
+            match land(ws, plan, stream, j, &remote, true, say)? {
+                Landed::Done { merged, prd_commit } => {
+                    return Ok(Report {
+                        stream: stream.name.clone(),
+                        branch: stream.branch.clone(),
+                        base: base.clone(),
+                        strategy,
+                        steps: Vec::new(),
+                        conflicts: Vec::new(),
+                        commit: Some(merged),
+                        gained,
+                        prd_diff: None,
+                        prd_commit,
+                        up_to_date,
+                        resumed: true,
+                        ownership: Vec::new(),
+                        remote: Some(given.to_string()),
+                        rounds: 0,
+                    })
+                }
+                Landed::LostRace => {
+                    rounds += 1;
+                    lost(say, &base, given, rounds);
+                }
+            }
+        }
+    }
+
+    while rounds < ROUNDS {
+        if !opts.dry_run {
+            // The remote's state decides depends_on and MERGED: bring it in first.
+            crate::sync::pull(repo, &remote)?;
+        }
+        let seen = fetch_tips(ws, &remote, &base, &stream.branch)?;
+        let c = check(ws, plan, stream, opts, seen.base)?;
+        if !c.report.conflicts.is_empty() || opts.dry_run {
+            let mut report = c.report;
+            report.remote = Some(given.to_string());
+            report.rounds = rounds;
+            return Ok(report);
+        }
+        if let Some(theirs) = seen.stream {
+            let objects = repo.objects();
+            if !objects.is_ancestor(theirs, c.stream_tip)? && !objects.is_ancestor(theirs, seen.base)? {
+                return Err(Error::refused(format!(
+                    "the branch {} on {given} has commits this machine's branch lacks ({}); nothing was changed",
+                    stream.branch,
+                    short(theirs)
+                ))
+                .hint(format!(
+                    "bring them in first: cd \"$(git boulder stream path {})\" && git pull --rebase {given} {}",
+                    stream.name, stream.branch
+                )));
+            }
+        }
+        let (stream_tip, stream_new, base_new) = (c.stream_tip, c.stream_new, c.base_new);
+        let mut report = super::write_planned(ws, c, &[(stream.branch.as_str(), stream_tip, stream_new)])?;
+        let j = Journal {
+            stream: stream.name.clone(),
+            stream_branch: stream.branch.clone(),
+            base_branch: base.clone(),
+            strategy: strategy_name(report.strategy).into(),
+            stream_old: stream_tip.to_string(),
+            stream_new: stream_new.to_string(),
+            base_old: seen.base.to_string(),
+            base_new: base_new.to_string(),
+            commits: report.gained,
+            prd_from: None,
+            prd_to: None,
+            stage: Stage::Planned,
+            remote: Some(given.to_string()),
+            stream_seen: Some(seen.stream.map(|s| s.to_string()).unwrap_or_default()),
+            local_base: None,
+        };
+        j.save(repo)?;
+        failpoint::hit("merge-journal");
+        match land(ws, plan, stream, j, &remote, false, say)? {
+            Landed::Done { prd_commit, .. } => {
+                report.prd_commit = prd_commit;
+                report.remote = Some(given.to_string());
+                report.rounds = rounds;
+                return Ok(report);
+            }
+            Landed::LostRace => {
+                rounds += 1;
+                lost(say, &base, given, rounds);
+            }
+        }
+    }
+    Err(Error::refused(format!(
+        "stream {} could not land on {base} on {given}: the branch moved under it {ROUNDS} times in a row; nothing was changed there",
+        stream.name
+    ))
+    .hint(format!("try again when the remote is quieter: git boulder stream merge {} --remote {given}", stream.name)))
+}
+
+fn lost(say: &dyn Fn(&str), base: &str, remote: &str, round: usize) {
+    say(&format!(
+        "round {round}/{ROUNDS}: {base} on {remote} moved while this merge ran (another machine landed first); fetching it and checking again"
+    ));
+}
+
+/// Carry out a planned merge into the remote, step by step, skipping what is already done.
+/// `resumed`: the plan comes from an interrupted run, so the push may have gone through already.
+fn land(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    mut j: Journal,
+    remote: &RemoteName,
+    resumed: bool,
+    say: &dyn Fn(&str),
+) -> Result<Landed> {
+    let repo = &ws.repo;
+    let (b_old, b_new) = (journal::id(&j.base_old)?, journal::id(&j.base_new)?);
+    super::advance_stream(ws, plan, &mut j, say)?;
+    if j.stage < Stage::Pushed {
+        if j.prd_to.is_none() {
+            super::plan_prd_sync(ws, plan, stream, &mut j, b_new)?;
+        }
+        let fin = final_tip(&j)?;
+        let mut landed = false;
+        if resumed {
+            // After a crash the push may have happened: look before pushing again.
+            let seen = fetch_tips(ws, remote, &j.base_branch, &j.stream_branch)?;
+            if repo.objects().is_ancestor(fin, seen.base)? {
+                landed = true;
+            } else if seen.base != b_old {
+                j.remove(repo)?;
+                return Ok(Landed::LostRace);
+            }
+        }
+        if !landed && fin != b_old {
+            crate::progress::show(&format!("pushing {} to {}", j.base_branch, remote.given));
+            let s_new = journal::id(&j.stream_new)?;
+            let seen_stream = j.stream_seen.clone().filter(|s| !s.is_empty());
+            let leases = vec![
+                (refs::branch_ref(&j.base_branch), Some(b_old.to_string())),
+                (refs::branch_ref(&j.stream_branch), seen_stream),
+            ];
+            let specs = vec![
+                format!("{fin}:{}", refs::branch_ref(&j.base_branch)),
+                format!("{s_new}:{}", refs::branch_ref(&j.stream_branch)),
+            ];
+            let pushed = cli::push_leased(repo.run_dir(), &remote.given, &leases, &specs)?;
+            crate::progress::done();
+            if pushed.refs.iter().any(cli::PushedRef::lost_race) {
+                j.remove(repo)?;
+                return Ok(Landed::LostRace);
+            }
+            let rejected: Vec<String> = pushed
+                .refs
+                .iter()
+                .filter(|p| p.rejected())
+                .map(|p| format!("{} {}", p.remote_ref, p.summary))
+                .collect();
+            if !rejected.is_empty() || pushed.refs.is_empty() {
+                j.remove(repo)?;
+                // Two pushes that passed the lease together are told apart by the server's ref
+                // transaction (`[remote rejected] (atomic transaction failed)`, "cannot lock
+                // ref"): if the base moved, it was a lost race all the same.
+                if fetch_tips(ws, remote, &j.base_branch, &j.stream_branch)?.base != b_old {
+                    return Ok(Landed::LostRace);
+                }
+                let said = pushed.server_said();
+                let said = if said.is_empty() { String::new() } else { format!("\n{said}") };
+                return Err(Error::refused(format!(
+                    "{} refused the merge of stream {}: {}; nothing was changed there (the stream branch here holds the rebased result){said}",
+                    remote.given,
+                    j.stream,
+                    rejected.join(", ")
+                ))
+                .hint("see what the server said above; `git push` of the base branch must be allowed from here"));
+            }
+        }
+        failpoint::hit("queue-push");
+        // The local base follows when it holds nothing the remote lacks: plan it now, once.
+        if let Some(local) = repo.branch_tip(&j.base_branch)? {
+            if local != fin && repo.objects().is_ancestor(local, fin)? {
+                j.local_base = Some(local.to_string());
+            } else if local != fin {
+                say(&format!(
+                    "the local branch {} has commits {} lacks; it stays at {} (the remote's is at {}): reconcile it with `git pull --rebase {} {}`",
+                    j.base_branch,
+                    remote.given,
+                    short(local),
+                    short(fin),
+                    remote.given,
+                    j.base_branch
+                ));
+            }
+        }
+        j.stage = Stage::Pushed;
+        j.save(repo)?;
+    }
+    failpoint::hit("queue-pushed");
+    let fin = final_tip(&j)?;
+    if j.stage < Stage::BaseUpdated {
+        if let Some(local) = j.local_base.as_deref().map(journal::id).transpose()? {
+            let msg = format!("boulder merge: stream {} landed on {}", j.stream, remote.given);
+            let what = format!("the merge of stream {}", j.stream);
+            if let Err(e) = checkout::move_branch(repo, &j.base_branch, local, fin, &msg, &what, "merge-base-ref") {
+                say(&format!("the local branch {} was not brought to {}: {}", j.base_branch, short(fin), e.message));
+            }
+        }
+        j.stage = Stage::BaseUpdated;
+        j.save(repo)?;
+    }
+    failpoint::hit("merge-base-worktree");
+    super::record_merged(ws, &j, fin)?;
+    match crate::sync::push(repo, remote) {
+        Ok(p) if p.refs.iter().any(|r| r.result == "rejected") => say(&format!(
+            "stream {} landed on {}, but its state was not all pushed; run `git boulder sync {}`",
+            j.stream, remote.given, remote.given
+        )),
+        Ok(_) => {}
+        Err(e) => say(&format!(
+            "stream {} landed on {}, but its state was not pushed ({}); run `git boulder sync {}`",
+            j.stream, remote.given, e.message, remote.given
+        )),
+    }
+    failpoint::hit("queue-state");
+    j.remove(repo)?;
+    let prd_commit = j.prd_to.as_deref().map(journal::id).transpose()?;
+    Ok(Landed::Done { merged: b_new, prd_commit })
+}
+
+/// The tip the remote's base gets: the PRD sync commit, else the merged tip.
+fn final_tip(j: &Journal) -> Result<ObjectId> {
+    match &j.prd_to {
+        Some(p) => journal::id(p),
+        None => journal::id(&j.base_new),
+    }
+}

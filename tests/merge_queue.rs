@@ -1,0 +1,297 @@
+//! `stream merge --remote`: the merge queue, through a bare remote served by `git daemon` on
+//! 127.0.0.1 and machines that are clones of it. Checked with plain git on the remote.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use crate::common::*;
+
+pub const PRD: &str =
+    "# PRD\n\n## Stories\n\n### [ ] US-001: Login\nIn src/auth.\n\n### [ ] US-002: List\nIn src/api.\n";
+pub const PLAN: &str = "version: 1\nprd: .agents/tasks/prd.md\nstreams:\n  auth:\n    stories: [US-001]\n    paths: [src/auth/**]\n  api:\n    stories: [US-002]\n    paths: [src/api/**]\nsettings:\n  base_branch: main\n  ownership: off\n";
+
+/// A bare remote holding the sample, served read-write by `git daemon` while this lives.
+pub struct Served {
+    pub remote: Remote,
+    pub url: String,
+    server: Child,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+impl Served {
+    pub fn new(plan: &str) -> Served {
+        let remote = Remote::new(&[
+            (".agents/tasks/prd.md", PRD),
+            (".boulder/streams.yaml", plan),
+            ("src/auth/mod.rs", "// auth\n"),
+            ("src/api/mod.rs", "// api\n"),
+            ("README.md", "# sample\n"),
+        ]);
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut c = Command::new("git");
+        fixed_env(&mut c, &remote.root);
+        let server = c
+            .args([
+                "daemon",
+                "--reuseaddr",
+                "--export-all",
+                "--enable=receive-pack",
+                "--listen=127.0.0.1",
+                &format!("--port={port}"),
+                &format!("--base-path={}", remote.root.display()),
+                remote.root.to_str().unwrap(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("git daemon");
+        for _ in 0..400 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        Served { remote, url: format!("git://127.0.0.1:{port}/remote.git"), server }
+    }
+
+    /// A clone over `git://` with its streams initialized.
+    pub fn machine(&self, name: &str) -> TestRepo {
+        let m = self.remote.machine_from(name, &self.url);
+        m.boulder(&["stream", "init"]).ok();
+        m
+    }
+
+    /// `git` run on the bare remote itself.
+    pub fn git(&self, m: &TestRepo, args: &[&str]) -> String {
+        let mut all = vec!["--git-dir", self.remote.bare.to_str().unwrap()];
+        all.extend_from_slice(args);
+        m.git_out(&all)
+    }
+
+    /// What the remote's refs hold, as `git ls-remote` says.
+    pub fn ls_remote(&self, m: &TestRepo) -> String {
+        m.git_out(&["ls-remote", &self.url])
+    }
+
+    /// The subjects of the remote's base, newest first.
+    pub fn subjects(&self, m: &TestRepo) -> Vec<String> {
+        self.git(m, &["log", "--format=%s", "main"]).lines().map(String::from).collect()
+    }
+
+    /// The state of stream `name` as the remote holds it.
+    pub fn stream_state(&self, m: &TestRepo, name: &str) -> serde_json::Value {
+        serde_json::from_str(&self.git(m, &["show", &format!("refs/boulder/streams/{name}:state.json")])).unwrap()
+    }
+
+    pub fn fsck(&self, m: &TestRepo) {
+        self.git(m, &["fsck", "--strict", "--no-progress"]);
+    }
+}
+
+/// Finish the stream `name` on machine `m`: one commit in `file`, its story recorded done.
+pub fn finish(m: &TestRepo, name: &str, story: &str, file: &str, content: &str) {
+    commit_in(m, &m.worktree(name), file, content, &format!("{name}: work"));
+    m.boulder(&["prd", "done", story]).ok();
+}
+
+fn clean(m: &TestRepo, dir: &Path) {
+    assert_eq!(m.git_in(dir, &["status", "--porcelain"]).ok().stdout, "", "{} is not clean", dir.display());
+}
+
+fn count(list: &[String], s: &str) -> usize {
+    list.iter().filter(|x| x.as_str() == s).count()
+}
+
+#[test]
+fn merge_remote_lands_on_the_remote_and_the_local_base_follows() {
+    let s = Served::new(PLAN);
+    let a = s.machine("alpha");
+    finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    let r = a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
+    assert!(r.stdout.contains("auth: merged into main on origin"), "{}", r.stdout);
+    // The remote's base has the work and the PRD completion, as plain git sees it.
+    assert_eq!(s.git(&a, &["show", "main:src/auth/login.rs"]), "fn login() {}");
+    assert!(s.git(&a, &["show", "main:.agents/tasks/prd.md"]).contains("### [x] US-001"));
+    assert_eq!(s.subjects(&a)[..2], ["chore(prd): sync completion from stream auth", "auth: work"]);
+    // The stream branch was pushed with it, at the replayed tip.
+    assert_eq!(s.git(&a, &["rev-parse", "boulder/auth"]), s.git(&a, &["rev-parse", "main~1"]));
+    assert_eq!(s.stream_state(&a, "auth")["status"], "MERGED");
+    // The local base and its worktree are where the remote is.
+    assert_eq!(rev(&a, "main"), s.git(&a, &["rev-parse", "main"]));
+    assert_eq!(a.read("src/auth/login.rs"), "fn login() {}\n");
+    clean(&a, &a.dir);
+    clean(&a, &a.worktree("auth"));
+    assert_eq!(a.stream_state("auth")["status"], "MERGED");
+    // The user's remote-tracking ref is git push's own business; the queue's ref is apart.
+    assert_eq!(rev(&a, "refs/remotes/origin/main"), rev(&a, "main"));
+    assert_eq!(a.refs("refs/boulder-queue/"), ["refs/boulder-queue/origin/heads/main"]);
+    a.assert_fsck();
+    s.fsck(&a);
+    // settings.merge_remote does the same without the flag; --no-remote merges locally.
+    let b = s.machine("beta");
+    b.with_settings("  merge_remote: origin\n");
+    finish(&b, "api", "US-002", "src/api/list.rs", "fn list() {}\n");
+    let d = b.boulder(&["stream", "merge", "api", "--dry-run"]).ok();
+    assert!(d.stdout.contains("stream api → main on origin (rebase), dry run"), "{}", d.stdout);
+    let l = b.boulder(&["stream", "merge", "api", "--no-remote", "--dry-run"]).ok();
+    assert!(l.stdout.contains("stream api → main (rebase), dry run"), "{}", l.stdout);
+}
+
+#[test]
+fn the_remote_moved_since_the_last_fetch_and_it_still_lands_linear() {
+    let s = Served::new(PLAN);
+    let a = s.machine("alpha");
+    let b = s.machine("beta");
+    finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    finish(&b, "api", "US-002", "src/api/list.rs", "fn list() {}\n");
+    b.boulder(&["stream", "merge", "api", "--remote", "origin"]).ok();
+    let before = s.git(&a, &["rev-parse", "main"]);
+    // alpha has not fetched since it cloned: its idea of main is stale.
+    assert_ne!(rev(&a, "main"), before);
+    a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
+    a.git(&["merge-base", "--is-ancestor", &before, &s.git(&a, &["rev-parse", "main"])]).ok();
+    let subjects = s.subjects(&a);
+    assert_eq!(count(&subjects, "auth: work"), 1, "{subjects:?}");
+    assert_eq!(count(&subjects, "api: work"), 1, "{subjects:?}");
+    assert_eq!(s.git(&a, &["rev-list", "--merges", "--count", "main"]), "0");
+    let prd = s.git(&a, &["show", "main:.agents/tasks/prd.md"]);
+    assert!(prd.contains("[x] US-001") && prd.contains("[x] US-002"), "{prd}");
+    assert_eq!(rev(&a, "main"), s.git(&a, &["rev-parse", "main"]));
+    assert_eq!(a.read("src/api/list.rs"), "fn list() {}\n");
+    // Both streams MERGED on the remote, and api's state came along to alpha.
+    assert_eq!(s.stream_state(&a, "auth")["status"], "MERGED");
+    assert_eq!(s.stream_state(&a, "api")["status"], "MERGED");
+    assert_eq!(a.stream_state("api")["status"], "MERGED");
+    s.fsck(&a);
+    a.assert_fsck();
+}
+
+#[test]
+fn two_machines_merging_at_the_same_instant_both_land() {
+    let s = Served::new(PLAN);
+    let a = s.machine("alpha");
+    let b = s.machine("beta");
+    finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    finish(&b, "api", "US-002", "src/api/list.rs", "fn list() {}\n");
+    // Both check against the same remote tip, then wait for each other before pushing: one push
+    // wins, the other loses the lease and must go round again.
+    let barrier = s.remote.root.join("barrier");
+    std::fs::create_dir_all(&barrier).unwrap();
+    let wait = |me: &str| {
+        format!(
+            "touch {d}/{me}; n=0; while [ ! -f {d}/alpha ] || [ ! -f {d}/beta ]; do n=$((n+1)); [ $n -gt 600 ] && exit 0; sleep 0.05; done",
+            d = barrier.display()
+        )
+    };
+    let (wa, wb) = (wait("alpha"), wait("beta"));
+    let (ra, rb) = std::thread::scope(|t| {
+        let ha = t.spawn(|| {
+            a.boulder_env(
+                &a.dir,
+                &["stream", "merge", "auth", "--remote", "origin"],
+                &[("BOULDER_FAILPOINT_RUN", "merge-verify"), ("BOULDER_FAILPOINT_CMD", &wa)],
+            )
+        });
+        let hb = t.spawn(|| {
+            b.boulder_env(
+                &b.dir,
+                &["stream", "merge", "api", "--remote", "origin"],
+                &[("BOULDER_FAILPOINT_RUN", "merge-verify"), ("BOULDER_FAILPOINT_CMD", &wb)],
+            )
+        });
+        (ha.join().unwrap(), hb.join().unwrap())
+    });
+    assert_eq!(ra.code, 0, "{}\n{}", ra.stdout, ra.stderr);
+    assert_eq!(rb.code, 0, "{}\n{}", rb.stdout, rb.stderr);
+    let retried: Vec<&Run> = [&ra, &rb].into_iter().filter(|r| r.stderr.contains("round 1/5")).collect();
+    assert_eq!(retried.len(), 1, "exactly one lost the race:\n{}\n{}", ra.stderr, rb.stderr);
+    assert!(retried[0].stdout.contains("after 1 lost round(s)"), "{}", retried[0].stdout);
+    let subjects = s.subjects(&a);
+    assert_eq!(count(&subjects, "auth: work"), 1, "{subjects:?}");
+    assert_eq!(count(&subjects, "api: work"), 1, "{subjects:?}");
+    assert_eq!(s.git(&a, &["rev-list", "--merges", "--count", "main"]), "0");
+    let prd = s.git(&a, &["show", "main:.agents/tasks/prd.md"]);
+    assert!(prd.contains("[x] US-001") && prd.contains("[x] US-002"), "{prd}");
+    assert_eq!(s.stream_state(&a, "auth")["status"], "MERGED");
+    assert_eq!(s.stream_state(&a, "api")["status"], "MERGED");
+    s.fsck(&a);
+}
+
+#[test]
+fn a_conflict_with_what_landed_is_refused_and_the_remote_is_untouched() {
+    let s = Served::new(PLAN);
+    let a = s.machine("alpha");
+    let b = s.machine("beta");
+    finish(&a, "auth", "US-001", "README.md", "# auth's readme\n");
+    finish(&b, "api", "US-002", "README.md", "# api's readme\n");
+    a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
+    let before = s.ls_remote(&b);
+    let r = b.boulder(&["stream", "merge", "api", "--remote", "origin"]).code(1);
+    assert!(r.stdout.contains("stream api → main on origin (rebase): conflicts"), "{}", r.stdout);
+    assert!(r.stdout.contains("README.md"), "{}", r.stdout);
+    assert!(r.stderr.contains("git pull --rebase origin main"), "{}", r.stderr);
+    assert_eq!(s.ls_remote(&b), before, "the refused merge changed the remote");
+    assert_ne!(b.stream_state("api")["status"], "MERGED");
+    assert!(!b.dir.join(".git/boulder/merge/api.json").exists());
+    b.assert_fsck();
+}
+
+#[test]
+fn a_merge_killed_at_any_step_is_finished_by_a_rerun() {
+    let steps = [
+        "merge-objects",
+        "merge-notes",
+        "merge-journal",
+        "merge-stream-ref",
+        "merge-stream-worktree",
+        "merge-verify",
+        "merge-prd-commit",
+        "queue-push",
+        "queue-pushed",
+        "merge-base-ref",
+        "merge-base-worktree",
+        "merge-record",
+        "queue-state",
+    ];
+    let plan = PLAN.replace("  base_branch: main\n", "  base_branch: main\n  verify: 'true'\n");
+    for step in steps {
+        let s = Served::new(&plan);
+        let a = s.machine("alpha");
+        a.boulder(&["trust"]).ok();
+        finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+        let base_old = s.git(&a, &["rev-parse", "main"]);
+        let r =
+            a.boulder_env(&a.dir, &["stream", "merge", "auth", "--remote", "origin"], &[("BOULDER_FAILPOINT", step)]);
+        assert_ne!(r.code, 0, "{step}: the failpoint did not fire\n{}", r.stderr);
+        assert!(r.stderr.contains(&format!("failpoint {step}")), "{step}: {}", r.stderr);
+        a.assert_fsck();
+        s.fsck(&a);
+        let after_crash = s.git(&a, &["rev-parse", "main"]);
+        let r = a.boulder(&["stream", "merge", "auth", "--remote", "origin"]);
+        assert_eq!(r.code, 0, "{step}: rerun failed\n{}\n{}", r.stdout, r.stderr);
+        let remote_main = s.git(&a, &["rev-parse", "main"]);
+        if after_crash != base_old {
+            // Landed before the crash: the rerun only finished, it pushed nothing again.
+            assert_eq!(remote_main, after_crash, "{step}: pushed twice");
+        }
+        let subjects = s.subjects(&a);
+        assert_eq!(count(&subjects, "auth: work"), 1, "{step}: {subjects:?}");
+        assert_eq!(count(&subjects, "chore(prd): sync completion from stream auth"), 1, "{step}: {subjects:?}");
+        assert_eq!(s.git(&a, &["rev-list", "--count", &format!("{base_old}..main")]), "2", "{step}");
+        assert_eq!(rev(&a, "main"), remote_main, "{step}");
+        assert_eq!(a.read("src/auth/login.rs"), "fn login() {}\n", "{step}");
+        clean(&a, &a.dir);
+        clean(&a, &a.worktree("auth"));
+        assert_eq!(a.stream_state("auth")["status"], "MERGED", "{step}");
+        assert_eq!(s.stream_state(&a, "auth")["status"], "MERGED", "{step}");
+        assert!(!a.dir.join(".git/boulder/merge/auth.json").exists(), "{step}");
+        a.assert_fsck();
+        s.fsck(&a);
+    }
+}
