@@ -32,6 +32,7 @@ mod record;
 mod refusals;
 mod remote_refusals;
 mod repo_formats;
+mod rollback;
 mod runloop;
 mod schemas;
 mod security;

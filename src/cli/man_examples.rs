@@ -58,6 +58,19 @@ pub fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
             ("git boulder stream merge auth --dry-run", "What merging would do: commits, conflict check, PRD diff."),
             ("git boulder stream merge --all", "Merge every complete stream in depends_on order."),
             ("git boulder stream merge api --wait", "Wait for another merge to finish first."),
+            (
+                "git boulder stream merge auth --remote origin",
+                "Land auth on origin's base through the merge queue; the local base follows.",
+            ),
+        ],
+        "git-boulder-stream-rollback" => &[
+            ("git boulder stream rollback auth", "Move auth's branch back to where it forked from the base."),
+            ("git boulder stream rollback auth --to HEAD~2", "Drop its last two commits (kept in a backup ref)."),
+            ("git boulder stream rollback auth --restore", "Bring the latest backup back."),
+        ],
+        "git-boulder-stream-unmerge" => &[
+            ("git boulder stream unmerge auth", "Revert what auth brought into the base; reopen its stories."),
+            ("git boulder stream unmerge auth --remote origin", "The same on origin's base, through the merge queue."),
         ],
         "git-boulder-stream-claim" => {
             &[("git boulder stream claim auth --ttl 2h", "Lease auth on the remote for two hours.")]
@@ -135,7 +148,9 @@ pub fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
 pub fn exit_status(page: &str) -> Vec<(&'static str, String)> {
     let mut out = vec![("0", "Success.".to_string())];
     let refused = match page {
-        "git-boulder-stream-merge" => "Refused: conflicts (a table names them), stories not done, depends_on not merged, or uncommitted changes; nothing was changed.",
+        "git-boulder-stream-merge" => "Refused: conflicts (a table names them), stories not done, depends_on not merged, or uncommitted changes, or (with --remote) the remote refused the push or kept moving; nothing was changed.",
+        "git-boulder-stream-rollback" => "Refused: REV is not in the branch's history, no backup to restore, or uncommitted changes in the worktree; nothing was changed.",
+        "git-boulder-stream-unmerge" => "Refused: the stream is not merged, the revert conflicts with later commits (a table names them), or uncommitted changes; nothing was changed.",
         "git-boulder-stream-run" | "git-boulder-stream-init" | "git-boulder-stream-cleanup" => {
             "Refused: the stream's lock is held by another git-boulder process, or work would be lost (cleanup)."
         }

@@ -14,6 +14,7 @@ pub mod merge;
 pub mod output;
 pub mod prd;
 pub mod record;
+pub mod rollback;
 pub mod status;
 pub mod stream;
 pub mod sync;

@@ -67,6 +67,21 @@ pub enum StreamCommand {
     /// completion into the base's PRD in one commit, and records MERGED. A merge killed at any
     /// step is finished by running it again.
     Merge(super::merge::MergeArgs),
+    /// Move a stream's branch back to its fork point with the base (or to REV), keeping the old tip.
+    ///
+    /// REV must be in the branch's history. The old tip is kept under
+    /// refs/boulder/backup/NAME/N (local: never pushed); --restore brings the latest backup back.
+    /// The stream's worktree moves with the branch, and is refused when it has uncommitted
+    /// changes. Recorded as a rolled_back op. Nothing is deleted.
+    Rollback(super::rollback::RollbackArgs),
+    /// Take a merged stream back out of the base with a revert commit; it is COMPLETED again.
+    ///
+    /// One revert commit undoes what the merge brought (for any strategy), then one commit
+    /// reopens the stream's stories in the base's PRD (status marks only). With --remote the
+    /// remote's base is changed through the merge queue (fetch, leased push, rounds on lost
+    /// races). The stream's commits are replayed onto the new base (the old tip kept under a
+    /// backup ref), ready to fix and merge anew. Refused on conflicts with later commits.
+    Unmerge(super::rollback::UnmergeArgs),
     /// Take a lease on a stream on a remote, so no other machine runs it meanwhile.
     ///
     /// The lease is refs/boulder/claims/NAME on the remote, taken with a compare-and-swap push:
@@ -190,6 +205,8 @@ pub fn run(ws: &Workspace, ctx: &Context, cmd: StreamCommand) -> Result<()> {
         }
         StreamCommand::Cleanup(args) => cleanup(ws, args),
         StreamCommand::Merge(args) => super::merge::run(ws, ctx, args),
+        StreamCommand::Rollback(args) => super::rollback::rollback(ws, args),
+        StreamCommand::Unmerge(args) => super::rollback::unmerge(ws, ctx, args),
         StreamCommand::Claim(args) => super::sync::claim(ws, args),
         StreamCommand::Release(args) => super::sync::release(ws, args),
         StreamCommand::List(args) | StreamCommand::Status(args) => super::status::run(ws, ctx, args),

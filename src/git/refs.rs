@@ -63,6 +63,16 @@ pub fn claim_tracking_ref(key: &str, stream: &str) -> String {
     format!("{REMOTES}{key}/claims/{stream}")
 }
 
+/// Ref prefix of the stream branch tips `stream rollback` (and `stream unmerge`) kept:
+/// `refs/boulder/backup/<stream>/<n>`, n counting up from 1. Local: neither `push` nor the
+/// refspecs of `remote setup` send them.
+pub const BACKUPS: &str = "refs/boulder/backup/";
+
+/// Backup number `n` of stream `stream`.
+pub fn backup_ref(stream: &str, n: u64) -> String {
+    format!("{BACKUPS}{stream}/{n}")
+}
+
 /// Ref prefix of the branch tips the merge queue last fetched from each remote:
 /// `refs/boulder-queue/<key>/heads/<branch>`. Apart from `refs/boulder-remotes/` (the state a
 /// pull brings in) and from the user's `refs/remotes/` (which only `git fetch` and `git push`

@@ -18,6 +18,7 @@ pub mod journal;
 pub mod prd;
 pub mod queue;
 pub mod replay;
+pub mod unmerge;
 
 use std::collections::BTreeSet;
 
@@ -111,7 +112,7 @@ fn done_ids(ws: &Workspace, plan: &Plan, stream: &StreamDef, base_prd: &crate::p
         .collect())
 }
 
-fn prd_name(plan: &Plan) -> &str {
+pub(crate) fn prd_name(plan: &Plan) -> &str {
     plan.prd.rsplit('/').next().unwrap_or(&plan.prd)
 }
 
@@ -595,6 +596,7 @@ pub(crate) fn record_merged(ws: &Workspace, j: &Journal, last: ObjectId) -> Resu
     let last_hex = last.to_string();
     let strategy = j.strategy.clone();
     let s_new = j.stream_new.clone();
+    let (landed, before) = (j.base_new.clone(), j.base_old.clone());
     store.append_if::<StreamState>(&state::stream_ref(&j.stream), |cur| {
         let already =
             cur.is_some_and(|s| s.status == StreamStatus::Merged && s.merged_commit.as_deref() == Some(&last_hex));
@@ -602,6 +604,8 @@ pub(crate) fn record_merged(ws: &Workspace, j: &Journal, last: ObjectId) -> Resu
             commit: last_hex.clone(),
             strategy: Opt::Set(strategy.clone()),
             stream_tip: Opt::Set(s_new.clone()),
+            landed: Opt::Set(landed.clone()),
+            base_before: Opt::Set(before.clone()),
         }))
     })?;
     failpoint::hit("merge-record");

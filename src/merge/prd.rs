@@ -66,11 +66,22 @@ pub fn resolve(name: &str, merged: &str, ancestor: &str, ours: &str, theirs: &st
 /// `text` with the stories `ids` marked completed (those it has), touching only status marks.
 /// `None` when nothing changes. Stories whose marks cannot say completed are left as they are.
 pub fn mark_done(name: &str, text: &str, ids: &BTreeSet<String>) -> Option<String> {
+    mark(name, text, ids, Status::Completed)
+}
+
+/// `text` with the stories `ids` that are done marked pending again (the reverse of
+/// [`mark_done`], for `stream unmerge`), touching only status marks. `None` when nothing changes.
+pub fn mark_open(name: &str, text: &str, ids: &BTreeSet<String>) -> Option<String> {
+    mark(name, text, ids, Status::Pending)
+}
+
+fn mark(name: &str, text: &str, ids: &BTreeSet<String>, to: Status) -> Option<String> {
     let mut out = text.to_string();
     let prd = parse(name, text)?;
-    for story in prd.stories.iter().filter(|s| ids.contains(&s.id) && !s.status.is_done()) {
+    let wanted = |s: &prd::Story| ids.contains(&s.id) && s.status.is_done() != (to == Status::Completed);
+    for story in prd.stories.iter().filter(|s| wanted(s)) {
         if let Some(current) = parse(name, &out) {
-            if let Ok(new) = prd::set_status(&out, &current, &story.id, Status::Completed) {
+            if let Ok(new) = prd::set_status(&out, &current, &story.id, to) {
                 out = new;
             }
         }
@@ -119,6 +130,8 @@ mod tests {
         let out = mark_done("prd.md", ANC, &ids).unwrap();
         assert_eq!(out, ANC.replace("[ ] US-002", "[x] US-002"));
         assert!(mark_done("prd.md", &out, &ids).is_none());
+        assert_eq!(mark_open("prd.md", &out, &ids).unwrap(), ANC);
+        assert!(mark_open("prd.md", ANC, &ids).is_none());
         let json = r#"{"userStories": [{"id": "US-002", "title": "t", "passes": false}]}"#;
         assert_eq!(mark_done("prd.json", json, &ids).unwrap(), json.replace("false", "true"));
     }

@@ -138,6 +138,18 @@ pub fn replay(
     committer: &Signature,
 ) -> Result<Replayed> {
     let commits = commits_to_replay(repo, base, tip)?;
+    replay_commits(repo, base, commits, prd, committer)
+}
+
+/// Replay `commits` (parents before children) onto `base`, each as the change it makes to its
+/// first parent.
+pub fn replay_commits(
+    repo: &Objects,
+    base: ObjectId,
+    commits: Vec<ObjectId>,
+    prd: Option<&str>,
+    committer: &Signature,
+) -> Result<Replayed> {
     let total = commits.len();
     let mut cur = base;
     let mut cur_tree = repo.tree_of(base)?;

@@ -499,6 +499,29 @@ pub enum StreamOp {
         strategy: Opt<String>,
         #[serde(skip_serializing_if = "Opt::is_absent")]
         stream_tip: Opt<String>,
+        /// The base tip the stream brought, before the PRD sync commit (missing in older records).
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        landed: Opt<String>,
+        /// The base tip the merge was made on (missing in older records).
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        base_before: Opt<String>,
+    },
+    /// `rolled_back`: `stream rollback` moved the branch from `from` to `to`, keeping `from` under
+    /// the backup ref `backup` (`restored`: it brought a backup back).
+    RolledBack {
+        from: String,
+        to: String,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        backup: Opt<String>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        restored: Opt<bool>,
+    },
+    /// `unmerged`: `stream unmerge` took the stream back out of the base, which then was at
+    /// `commit`; the stream is COMPLETED again.
+    Unmerged {
+        commit: String,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        reverted: Opt<String>,
     },
     /// `cleaned`: `stream cleanup` removed the worktree (and maybe the branch).
     Cleaned {
@@ -517,6 +540,8 @@ impl Payload for StreamOp {
             StreamOp::StopRequested {} => "stop_requested",
             StreamOp::Indexed { .. } => "indexed",
             StreamOp::Merged { .. } => "merged",
+            StreamOp::RolledBack { .. } => "rolled_back",
+            StreamOp::Unmerged { .. } => "unmerged",
             StreamOp::Cleaned { .. } => "cleaned",
         }
     }
@@ -544,6 +569,18 @@ impl Payload for StreamOp {
                 commit: commit_id(op, "commit")?,
                 strategy: opt_string(op, "strategy")?,
                 stream_tip: opt(op, "stream_tip", || commit_id(op, "stream_tip"))?,
+                landed: opt(op, "landed", || commit_id(op, "landed"))?,
+                base_before: opt(op, "base_before", || commit_id(op, "base_before"))?,
+            },
+            "rolled_back" => StreamOp::RolledBack {
+                from: commit_id(op, "from")?,
+                to: commit_id(op, "to")?,
+                backup: opt_string(op, "backup")?,
+                restored: opt(op, "restored", || boolean(op, "restored"))?,
+            },
+            "unmerged" => StreamOp::Unmerged {
+                commit: commit_id(op, "commit")?,
+                reverted: opt(op, "reverted", || commit_id(op, "reverted"))?,
             },
             "cleaned" => StreamOp::Cleaned {
                 // `worktree_removed` is checked but not kept in the state: the worktree path is
@@ -554,6 +591,23 @@ impl Payload for StreamOp {
             _ => return Err(unknown(StreamState::WHAT, op)),
         })
     }
+}
+
+/// A stream's last rollback (`rolled_back` op).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rollback {
+    /// The branch's tip before.
+    pub from: String,
+    /// The branch's tip after.
+    pub to: String,
+    /// The ref that keeps `from` (none when `from` needed no keeping).
+    #[serde(default)]
+    pub backup: Option<String>,
+    /// It brought a backup back (`--restore`).
+    #[serde(default)]
+    pub restored: bool,
+    pub at: String,
 }
 
 /// State of one stream (`refs/boulder/streams/<name>`).
@@ -595,6 +649,18 @@ pub struct StreamState {
     /// squashed commit was made from).
     #[serde(default)]
     pub merged_tip: Option<String>,
+    /// The base tip the stream brought when it merged, before the PRD sync commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_landed: Option<String>,
+    /// The base tip the merge was made on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_base: Option<String>,
+    /// The base tip after `stream unmerge` last took the stream out of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unmerged_commit: Option<String>,
+    /// The last `stream rollback` (or `--restore`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_rollback: Option<Rollback>,
     /// `git boulder stream stop` asked the run loop to stop after its iteration; cleared when a
     /// run starts or ends.
     #[serde(default)]
@@ -633,6 +699,10 @@ impl Default for StreamState {
             merged_commit: None,
             merge_strategy: None,
             merged_tip: None,
+            merged_landed: None,
+            merged_base: None,
+            unmerged_commit: None,
+            last_rollback: None,
             stop_requested: false,
             reason: None,
             last_run: None,
@@ -695,13 +765,35 @@ impl State for StreamState {
             }
             StreamOp::StopRequested {} => self.stop_requested = true,
             StreamOp::Indexed { index } => self.index = Some(*index),
-            StreamOp::Merged { commit, strategy, stream_tip } => {
+            StreamOp::Merged { commit, strategy, stream_tip, landed, base_before } => {
                 self.status = StreamStatus::Merged;
                 self.merged_commit = Some(commit.to_ascii_lowercase());
                 self.merge_strategy = strategy.get().cloned();
                 self.merged_tip = stream_tip.get().map(|t| t.to_ascii_lowercase());
+                self.merged_landed = landed.get().map(|t| t.to_ascii_lowercase());
+                self.merged_base = base_before.get().map(|t| t.to_ascii_lowercase());
+                self.unmerged_commit = None;
                 self.stop_requested = false;
                 self.reason = None;
+            }
+            StreamOp::RolledBack { from, to, backup, restored } => {
+                self.last_rollback = Some(Rollback {
+                    from: from.to_ascii_lowercase(),
+                    to: to.to_ascii_lowercase(),
+                    backup: backup.get().cloned(),
+                    restored: restored.get().copied().unwrap_or(false),
+                    at: at.to_string(),
+                });
+            }
+            StreamOp::Unmerged { commit, reverted: _ } => {
+                self.status = StreamStatus::Completed;
+                self.unmerged_commit = Some(commit.to_ascii_lowercase());
+                self.merged_commit = None;
+                self.merge_strategy = None;
+                self.merged_tip = None;
+                self.merged_landed = None;
+                self.merged_base = None;
+                self.reason = Some("unmerged: taken back out of the base".into());
             }
             StreamOp::Cleaned { worktree_removed: _, branch_deleted } => {
                 // A merged stream stays MERGED: that it was merged matters more than that its

@@ -1,0 +1,187 @@
+//! `stream rollback NAME [--to REV] [--restore]`: move a stream's branch back to where it forked
+//! from the base (or to REV, a commit of its own history), keeping the old tip under a backup ref
+//! (`refs/boulder/backup/<stream>/<n>`); `--restore` brings the latest backup back. The
+//! checked-out worktree moves with the branch, only when it has no uncommitted changes. Nothing
+//! is ever deleted: every tip a rollback or restore leaves is kept under a backup ref first, and
+//! the move is recorded (`rolled_back`).
+
+use crate::error::{Error, Result};
+use crate::failpoint;
+use crate::git::refs::{self, Expect, Writer};
+use crate::git::{ObjectId, Repo};
+use crate::plan::{Plan, StreamDef};
+use crate::state::{self, Opt, Store, StreamOp, StreamState};
+use crate::workspace::Workspace;
+use crate::worktree::{self, checkout};
+
+/// What a rollback or restore did.
+#[derive(Debug, Clone)]
+pub struct Rolled {
+    pub stream: String,
+    pub branch: String,
+    pub from: ObjectId,
+    pub to: ObjectId,
+    /// The backup ref that keeps `from` (none when nothing needed keeping).
+    pub backup: Option<String>,
+    pub restored: bool,
+}
+
+/// The stream's backups, oldest first: (number, ref, tip).
+pub fn backups(repo: &Repo, stream: &str) -> Result<Vec<(u64, String, ObjectId)>> {
+    let prefix = format!("{}{stream}/", refs::BACKUPS);
+    let mut out: Vec<(u64, String, ObjectId)> = refs::list(repo, &prefix)?
+        .into_iter()
+        .filter_map(|(name, id)| Some((name.strip_prefix(&prefix)?.parse().ok()?, name, id)))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Keep `tip` under the next backup ref of `stream` (none when an existing backup already holds
+/// exactly it). Returns the ref that holds it.
+pub fn keep(repo: &Repo, stream: &str, tip: ObjectId, why: &str) -> Result<String> {
+    for _ in 0..20 {
+        let all = backups(repo, stream)?;
+        if let Some((_, name, _)) = all.iter().rev().find(|(_, _, id)| *id == tip) {
+            return Ok(name.clone());
+        }
+        let n = all.last().map_or(1, |(n, _, _)| n + 1);
+        let name = refs::backup_ref(stream, n);
+        match refs::update(repo, &name, Expect::Absent, tip, why, Writer::Configured)? {
+            Ok(_) => return Ok(name),
+            Err(e) if e.transient => continue,
+            Err(e) => return Err(Error::internal(format!("cannot write {name}: {e}"))),
+        }
+    }
+    Err(Error::internal(format!("cannot find a free backup ref for stream {stream}")))
+}
+
+/// Refuse when the stream's checked-out worktree has uncommitted changes.
+fn refuse_dirty(repo: &Repo, branch: &str, what: &str) -> Result<()> {
+    if let Some(wt) = worktree::checked_out(repo, branch)? {
+        let dirt = worktree::tracked_dirt_for_merge(&wt, 10)?;
+        if !dirt.modified.is_empty() {
+            return Err(Error::refused(format!(
+                "the worktree {} (branch {branch}) has uncommitted changes: {}; {what} would overwrite them",
+                wt.display(),
+                dirt.modified.join(", ")
+            ))
+            .hint(format!("commit or stash them in {}, then rerun", wt.display())));
+        }
+    }
+    Ok(())
+}
+
+/// Move the stream branch (and its worktree) from `from` to `to`, keeping `from` first, and
+/// record it.
+fn move_to(ws: &Workspace, stream: &StreamDef, from: ObjectId, to: ObjectId, restored: bool) -> Result<Rolled> {
+    let repo = &ws.repo;
+    let word = if restored { "restore" } else { "rollback" };
+    let what = format!("the {word}");
+    refuse_dirty(repo, &stream.branch, &what)?;
+    // Kept before anything moves: the old tip is never lost, whatever happens next.
+    let reachable_from_to = repo.objects().is_ancestor(from, to)?;
+    let backup = if reachable_from_to {
+        None
+    } else {
+        Some(keep(repo, &stream.name, from, &format!("boulder {word}: stream {}", stream.name))?)
+    };
+    failpoint::hit("rollback-backup");
+    let msg = format!("boulder {word}: stream {}", stream.name);
+    checkout::move_branch(
+        repo,
+        &stream.branch,
+        from,
+        to,
+        &msg,
+        &format!("{what} of stream {}", stream.name),
+        "rollback-ref",
+    )?;
+    let store = Store::new(repo)?;
+    store.append::<StreamState>(
+        &state::stream_ref(&stream.name),
+        StreamOp::RolledBack {
+            from: from.to_string(),
+            to: to.to_string(),
+            backup: backup.clone().map_or(Opt::Absent, Opt::Set),
+            restored: if restored { Opt::Set(true) } else { Opt::Absent },
+        },
+    )?;
+    Ok(Rolled { stream: stream.name.clone(), branch: stream.branch.clone(), from, to, backup, restored })
+}
+
+fn tip(ws: &Workspace, stream: &StreamDef) -> Result<ObjectId> {
+    ws.repo.branch_tip(&stream.branch)?.ok_or_else(|| {
+        Error::usage(format!("stream {} has no branch {} yet", stream.name, stream.branch))
+            .hint(format!("create it with `git boulder stream init {}`", stream.name))
+    })
+}
+
+/// Move the stream branch back to `to` (a commit of its history), else to its fork point with
+/// the base branch. `None` when the branch is there already.
+pub fn rollback(ws: &Workspace, plan: &Plan, stream: &StreamDef, to: Option<&str>) -> Result<Option<Rolled>> {
+    let repo = &ws.repo;
+    let _lock = crate::lock::acquire(
+        repo,
+        &format!("stream-{}", stream.name),
+        false,
+        &format!("stream rollback {}", stream.name),
+    )?;
+    let from = tip(ws, stream)?;
+    let target = match to {
+        Some(rev) => {
+            let id = match repo.rev_parse(rev) {
+                Ok(crate::git::objects::RevSpec::One(id)) => id,
+                _ => {
+                    return Err(Error::usage(format!("{rev:?} does not name one commit"))
+                        .hint(format!("name a commit of the stream's history: git log {}", stream.branch)))
+                }
+            };
+            let id = repo.objects().commit_info(id).map(|_| id)?;
+            if !repo.objects().is_ancestor(id, from)? {
+                return Err(Error::refused(format!(
+                    "{rev} is not in the history of branch {}: a rollback only goes back",
+                    stream.branch
+                ))
+                .hint(format!("name a commit of `git log {}`, or bring a backup back with --restore", stream.branch)));
+            }
+            id
+        }
+        None => {
+            let base = &plan.settings.base_branch;
+            let base_tip = repo.branch_tip(base)?.ok_or_else(|| {
+                Error::usage(format!("the base branch {base:?} does not exist"))
+                    .hint("set settings.base_branch in .boulder/streams.yaml to an existing branch")
+            })?;
+            repo.objects().merge_base(from, base_tip).ok_or_else(|| {
+                Error::refused(format!("branch {} has no common history with {base}", stream.branch))
+                    .hint("name the commit to go back to with --to REV")
+            })?
+        }
+    };
+    if target == from {
+        return Ok(None);
+    }
+    move_to(ws, stream, from, target, false).map(Some)
+}
+
+/// Bring the latest backup of the stream back (keeping the tip it replaces). `None` when the
+/// branch is there already.
+pub fn restore(ws: &Workspace, stream: &StreamDef) -> Result<Option<Rolled>> {
+    let repo = &ws.repo;
+    let _lock = crate::lock::acquire(
+        repo,
+        &format!("stream-{}", stream.name),
+        false,
+        &format!("stream rollback {} --restore", stream.name),
+    )?;
+    let from = tip(ws, stream)?;
+    let Some((_, _, target)) = backups(repo, &stream.name)?.pop() else {
+        return Err(Error::refused(format!("stream {} has no backup to restore", stream.name))
+            .hint(format!("backups are made by `git boulder stream rollback {}`", stream.name)));
+    };
+    if target == from {
+        return Ok(None);
+    }
+    move_to(ws, stream, from, target, true).map(Some)
+}

@@ -1,0 +1,172 @@
+//! `stream rollback` (and `--restore`) and `stream unmerge`, locally and through the merge queue
+//! on a remote served by `git daemon`. Checked with plain git; nothing may be deleted.
+
+use crate::common::*;
+use crate::merge_queue::{finish, Served, PLAN, PRD};
+
+fn setup() -> TestRepo {
+    let repo = TestRepo::with_files(&[
+        (".agents/tasks/prd.md", PRD),
+        (".boulder/streams.yaml", PLAN),
+        ("src/auth/mod.rs", "// auth\n"),
+        ("src/api/mod.rs", "// api\n"),
+        ("README.md", "# sample\n"),
+    ]);
+    repo.boulder(&["stream", "init"]).ok();
+    repo
+}
+
+fn ops(repo: &TestRepo, name: &str) -> Vec<String> {
+    repo.git_out(&["log", "--format=%s", &format!("refs/boulder/streams/{name}")]).lines().map(String::from).collect()
+}
+
+fn kinds(repo: &TestRepo, name: &str) -> Vec<String> {
+    let tips = repo.git_out(&["rev-list", &format!("refs/boulder/streams/{name}")]);
+    tips.lines()
+        .filter_map(|c| {
+            let op: serde_json::Value = serde_json::from_str(&repo.git_out(&["show", &format!("{c}:op.json")])).ok()?;
+            Some(op["kind"].as_str()?.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn rollback_goes_to_the_fork_point_keeps_a_backup_and_restore_brings_it_back() {
+    let repo = setup();
+    let w = repo.worktree("auth");
+    let fork = rev(&repo, "boulder/auth");
+    commit_in(&repo, &w, "src/auth/a.rs", "a\n", "one");
+    commit_in(&repo, &w, "src/auth/b.rs", "b\n", "two");
+    let tip = rev(&repo, "boulder/auth");
+    repo.write("README.md", "main moves\n");
+    repo.commit_all("main moves");
+
+    // --to must be in the branch's history.
+    let r = repo.boulder(&["stream", "rollback", "auth", "--to", "main"]).code(1);
+    assert!(r.stderr.contains("not in the history"), "{}", r.stderr);
+    // A dirty worktree is refused, and nothing moves.
+    std::fs::write(w.join("src/auth/a.rs"), "edited\n").unwrap();
+    let r = repo.boulder(&["stream", "rollback", "auth"]).code(1);
+    assert!(r.stderr.contains("uncommitted changes"), "{}", r.stderr);
+    assert_eq!(rev(&repo, "boulder/auth"), tip);
+    repo.git_in(&w, &["checkout", "--", "src/auth/a.rs"]).ok();
+
+    let r = repo.boulder(&["stream", "rollback", "auth", "--to", "boulder/auth~1"]).ok();
+    assert!(r.stdout.contains("rolled back branch boulder/auth"), "{}", r.stdout);
+    assert_eq!(rev(&repo, "boulder/auth"), rev(&repo, &format!("{tip}~1")));
+    assert_eq!(rev(&repo, "refs/boulder/backup/auth/1"), tip);
+    assert!(!w.join("src/auth/b.rs").exists());
+    assert_eq!(repo.git_in(&w, &["status", "--porcelain"]).ok().stdout, "");
+
+    // No --to: back to the fork point with the base.
+    repo.boulder(&["stream", "rollback", "auth"]).ok();
+    assert_eq!(rev(&repo, "boulder/auth"), fork);
+    assert!(!w.join("src/auth/a.rs").exists());
+    assert_eq!(rev(&repo, "refs/boulder/backup/auth/2"), rev(&repo, &format!("{tip}~1")));
+    let again = repo.boulder(&["stream", "rollback", "auth"]).ok();
+    assert!(again.stdout.contains("nothing changed"), "{}", again.stdout);
+
+    // --restore brings the latest backup back (the tip it replaces is in its history: no new backup).
+    repo.boulder(&["stream", "rollback", "auth", "--restore"]).ok();
+    assert_eq!(rev(&repo, "boulder/auth"), rev(&repo, &format!("{tip}~1")));
+    assert_eq!(repo.refs("refs/boulder/backup/").len(), 2);
+    assert_eq!(std::fs::read_to_string(w.join("src/auth/a.rs")).unwrap(), "a\n");
+    // Recorded, with the backup; the state says what the last one did.
+    let k = kinds(&repo, "auth");
+    assert_eq!(k.iter().filter(|k| *k == "rolled_back").count(), 3, "{k:?}");
+    let st = repo.stream_state("auth");
+    assert_eq!(st["last_rollback"]["restored"], true, "{st}");
+    assert_eq!(st["last_rollback"]["to"], rev(&repo, &format!("{tip}~1")));
+    // The backup refs are local: a push of the state leaves them behind.
+    assert!(!ops(&repo, "auth").is_empty());
+    repo.assert_fsck();
+}
+
+#[test]
+fn unmerge_reverts_the_base_reopens_the_stories_and_the_stream_can_merge_again() {
+    let repo = setup();
+    finish(&repo, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    repo.boulder(&["stream", "merge", "auth"]).ok();
+    assert!(repo.read(".agents/tasks/prd.md").contains("[x] US-001"));
+    // Something else lands after it.
+    repo.write("README.md", "later\n");
+    repo.commit_all("later work");
+    let before = rev(&repo, "main");
+    let merged_tip = rev(&repo, "boulder/auth");
+
+    let r = repo.boulder(&["stream", "unmerge", "auth"]).ok();
+    assert!(r.stdout.contains("auth: taken out of main by revert"), "{}", r.stdout);
+    // Two commits on the base: the revert, then the PRD reopening — nothing rewritten.
+    assert_eq!(rev(&repo, "main~2"), before);
+    let subjects = repo.git_out(&["log", "-2", "--format=%s", "main"]);
+    assert_eq!(subjects, "chore(prd): reopen the stories of stream auth\nRevert stream auth (branch boulder/auth)");
+    assert!(!repo.dir.join("src/auth/login.rs").exists());
+    assert_eq!(repo.read("README.md"), "later\n");
+    let prd = repo.read(".agents/tasks/prd.md");
+    assert!(prd.contains("### [ ] US-001"), "{prd}");
+    assert_eq!(repo.git_out(&["diff", "main~1", "main", "--stat"]).lines().count(), 2, "status marks only");
+    assert_eq!(repo.git_out(&["status", "--porcelain"]), "");
+    // The stream is COMPLETED again; its old tip is kept; its branch holds its work on the new base.
+    let st = repo.stream_state("auth");
+    assert_eq!(st["status"], "COMPLETED", "{st}");
+    assert!(st["merged_commit"].is_null(), "{st}");
+    assert_eq!(rev(&repo, "refs/boulder/backup/auth/1"), merged_tip);
+    assert_eq!(rev(&repo, "boulder/auth~1"), rev(&repo, "main"));
+    assert_eq!(std::fs::read_to_string(repo.worktree("auth").join("src/auth/login.rs")).unwrap(), "fn login() {}\n");
+    assert!(kinds(&repo, "auth").contains(&"unmerged".to_string()));
+    // Not merged any more: unmerge again is refused; merge again lands it anew.
+    let again = repo.boulder(&["stream", "unmerge", "auth"]).code(1);
+    assert!(again.stderr.contains("not merged"), "{}", again.stderr);
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    repo.boulder(&["stream", "merge", "auth"]).ok();
+    assert_eq!(repo.read("src/auth/login.rs"), "fn login() {}\n");
+    assert!(repo.read(".agents/tasks/prd.md").contains("[x] US-001"));
+    assert_eq!(repo.stream_state("auth")["status"], "MERGED");
+    repo.assert_fsck();
+}
+
+#[test]
+fn unmerge_refuses_a_revert_that_conflicts_with_later_work() {
+    let repo = setup();
+    finish(&repo, "auth", "US-001", "README.md", "# auth's readme\n");
+    repo.boulder(&["stream", "merge", "auth"]).ok();
+    repo.write("README.md", "# rewritten after\n");
+    repo.commit_all("later rewrite");
+    let before = rev(&repo, "main");
+    let r = repo.boulder(&["stream", "unmerge", "auth"]).code(1);
+    assert!(r.stdout.contains("README.md"), "{}", r.stdout);
+    assert!(r.stderr.contains("nothing was changed"), "{}", r.stderr);
+    assert_eq!(rev(&repo, "main"), before);
+    assert_eq!(repo.stream_state("auth")["status"], "MERGED");
+}
+
+#[test]
+fn unmerge_through_the_remote_changes_the_remotes_base_and_state() {
+    let s = Served::new(PLAN);
+    let a = s.machine("alpha");
+    let b = s.machine("beta");
+    finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
+    // beta lands api meanwhile; alpha's idea of the remote is stale when it unmerges.
+    finish(&b, "api", "US-002", "src/api/list.rs", "fn list() {}\n");
+    b.boulder(&["stream", "merge", "api", "--remote", "origin"]).ok();
+    let landed = s.git(&a, &["rev-parse", "main"]);
+
+    let r = a.boulder(&["stream", "unmerge", "auth", "--remote", "origin"]).ok();
+    assert!(r.stdout.contains("taken out of main on origin"), "{}", r.stdout);
+    assert_eq!(s.git(&a, &["rev-parse", "main~2"]), landed);
+    let tree = s.git(&a, &["ls-tree", "-r", "--name-only", "main"]);
+    assert!(!tree.contains("src/auth/login.rs") && tree.contains("src/api/list.rs"), "{tree}");
+    let prd = s.git(&a, &["show", "main:.agents/tasks/prd.md"]);
+    assert!(prd.contains("### [ ] US-001") && prd.contains("### [x] US-002"), "{prd}");
+    assert_eq!(s.stream_state(&a, "auth")["status"], "COMPLETED");
+    assert_eq!(s.stream_state(&a, "api")["status"], "MERGED");
+    // The local base followed the remote.
+    assert_eq!(rev(&a, "main"), s.git(&a, &["rev-parse", "main"]));
+    assert!(!a.dir.join("src/auth/login.rs").exists());
+    // beta sees it after a sync.
+    b.boulder(&["sync"]).ok();
+    assert_eq!(b.stream_state("auth")["status"], "COMPLETED");
+    s.fsck(&a);
+    a.assert_fsck();
+}
