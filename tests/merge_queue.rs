@@ -295,3 +295,38 @@ fn a_merge_killed_at_any_step_is_finished_by_a_rerun() {
         s.fsck(&a);
     }
 }
+
+#[test]
+fn verify_failing_or_the_server_refusing_leaves_the_remote_untouched() {
+    let plan = PLAN.replace("  base_branch: main\n", "  base_branch: main\n  verify: 'test -f ok'\n");
+    let s = Served::new(&plan);
+    let a = s.machine("alpha");
+    a.boulder(&["trust"]).ok();
+    finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    let before = s.ls_remote(&a);
+    let r = a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).code(1);
+    assert!(r.stderr.contains("verify failed") && r.stderr.contains("main on origin"), "{}", r.stderr);
+    assert!(r.stderr.contains("--remote origin"), "{}", r.stderr);
+    assert_eq!(s.ls_remote(&a), before);
+
+    // verify passes now, but the server refuses every push to main.
+    std::fs::write(a.worktree("auth").join("ok"), "").unwrap();
+    let hook = s.remote.bare.join("hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho 'main is frozen today' >&2\nexit 1\n").unwrap();
+    let mut perms = std::fs::metadata(&hook).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&hook, perms).unwrap();
+    let r = a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).code(1);
+    assert!(r.stderr.contains("origin refused the merge of stream auth"), "{}", r.stderr);
+    assert!(r.stderr.contains("main is frozen today"), "{}", r.stderr);
+    assert!(!r.stderr.contains("round 1/5"), "a refusal is no race: {}", r.stderr);
+    assert_eq!(s.ls_remote(&a), before);
+    assert_ne!(a.stream_state("auth")["status"], "MERGED");
+    assert!(!a.dir.join(".git/boulder/merge/auth.json").exists());
+
+    // The rule lifted, the same command lands it.
+    std::fs::remove_file(&hook).unwrap();
+    a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
+    assert_eq!(s.stream_state(&a, "auth")["status"], "MERGED");
+    assert_eq!(count(&s.subjects(&a), "auth: work"), 1);
+}
