@@ -77,7 +77,9 @@ fn rollback_goes_to_the_fork_point_keeps_a_backup_and_restore_brings_it_back() {
     let st = repo.stream_state("auth");
     assert_eq!(st["last_rollback"]["restored"], true, "{st}");
     assert_eq!(st["last_rollback"]["to"], rev(&repo, &format!("{tip}~1")));
-    // The backup refs are local: a push of the state leaves them behind.
+    // Every op of the log reads back (doctor validates each chain, op by op).
+    let d = repo.boulder(&["doctor"]);
+    assert!(!d.stdout.contains("fails validation"), "{}", d.stdout);
     assert!(!ops(&repo, "auth").is_empty());
     repo.assert_fsck();
 }
@@ -114,6 +116,8 @@ fn unmerge_reverts_the_base_reopens_the_stories_and_the_stream_can_merge_again()
     assert_eq!(rev(&repo, "boulder/auth~1"), rev(&repo, "main"));
     assert_eq!(std::fs::read_to_string(repo.worktree("auth").join("src/auth/login.rs")).unwrap(), "fn login() {}\n");
     assert!(kinds(&repo, "auth").contains(&"unmerged".to_string()));
+    let d = repo.boulder(&["doctor"]);
+    assert!(!d.stdout.contains("fails validation"), "{}", d.stdout);
     // Not merged any more: unmerge again is refused; merge again lands it anew.
     let again = repo.boulder(&["stream", "unmerge", "auth"]).code(1);
     assert!(again.stderr.contains("not merged"), "{}", again.stderr);
@@ -169,4 +173,32 @@ fn unmerge_through_the_remote_changes_the_remotes_base_and_state() {
     assert_eq!(b.stream_state("auth")["status"], "COMPLETED");
     s.fsck(&a);
     a.assert_fsck();
+}
+
+#[test]
+fn unmerge_takes_out_a_merge_commit_or_a_squash_and_they_merge_again() {
+    for strategy in ["merge", "squash"] {
+        let repo = setup();
+        let w = repo.worktree("auth");
+        commit_in(&repo, &w, "src/auth/a.rs", "a\n", "one");
+        commit_in(&repo, &w, "src/auth/b.rs", "b\n", "two");
+        repo.boulder(&["prd", "done", "US-001"]).ok();
+        repo.write("README.md", "main moves\n");
+        repo.commit_all("main moves");
+        repo.boulder(&["stream", "merge", "auth", "--strategy", strategy]).ok();
+        let merged = rev(&repo, "main");
+        repo.boulder(&["stream", "unmerge", "auth"]).ok();
+        assert_eq!(rev(&repo, "main~2"), merged, "{strategy}");
+        for f in ["src/auth/a.rs", "src/auth/b.rs"] {
+            assert!(!repo.dir.join(f).exists(), "{strategy}: {f}");
+        }
+        assert_eq!(repo.read("README.md"), "main moves\n", "{strategy}");
+        assert!(repo.read(".agents/tasks/prd.md").contains("### [ ] US-001"), "{strategy}");
+        // The two commits, replayed on the new base.
+        assert_eq!(repo.git_out(&["rev-list", "--count", "main..boulder/auth"]), "2", "{strategy}");
+        repo.boulder(&["stream", "merge", "auth", "--strategy", strategy]).ok();
+        assert_eq!(repo.read("src/auth/b.rs"), "b\n", "{strategy}");
+        assert_eq!(repo.stream_state("auth")["status"], "MERGED", "{strategy}");
+        repo.assert_fsck();
+    }
 }

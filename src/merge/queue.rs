@@ -158,7 +158,13 @@ pub fn merge(
         }
         if let Some(theirs) = seen.stream {
             let objects = repo.objects();
-            if !objects.is_ancestor(theirs, c.stream_tip)? && !objects.is_ancestor(theirs, seen.base)? {
+            // Known here when this branch, the remote's base or a backup of the stream (a
+            // rollback's, an unmerge's) holds it.
+            let mut known = objects.is_ancestor(theirs, c.stream_tip)? || objects.is_ancestor(theirs, seen.base)?;
+            for (_, _, kept) in crate::stream::rollback::backups(repo, &stream.name)? {
+                known = known || objects.is_ancestor(theirs, kept)?;
+            }
+            if !known {
                 return Err(Error::refused(format!(
                     "the branch {} on {given} has commits this machine's branch lacks ({}); nothing was changed",
                     stream.branch,
