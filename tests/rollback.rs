@@ -202,3 +202,52 @@ fn unmerge_takes_out_a_merge_commit_or_a_squash_and_they_merge_again() {
         repo.assert_fsck();
     }
 }
+
+#[test]
+fn an_unmerge_killed_at_any_step_is_finished_by_a_rerun() {
+    for step in ["unmerge-push", "unmerge-base-ref", "unmerge-stream-ref"] {
+        let s = Served::new(PLAN);
+        let a = s.machine("alpha");
+        finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+        a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
+        let landed = s.git(&a, &["rev-parse", "main"]);
+        let r =
+            a.boulder_env(&a.dir, &["stream", "unmerge", "auth", "--remote", "origin"], &[("BOULDER_FAILPOINT", step)]);
+        assert!(r.stderr.contains(&format!("failpoint {step}")), "{step}: {}", r.stderr);
+        a.assert_fsck();
+        let r = a.boulder(&["stream", "unmerge", "auth", "--remote", "origin"]);
+        assert_eq!(r.code, 0, "{step}: rerun failed\n{}\n{}", r.stdout, r.stderr);
+        // One revert, one reopening, nothing twice.
+        assert_eq!(s.git(&a, &["rev-parse", "main~2"]), landed, "{step}");
+        let subjects = s.subjects(&a);
+        assert_eq!(subjects.iter().filter(|x| x.starts_with("Revert stream auth")).count(), 1, "{step}: {subjects:?}");
+        assert_eq!(rev(&a, "main"), s.git(&a, &["rev-parse", "main"]), "{step}");
+        assert!(!a.dir.join("src/auth/login.rs").exists(), "{step}");
+        assert_eq!(a.git_in(&a.worktree("auth"), &["status", "--porcelain"]).ok().stdout, "", "{step}");
+        assert_eq!(a.git_in(&a.dir, &["status", "--porcelain"]).ok().stdout, "", "{step}");
+        assert_eq!(rev(&a, "boulder/auth~1"), rev(&a, "main"), "{step}");
+        assert_eq!(s.stream_state(&a, "auth")["status"], "COMPLETED", "{step}");
+        a.assert_fsck();
+    }
+}
+
+#[test]
+fn a_rollback_killed_between_branch_and_worktree_is_finished_by_a_rerun() {
+    for step in ["rollback-backup", "rollback-ref"] {
+        let repo = setup();
+        let w = repo.worktree("auth");
+        let fork = rev(&repo, "boulder/auth");
+        commit_in(&repo, &w, "src/auth/a.rs", "a\n", "one");
+        let tip = rev(&repo, "boulder/auth");
+        let r = repo.boulder_env(&repo.dir, &["stream", "rollback", "auth"], &[("BOULDER_FAILPOINT", step)]);
+        assert!(r.stderr.contains(&format!("failpoint {step}")), "{step}: {}", r.stderr);
+        assert_eq!(rev(&repo, "refs/boulder/backup/auth/1"), tip, "{step}: the old tip is kept first");
+        let r = repo.boulder(&["stream", "rollback", "auth"]);
+        assert_eq!(r.code, 0, "{step}: {}", r.stderr);
+        assert_eq!(rev(&repo, "boulder/auth"), fork, "{step}");
+        assert!(!w.join("src/auth/a.rs").exists(), "{step}");
+        assert_eq!(repo.git_in(&w, &["status", "--porcelain"]).ok().stdout, "", "{step}");
+        assert_eq!(repo.refs("refs/boulder/backup/").len(), 1, "{step}");
+        repo.assert_fsck();
+    }
+}

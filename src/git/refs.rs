@@ -144,6 +144,15 @@ impl Repo {
     }
 
     /// The commit the oldest entry of `name`'s reflog moved it to (where a branch was created).
+    /// The newest reflog entry of ref `name`: (previous id, new id, message).
+    pub fn reflog_newest(&self, name: &str) -> Option<(gix::ObjectId, gix::ObjectId, String)> {
+        let r = self.repo.find_reference(name).ok()?;
+        let mut platform = r.log_iter();
+        let mut rev = platform.rev().ok()??;
+        let line = rev.next()?.ok()?;
+        Some((line.previous_oid, line.new_oid, line.message.to_str_lossy().into_owned()))
+    }
+
     pub fn reflog_oldest(&self, name: &str) -> Option<gix::ObjectId> {
         let r = self.repo.find_reference(name).ok()?;
         let mut platform = r.log_iter();

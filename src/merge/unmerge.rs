@@ -176,6 +176,10 @@ pub fn unmerge(
         false,
         &format!("stream unmerge {}", stream.name),
     )?;
+    let ours = format!("boulder unmerge: stream {}", stream.name);
+    for branch in [&stream.branch, &base] {
+        crate::stream::rollback::finish_interrupted(repo, branch, &ours);
+    }
     refuse_dirty(ws, &[&stream.branch, &base])?;
     let mut out = Unmerged {
         stream: stream.name.clone(),
@@ -286,7 +290,7 @@ pub fn unmerge(
     out.prd_commit = prd_commit;
     out.base_tip = Some(new_base);
     if let Some(r) = &remote {
-        follow(ws, &base, new_base, &r.given, say);
+        follow(ws, &stream.name, &base, new_base, &r.given, say);
     }
     rebuild_stream(ws, plan, stream, before, new_base, &mut out)?;
     let store = Store::new(repo)?;
@@ -303,7 +307,7 @@ pub fn unmerge(
 }
 
 /// The local base follows the remote's new tip when it holds nothing the remote lacks.
-fn follow(ws: &Workspace, base: &str, new: ObjectId, remote: &str, say: &dyn Fn(&str)) {
+fn follow(ws: &Workspace, stream: &str, base: &str, new: ObjectId, remote: &str, say: &dyn Fn(&str)) {
     let repo = &ws.repo;
     let Ok(Some(local)) = repo.branch_tip(base) else { return };
     if local == new {
@@ -311,7 +315,7 @@ fn follow(ws: &Workspace, base: &str, new: ObjectId, remote: &str, say: &dyn Fn(
     }
     match repo.objects().is_ancestor(local, new) {
         Ok(true) => {
-            let msg = format!("boulder unmerge: {base} follows {remote}");
+            let msg = format!("boulder unmerge: stream {stream}; {base} follows {remote}");
             if let Err(e) = checkout::move_branch(repo, base, local, new, &msg, "the unmerge", "unmerge-base-ref") {
                 say(&format!("the local branch {base} was not brought to {}: {}", short(new), e.message));
             }

@@ -56,6 +56,23 @@ pub fn keep(repo: &Repo, stream: &str, tip: ObjectId, why: &str) -> Result<Strin
     Err(Error::internal(format!("cannot find a free backup ref for stream {stream}")))
 }
 
+/// A command killed after it moved `branch` but before the files of its worktree followed: the
+/// branch's newest reflog entry is that command's own (its message `ours`, alone or followed by
+/// a space or `;`). Bring the worktree along, as the killed run would have, so the rerun finds it
+/// clean. Best effort: anything else (the index changed meanwhile) is left for the dirty check
+/// to report.
+pub fn finish_interrupted(repo: &Repo, branch: &str, ours: &str) {
+    let Some((old, new, message)) = repo.reflog_newest(&refs::branch_ref(branch)) else { return };
+    let message = message.trim();
+    let mine = message.strip_prefix(ours).is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', ';']));
+    if !mine || old == new || !matches!(repo.branch_tip(branch), Ok(Some(t)) if t == new) {
+        return;
+    }
+    if matches!(worktree::checked_out(repo, branch), Ok(Some(_))) {
+        let _ = checkout::move_branch(repo, branch, old, new, message, "finishing an interrupted move", "finish-move");
+    }
+}
+
 /// Refuse when the stream's checked-out worktree has uncommitted changes.
 fn refuse_dirty(repo: &Repo, branch: &str, what: &str) -> Result<()> {
     if let Some(wt) = worktree::checked_out(repo, branch)? {
@@ -110,7 +127,12 @@ fn move_to(ws: &Workspace, stream: &StreamDef, from: ObjectId, to: ObjectId, res
     Ok(Rolled { stream: stream.name.clone(), branch: stream.branch.clone(), from, to, backup, restored })
 }
 
+/// The stream's tip, after finishing a rollback or restore killed between moving the branch and
+/// its worktree.
 fn tip(ws: &Workspace, stream: &StreamDef) -> Result<ObjectId> {
+    for word in ["rollback", "restore"] {
+        finish_interrupted(&ws.repo, &stream.branch, &format!("boulder {word}: stream {}", stream.name));
+    }
     ws.repo.branch_tip(&stream.branch)?.ok_or_else(|| {
         Error::usage(format!("stream {} has no branch {} yet", stream.name, stream.branch))
             .hint(format!("create it with `git boulder stream init {}`", stream.name))
