@@ -505,9 +505,11 @@ pub(crate) struct Done {
 pub(crate) fn stop<T>(ws: &Workspace, j: &Journal, e: Error) -> Result<T> {
     if e.kind == crate::error::Kind::Refused {
         j.remove(&ws.repo)?;
-        return Err(
-            e.hint(format!("rerun `git boulder stream merge {}` to plan again from where things are now", j.stream))
-        );
+        let remote = j.remote.as_deref().map(|r| format!(" --remote {r}")).unwrap_or_default();
+        return Err(e.hint(format!(
+            "rerun `git boulder stream merge {}{remote}` to plan again from where things are now",
+            j.stream
+        )));
     }
     Err(e)
 }
