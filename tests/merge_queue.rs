@@ -330,3 +330,14 @@ fn verify_failing_or_the_server_refusing_leaves_the_remote_untouched() {
     assert_eq!(s.stream_state(&a, "auth")["status"], "MERGED");
     assert_eq!(count(&s.subjects(&a), "auth: work"), 1);
 }
+
+#[test]
+fn merge_remote_says_what_it_did() {
+    let s = Served::new(PLAN);
+    let a = s.machine("alpha");
+    let b = s.machine("beta");
+    finish(&a, "auth", "US-001", "README.md", "# auth's readme\n");
+    finish(&b, "api", "US-002", "README.md", "# api's readme\n");
+    assert_shown!("merge_remote", a.boulder(&["-q", "stream", "merge", "auth", "--remote", "origin"]));
+    assert_shown!("merge_remote_conflict", b.boulder(&["-q", "stream", "merge", "api", "--remote", "origin"]));
+}

@@ -251,3 +251,19 @@ fn a_rollback_killed_between_branch_and_worktree_is_finished_by_a_rerun() {
         repo.assert_fsck();
     }
 }
+
+#[test]
+fn rollback_and_unmerge_say_what_they_did() {
+    let repo = setup();
+    let w = repo.worktree("auth");
+    commit_in(&repo, &w, "src/auth/a.rs", "a\n", "one");
+    repo.write("README.md", "main moves\n");
+    repo.commit_all("main moves");
+    assert_shown!("rollback", repo.boulder(&["stream", "rollback", "auth"]));
+    assert_shown!("rollback_restore", repo.boulder(&["stream", "rollback", "auth", "--restore"]));
+    assert_shown!("rollback_not_back", repo.boulder(&["stream", "rollback", "auth", "--to", "main"]));
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    repo.boulder(&["stream", "merge", "auth"]).ok();
+    assert_shown!("unmerge", repo.boulder(&["stream", "unmerge", "auth"]));
+    assert_shown!("unmerge_not_merged", repo.boulder(&["stream", "unmerge", "auth"]));
+}
