@@ -341,3 +341,43 @@ fn merge_remote_says_what_it_did() {
     assert_shown!("merge_remote", a.boulder(&["-q", "stream", "merge", "auth", "--remote", "origin"]));
     assert_shown!("merge_remote_conflict", b.boulder(&["-q", "stream", "merge", "api", "--remote", "origin"]));
 }
+
+#[test]
+fn depends_on_is_judged_by_the_remotes_state() {
+    let plan = PLAN.replace("    paths: [src/api/**]\n", "    paths: [src/api/**]\n    depends_on: [auth]\n");
+    let s = Served::new(&plan);
+    let a = s.machine("alpha");
+    let b = s.machine("beta");
+    finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    finish(&b, "api", "US-002", "src/api/list.rs", "fn list() {}\n");
+    // Nobody merged auth yet: refused, as locally.
+    let r = b.boulder(&["stream", "merge", "api", "--remote", "origin"]).code(1);
+    assert!(r.stderr.contains("depends on stream auth"), "{}", r.stderr);
+    // alpha lands auth; beta has not pulled since, and its merge still goes ahead: the queue
+    // reads the remote's state first.
+    a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
+    assert_ne!(b.stream_state("auth")["status"], "MERGED");
+    b.boulder(&["stream", "merge", "api", "--remote", "origin"]).ok();
+    assert_eq!(s.stream_state(&b, "api")["status"], "MERGED");
+    let subjects = s.subjects(&b);
+    assert_eq!(count(&subjects, "auth: work"), 1, "{subjects:?}");
+    assert_eq!(count(&subjects, "api: work"), 1, "{subjects:?}");
+}
+
+#[test]
+fn merge_all_lands_every_complete_stream_in_depends_on_order() {
+    let plan = PLAN.replace("    paths: [src/api/**]\n", "    paths: [src/api/**]\n    depends_on: [auth]\n");
+    let s = Served::new(&plan);
+    let a = s.machine("alpha");
+    finish(&a, "api", "US-002", "src/api/list.rs", "fn list() {}\n");
+    finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    let r = a.boulder(&["stream", "merge", "--all", "--remote", "origin"]).ok();
+    assert!(r.stdout.contains("auth: merged into main on origin"), "{}", r.stdout);
+    assert!(r.stdout.contains("api: merged into main on origin"), "{}", r.stdout);
+    let subjects = s.subjects(&a);
+    let at = |x: &str| subjects.iter().position(|s| s == x).unwrap();
+    assert!(at("api: work") < at("auth: work"), "auth lands first: {subjects:?}");
+    assert_eq!(s.stream_state(&a, "auth")["status"], "MERGED");
+    assert_eq!(s.stream_state(&a, "api")["status"], "MERGED");
+    assert_eq!(rev(&a, "main"), s.git(&a, &["rev-parse", "main"]));
+}
