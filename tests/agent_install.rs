@@ -416,3 +416,30 @@ fn cleanup_of_a_stream_worktree_is_not_held_up_by_the_installed_file() {
     assert!(!repo.dir.join(".git/boulder/agents.json").exists());
     assert!(!repo.dir.join(".git/boulder/agents").exists());
 }
+
+#[test]
+fn in_the_main_worktree_the_installed_stop_hook_pushes_on_through_the_project_boulder() {
+    let repo = sample();
+    repo.boulder(&["agent", "install", "claude"]).ok();
+    let settings: serde_json::Value =
+        serde_json::from_slice(&read_bytes(&repo.dir.join(".claude/settings.local.json")).unwrap()).unwrap();
+    let command = settings["hooks"]["Stop"][0]["hooks"][0]["command"].as_str().unwrap().to_string();
+    let payload = serde_json::json!({
+        "session_id": "abc123",
+        "transcript_path": "/home/user/.claude/projects/sample/t.jsonl",
+        "cwd": repo.dir.display().to_string(),
+        "permission_mode": "default",
+        "hook_event_name": "Stop",
+        "stop_hook_active": false,
+        "last_assistant_message": "I am done."
+    });
+    // As Claude Code runs it: `sh -c COMMAND` in the project folder, the payload on stdin.
+    let mut cmd = repo.command("sh");
+    cmd.arg("-c").arg(&command).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+    cmd.stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), payload.to_string().as_bytes()).unwrap();
+    let out = Run::from(child.wait_with_output().unwrap()).ok().json();
+    assert_eq!(out["decision"], "block", "{out}");
+    assert_eq!(repo.state("refs/boulder/boulders/project")["failure_count"], 1);
+}

@@ -164,3 +164,30 @@ fn no_enforcement_no_calls_and_a_repeated_idle_meets_the_cooldown() {
     let prompts = out["calls"].as_array().unwrap().iter().filter(|c| c["call"] == "session.promptAsync").count();
     assert_eq!(prompts, 1, "{out}");
 }
+
+#[test]
+fn in_the_main_worktree_the_plugin_pushes_on_through_the_project_boulder() {
+    if !node() {
+        return;
+    }
+    let repo = sample();
+    repo.boulder(&["agent", "install", "opencode"]).ok();
+    let dir = repo.dir.display().to_string();
+    let config = json!({
+        "directory": dir,
+        "tui": true,
+        "sessions": {"ses_main": {"directory": dir, "messages": assistant_says("That's it, I am done.")}},
+        "events": [idle_status("ses_main")]
+    });
+    let out = drive(&repo, &repo.dir, config, &[]);
+    let calls = out["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{out}");
+    assert_eq!(calls[0]["call"], "tui.showToast");
+    assert_eq!(calls[1]["call"], "session.promptAsync");
+    let text = calls[1]["args"]["body"]["parts"][0]["text"].as_str().unwrap();
+    // Recorded on the project boulder, made on first use.
+    let log = repo.boulder(&["log", "project", "--json"]).ok().json();
+    let enforced: Vec<&Value> = log.as_array().unwrap().iter().filter(|e| e["op"]["kind"] == "enforced").collect();
+    assert_eq!(enforced.len(), 1, "{log}");
+    assert_eq!(enforced[0]["op"]["data"]["message"].as_str().unwrap(), text);
+}
