@@ -162,3 +162,33 @@ fn a_parent_enforces_once_its_children_are_finished() {
     let list = repo.boulder(&["list", "--json"]).ok().json();
     assert_eq!(list[1]["status"], "completed");
 }
+
+#[test]
+fn checks_at_the_same_instant_push_the_agent_on_once() {
+    // Two idle events of one turn, or two harness hooks, ask at once about an idle boulder: one
+    // enforcement only — those that decided on the state before it was recorded find it there.
+    let repo = initialized();
+    for round in 0..3 {
+        let now = format!("2030-01-01T0{round}:00:00Z");
+        let children: Vec<_> = (0..4)
+            .map(|_| {
+                let mut cmd = repo.command(bin());
+                cmd.current_dir(&repo.dir).env("BOULDER_NOW", &now).args([
+                    "check",
+                    "--boulder",
+                    "auth",
+                    "--json",
+                    "--recovery-window",
+                    "1s",
+                ]);
+                cmd.stdout(std::process::Stdio::piped()).spawn().unwrap()
+            })
+            .collect();
+        let answers: Vec<serde_json::Value> = children
+            .into_iter()
+            .map(|c| serde_json::from_slice(&c.wait_with_output().unwrap().stdout).unwrap())
+            .collect();
+        let enforced = answers.iter().filter(|j| j["enforce"] == true).count();
+        assert_eq!(enforced, 1, "round {round}: {answers:?}");
+    }
+}

@@ -103,13 +103,26 @@ pub fn check(
             // Never the same message twice in a row.
             text.push_str(&format!("\n(iteration {} still waiting)", b.iteration));
         }
+        // Two checks at once (two idle events of one turn, two harness hooks) decide on the same
+        // state; only the first to record pushes the agent on, the other finds its enforcement
+        // and answers with the cooldown.
         if d.reset_failures {
             store.append::<BoulderState>(&bref, BoulderOp::ResetFailures {})?;
         }
-        store.append::<BoulderState>(
-            &bref,
-            BoulderOp::Enforced { gate: Opt::Set(d.gate.to_string()), message: Opt::Set(text.clone()) },
-        )?;
+        let seen = b.last_enforcement.clone();
+        let op = BoulderOp::Enforced { gate: Opt::Set(d.gate.to_string()), message: Opt::Set(text.clone()) };
+        let recorded = store.append_if::<BoulderState>(&bref, |cur| {
+            Ok((cur.map(|c| &c.last_enforcement) == Some(&seen)).then(|| op.clone()))
+        })?;
+        if recorded.is_none() {
+            d = Decision {
+                enforce: false,
+                gate: "cooldown",
+                reason: "another check enforced on this boulder a moment ago".into(),
+                variant: None,
+                reset_failures: false,
+            };
+        }
     }
     d.reset_failures = false;
     Ok(Checked {
