@@ -20,6 +20,7 @@ pub mod stream;
 pub mod sync;
 pub mod trust;
 mod values;
+pub mod work;
 
 use std::path::PathBuf;
 
@@ -143,6 +144,16 @@ pub enum Command {
     Trust(trust::TrustArgs),
     /// Run the whole flow on an embedded sample project in a temporary directory.
     Demo(demo::DemoArgs),
+    /// The worker: claim the next ready stream, run its loop, merge it, and on to the next.
+    ///
+    /// A stream is ready when its depends_on are merged (as the remote's state says, with
+    /// --remote: it is pulled each round), it is not merged, and no other machine claims it.
+    /// Up to --parallel streams run at once, each in its own worktree (made when missing), their
+    /// lines prefixed by `[stream] `. With --remote each stream is claimed there, merged through
+    /// it (`stream merge --remote`), its claim released and the state pushed. Ctrl-C stops the
+    /// agents and releases the claims; every stream stays resumable. Prints each stream's outcome;
+    /// exits 0 when all are merged, 1 when some failed, stopped or stay blocked.
+    Work(work::WorkArgs),
     /// Wire git-boulder into an agent harness: Claude Code, Codex, OpenCode.
     #[command(subcommand)]
     Agent(agent::AgentCommand),
@@ -185,6 +196,7 @@ pub fn run(cli: Cli) -> Result<u8> {
                 Command::Sync(args) => sync::sync_cmd(&ws, args),
                 Command::Remote(cmd) => sync::remote(&ws, cmd),
                 Command::Trust(args) => trust::run(&ws, args),
+                Command::Work(args) => work::run(&ws, ctx, args),
                 Command::Demo(_)
                 | Command::Hooks(_)
                 | Command::Hook(_)

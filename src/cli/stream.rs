@@ -146,6 +146,10 @@ pub struct RunArgs {
     /// Iterations without progress before the run fails (default: settings.boulder.max_failures).
     #[arg(long, value_name = "N")]
     pub max_failures: Option<u32>,
+    /// Run for `git boulder work`, which holds the stream's claim and merges it: take no claim and
+    /// leave settings.auto_merge to the worker.
+    #[arg(long, hide = true)]
+    pub worker: bool,
     /// The agent command and its arguments (after `--`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -288,6 +292,7 @@ fn run_loop(ws: &Workspace, ctx: &Context, args: RunArgs) -> Result<()> {
         multiplier: b.backoff_multiplier,
         max_failures: args.max_failures.unwrap_or(b.max_failures).max(1),
         command: args.command,
+        claim_held: args.worker,
     };
     let outcome =
         crate::stream::runloop::run(ws, &plan, stream, &opts, |line| eprintln!("{}", crate::text::inert_lines(line)))?;
@@ -302,7 +307,7 @@ fn run_loop(ws: &Workspace, ctx: &Context, args: RunArgs) -> Result<()> {
     if outcome.status == StreamStatus::Failed {
         return Err(Error::refused(format!("stream {} failed: {}", stream.name, outcome.reason)));
     }
-    if outcome.status == StreamStatus::Completed && plan.settings.auto_merge {
+    if outcome.status == StreamStatus::Completed && plan.settings.auto_merge && !args.worker {
         eprintln!("settings.auto_merge: merging stream {}", stream.name);
         super::merge::auto(ws, ctx, &plan, stream)?;
     }

@@ -9,3 +9,4 @@ pub mod rollback;
 pub mod runloop;
 pub mod shell;
 pub mod status;
+pub mod work;

@@ -20,6 +20,8 @@ pub struct Options {
     pub max_failures: u32,
     /// The command and its arguments, run without a shell; empty means the stream's `agent`.
     pub command: Vec<String>,
+    /// The caller (`git boulder work`) holds the stream's claim: take none here.
+    pub claim_held: bool,
 }
 
 /// How the loop ended.
@@ -68,7 +70,8 @@ pub fn run(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, say:
     crate::trust::require(&ws.repo, plan, "stream run", &keys)?;
     // One run per stream on this machine (the lock), then one per stream anywhere (the claim).
     let _lock = crate::lock::try_acquire(&ws.repo, &format!("stream-{}", stream.name), "stream run")?;
-    let Some(remote) = &plan.settings.claim_remote else { return run_loop(ws, plan, stream, opts, &say, None) };
+    let claim_remote = plan.settings.claim_remote.as_ref().filter(|_| !opts.claim_held);
+    let Some(remote) = claim_remote else { return run_loop(ws, plan, stream, opts, &say, None) };
     let remote = crate::sync::resolve(&ws.repo, Some(remote), &plan.settings.base_branch)?;
     let actor = Store::new(&ws.repo)?.actor;
     let (claim, _) = crate::sync::claim::take(&ws.repo, &remote, &stream.name, &actor, CLAIM_TTL)?;
@@ -217,6 +220,11 @@ fn run_loop(
             .map_err(|e| {
                 Error::usage(format!("cannot run {:?}: {e}", command[0])).hint("check the command and PATH")
             })?;
+        // Interrupted while the agent ran: the agent's end is not judged (it was stopped, not idle).
+        if stopped_by_signal() {
+            record(&store, &stream.name, StreamStatus::Stopped, "interrupted")?;
+            return Ok(Outcome { status: StreamStatus::Stopped, reason: "interrupted".into(), iterations: iteration });
+        }
         let tip_after = ws.repo.branch_tip(&stream.branch)?;
         let (_, prd) = load_prd(&prd_path)?;
         let done = ws.recorded_done()?;

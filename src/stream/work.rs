@@ -1,0 +1,583 @@
+//! `git boulder work`: the worker. Round after round it picks the next ready stream — its
+//! `depends_on` merged (as the remote's state says, when a remote is given: its state is pulled
+//! first), not merged itself, not claimed by another machine, not run by another process here —
+//! claims it on the remote, runs its loop (`git-boulder stream run NAME`, a child process in a
+//! process group of its own), merges it when it completes (`git-boulder stream merge NAME`, through
+//! the remote when one is given), releases the claim, pushes the state, and picks the next. Up to
+//! `parallel` streams at once, each in its own worktree with its own lock; every line the children
+//! print is prefixed by `[stream] `.
+//!
+//! Ctrl-C (SIGINT, SIGTERM, SIGHUP) is passed to every child's process group (the agents stop, the
+//! loops record STOPPED), then the claims are released: every stream is resumable by a rerun.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::git::remote::RemoteName;
+use crate::plan::{Plan, StreamDef};
+use crate::state::{self, Store, StreamState, StreamStatus};
+use crate::workspace::Workspace;
+
+/// How long a claim taken by the worker lasts; renewed when half of it has passed.
+pub const CLAIM_TTL: Duration = Duration::from_secs(3600);
+
+/// How long the children get to stop after Ctrl-C before they are killed.
+const STOP_GRACE: Duration = Duration::from_secs(20);
+
+/// How a worker runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Claim, merge and share state through this remote; `None`: one machine, local merges.
+    pub remote: Option<String>,
+    /// Streams run at once on this machine.
+    pub parallel: usize,
+    /// The agent command for every stream; empty: each stream's `agent` from the plan.
+    pub command: Vec<String>,
+    /// This program, run for `stream run` and `stream merge`.
+    pub exe: PathBuf,
+    /// Flags every child gets (`--trust`, `--quiet`, `--config PATH`).
+    pub child_flags: Vec<String>,
+    /// How often the remote's state is pulled while waiting for other machines.
+    pub poll: Duration,
+}
+
+/// What became of a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Run and merged by this worker.
+    MergedHere,
+    /// Merged meanwhile by another machine (the actor that recorded it).
+    MergedElsewhere(String),
+    /// Already merged when the worker started.
+    MergedBefore,
+    /// Its run or its merge failed.
+    Failed(String),
+    /// Stopped before its stories were done (max_iterations, `stream stop`, Ctrl-C).
+    Stopped(String),
+    /// Waits for these streams, which are not merged.
+    Blocked(Vec<String>),
+    /// Another machine holds it.
+    ClaimedBy(String),
+}
+
+impl Outcome {
+    /// Merged, here or anywhere.
+    pub fn is_merged(&self) -> bool {
+        matches!(self, Outcome::MergedHere | Outcome::MergedElsewhere(_) | Outcome::MergedBefore)
+    }
+
+    /// The summary's words.
+    pub fn describe(&self) -> String {
+        match self {
+            Outcome::MergedHere => "merged here".into(),
+            Outcome::MergedElsewhere(by) => format!("merged by another machine ({by})"),
+            Outcome::MergedBefore => "merged before this run".into(),
+            Outcome::Failed(why) => format!("failed: {why}"),
+            Outcome::Stopped(why) => format!("stopped: {why} (a rerun resumes it)"),
+            Outcome::Blocked(by) => format!("blocked by {}", by.join(", ")),
+            Outcome::ClaimedBy(by) => format!("claimed by {by}"),
+        }
+    }
+}
+
+/// The worker's result: each stream of the plan with its outcome, in dependency order.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    pub rows: Vec<(String, Outcome)>,
+    /// Ctrl-C ended it.
+    pub interrupted: bool,
+}
+
+impl Summary {
+    /// Every stream merged, and not interrupted.
+    pub fn success(&self) -> bool {
+        !self.interrupted && self.rows.iter().all(|(_, o)| o.is_merged())
+    }
+}
+
+/// Where the children's lines and the worker's own notes go.
+pub trait Sink: Send + Sync {
+    /// A line for stream `stream` (`None`: the worker's own), to stdout (`out`) or stderr.
+    fn line(&self, stream: Option<&str>, out: bool, text: &str);
+}
+
+enum Phase {
+    Run,
+    Merge,
+}
+
+struct Job {
+    stream: String,
+    phase: Phase,
+    child: Child,
+    pumps: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// A stream as this round sees it.
+enum View {
+    Done(Outcome),
+    Ready,
+    /// Another machine holds it, or another process here runs it.
+    Elsewhere(String),
+    Waiting(Vec<String>),
+}
+
+/// Run the worker until nothing is left that it can do; see the module docs.
+pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) -> Result<Summary> {
+    let say = |stream: Option<&str>, text: &str| sink.line(stream, false, text);
+    // The plan's agents (and verify, run by the merges) run only once trusted: refuse up front.
+    let mut keys = vec![crate::trust::VERIFY.to_string()];
+    if opts.command.is_empty() {
+        keys.extend(plan.streams.iter().filter_map(|s| s.agent.as_deref()).map(crate::trust::agent_key));
+    }
+    crate::trust::require(&ws.repo, plan, "work", &keys)?;
+    if opts.command.is_empty() {
+        if let Some(s) = plan.streams.iter().find(|s| s.agent.is_none()) {
+            return Err(Error::usage(format!("stream {} has no agent and no command was given", s.name))
+                .hint("run `git boulder work -- CMD ARGS…`, or set `agent:` for every stream in the plan"));
+        }
+    }
+    let remote = match &opts.remote {
+        Some(r) => Some(crate::sync::resolve(&ws.repo, Some(r), &plan.settings.base_branch)?),
+        None => None,
+    };
+    let names: Vec<String> = plan.streams.iter().map(|s| s.name.clone()).collect();
+    let order = crate::plan::topo_order(plan, &names)
+        .map_err(|e| Error::usage(e).hint("fix depends_on in .boulder/streams.yaml"))?;
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let flag = interrupted.clone();
+        let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
+    }
+    let me = Store::new(&ws.repo)?.actor;
+    if let Some(r) = &remote {
+        pull(ws, r, &say);
+    }
+    // Streams merged or failed before this run: the first are done, the second may be retried.
+    let at_start: HashMap<String, StreamStatus> =
+        names.iter().map(|n| Ok((n.clone(), status_of(ws, n)?))).collect::<Result<_>>()?;
+    let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
+    let mut jobs: Vec<Job> = Vec::new();
+    let mut claims: HashMap<String, f64> = HashMap::new();
+    let mut claim_errors: HashMap<String, u32> = HashMap::new();
+    let mut hooks_checked = false;
+    let mut last_pull = Instant::now();
+    let mut dirty = false;
+    let mut was_interrupted = false;
+    loop {
+        if interrupted.load(Ordering::SeqCst) {
+            was_interrupted = true;
+            say(None, "interrupted: stopping the agents, releasing the claims");
+            stop_all(&mut jobs, &say);
+            break;
+        }
+        // Children that ended.
+        let mut i = 0;
+        while i < jobs.len() {
+            let Some(status) = jobs[i].child.try_wait()? else {
+                i += 1;
+                continue;
+            };
+            let mut job = jobs.remove(i);
+            for p in job.pumps.drain(..) {
+                let _ = p.join();
+            }
+            let name = job.stream.clone();
+            match job.phase {
+                Phase::Run => {
+                    let st = ws_state(ws, &name)?;
+                    let reason = |default: &str| st.as_ref().and_then(|s| s.reason.clone()).unwrap_or(default.into());
+                    let outcome = match st.as_ref().map(|s| s.status) {
+                        Some(StreamStatus::Completed) => {
+                            say(Some(&name), "run completed; merging");
+                            match spawn_merge(opts, remote.as_ref(), &name, &sink) {
+                                Ok(j) => {
+                                    jobs.push(j);
+                                    continue;
+                                }
+                                Err(e) => Outcome::Failed(format!("merge: {}", e.message)),
+                            }
+                        }
+                        Some(StreamStatus::Stopped) => Outcome::Stopped(reason("stopped")),
+                        Some(StreamStatus::Failed) => Outcome::Failed(reason("failed")),
+                        _ => Outcome::Failed(format!("stream run exited with {}", exit_text(status))),
+                    };
+                    say(Some(&name), &outcome.describe());
+                    outcomes.insert(name.clone(), outcome);
+                }
+                Phase::Merge => {
+                    let merged = status_of(ws, &name)? == StreamStatus::Merged;
+                    let outcome = if status.success() && merged {
+                        Outcome::MergedHere
+                    } else {
+                        Outcome::Failed(format!("stream merge exited with {}", exit_text(status)))
+                    };
+                    say(Some(&name), &outcome.describe());
+                    outcomes.insert(name.clone(), outcome);
+                }
+            }
+            release(ws, remote.as_ref(), &me, &name, &mut claims, &say);
+            dirty = true;
+        }
+        if dirty {
+            if let Some(r) = &remote {
+                push(ws, r, &say);
+            }
+            dirty = false;
+        }
+        renew(ws, remote.as_ref(), &me, &mut claims, &say);
+        // Pick what is ready, up to the limit.
+        let mut waiting_elsewhere = false;
+        let mut started = false;
+        if jobs.len() < opts.parallel {
+            if let Some(r) = &remote {
+                if jobs.is_empty() || last_pull.elapsed() >= opts.poll {
+                    pull(ws, r, &say);
+                    last_pull = Instant::now();
+                }
+            }
+            let seen: Vec<(String, String, crate::sync::claim::Claim)> = match &remote {
+                Some(_) => crate::sync::claim::seen(&ws.repo)?,
+                None => Vec::new(),
+            };
+            let locked: BTreeSet<String> = crate::lock::holders(&ws.repo).into_iter().map(|(n, _)| n).collect();
+            for name in &order {
+                if jobs.len() >= opts.parallel {
+                    break;
+                }
+                // Decided already (a failed or stopped stream is not run again by this worker).
+                if outcomes.contains_key(name) || jobs.iter().any(|j| j.stream == *name) {
+                    continue;
+                }
+                let stream = plan.stream(name).expect("a stream of the plan");
+                let view = view(ws, stream, &at_start, &seen, remote.as_ref(), &me, &locked)?;
+                match view {
+                    View::Done(o) => {
+                        if let Outcome::MergedElsewhere(by) = &o {
+                            say(Some(name), &format!("merged by another machine ({by})"));
+                        }
+                        outcomes.insert(name.clone(), o);
+                    }
+                    View::Elsewhere(_) => waiting_elsewhere = true,
+                    View::Waiting(_) => {}
+                    View::Ready => {
+                        if !hooks_checked {
+                            // Commits in the worktrees are recorded by the hooks, as `stream init` sets up.
+                            let _ = crate::hooks::streams::ensure(&ws.repo, false);
+                            hooks_checked = true;
+                        }
+                        match start(ws, plan, stream, opts, remote.as_ref(), &me, &mut claims, &sink) {
+                            Ok(job) => {
+                                jobs.push(job);
+                                started = true;
+                            }
+                            Err(e) => {
+                                let n = claim_errors.entry(name.clone()).or_default();
+                                *n += 1;
+                                say(Some(name), &format!("not started: {}", e.message));
+                                if *n >= 3 {
+                                    outcomes.insert(name.clone(), Outcome::Failed(e.message.clone()));
+                                } else {
+                                    // Someone else may hold it now: look again next round.
+                                    waiting_elsewhere = true;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        } else {
+            waiting_elsewhere = true;
+        }
+        if jobs.is_empty() && !started && !waiting_elsewhere {
+            break;
+        }
+        let nap = if jobs.is_empty() { opts.poll } else { Duration::from_millis(100) };
+        let until = Instant::now() + nap;
+        while Instant::now() < until && !interrupted.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(25));
+            if jobs.iter_mut().any(|j| matches!(j.child.try_wait(), Ok(Some(_)))) {
+                break;
+            }
+        }
+    }
+    // Whatever ran here is stopped now: release its claim, and record the rest.
+    let held: Vec<String> = claims.keys().cloned().collect();
+    for name in held {
+        release(ws, remote.as_ref(), &me, &name, &mut claims, &say);
+    }
+    if let Some(r) = &remote {
+        push(ws, r, &say);
+    }
+    let seen: Vec<(String, String, crate::sync::claim::Claim)> = match &remote {
+        Some(_) => crate::sync::claim::seen(&ws.repo)?,
+        None => Vec::new(),
+    };
+    let locked: BTreeSet<String> = crate::lock::holders(&ws.repo).into_iter().map(|(n, _)| n).collect();
+    let mut rows = Vec::new();
+    for name in &order {
+        let outcome = match outcomes.remove(name) {
+            Some(o) => o,
+            None => {
+                let stream = plan.stream(name).expect("a stream of the plan");
+                match view(ws, stream, &at_start, &seen, remote.as_ref(), &me, &locked)? {
+                    View::Done(o) => o,
+                    View::Elsewhere(by) => Outcome::ClaimedBy(by),
+                    View::Waiting(deps) => Outcome::Blocked(deps),
+                    View::Ready if was_interrupted => Outcome::Stopped("interrupted".into()),
+                    View::Ready => Outcome::Stopped("not started".into()),
+                }
+            }
+        };
+        rows.push((name.clone(), outcome));
+    }
+    Ok(Summary { rows, interrupted: was_interrupted })
+}
+
+fn ws_state(ws: &Workspace, name: &str) -> Result<Option<StreamState>> {
+    Ok(Store::new(&ws.repo)?.read::<StreamState>(&state::stream_ref(name))?.map(|e| e.state))
+}
+
+fn status_of(ws: &Workspace, name: &str) -> Result<StreamStatus> {
+    Ok(ws_state(ws, name)?.map(|s| s.status).unwrap_or_default())
+}
+
+fn view(
+    ws: &Workspace,
+    stream: &StreamDef,
+    at_start: &HashMap<String, StreamStatus>,
+    seen: &[(String, String, crate::sync::claim::Claim)],
+    remote: Option<&RemoteName>,
+    me: &str,
+    locked: &BTreeSet<String>,
+) -> Result<View> {
+    let store = Store::new(&ws.repo)?;
+    let entry = store.read::<StreamState>(&state::stream_ref(&stream.name))?;
+    let status = entry.as_ref().map(|e| e.state.status).unwrap_or_default();
+    if status == StreamStatus::Merged {
+        if at_start.get(&stream.name) == Some(&StreamStatus::Merged) {
+            return Ok(View::Done(Outcome::MergedBefore));
+        }
+        let by = entry.map(|e| e.op.actor).unwrap_or_default();
+        return Ok(View::Done(Outcome::MergedElsewhere(by)));
+    }
+    if status == StreamStatus::Failed && at_start.get(&stream.name) != Some(&StreamStatus::Failed) {
+        // Failed on another machine during this run: not tried again by this worker.
+        let why = entry.and_then(|e| e.state.reason).unwrap_or_else(|| "failed".into());
+        return Ok(View::Done(Outcome::Failed(format!("on another machine: {why}"))));
+    }
+    if let Some(r) = remote {
+        if let Some((_, _, c)) =
+            seen.iter().find(|(key, s, c)| *key == r.key && *s == stream.name && c.actor != me && !c.expired())
+        {
+            return Ok(View::Elsewhere(format!("{} on {}", c.actor, c.host)));
+        }
+    }
+    if locked.contains(&format!("stream-{}", stream.name)) {
+        return Ok(View::Elsewhere("another process on this machine".into()));
+    }
+    let mut waiting = Vec::new();
+    for dep in &stream.depends_on {
+        let merged =
+            store.read::<StreamState>(&state::stream_ref(dep))?.is_some_and(|e| e.state.status == StreamStatus::Merged);
+        if !merged {
+            waiting.push(dep.clone());
+        }
+    }
+    Ok(if waiting.is_empty() { View::Ready } else { View::Waiting(waiting) })
+}
+
+/// Claim `stream` (with a remote), make its worktree when missing, and start its loop.
+#[allow(clippy::too_many_arguments)]
+fn start(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    opts: &Options,
+    remote: Option<&RemoteName>,
+    me: &str,
+    claims: &mut HashMap<String, f64>,
+    sink: &Arc<dyn Sink>,
+) -> Result<Job> {
+    let name = &stream.name;
+    if let Some(r) = remote {
+        let (claim, _) = crate::sync::claim::take(&ws.repo, r, name, me, CLAIM_TTL)?;
+        sink.line(Some(name), false, &format!("claimed on {} until {}", r.given, claim.expires));
+        claims.insert(name.clone(), crate::time::parse_rfc3339(&claim.expires).unwrap_or(0.0));
+    }
+    let started = (|| {
+        let wt = ws.worktree_path(plan, name)?;
+        if !wt.join(".git").exists() {
+            let report = crate::stream::lifecycle::init(ws, plan, stream)?;
+            if let Some(e) = report.setup_failed {
+                return Err(Error::refused(format!("setup failed: {e}")));
+            }
+            sink.line(Some(name), false, &format!("worktree made at {}", report.path.display()));
+        }
+        let mut args: Vec<String> = opts.child_flags.clone();
+        args.extend(["stream".into(), "run".into(), name.clone(), "--worker".into()]);
+        if !opts.command.is_empty() {
+            args.push("--".into());
+            args.extend(opts.command.iter().cloned());
+        }
+        spawn(opts, name, Phase::Run, &args, sink)
+    })();
+    if started.is_err() {
+        release(ws, remote, me, name, claims, &|s, t| sink.line(s, false, t));
+    }
+    started
+}
+
+fn spawn_merge(opts: &Options, remote: Option<&RemoteName>, name: &str, sink: &Arc<dyn Sink>) -> Result<Job> {
+    let mut args: Vec<String> = opts.child_flags.clone();
+    args.extend(["stream".into(), "merge".into(), name.to_string(), "--wait".into()]);
+    if let Some(r) = remote {
+        args.extend(["--remote".into(), r.given.clone()]);
+    }
+    spawn(opts, name, Phase::Merge, &args, sink)
+}
+
+/// Start our own program (never through a shell) in a process group of its own, its lines
+/// prefixed.
+fn spawn(opts: &Options, name: &str, phase: Phase, args: &[String], sink: &Arc<dyn Sink>) -> Result<Job> {
+    let mut cmd = Command::new(&opts.exe);
+    crate::context::export(&mut cmd);
+    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    let mut child = cmd.spawn().map_err(|e| {
+        Error::internal(format!("cannot start {}: {e}", opts.exe.display())).hint("reinstall git-boulder")
+    })?;
+    let mut pumps = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        pumps.push(pump(out, name.to_string(), true, sink.clone()));
+    }
+    if let Some(err) = child.stderr.take() {
+        pumps.push(pump(err, name.to_string(), false, sink.clone()));
+    }
+    Ok(Job { stream: name.to_string(), phase, child, pumps })
+}
+
+fn pump(from: impl Read + Send + 'static, name: String, out: bool, sink: Arc<dyn Sink>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(from);
+        let mut line = Vec::new();
+        while let Ok(n) = reader.read_until(b'\n', &mut line) {
+            if n == 0 {
+                break;
+            }
+            let text = String::from_utf8_lossy(&line);
+            sink.line(Some(&name), out, text.trim_end_matches(['\n', '\r']));
+            line.clear();
+        }
+    })
+}
+
+/// Pass Ctrl-C to every child's process group, wait for them (killing what outlives the grace).
+fn stop_all(jobs: &mut Vec<Job>, say: &dyn Fn(Option<&str>, &str)) {
+    for j in jobs.iter() {
+        if let Some(pid) = rustix::process::Pid::from_raw(j.child.id() as i32) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::INT);
+        }
+    }
+    let until = Instant::now() + STOP_GRACE;
+    for j in jobs.iter_mut() {
+        loop {
+            match j.child.try_wait() {
+                Ok(Some(_)) | Err(_) => break,
+                Ok(None) if Instant::now() >= until => {
+                    say(Some(&j.stream), "did not stop in time: killed");
+                    if let Some(pid) = rustix::process::Pid::from_raw(j.child.id() as i32) {
+                        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+                    }
+                    let _ = j.child.wait();
+                    break;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(25)),
+            }
+        }
+        for p in j.pumps.drain(..) {
+            let _ = p.join();
+        }
+    }
+    jobs.clear();
+}
+
+fn release(
+    ws: &Workspace,
+    remote: Option<&RemoteName>,
+    me: &str,
+    name: &str,
+    claims: &mut HashMap<String, f64>,
+    say: &dyn Fn(Option<&str>, &str),
+) {
+    let (Some(r), Some(_)) = (remote, claims.remove(name)) else { return };
+    match crate::sync::claim::release(&ws.repo, r, name, me, false) {
+        Ok(_) => say(Some(name), &format!("released the claim on {}", r.given)),
+        Err(e) => say(Some(name), &format!("warning: could not release the claim: {}", e.message)),
+    }
+}
+
+fn renew(
+    ws: &Workspace,
+    remote: Option<&RemoteName>,
+    me: &str,
+    claims: &mut HashMap<String, f64>,
+    say: &dyn Fn(Option<&str>, &str),
+) {
+    let Some(r) = remote else { return };
+    let now = crate::time::now_secs();
+    for (name, expires) in claims.iter_mut() {
+        if *expires - now > CLAIM_TTL.as_secs_f64() / 2.0 {
+            continue;
+        }
+        match crate::sync::claim::take(&ws.repo, r, name, me, CLAIM_TTL) {
+            Ok((c, _)) => *expires = crate::time::parse_rfc3339(&c.expires).unwrap_or(0.0),
+            Err(e) => say(Some(name), &format!("warning: could not renew the claim: {}", e.message)),
+        }
+    }
+}
+
+fn pull(ws: &Workspace, remote: &RemoteName, say: &dyn Fn(Option<&str>, &str)) {
+    if let Err(e) = crate::sync::pull(&ws.repo, remote) {
+        say(None, &format!("warning: cannot pull the state of {}: {}", remote.given, e.message));
+    }
+}
+
+fn push(ws: &Workspace, remote: &RemoteName, say: &dyn Fn(Option<&str>, &str)) {
+    if let Err(e) = crate::sync::push(&ws.repo, remote) {
+        say(None, &format!("warning: cannot push the state to {}: {}", remote.given, e.message));
+    }
+}
+
+fn exit_text(status: std::process::ExitStatus) -> String {
+    match status.code() {
+        Some(c) => format!("exit code {c}"),
+        None => "a signal".into(),
+    }
+}
+
+/// A [`Sink`] printing to this process's stdout and stderr, one whole line at a time.
+pub struct Printer {
+    pub quiet: bool,
+}
+
+impl Sink for Printer {
+    fn line(&self, stream: Option<&str>, out: bool, text: &str) {
+        let text = crate::text::inert(text);
+        let line = match stream {
+            Some(s) => format!("[{s}] {text}\n"),
+            None => format!("work: {text}\n"),
+        };
+        if out {
+            let _ = std::io::stdout().lock().write_all(line.as_bytes());
+        } else if !self.quiet || stream.is_some() {
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        }
+    }
+}
