@@ -15,6 +15,7 @@ mod dashboard;
 mod extension;
 mod first_day;
 mod flags;
+mod fleet;
 mod foundation;
 mod hook_managers;
 mod hooks;
