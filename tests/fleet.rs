@@ -165,3 +165,192 @@ fn parallel_runs_that_many_streams_at_once() {
     assert!(seen.lines().any(|l| l == "2"), "never two at once: {seen}");
     assert!(seen.lines().all(|l| l == "1" || l == "2"), "more than two at once: {seen}");
 }
+
+/// Lines a child prints on stdout, gathered by a thread as they come.
+fn gather(child: &mut Child) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+    use std::io::BufRead;
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let out = child.stdout.take().unwrap();
+    let into = lines.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            into.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success();
+    assert!(ok, "kill {sig}");
+}
+
+#[test]
+fn status_watch_prints_a_new_block_when_refs_change() {
+    let repo = fleet_repo();
+    let mut c = start(&repo, &repo.dir, &["status", "--watch"]);
+    let lines = gather(&mut c);
+    let blocks = || lines.lock().unwrap().iter().filter(|l| l.starts_with("streams at")).count();
+    wait_for("the first block", || blocks() == 1 && lines.lock().unwrap().len() >= 8);
+    {
+        let l = lines.lock().unwrap();
+        assert!(l[1].starts_with("STREAM") && l[1].contains("QUEUE") && l[1].contains("CLAIMED BY"), "{l:?}");
+        let a = l.iter().find(|x| x.starts_with("a ")).unwrap();
+        assert!(a.contains("DEFINED") && a.contains("0/2") && a.contains("ready #1"), "{a}");
+        let c = l.iter().find(|x| x.starts_with("c ")).unwrap();
+        assert!(c.contains("after b"), "{c}");
+    }
+    // Nothing changes: no new block.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(blocks(), 1, "{:?}", lines.lock().unwrap());
+    // A story recorded done moves a ref: a second block, with the new progress.
+    repo.boulder(&["prd", "done", "US-101"]).ok();
+    wait_for("a second block", || {
+        blocks() == 2 && lines.lock().unwrap().iter().filter(|l| l.starts_with("a ")).count() == 2
+    });
+    let l = lines.lock().unwrap().clone();
+    let second_a = l.iter().rev().find(|x| x.starts_with("a ")).unwrap();
+    assert!(second_a.contains("1/2"), "{l:?}");
+    signal(&c, "-TERM");
+    let r = finish(c);
+    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+}
+
+#[test]
+fn ctrl_c_releases_the_claim_and_leaves_the_stream_resumable() {
+    let remote = fleet_remote();
+    let m = remote.machine("alpha");
+    let marker = m.tmp.path().join("agent-started");
+    let sleepy = agent(m.tmp.path(), "sleepy.sh", &format!("#!/bin/sh\ntouch {}\nsleep 30\n", marker.display()));
+    let mut c = start(&m, &m.dir, &["work", "--remote", "origin", "--", "sh", sleepy.to_str().unwrap()]);
+    let _lines = gather(&mut c);
+    wait_for("the agent", || marker.exists());
+    let claims = m.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]);
+    assert!(claims.contains("refs/boulder/claims/a"), "{claims}");
+    assert_eq!(m.stream_state("a")["status"], "RUNNING");
+    let at = Instant::now();
+    signal(&c, "-INT");
+    let r = finish(c);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(at.elapsed() < Duration::from_secs(15), "the agent was not stopped");
+    assert!(r.stderr.contains("interrupted"), "{}", r.stderr);
+    // No claim left on the remote; the stream is STOPPED (not RUNNING), shared.
+    assert_eq!(m.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]), "");
+    assert_eq!(m.stream_state("a")["status"], "STOPPED");
+    assert_eq!(m.stream_state("a")["reason"], "interrupted");
+    let st = m.boulder(&["status", "--json"]).ok().json();
+    assert_eq!(st["streams"][0]["status"], "STOPPED", "{st}");
+    // A rerun picks it up and lands everything.
+    let finisher = agent(m.tmp.path(), "finisher.sh", FINISHER);
+    let r = m.boulder(&["work", "--remote", "origin", "--", "sh", finisher.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.lines().all(|l| l.starts_with("STREAM") || l.ends_with("merged here")), "{}", r.stdout);
+    let log = subjects(&m, "origin/main");
+    assert_eq!(count(&log, "a: US-101"), 1, "{log:?}");
+}
+
+/// `git daemon` serving the folder of a remote on 127.0.0.1, stopped on drop.
+struct Daemon {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn daemon(remote: &Remote) -> Daemon {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut c = Command::new("git");
+    fixed_env(&mut c, &remote.root);
+    let child = c
+        .args([
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            "--enable=receive-pack",
+            "--listen=127.0.0.1",
+            &format!("--port={port}"),
+            &format!("--base-path={}", remote.root.display()),
+            remote.root.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("git daemon");
+    let d = Daemon { child, url: format!("git://127.0.0.1:{port}/remote.git") };
+    wait_for("git daemon", || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+    d
+}
+
+/// What every machine must agree on in `status --json`: the fields that come from the shared
+/// state (worktrees, branches and their distances are each machine's own).
+fn shared_status(m: &TestRepo) -> Vec<serde_json::Value> {
+    let st = m.boulder(&["status", "--json"]).ok().json();
+    st["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "name": s["name"], "status": s["status"], "progress": s["progress"],
+                "iteration": s["iteration"], "last_activity": s["last_activity"], "claim": s["claim"],
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn three_machines_land_six_streams_through_git_daemon() {
+    let remote = fleet_remote();
+    let d = daemon(&remote);
+    let machines: Vec<TestRepo> = ["alpha", "beta", "gamma"].iter().map(|n| remote.machine_from(n, &d.url)).collect();
+    let children: Vec<Child> = machines
+        .iter()
+        .map(|m| {
+            let finisher = agent(m.tmp.path(), "finisher.sh", FINISHER);
+            start(m, &m.dir, &["work", "--remote", "origin", "--poll", "200ms", "--", "sh", finisher.to_str().unwrap()])
+        })
+        .collect();
+    let runs: Vec<Run> = children.into_iter().map(finish).collect();
+    for (m, r) in machines.iter().zip(&runs) {
+        assert_eq!(r.code, 0, "{}:\n{}\n{}", m.dir.display(), r.stdout, r.stderr);
+    }
+    // Every stream landed, by one machine or another, and each machine's summary says so.
+    let here: usize = runs.iter().map(|r| r.stdout.lines().filter(|l| l.ends_with("merged here")).count()).sum();
+    assert_eq!(here, 6, "{:#?}", runs.iter().map(|r| &r.stdout).collect::<Vec<_>>());
+    let a = &machines[0];
+    a.git(&["fetch", "-q", "origin"]).ok();
+    let log = subjects(a, "origin/main");
+    for (i, n) in ["a", "b", "c", "d", "e", "f"].iter().enumerate() {
+        for s in 1..=2 {
+            assert_eq!(count(&log, &format!("{n}: US-{}0{s}", i + 1)), 1, "{log:?}");
+        }
+    }
+    assert_eq!(a.git_out(&["rev-list", "--merges", "origin/main"]), "");
+    let prd = a.git_out(&["show", "origin/main:.agents/tasks/prd.md"]);
+    assert!(!prd.contains("### [ ]") && prd.matches("### [x]").count() == 12, "{prd}");
+    // No claim is left on the remote.
+    assert_eq!(a.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]), "");
+    // After a sync everywhere, every machine tells the same story.
+    for _ in 0..2 {
+        for m in &machines {
+            m.boulder(&["sync"]).ok();
+        }
+    }
+    let first = shared_status(a);
+    for m in &machines[1..] {
+        assert_eq!(shared_status(m), first);
+    }
+    assert!(first.iter().all(|s| s["status"] == "MERGED"), "{first:#?}");
+    // Each stream was run by exactly one machine: one actor recorded RUNNING in its op-log.
+    for n in ["a", "b", "c", "d", "e", "f"] {
+        let who = runners(a, n);
+        assert_eq!(who.len(), 1, "{n} run by {who:?}");
+    }
+    a.assert_fsck();
+}

@@ -253,3 +253,56 @@ pub fn ago(at: Option<&str>) -> String {
         _ => format!("{}d ago", d / 86400),
     }
 }
+
+/// Where each stream stands in the fleet's queue, for the rows of `rows` (same order): `merged`,
+/// `running`, `claimed`, `merge #k` (complete, waiting to merge, k-th in dependency order),
+/// `ready #k` (its depends_on merged, k-th to be picked in dependency order) or `after a, b`
+/// (the depends_on not merged yet).
+pub fn queue(plan: &Plan, rows: &[StreamRow]) -> Vec<String> {
+    let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
+    let order = crate::plan::topo_order(plan, &names).unwrap_or(names);
+    let status = |name: &str| rows.iter().find(|r| r.name == name).map(|r| r.status);
+    let merged = |name: &str| status(name) == Some(RowStatus::Recorded(StreamStatus::Merged));
+    let (mut ready, mut merging) = (0, 0);
+    let mut at: std::collections::HashMap<&str, String> = std::collections::HashMap::new();
+    for name in &order {
+        let Some(row) = rows.iter().find(|r| r.name == *name) else { continue };
+        let deps: Vec<&str> = plan
+            .stream(name)
+            .map(|s| s.depends_on.iter().map(String::as_str).filter(|d| !merged(d)).collect())
+            .unwrap_or_default();
+        let pos = match row.status {
+            RowStatus::Recorded(StreamStatus::Merged) => "merged".to_string(),
+            RowStatus::Recorded(StreamStatus::Running) => "running".to_string(),
+            RowStatus::Recorded(StreamStatus::Completed) => {
+                merging += 1;
+                format!("merge #{merging}")
+            }
+            _ if row.claim.as_ref().is_some_and(|c| !c.mine) => "claimed".to_string(),
+            _ if !deps.is_empty() => format!("after {}", deps.join(", ")),
+            _ => {
+                ready += 1;
+                format!("ready #{ready}")
+            }
+        };
+        at.insert(name.as_str(), pos);
+    }
+    rows.iter().map(|r| at.remove(r.name.as_str()).unwrap_or_else(|| "-".into())).collect()
+}
+
+/// A cheap fingerprint of what the dashboard shows: every ref under `refs/boulder/`,
+/// `refs/boulder-remotes/` and `refs/heads/` with its value, and the locks held here. When it
+/// changes, the dashboard is computed again.
+pub fn fingerprint(ws: &Workspace) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for prefix in [refs::BOULDER, refs::REMOTES, refs::HEADS, "refs/notes/"] {
+        for (name, id) in refs::list(&ws.repo, prefix)? {
+            out.push((name, id.to_string()));
+        }
+    }
+    for (name, holder) in crate::lock::holders(&ws.repo) {
+        out.push((format!("lock:{name}"), holder.pid.to_string()));
+    }
+    out.sort();
+    Ok(out)
+}

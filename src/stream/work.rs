@@ -571,6 +571,7 @@ impl Sink for Printer {
     fn line(&self, stream: Option<&str>, out: bool, text: &str) {
         let text = crate::text::inert(text);
         let line = match stream {
+            Some(s) if text.is_empty() => format!("[{s}]\n"),
             Some(s) => format!("[{s}] {text}\n"),
             None => format!("work: {text}\n"),
         };
