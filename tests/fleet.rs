@@ -126,6 +126,7 @@ fn work_lands_every_stream_locally_in_dependency_order() {
     assert!(pos("a: US-102") > pos("b: US-201") && pos("b: US-202") > pos("c: US-301"), "{log:?}");
     let prd = repo.git_out(&["show", "main:.agents/tasks/prd.md"]);
     assert!(!prd.contains("### [ ]"), "{prd}");
+    assert_eq!(runners(&repo, "c").len(), 1);
     repo.assert_fsck();
 }
 

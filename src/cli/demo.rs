@@ -121,6 +121,8 @@ pub fn run(args: DemoArgs, ctx: &Context) -> Result<()> {
     demo.step_in(&mate, &["status"])?;
     demo.step("16. The dashboard", &["status"])?;
     demo.step("17. The op history of the auth stream", &["log", "auth"])?;
+
+    demo.fleet(&dir, &remote)?;
     demo.say(&format!("Done. Explore it yourself: cd {}", shell_quote(&demo.dir.to_string_lossy())))?;
     Ok(())
 }
@@ -130,7 +132,67 @@ struct Demo {
     quiet: bool,
 }
 
+/// The agent the two simulated machines run: one story per iteration, a file in the stream's
+/// paths, the story recorded done, one commit.
+const FLEET_AGENT: &str = "#!/bin/sh\n# One story per run: a file in the stream's paths, the story done, a commit.\n\
+set -e\ncase \"$BOULDER_STREAM\" in api) dir=src/api ;; *) dir=docs ;; esac\n\
+echo \"$BOULDER_STORY_TITLE\" > \"$dir/$BOULDER_STORY.txt\"\n\
+git add -A\ngit commit -q -m \"$BOULDER_STREAM: $BOULDER_STORY_TITLE\"\n\
+git boulder prd done \"$BOULDER_STORY\"\n";
+
 impl Demo {
+    /// 18–20: two machines (clones of the remote) work the streams left, through the remote.
+    fn fleet(&self, dir: &std::path::Path, remote: &std::path::Path) -> Result<()> {
+        self.say("18. Share main (auth merged) and the state, then two machines clone the remote")?;
+        self.show_git(&self.dir, &["push", "-q", "origin", "main"])?;
+        self.step_in(&self.dir, &["push"])?;
+        let agent = dir.join("agent.sh");
+        std::fs::write(&agent, FLEET_AGENT)?;
+        self.line(&format!("the scripted agent both machines run ({}):", agent.display()))?;
+        for l in FLEET_AGENT.lines() {
+            self.line(&format!("  {l}"))?;
+        }
+        let machines = [dir.join("machine-1"), dir.join("machine-2")];
+        for (i, m) in machines.iter().enumerate() {
+            self.git_in(dir, &["clone", "-q", remote.to_str().unwrap_or_default(), m.to_str().unwrap_or_default()])?;
+            self.line(&self.typed(m, "config", &["boulder.actor", &format!("machine-{}", i + 1)]))?;
+            self.git_in(m, &["config", "boulder.actor", &format!("machine-{}", i + 1)])?;
+        }
+        self.say(
+            "19. Both machines run the worker at once: each claims a ready stream on the remote, runs it, lands it",
+        )?;
+        let agent_arg = agent.to_string_lossy().into_owned();
+        let args = ["work", "--remote", "origin", "--parallel", "1", "--", "sh", agent_arg.as_str()];
+        let outs = std::thread::scope(|s| {
+            let runs: Vec<_> = machines.iter().map(|m| s.spawn(|| self.boulder_output(m, &args))).collect();
+            runs.into_iter()
+                .map(|r| r.join().map_err(|_| Error::internal("demo worker panicked"))?)
+                .collect::<Result<Vec<_>>>()
+        })?;
+        for (m, out) in machines.iter().zip(&outs) {
+            self.line(&self.typed(m, "boulder", &args))?;
+            self.relay(out)?;
+            if !out.status.success() {
+                return Err(Error::internal(format!("demo step `git boulder {}` failed", args.join(" "))));
+            }
+        }
+        self.say("20. The remote's main: every stream landed once, in a straight line")?;
+        self.git_in(&machines[0], &["fetch", "-q", "origin"])?;
+        self.show_git(&machines[0], &["log", "--oneline", "-8", "origin/main"])?;
+        self.step_in(&machines[0], &["sync"])?;
+        self.step_in(&machines[0], &["status"])?;
+        Ok(())
+    }
+
+    /// Run `git boulder ARGS` in `dir`, its output kept for later.
+    fn boulder_output(&self, dir: &std::path::Path, args: &[&str]) -> Result<std::process::Output> {
+        let mut run = Command::new(self_exe()?);
+        run.args(args).current_dir(dir).stdin(std::process::Stdio::null());
+        crate::context::export(&mut run);
+        identity(&mut run);
+        Ok(run.output()?)
+    }
+
     fn say(&self, text: &str) -> Result<()> {
         self.line(&format!("\n== {text}"))
     }

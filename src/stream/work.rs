@@ -169,7 +169,7 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
     let mut claim_errors: HashMap<String, u32> = HashMap::new();
     let mut hooks_checked = false;
     let mut last_pull = Instant::now();
-    let mut dirty = false;
+    let mut ended: Vec<String> = Vec::new();
     let mut was_interrupted = false;
     loop {
         if interrupted.load(Ordering::SeqCst) {
@@ -223,14 +223,17 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
                     outcomes.insert(name.clone(), outcome);
                 }
             }
-            release(ws, remote.as_ref(), &me, &name, &mut claims, &say);
-            dirty = true;
+            ended.push(name);
         }
-        if dirty {
+        // The state goes out before the claims are released: a machine that sees no claim on a
+        // stream also sees how it ended.
+        if !ended.is_empty() {
             if let Some(r) = &remote {
                 push(ws, r, &say);
             }
-            dirty = false;
+            for name in ended.drain(..) {
+                release(ws, remote.as_ref(), &me, &name, &mut claims, &say);
+            }
         }
         renew(ws, remote.as_ref(), &me, &mut claims, &say);
         // Pick what is ready, up to the limit.
@@ -308,13 +311,13 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
             }
         }
     }
-    // Whatever ran here is stopped now: release its claim, and record the rest.
+    // Whatever ran here is stopped now: share its state, release its claim.
+    if let Some(r) = &remote {
+        push(ws, r, &say);
+    }
     let held: Vec<String> = claims.keys().cloned().collect();
     for name in held {
         release(ws, remote.as_ref(), &me, &name, &mut claims, &say);
-    }
-    if let Some(r) = &remote {
-        push(ws, r, &say);
     }
     let seen: Vec<(String, String, crate::sync::claim::Claim)> = match &remote {
         Some(_) => crate::sync::claim::seen(&ws.repo)?,
@@ -413,6 +416,13 @@ fn start(
         claims.insert(name.clone(), crate::time::parse_rfc3339(&claim.expires).unwrap_or(0.0));
     }
     let started = (|| {
+        if let Some(r) = remote {
+            // Claimed: what the remote says of the stream now is final until the claim is let go.
+            crate::sync::pull(&ws.repo, r)?;
+            if status_of(ws, name)? == StreamStatus::Merged {
+                return Err(Error::refused(format!("stream {name} was merged meanwhile")));
+            }
+        }
         let wt = ws.worktree_path(plan, name)?;
         if !wt.join(".git").exists() {
             let report = crate::stream::lifecycle::init(ws, plan, stream)?;
