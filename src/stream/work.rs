@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::git::refs;
 use crate::git::remote::RemoteName;
 use crate::plan::{Plan, StreamDef};
 use crate::state::{self, Store, StreamState, StreamStatus};
@@ -311,9 +312,11 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
             }
         }
     }
-    // Whatever ran here is stopped now: share its state, release its claim.
+    // Whatever ran here is stopped now: share its state, release its claim; the base follows
+    // the remote's.
     if let Some(r) = &remote {
         push(ws, r, &say);
+        follow_base(ws, plan, r, &say);
     }
     let held: Vec<String> = claims.keys().cloned().collect();
     for name in held {
@@ -422,6 +425,7 @@ fn start(
             if status_of(ws, name)? == StreamStatus::Merged {
                 return Err(Error::refused(format!("stream {name} was merged meanwhile")));
             }
+            follow_base(ws, plan, r, &|s, t| sink.line(s, false, t));
         }
         let wt = ws.worktree_path(plan, name)?;
         if !wt.join(".git").exists() {
@@ -550,6 +554,32 @@ fn renew(
             Ok((c, _)) => *expires = crate::time::parse_rfc3339(&c.expires).unwrap_or(0.0),
             Err(e) => say(Some(name), &format!("warning: could not renew the claim: {}", e.message)),
         }
+    }
+}
+
+/// Bring the local base branch (and its worktree) to the remote's base when it is behind it —
+/// never losing a local commit — so new stream branches start from what landed, and the dashboard
+/// reads the PRD the remote has. The remote's tip is kept where `git fetch` keeps it
+/// (`refs/remotes/<remote>/<base>`); a remote given as a URL has no such place and is left alone.
+fn follow_base(ws: &Workspace, plan: &Plan, remote: &RemoteName, say: &dyn Fn(Option<&str>, &str)) {
+    let base = &plan.settings.base_branch;
+    let followed = (|| -> Result<()> {
+        if remote.key != remote.given {
+            return Ok(());
+        }
+        let spec = format!("+{}:{}", refs::branch_ref(base), refs::remote_branch_ref(&remote.given, base));
+        let fetched = crate::git::remote::fetch(&ws.repo, &remote.given, &[spec])?;
+        let (Some(tip), Some(local)) = (fetched.first().map(|f| f.id), ws.repo.branch_tip(base)?) else {
+            return Ok(());
+        };
+        if local == tip || !ws.repo.objects().is_ancestor(local, tip)? {
+            return Ok(());
+        }
+        let reflog = format!("boulder work: {base} follows {}", remote.given);
+        crate::worktree::checkout::move_branch(&ws.repo, base, local, tip, &reflog, "following the remote", "work-base")
+    })();
+    if let Err(e) = followed {
+        say(None, &format!("warning: {base} was not brought to {}'s: {}", remote.given, e.message));
     }
 }
 
