@@ -426,6 +426,7 @@ fn start(
                 return Err(Error::refused(format!("stream {name} was merged meanwhile")));
             }
             follow_base(ws, plan, r, &|s, t| sink.line(s, false, t));
+            adopt_branch(ws, stream, r, &|s, t| sink.line(s, false, t));
         }
         let wt = ws.worktree_path(plan, name)?;
         if !wt.join(".git").exists() {
@@ -580,6 +581,43 @@ fn follow_base(ws: &Workspace, plan: &Plan, remote: &RemoteName, say: &dyn Fn(Op
     })();
     if let Err(e) = followed {
         say(None, &format!("warning: {base} was not brought to {}'s: {}", remote.given, e.message));
+    }
+}
+
+/// A stream without a branch here whose branch is on the remote (pushed by a machine that ran it
+/// before, or by a person) continues from there: the local branch is made at the remote's tip.
+fn adopt_branch(ws: &Workspace, stream: &StreamDef, remote: &RemoteName, say: &dyn Fn(Option<&str>, &str)) {
+    let adopted = (|| -> Result<Option<crate::git::ObjectId>> {
+        if remote.key != remote.given || ws.repo.branch_tip(&stream.branch)?.is_some() {
+            return Ok(None);
+        }
+        let tracking = refs::remote_branch_ref(&remote.given, &stream.branch);
+        let spec = format!("+{}:{tracking}", refs::branch_ref(&stream.branch));
+        let Some(tip) = crate::git::remote::fetch(&ws.repo, &remote.given, &[spec])?.first().map(|f| f.id) else {
+            return Ok(None);
+        };
+        let reflog = format!("boulder work: branch: Created from {tracking}");
+        refs::update(
+            &ws.repo,
+            &refs::branch_ref(&stream.branch),
+            refs::Expect::Absent,
+            tip,
+            &reflog,
+            refs::Writer::Configured,
+        )?
+        .map_err(|e| Error::internal(format!("cannot create {}: {e}", stream.branch)))?;
+        Ok(Some(tip))
+    })();
+    match adopted {
+        Ok(Some(tip)) => say(
+            Some(&stream.name),
+            &format!("continuing from {}'s {} ({})", remote.given, stream.branch, crate::merge::short(tip)),
+        ),
+        Ok(None) => {}
+        Err(e) => say(
+            Some(&stream.name),
+            &format!("warning: {} not taken from {}: {}", stream.branch, remote.given, e.message),
+        ),
     }
 }
 
