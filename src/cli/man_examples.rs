@@ -79,6 +79,14 @@ pub fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
         "git-boulder-status" | "git-boulder-stream-status" | "git-boulder-stream-list" => &[
             ("git boulder status", "The table of streams."),
             ("git boulder status --json", "The same as JSON (docs/schemas/status.schema.json)."),
+            ("git boulder status --watch", "A live dashboard with claims and queue positions; q quits."),
+        ],
+        "git-boulder-work" => &[
+            (
+                "git boulder work --remote origin",
+                "Claim, run and land ready streams through origin, one after another.",
+            ),
+            ("git boulder work --parallel 2 -- my-agent --flag", "Two streams at once on this machine, local merges."),
         ],
         "git-boulder-prd" | "git-boulder-prd-show" => &[
             ("git boulder prd show", "Every story with its status."),
@@ -155,6 +163,7 @@ pub fn exit_status(page: &str) -> Vec<(&'static str, String)> {
             "Refused: the stream's lock is held by another git-boulder process, or work would be lost (cleanup)."
         }
         "git-boulder-stream-claim" => "Refused: another machine holds the lease.",
+        "git-boulder-work" => "Some stream was not merged: it failed, stopped, stays blocked, or Ctrl-C ended the run (the summary says which).",
         "git-boulder-doctor" => "Something needs fixing (each finding says how).",
         "git-boulder-push" | "git-boulder-pull" | "git-boulder-sync" => "Refused by the remote, or a ref failed validation.",
         "git-boulder-stream-add" => "Refused: the plan already has a stream of that name.",
