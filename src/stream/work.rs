@@ -172,145 +172,160 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
     let mut last_pull = Instant::now();
     let mut ended: Vec<String> = Vec::new();
     let mut was_interrupted = false;
-    loop {
-        if interrupted.load(Ordering::SeqCst) {
-            was_interrupted = true;
-            say(None, "interrupted: stopping the agents, releasing the claims");
-            stop_all(&mut jobs, &say);
-            break;
-        }
-        // Children that ended.
-        let mut i = 0;
-        while i < jobs.len() {
-            let Some(status) = jobs[i].child.try_wait()? else {
-                i += 1;
-                continue;
-            };
-            let mut job = jobs.remove(i);
-            for p in job.pumps.drain(..) {
-                let _ = p.join();
-            }
-            let name = job.stream.clone();
-            match job.phase {
-                Phase::Run => {
-                    let st = ws_state(ws, &name)?;
-                    let reason = |default: &str| st.as_ref().and_then(|s| s.reason.clone()).unwrap_or(default.into());
-                    let outcome = match st.as_ref().map(|s| s.status) {
-                        Some(StreamStatus::Completed) => {
-                            say(Some(&name), "run completed; merging");
-                            match spawn_merge(opts, remote.as_ref(), &name, &sink) {
-                                Ok(j) => {
-                                    jobs.push(j);
-                                    continue;
-                                }
-                                Err(e) => Outcome::Failed(format!("merge: {}", e.message)),
-                            }
-                        }
-                        Some(StreamStatus::Stopped) => Outcome::Stopped(reason("stopped")),
-                        Some(StreamStatus::Failed) => Outcome::Failed(reason("failed")),
-                        _ => Outcome::Failed(format!("stream run exited with {}", exit_text(status))),
-                    };
-                    say(Some(&name), &outcome.describe());
-                    outcomes.insert(name.clone(), outcome);
-                }
-                Phase::Merge => {
-                    let merged = status_of(ws, &name)? == StreamStatus::Merged;
-                    let outcome = if status.success() && merged {
-                        Outcome::MergedHere
-                    } else {
-                        Outcome::Failed(format!("stream merge exited with {}", exit_text(status)))
-                    };
-                    say(Some(&name), &outcome.describe());
-                    outcomes.insert(name.clone(), outcome);
-                }
-            }
-            ended.push(name);
-        }
-        // The state goes out before the claims are released: a machine that sees no claim on a
-        // stream also sees how it ended.
-        if !ended.is_empty() {
-            if let Some(r) = &remote {
-                push(ws, r, &say);
-            }
-            for name in ended.drain(..) {
-                release(ws, remote.as_ref(), &me, &name, &mut claims, &say);
-            }
-        }
-        renew(ws, remote.as_ref(), &me, &mut claims, &say);
-        // Pick what is ready, up to the limit.
-        let mut waiting_elsewhere = false;
-        let mut started = false;
-        if jobs.len() < opts.parallel {
-            if let Some(r) = &remote {
-                if jobs.is_empty() || last_pull.elapsed() >= opts.poll {
-                    pull(ws, r, &say);
-                    last_pull = Instant::now();
-                }
-            }
-            let seen: Vec<(String, String, crate::sync::claim::Claim)> = match &remote {
-                Some(_) => crate::sync::claim::seen(&ws.repo)?,
-                None => Vec::new(),
-            };
-            let locked: BTreeSet<String> = crate::lock::holders(&ws.repo).into_iter().map(|(n, _)| n).collect();
-            for name in &order {
-                if jobs.len() >= opts.parallel {
-                    break;
-                }
-                // Decided already (a failed or stopped stream is not run again by this worker).
-                if outcomes.contains_key(name) || jobs.iter().any(|j| j.stream == *name) {
-                    continue;
-                }
-                let stream = plan.stream(name).expect("a stream of the plan");
-                let view = view(ws, stream, &at_start, &seen, remote.as_ref(), &me, &locked)?;
-                match view {
-                    View::Done(o) => {
-                        if let Outcome::MergedElsewhere(by) = &o {
-                            say(Some(name), &format!("merged by another machine ({by})"));
-                        }
-                        outcomes.insert(name.clone(), o);
-                    }
-                    View::Elsewhere(_) => waiting_elsewhere = true,
-                    View::Waiting(_) => {}
-                    View::Ready => {
-                        if !hooks_checked {
-                            // Commits in the worktrees are recorded by the hooks, as `stream init` sets up.
-                            let _ = crate::hooks::streams::ensure(&ws.repo, false);
-                            hooks_checked = true;
-                        }
-                        match start(ws, plan, stream, opts, remote.as_ref(), &me, &mut claims, &sink) {
-                            Ok(job) => {
-                                jobs.push(job);
-                                started = true;
-                            }
-                            Err(e) => {
-                                let n = claim_errors.entry(name.clone()).or_default();
-                                *n += 1;
-                                say(Some(name), &format!("not started: {}", e.message));
-                                if *n >= 3 {
-                                    outcomes.insert(name.clone(), Outcome::Failed(e.message.clone()));
-                                } else {
-                                    // Someone else may hold it now: look again next round.
-                                    waiting_elsewhere = true;
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        } else {
-            waiting_elsewhere = true;
-        }
-        if jobs.is_empty() && !started && !waiting_elsewhere {
-            break;
-        }
-        let nap = if jobs.is_empty() { opts.poll } else { Duration::from_millis(100) };
-        let until = Instant::now() + nap;
-        while Instant::now() < until && !interrupted.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(25));
-            if jobs.iter_mut().any(|j| matches!(j.child.try_wait(), Ok(Some(_)))) {
+    // Any error on the way stops what runs and releases its claims before it is returned.
+    let ran = (|| -> Result<()> {
+        loop {
+            if interrupted.load(Ordering::SeqCst) {
+                was_interrupted = true;
+                say(None, "interrupted: stopping the agents, releasing the claims");
+                stop_all(&mut jobs, &say);
                 break;
             }
+            // Children that ended.
+            let mut i = 0;
+            while i < jobs.len() {
+                let Some(status) = jobs[i].child.try_wait()? else {
+                    i += 1;
+                    continue;
+                };
+                let mut job = jobs.remove(i);
+                for p in job.pumps.drain(..) {
+                    let _ = p.join();
+                }
+                let name = job.stream.clone();
+                match job.phase {
+                    Phase::Run => {
+                        let st = ws_state(ws, &name)?;
+                        let reason =
+                            |default: &str| st.as_ref().and_then(|s| s.reason.clone()).unwrap_or(default.into());
+                        let outcome = match st.as_ref().map(|s| s.status) {
+                            Some(StreamStatus::Completed) => {
+                                say(Some(&name), "run completed; merging");
+                                match spawn_merge(opts, remote.as_ref(), &name, &sink) {
+                                    Ok(j) => {
+                                        jobs.push(j);
+                                        continue;
+                                    }
+                                    Err(e) => Outcome::Failed(format!("merge: {}", e.message)),
+                                }
+                            }
+                            Some(StreamStatus::Stopped) => Outcome::Stopped(reason("stopped")),
+                            Some(StreamStatus::Failed) => Outcome::Failed(reason("failed")),
+                            _ => Outcome::Failed(format!("stream run exited with {}", exit_text(status))),
+                        };
+                        say(Some(&name), &outcome.describe());
+                        outcomes.insert(name.clone(), outcome);
+                    }
+                    Phase::Merge => {
+                        let merged = status_of(ws, &name)? == StreamStatus::Merged;
+                        let outcome = if status.success() && merged {
+                            Outcome::MergedHere
+                        } else {
+                            Outcome::Failed(format!("stream merge exited with {}", exit_text(status)))
+                        };
+                        say(Some(&name), &outcome.describe());
+                        outcomes.insert(name.clone(), outcome);
+                    }
+                }
+                ended.push(name);
+            }
+            // The state goes out before the claims are released: a machine that sees no claim on a
+            // stream also sees how it ended.
+            if !ended.is_empty() {
+                if let Some(r) = &remote {
+                    push(ws, r, &say);
+                }
+                for name in ended.drain(..) {
+                    release(ws, remote.as_ref(), &me, &name, &mut claims, &say);
+                }
+            }
+            renew(ws, remote.as_ref(), &me, &mut claims, &say);
+            // Pick what is ready, up to the limit.
+            let mut waiting_elsewhere = false;
+            let mut started = false;
+            if jobs.len() < opts.parallel {
+                if let Some(r) = &remote {
+                    if jobs.is_empty() || last_pull.elapsed() >= opts.poll {
+                        pull(ws, r, &say);
+                        last_pull = Instant::now();
+                    }
+                }
+                let seen: Vec<(String, String, crate::sync::claim::Claim)> = match &remote {
+                    Some(_) => crate::sync::claim::seen(&ws.repo)?,
+                    None => Vec::new(),
+                };
+                let locked: BTreeSet<String> = crate::lock::holders(&ws.repo).into_iter().map(|(n, _)| n).collect();
+                for name in &order {
+                    if jobs.len() >= opts.parallel {
+                        break;
+                    }
+                    // Decided already (a failed or stopped stream is not run again by this worker).
+                    if outcomes.contains_key(name) || jobs.iter().any(|j| j.stream == *name) {
+                        continue;
+                    }
+                    let stream = plan.stream(name).expect("a stream of the plan");
+                    let view = view(ws, stream, &at_start, &seen, remote.as_ref(), &me, &locked)?;
+                    match view {
+                        View::Done(o) => {
+                            if let Outcome::MergedElsewhere(by) = &o {
+                                say(Some(name), &format!("merged by another machine ({by})"));
+                            }
+                            outcomes.insert(name.clone(), o);
+                        }
+                        View::Elsewhere(_) => waiting_elsewhere = true,
+                        View::Waiting(_) => {}
+                        View::Ready => {
+                            if !hooks_checked {
+                                // Commits in the worktrees are recorded by the hooks, as `stream init` sets up.
+                                let _ = crate::hooks::streams::ensure(&ws.repo, false);
+                                hooks_checked = true;
+                            }
+                            match start(ws, plan, stream, opts, remote.as_ref(), &me, &mut claims, &sink) {
+                                Ok(job) => {
+                                    jobs.push(job);
+                                    started = true;
+                                }
+                                Err(e) => {
+                                    let n = claim_errors.entry(name.clone()).or_default();
+                                    *n += 1;
+                                    say(Some(name), &format!("not started: {}", e.message));
+                                    if *n >= 3 {
+                                        outcomes.insert(name.clone(), Outcome::Failed(e.message.clone()));
+                                    } else {
+                                        // Someone else may hold it now: look again next round.
+                                        waiting_elsewhere = true;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            } else {
+                waiting_elsewhere = true;
+            }
+            if jobs.is_empty() && !started && !waiting_elsewhere {
+                break;
+            }
+            let nap = if jobs.is_empty() { opts.poll } else { Duration::from_millis(100) };
+            let until = Instant::now() + nap;
+            while Instant::now() < until && !interrupted.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(25));
+                if jobs.iter_mut().any(|j| matches!(j.child.try_wait(), Ok(Some(_)))) {
+                    break;
+                }
+            }
         }
+        Ok(())
+    })();
+    if let Err(e) = ran {
+        stop_all(&mut jobs, &say);
+        if let Some(r) = &remote {
+            push(ws, r, &say);
+        }
+        for name in claims.keys().cloned().collect::<Vec<_>>() {
+            release(ws, remote.as_ref(), &me, &name, &mut claims, &say);
+        }
+        return Err(e);
     }
     // Whatever ran here is stopped now: share its state, release its claim; the base follows
     // the remote's.
@@ -371,7 +386,8 @@ fn view(
         if at_start.get(&stream.name) == Some(&StreamStatus::Merged) {
             return Ok(View::Done(Outcome::MergedBefore));
         }
-        let by = entry.map(|e| e.op.actor).unwrap_or_default();
+        // The machine that ran it last merged it (the worker merges what it ran).
+        let by = entry.map(|e| e.state.last_run.map(|r| r.actor).unwrap_or(e.op.actor)).unwrap_or_default();
         return Ok(View::Done(Outcome::MergedElsewhere(by)));
     }
     if status == StreamStatus::Failed && at_start.get(&stream.name) != Some(&StreamStatus::Failed) {
