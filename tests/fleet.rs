@@ -357,3 +357,14 @@ fn three_machines_land_six_streams_through_git_daemon() {
     }
     a.assert_fsck();
 }
+
+#[test]
+fn status_watch_on_a_terminal_redraws_and_quits_on_q() {
+    let repo = fleet_repo();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/pty_watch.py");
+    let mut c = repo.command("python3");
+    c.arg(script).args([bin(), "status", "--watch"]);
+    let r = Run::from(c.output().unwrap()).ok();
+    // `q` ended it with 0; the terminal was non-canonical while watching and is restored after.
+    assert_eq!(r.stdout.trim(), "exit 0 icanon_during False icanon_after True escape True", "{}", r.stderr);
+}
