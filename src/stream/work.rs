@@ -29,6 +29,10 @@ use crate::workspace::Workspace;
 /// How long a claim taken by the worker lasts; renewed when half of it has passed.
 pub const CLAIM_TTL: Duration = Duration::from_secs(3600);
 
+/// Claims of one stream that may fail in a row (not taken by another machine meanwhile) before
+/// the worker gives it up.
+const MAX_CLAIM_ERRORS: u32 = 10;
+
 /// How long the children get to stop after Ctrl-C before they are killed.
 const STOP_GRACE: Duration = Duration::from_secs(20);
 
@@ -272,7 +276,10 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
                             }
                             outcomes.insert(name.clone(), o);
                         }
-                        View::Elsewhere(_) => waiting_elsewhere = true,
+                        View::Elsewhere(_) => {
+                            claim_errors.remove(name);
+                            waiting_elsewhere = true;
+                        }
                         View::Waiting(_) => {}
                         View::Ready => {
                             if !hooks_checked {
@@ -285,14 +292,20 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
                                     jobs.push(job);
                                     started = true;
                                 }
-                                Err(e) => {
+                                Err(NotStarted::Merged) => waiting_elsewhere = true,
+                                Err(NotStarted::Failed(e)) => {
+                                    say(Some(name), &format!("not started: {}", e.message));
+                                    outcomes.insert(name.clone(), Outcome::Failed(e.message));
+                                }
+                                Err(NotStarted::Claim(e)) => {
+                                    // Mostly another machine won the race for it: look again next round. A remote
+                                    // that keeps turning claims down ends it.
                                     let n = claim_errors.entry(name.clone()).or_default();
                                     *n += 1;
                                     say(Some(name), &format!("not started: {}", e.message));
-                                    if *n >= 3 {
-                                        outcomes.insert(name.clone(), Outcome::Failed(e.message.clone()));
+                                    if *n >= MAX_CLAIM_ERRORS {
+                                        outcomes.insert(name.clone(), Outcome::Failed(e.message));
                                     } else {
-                                        // Someone else may hold it now: look again next round.
                                         waiting_elsewhere = true;
                                     }
                                 }
@@ -427,28 +440,28 @@ fn start(
     me: &str,
     claims: &mut HashMap<String, f64>,
     sink: &Arc<dyn Sink>,
-) -> Result<Job> {
+) -> std::result::Result<Job, NotStarted> {
     let name = &stream.name;
     if let Some(r) = remote {
-        let (claim, _) = crate::sync::claim::take(&ws.repo, r, name, me, CLAIM_TTL)?;
+        let (claim, _) = crate::sync::claim::take(&ws.repo, r, name, me, CLAIM_TTL).map_err(NotStarted::Claim)?;
         sink.line(Some(name), false, &format!("claimed on {} until {}", r.given, claim.expires));
         claims.insert(name.clone(), crate::time::parse_rfc3339(&claim.expires).unwrap_or(0.0));
     }
     let started = (|| {
         if let Some(r) = remote {
             // Claimed: what the remote says of the stream now is final until the claim is let go.
-            crate::sync::pull(&ws.repo, r)?;
-            if status_of(ws, name)? == StreamStatus::Merged {
-                return Err(Error::refused(format!("stream {name} was merged meanwhile")));
+            crate::sync::pull(&ws.repo, r).map_err(NotStarted::Claim)?;
+            if status_of(ws, name).map_err(NotStarted::Failed)? == StreamStatus::Merged {
+                return Err(NotStarted::Merged);
             }
             follow_base(ws, plan, r, &|s, t| sink.line(s, false, t));
             adopt_branch(ws, stream, r, &|s, t| sink.line(s, false, t));
         }
-        let wt = ws.worktree_path(plan, name)?;
+        let wt = ws.worktree_path(plan, name).map_err(NotStarted::Failed)?;
         if !wt.join(".git").exists() {
-            let report = crate::stream::lifecycle::init(ws, plan, stream)?;
+            let report = crate::stream::lifecycle::init(ws, plan, stream).map_err(NotStarted::Failed)?;
             if let Some(e) = report.setup_failed {
-                return Err(Error::refused(format!("setup failed: {e}")));
+                return Err(NotStarted::Failed(Error::refused(format!("setup failed: {e}"))));
             }
             sink.line(Some(name), false, &format!("worktree made at {}", report.path.display()));
         }
@@ -458,12 +471,22 @@ fn start(
             args.push("--".into());
             args.extend(opts.command.iter().cloned());
         }
-        spawn(opts, name, Phase::Run, &args, sink)
+        spawn(opts, name, Phase::Run, &args, sink).map_err(NotStarted::Failed)
     })();
     if started.is_err() {
         release(ws, remote, me, name, claims, &|s, t| sink.line(s, false, t));
     }
     started
+}
+
+/// Why a ready stream was not started.
+enum NotStarted {
+    /// Not claimed: another machine took it first, or the remote turned the claim down.
+    Claim(Error),
+    /// Merged by another machine meanwhile.
+    Merged,
+    /// Claimed, but its worktree or its loop could not be started.
+    Failed(Error),
 }
 
 fn spawn_merge(opts: &Options, remote: Option<&RemoteName>, name: &str, sink: &Arc<dyn Sink>) -> Result<Job> {

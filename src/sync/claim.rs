@@ -164,7 +164,10 @@ fn write(repo: &Repo, claim: &Claim) -> Result<ObjectId> {
 /// What the remote says about `stream`'s claim right now (fetched), also updating the local copy.
 pub fn current(repo: &Repo, remote: &remote::RemoteName, stream: &str) -> Result<Option<(ObjectId, Claim)>> {
     let spec = format!("+{}:{}", remote_ref(stream), tracking_ref(&remote.key, stream));
-    let fetched = remote::fetch(repo, &remote.given, &[spec])?;
+    let fetched = {
+        let _fetching = super::fetch_lock(repo, remote, "git boulder stream claim")?;
+        remote::fetch(repo, &remote.given, &[spec])?
+    };
     let Some(f) = fetched.into_iter().find(|f| f.remote_ref == remote_ref(stream)) else {
         forget(repo, &remote.key, stream)?;
         return Ok(None);
@@ -226,13 +229,21 @@ fn lease_push(
     let Some(p) = pushed.refs.iter().find(|p| p.remote_ref == r) else {
         return Ok(Lease::Refused(format!("git push reported nothing for {r}")));
     };
-    Ok(if !p.rejected() {
-        Lease::Done
-    } else if p.lost_race() {
-        Lease::LostRace
-    } else {
-        Lease::Refused(refusal(&p.summary, &pushed))
-    })
+    if !p.rejected() {
+        return Ok(Lease::Done);
+    }
+    if p.lost_race() {
+        return Ok(Lease::LostRace);
+    }
+    // Two pushes that both passed the lease are told apart by the server's ref transaction
+    // (`[remote rejected] (failed to update ref)`, "cannot lock ref", "reference already
+    // exists"): when the claim moved meanwhile, it was a lost race all the same.
+    if let Ok(now) = current(repo, remote, stream) {
+        if now.map(|(id, _)| id) != expected {
+            return Ok(Lease::LostRace);
+        }
+    }
+    Ok(Lease::Refused(refusal(&p.summary, &pushed)))
 }
 
 /// `SUMMARY` and the server's `remote:` lines, one per line, for an error message.

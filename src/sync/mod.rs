@@ -43,6 +43,11 @@ fn outcome(name: &str, result: &str, why: Option<String>) -> RefOutcome {
     RefOutcome { name: name.to_string(), result: result.to_string(), why }
 }
 
+/// The lock held while fetching into `refs/boulder-remotes/<remote>/` (waited for).
+pub(crate) fn fetch_lock(repo: &Repo, remote: &RemoteName, command: &str) -> Result<crate::lock::LockGuard> {
+    crate::lock::acquire(repo, &format!("fetch-{}", remote.key), true, command)
+}
+
 /// Resolve `REMOTE` (or the default remote).
 pub fn resolve(repo: &Repo, given: Option<&str>, base_branch: &str) -> Result<RemoteName> {
     let name = match given {
@@ -288,6 +293,9 @@ impl PullReport {
 
 /// Fetch the remote's state and bring it in.
 pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
+    // One fetch into refs/boulder-remotes/<remote>/ at a time on this machine: two at once (a
+    // worker and the merge it started) fail on each other's ref locks.
+    let _fetching = fetch_lock(repo, remote, "git boulder pull")?;
     crate::progress::show(&format!("fetching git-boulder state from {}", remote.given));
     let fetched = remote::fetch(repo, &remote.given, &fetch_specs(&remote.key))?;
     let store = Store::new(repo)?;
