@@ -171,11 +171,20 @@ impl Demo {
         })?;
         for (m, out) in machines.iter().zip(&outs) {
             self.line(&self.typed(m, "boulder", &args))?;
-            self.relay(out)?;
+            // What the worker did as it went (stderr), then its summary (stdout).
+            self.relay(&std::process::Output {
+                status: out.status,
+                stdout: out.stderr.clone(),
+                stderr: out.stdout.clone(),
+            })?;
             if !out.status.success() {
                 return Err(Error::internal(format!("demo step `git boulder {}` failed", args.join(" "))));
             }
         }
+        self.line(
+            "api went on from the boulder/api pushed in step 7; docs' story was already recorded done (step 12), \
+             so it landed just the PRD sync",
+        )?;
         self.say("20. The remote's main: every stream landed once, in a straight line")?;
         self.git_in(&machines[0], &["fetch", "-q", "origin"])?;
         self.show_git(&machines[0], &["log", "--oneline", "-8", "origin/main"])?;
