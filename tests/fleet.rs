@@ -183,7 +183,8 @@ fn gather(child: &mut Child) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
 }
 
 fn signal(child: &Child, sig: &str) {
-    let ok = Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success();
+    // The shell's own `kill`: no procps needed.
+    let ok = Command::new("sh").args(["-c", &format!("kill {sig} {}", child.id())]).status().unwrap().success();
     assert!(ok, "kill {sig}");
 }
 
