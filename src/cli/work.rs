@@ -17,7 +17,8 @@ pub struct WorkArgs {
     /// Streams run at once on this machine (default: settings.boulder.parallel_limit).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub parallel: Option<u32>,
-    /// Seconds between looks at the remote while other machines hold what is left.
+    /// How long to wait between looks at the remote while other machines hold what is left
+    /// (e.g. 500ms, 5s).
     #[arg(long, value_name = "D", value_parser = super::values::duration(), default_value = "1s")]
     pub poll: std::time::Duration,
     /// The agent command and its arguments for every stream (after `--`); without it, each
