@@ -143,6 +143,8 @@ pub fn merge(
         }
     }
 
+    // The stream's tip before any round rewrote it: a lost round leaves the branch rebased.
+    let tip_before = repo.branch_tip(&stream.branch)?;
     while rounds < ROUNDS {
         if !opts.dry_run {
             // The remote's state decides depends_on and MERGED: bring it in first.
@@ -160,7 +162,9 @@ pub fn merge(
             let objects = repo.objects();
             // Known here when this branch, the remote's base or a backup of the stream (a
             // rollback's, an unmerge's) holds it.
-            let mut known = objects.is_ancestor(theirs, c.stream_tip)? || objects.is_ancestor(theirs, seen.base)?;
+            let mut known = objects.is_ancestor(theirs, c.stream_tip)?
+                || objects.is_ancestor(theirs, seen.base)?
+                || tip_before.map(|t| objects.is_ancestor(theirs, t)).transpose()?.unwrap_or(false);
             for (_, _, kept) in crate::stream::rollback::backups(repo, &stream.name)? {
                 known = known || objects.is_ancestor(theirs, kept)?;
             }
