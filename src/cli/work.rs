@@ -11,9 +11,13 @@ use crate::workspace::Workspace;
 #[derive(Debug, clap::Args)]
 pub struct WorkArgs {
     /// Claim streams, merge them and share state through this remote (the merge queue); without
-    /// it, one machine with local merges.
-    #[arg(long, value_name = "REMOTE")]
+    /// it, one machine with local merges
+    /// (default: settings.merge_remote).
+    #[arg(long, value_name = "REMOTE", conflicts_with = "no_remote")]
     pub remote: Option<String>,
+    /// Work on this machine alone with local merges, even when settings.merge_remote is set.
+    #[arg(long)]
+    pub no_remote: bool,
     /// Streams run at once on this machine (default: settings.boulder.parallel_limit).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub parallel: Option<u32>,
@@ -43,7 +47,7 @@ pub fn run(ws: &Workspace, ctx: &Context, args: WorkArgs) -> Result<()> {
         child_flags.push(crate::git::absolute(c).display().to_string());
     }
     let opts = work::Options {
-        remote: args.remote,
+        remote: if args.no_remote { None } else { args.remote.or(plan.settings.merge_remote.clone()) },
         parallel: args.parallel.unwrap_or(plan.settings.boulder.parallel_limit).max(1) as usize,
         command: args.command,
         exe,

@@ -492,8 +492,10 @@ enum NotStarted {
 fn spawn_merge(opts: &Options, remote: Option<&RemoteName>, name: &str, sink: &Arc<dyn Sink>) -> Result<Job> {
     let mut args: Vec<String> = opts.child_flags.clone();
     args.extend(["stream".into(), "merge".into(), name.to_string(), "--wait".into()]);
-    if let Some(r) = remote {
-        args.extend(["--remote".into(), r.given.clone()]);
+    match remote {
+        Some(r) => args.extend(["--remote".into(), r.given.clone()]),
+        // Local merges, whatever settings.merge_remote says.
+        None => args.push("--no-remote".into()),
     }
     spawn(opts, name, Phase::Merge, &args, sink)
 }
