@@ -369,3 +369,37 @@ fn status_watch_on_a_terminal_redraws_and_quits_on_q() {
     // `q` ended it with 0; the terminal was non-canonical while watching and is restored after.
     assert_eq!(r.stdout.trim(), "exit 0 icanon_during False icanon_after True escape True", "{}", r.stderr);
 }
+
+#[test]
+fn a_lost_race_keeps_a_stream_branch_pushed_before_the_merge() {
+    // A stream whose branch is on the remote (pushed before its merge) loses the race to the base
+    // once: the second round still knows the remote's stream branch and lands it.
+    let remote = fleet_remote();
+    let a = remote.machine("alpha");
+    let b = remote.machine("beta");
+    a.boulder(&["stream", "init", "a"]).ok();
+    let wt = a.worktree("a");
+    commit_in(&a, &wt, "src/a/x.txt", "x\n", "a: x");
+    a.git_in(&wt, &["push", "-q", "origin", "boulder/a"]).ok();
+    a.boulder(&["prd", "done", "US-101", "US-102"]).ok();
+    // Beta has landed something since (so the merge rebases the stream), and lands more while
+    // alpha's merge verifies.
+    b.write("NOTES.md", "beta\n");
+    b.commit_all("beta: notes");
+    b.git(&["push", "-q", "origin", "main"]).ok();
+    b.write("NOTES.md", "beta again\n");
+    b.commit_all("beta: more notes");
+    let land = format!("git -C {} push -q origin main", b.dir.display());
+    let r = a.boulder_env(
+        &a.dir,
+        &["stream", "merge", "a", "--remote", "origin"],
+        &[("BOULDER_FAILPOINT_RUN", "merge-verify"), ("BOULDER_FAILPOINT_CMD", &land)],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("round 1/5"), "{}", r.stderr);
+    a.git(&["fetch", "-q", "origin"]).ok();
+    let log = subjects(&a, "origin/main");
+    assert_eq!(count(&log, "a: x"), 1, "{log:?}");
+    assert_eq!(count(&log, "beta: notes"), 1, "{log:?}");
+    assert_eq!(count(&log, "beta: more notes"), 1, "{log:?}");
+}
