@@ -20,6 +20,7 @@ pub mod stream;
 pub mod sync;
 pub mod trust;
 mod values;
+pub mod watch;
 pub mod work;
 
 use std::path::PathBuf;
