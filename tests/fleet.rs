@@ -403,3 +403,18 @@ fn a_lost_race_keeps_a_stream_branch_pushed_before_the_merge() {
     assert_eq!(count(&log, "beta: notes"), 1, "{log:?}");
     assert_eq!(count(&log, "beta: more notes"), 1, "{log:?}");
 }
+
+#[test]
+fn work_output_on_one_machine() {
+    // Two streams, one story each, b after a, one at a time: what a person sees.
+    let repo = TestRepo::with_files(&[
+        (".agents/tasks/prd.md", "# PRD\n\n### [ ] US-101: a part\nx\n\n### [ ] US-201: b part\ny\n"),
+        (
+            ".boulder/streams.yaml",
+            "version: 1\nstreams:\n  a:\n    stories: [US-101]\n    paths: [src/a/**]\n  b:\n    stories: [US-201]\n    paths: [src/b/**]\n    depends_on: [a]\nsettings:\n  base_branch: main\n  boulder:\n    cooldown: 10ms\n",
+        ),
+    ]);
+    let finisher = agent(repo.tmp.path(), "finisher.sh", FINISHER);
+    let r = repo.boulder(&["work", "--parallel", "1", "--", "sh", finisher.to_str().unwrap()]).ok();
+    assert_shown!("work_output_on_one_machine", r);
+}
