@@ -327,6 +327,22 @@ fn three_machines_land_six_streams_through_git_daemon() {
     // Every stream landed, by one machine or another, and each machine's summary says so.
     let here: usize = runs.iter().map(|r| r.stdout.lines().filter(|l| l.ends_with("merged here")).count()).sum();
     assert_eq!(here, 6, "{:#?}", runs.iter().map(|r| &r.stdout).collect::<Vec<_>>());
+    // Per stream: one machine merged it, the others name that machine.
+    let names = ["alpha", "beta", "gamma"];
+    for n in ["a", "b", "c", "d", "e", "f"] {
+        let outcome = |r: &Run| {
+            let line = r.stdout.lines().find(|l| l.starts_with(&format!("{n} "))).unwrap_or_default();
+            line[n.len()..].trim().to_string()
+        };
+        let outcomes: Vec<String> = runs.iter().map(outcome).collect();
+        let winner: Vec<&str> =
+            names.iter().zip(&outcomes).filter(|(_, o)| *o == "merged here").map(|(m, _)| *m).collect();
+        assert_eq!(winner.len(), 1, "{n}: {outcomes:?}");
+        for o in outcomes.iter().filter(|o| *o != "merged here") {
+            let by_winner = format!("merged by another machine ({})", winner[0]);
+            assert!(*o == by_winner || o == "merged before this run", "{n}: {outcomes:?}");
+        }
+    }
     let a = &machines[0];
     a.git(&["fetch", "-q", "origin"]).ok();
     let log = subjects(a, "origin/main");
