@@ -434,3 +434,24 @@ fn work_output_on_one_machine() {
     let r = repo.boulder(&["work", "--parallel", "1", "--", "sh", finisher.to_str().unwrap()]).ok();
     assert_shown!("work_output_on_one_machine", r);
 }
+
+#[test]
+fn the_plans_agents_run_only_when_trusted() {
+    let repo = TestRepo::in_temp("repo");
+    let finisher = agent(repo.tmp.path(), "finisher.sh", FINISHER);
+    let plan = format!(
+        "version: 1\nstreams:\n  a:\n    stories: [US-101]\n    paths: [src/a/**]\n    agent: fin\n\
+         settings:\n  base_branch: main\n  agents:\n    fin: 'sh {}'\n",
+        finisher.display()
+    );
+    std::fs::create_dir_all(&repo.dir).unwrap();
+    repo.git(&["init", "-q", "-b", "main"]).ok();
+    repo.write(".agents/tasks/prd.md", "# PRD\n\n### [ ] US-101: a part\nx\n");
+    repo.write(".boulder/streams.yaml", &plan);
+    repo.commit_all("initial");
+    let r = repo.boulder(&["work"]).code(1);
+    assert!(r.stderr.contains("not trusted") && r.stderr.contains("agents.fin"), "{}", r.stderr);
+    assert!(repo.refs("refs/boulder/streams").is_empty(), "nothing ran");
+    let r = repo.boulder(&["--trust", "work"]).ok();
+    assert!(r.stdout.lines().any(|l| l.starts_with("a ") && l.ends_with("merged here")), "{}", r.stdout);
+}
