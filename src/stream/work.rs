@@ -404,9 +404,10 @@ fn view(
         return Ok(View::Done(Outcome::MergedElsewhere(by)));
     }
     if status == StreamStatus::Failed && at_start.get(&stream.name) != Some(&StreamStatus::Failed) {
-        // Failed on another machine during this run: not tried again by this worker.
+        // Failed during this run, run by another machine or process: not tried again by this
+        // worker.
         let why = entry.and_then(|e| e.state.reason).unwrap_or_else(|| "failed".into());
-        return Ok(View::Done(Outcome::Failed(format!("on another machine: {why}"))));
+        return Ok(View::Done(Outcome::Failed(format!("{why} (run elsewhere)"))));
     }
     if let Some(r) = remote {
         if let Some((_, _, c)) =
