@@ -455,3 +455,20 @@ fn the_plans_agents_run_only_when_trusted() {
     let r = repo.boulder(&["--trust", "work"]).ok();
     assert!(r.stdout.lines().any(|l| l.starts_with("a ") && l.ends_with("merged here")), "{}", r.stdout);
 }
+
+#[test]
+fn a_claim_left_by_a_dead_machine_is_taken_over_when_it_expires() {
+    let remote = fleet_remote();
+    let dead = remote.machine("alpha");
+    let b = remote.machine("beta");
+    // alpha claimed stream a and died.
+    dead.boulder(&["stream", "claim", "a", "--remote", "origin", "--ttl", "1h"]).ok();
+    let finisher = agent(b.tmp.path(), "finisher.sh", FINISHER);
+    // An hour and more later, beta's worker takes a over and lands everything.
+    b.clock.advance(Duration::from_secs(2 * 3600));
+    let r = b.boulder(&["work", "--remote", "origin", "--", "sh", finisher.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.lines().any(|l| l.starts_with("a ") && l.ends_with("merged here")), "{}", r.stdout);
+    assert_eq!(b.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]), "");
+    assert_eq!(runners(&b, "a"), ["beta".to_string()].into_iter().collect());
+}
