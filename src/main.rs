@@ -4,6 +4,10 @@ use clap::{CommandFactory, Parser};
 use git_boulder::cli::{self, Cli};
 
 fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(outcome) = cli::run_hook_directly(&args) {
+        return finish(outcome);
+    }
     // Called by the completion scripts (`git boulder completions SHELL`) with the words typed:
     // print the candidates and exit.
     clap_complete::CompleteEnv::with_factory(Cli::command).var(cli::complete::ENV_VAR).complete();
@@ -15,7 +19,12 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    match cli::run(cli) {
+    finish(cli::run(cli))
+}
+
+/// The exit code of a run, printing its error.
+fn finish(outcome: git_boulder::Result<u8>) -> ExitCode {
+    match outcome {
         Ok(code) => ExitCode::from(code),
         // Stdout closed by its reader (`git boulder status | head`): quiet, like git.
         Err(err) if err.is_broken_pipe() => ExitCode::SUCCESS,

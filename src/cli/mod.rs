@@ -160,6 +160,24 @@ pub enum Command {
     Agent(agent::AgentCommand),
 }
 
+/// `git-boulder hook NAME ARGS…` as the installed shims call it, run without building the whole
+/// command-line parser (a hook runs on every commit; parsing is most of a small hook's start-up).
+/// `None` when the command line is anything else (or could hold a flag): then parse it as usual.
+pub fn run_hook_directly(args: &[std::ffi::OsString]) -> Option<Result<u8>> {
+    let [_, word, name, rest @ ..] = args else { return None };
+    if word != "hook" {
+        return None;
+    }
+    let name = name.to_str().filter(|n| crate::hooks::NAMES.contains(n))?;
+    let rest: Vec<String> = rest.iter().map(|a| a.to_str().map(str::to_owned)).collect::<Option<_>>()?;
+    if rest.iter().any(|a| a.starts_with('-')) {
+        return None;
+    }
+    let _ctx = Context::new(false, false, false).install();
+    let _span = crate::trace::span("the whole command");
+    Some(hooks::hook(hooks::HookArgs { name: name.to_string(), args: rest }).map(|code| code as u8))
+}
+
 /// Run a parsed command line: `Ok` holds the exit code (0, or a hook's own), `Err` an error for
 /// the caller to print and map to its exit code ([`Error::exit_code`](crate::Error::exit_code)).
 pub fn run(cli: Cli) -> Result<u8> {

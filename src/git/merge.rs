@@ -89,7 +89,7 @@ impl Objects<'_> {
             current: Some("base".into()),
             other: Some("stream".into()),
         };
-        let mut outcome = repo.merge_trees(ancestor, ours, theirs, labels, options).internal("cannot merge trees")?;
+        let outcome = repo.merge_trees(ancestor, ours, theirs, labels, options).internal("cannot merge trees")?;
         let unresolved: Vec<(String, ConflictKind)> = outcome
             .conflicts
             .iter()
@@ -99,6 +99,35 @@ impl Objects<'_> {
         if !unresolved.is_empty() {
             return Ok(Err(unresolved));
         }
-        Ok(Ok(outcome.tree.write().internal("cannot write the merged tree")?.detach()))
+        // Written without asking the store, for every entry of every rewritten tree, whether it
+        // holds the entry's object (what gix's `Editor::write` does): the entries come from trees
+        // of this store. Names are still checked as gix would; [`Objects::put_unchecked`] writes
+        // each new tree (a duplicate is dropped once, when the layer is persisted).
+        let protect = protect_options(repo);
+        let mut editor = outcome.tree.detach();
+        let tree = editor.write(|tree| -> std::result::Result<ObjectId, crate::error::Error> {
+            for entry in &tree.entries {
+                let mode = entry.mode.is_link().then_some(gix::validate::path::component::Mode::Symlink);
+                gix::validate::path::component(entry.filename.as_ref(), mode, protect).map_err(|e| {
+                    crate::error::Error::internal(format!(
+                        "the merged tree has an invalid file name {:?}: {e}",
+                        entry.filename.to_str_lossy()
+                    ))
+                })?;
+            }
+            self.put_unchecked(tree).internal("cannot write the merged tree")
+        })?;
+        Ok(Ok(tree))
+    }
+}
+
+/// The file-name protections git applies when writing trees (`core.protectNTFS`, on unless turned
+/// off; `core.protectHFS`, on on macOS; Windows names on Windows), read as gix reads them.
+fn protect_options(repo: &gix::Repository) -> gix::validate::path::component::Options {
+    let config = repo.config_snapshot();
+    gix::validate::path::component::Options {
+        protect_windows: config.boolean("gitoxide.core.protectWindows").unwrap_or(cfg!(windows)),
+        protect_hfs: config.boolean("core.protectHFS").unwrap_or(cfg!(target_os = "macos")),
+        protect_ntfs: config.boolean("core.protectNTFS").unwrap_or(true),
     }
 }

@@ -42,26 +42,27 @@ pub fn write(repo: &Repo, commit: ObjectId, note: &Note) -> Result<()> {
     let Some((committer, author)) = identity::notes_identity(repo) else {
         return write_as_configured(repo, commit, text);
     };
-    let blob =
-        repo.write_blob(text.as_bytes()).map_err(|e| Error::internal(format!("cannot write a note: {e}")))?.detach();
+    // The note's blob and commit hold the time of the record: new objects, written without
+    // first asking the store whether it holds them.
+    let blob = gix::objs::Write::write_buf(&repo.objects, gix::objs::Kind::Blob, text.as_bytes())
+        .map_err(|e| Error::internal(format!("cannot write a note: {e}")))?;
     let who = Signature(committer.clone());
     let written = refs::update_with_retry_in(repo, NOTES_REF, RETRY, |_| {
         let tip = tip(repo)?;
         let mut state = state_at(repo, tip)?;
         state.edit(commit, Some(blob), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
         let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
-        let id = repo
-            .write_object(&gix::objs::Commit {
-                tree,
-                parents: tip.into_iter().collect(),
-                author: author.clone(),
-                committer: committer.clone(),
-                encoding: None,
-                message: WRITE_MESSAGE.into(),
-                extra_headers: Vec::new(),
-            })
-            .map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")))?
-            .detach();
+        let commit = gix::objs::Commit {
+            tree,
+            parents: tip.into_iter().collect(),
+            author: author.clone(),
+            committer: committer.clone(),
+            encoding: None,
+            message: WRITE_MESSAGE.into(),
+            extra_headers: Vec::new(),
+        };
+        let id = gix::objs::Write::write(&repo.objects, &commit)
+            .map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")))?;
         Ok(Step::Update {
             expected: Expect::from_tip(tip),
             new: id,

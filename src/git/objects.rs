@@ -363,17 +363,7 @@ impl Objects<'_> {
     /// Write a tree of regular files `(name, blob)`, names in tree order (with `write` false,
     /// only compute its id).
     pub fn flat_tree(&self, files: &[(&str, ObjectId)], write: bool) -> std::result::Result<ObjectId, Failure> {
-        let tree = gix::objs::Tree {
-            entries: files
-                .iter()
-                .map(|(name, oid)| gix::objs::tree::Entry {
-                    mode: gix::objs::tree::EntryKind::Blob.into(),
-                    filename: (*name).into(),
-                    oid: *oid,
-                })
-                .collect(),
-        };
-        self.put(&tree, write)
+        self.put(&flat(files), write)
     }
 
     /// Write a commit of `tree` on `parents` by `author` and `committer` (with `write` false, only
@@ -387,16 +377,15 @@ impl Objects<'_> {
         message: &str,
         write: bool,
     ) -> std::result::Result<ObjectId, Failure> {
-        let commit = gix::objs::Commit {
-            tree,
-            parents: parents.iter().copied().collect(),
-            author: author.0.clone(),
-            committer: committer.0.clone(),
-            encoding: None,
-            message: message.into(),
-            extra_headers: Vec::new(),
-        };
-        self.put(&commit, write)
+        self.put(&commit_object(tree, parents, author, committer, message), write)
+    }
+
+    /// [`Objects::blob`], [`Objects::flat_tree`] and [`Objects::commit`] for objects that are new
+    /// by construction (they hold a fresh time and clock): written without first asking the
+    /// store whether it holds them. Another writer making the very same object meanwhile is
+    /// harmless: the same bytes replace the same bytes, atomically.
+    pub fn fresh(&self) -> Fresh<'_, '_> {
+        Fresh { objects: self }
     }
 
     fn put<T: gix::objs::WriteTo>(&self, object: &T, write: bool) -> std::result::Result<ObjectId, Failure> {
@@ -406,6 +395,14 @@ impl Objects<'_> {
         let mut buf = Vec::new();
         object.write_to(&mut buf).map_err(failure)?;
         gix::objs::compute_hash(self.g.object_hash(), object.kind(), &buf).map_err(failure)
+    }
+
+    /// Write `object` straight to the store (the in-memory layer, or the disk), without first
+    /// asking whether the store already holds it: for objects that are new by construction (a
+    /// replayed commit, a rewritten tree), where asking costs a lookup on disk. Duplicates in an
+    /// in-memory layer are dropped by [`Objects::persist`].
+    pub fn put_unchecked<T: gix::objs::WriteTo>(&self, object: &T) -> std::result::Result<ObjectId, Failure> {
+        gix::objs::Write::write(&self.g.objects, object).map_err(failure)
     }
 
     /// A new commit by `who` (author and committer).
@@ -451,7 +448,7 @@ impl Objects<'_> {
         commit.parents = parents.into();
         commit.committer = committer.0.clone();
         commit.extra_headers.retain(|(k, _)| k != "gpgsig" && k != "gpgsig-sha256" && k != "mergetag");
-        Ok(self.g.write_object(&commit).internal("cannot write a commit")?.detach())
+        self.put_unchecked(&commit).internal("cannot write a commit")
     }
 
     /// The empty tree's id.
@@ -459,16 +456,82 @@ impl Objects<'_> {
         ObjectId::empty_tree(self.g.object_hash())
     }
 
-    /// Write what this in-memory layer holds into `repo`'s object store (nothing for the store itself).
+    /// Write what this in-memory layer holds into `repo`'s object store (nothing for the store
+    /// itself), each object once: one the store already holds is not written again.
     pub fn persist(mut self, repo: &Repo) -> Result<()> {
         if let Cow::Owned(g) = &mut self.g {
             if let Some(storage) = g.objects.take_object_memory() {
-                for (_, (kind, data)) in storage.iter() {
-                    gix::objs::Write::write_buf(&repo.repo.objects, *kind, data).internal("cannot write an object")?;
+                for (id, (kind, data)) in storage.iter() {
+                    if repo.repo.objects.exists_without_refresh(id) {
+                        continue;
+                    }
+                    gix::objs::Write::write_buf_with_known_id(&repo.repo.objects, *kind, data, *id)
+                        .internal("cannot write an object")?;
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// Writes of objects new by construction ([`Objects::fresh`]).
+pub struct Fresh<'o, 'r> {
+    objects: &'o Objects<'r>,
+}
+
+impl Fresh<'_, '_> {
+    /// Write a blob.
+    pub fn blob(&self, bytes: &[u8]) -> std::result::Result<ObjectId, Failure> {
+        gix::objs::Write::write_buf(&self.objects.g.objects, gix::objs::Kind::Blob, bytes).map_err(failure)
+    }
+
+    /// Write a tree of regular files `(name, blob)`, names in tree order.
+    pub fn flat_tree(&self, files: &[(&str, ObjectId)]) -> std::result::Result<ObjectId, Failure> {
+        self.objects.put_unchecked(&flat(files))
+    }
+
+    /// Write a commit of `tree` on `parents` by `author` and `committer`.
+    pub fn commit(
+        &self,
+        tree: ObjectId,
+        parents: &[ObjectId],
+        author: &Signature,
+        committer: &Signature,
+        message: &str,
+    ) -> std::result::Result<ObjectId, Failure> {
+        self.objects.put_unchecked(&commit_object(tree, parents, author, committer, message))
+    }
+}
+
+/// The tree of regular files `(name, blob)`.
+fn flat(files: &[(&str, ObjectId)]) -> gix::objs::Tree {
+    gix::objs::Tree {
+        entries: files
+            .iter()
+            .map(|(name, oid)| gix::objs::tree::Entry {
+                mode: gix::objs::tree::EntryKind::Blob.into(),
+                filename: (*name).into(),
+                oid: *oid,
+            })
+            .collect(),
+    }
+}
+
+fn commit_object(
+    tree: ObjectId,
+    parents: &[ObjectId],
+    author: &Signature,
+    committer: &Signature,
+    message: &str,
+) -> gix::objs::Commit {
+    gix::objs::Commit {
+        tree,
+        parents: parents.iter().copied().collect(),
+        author: author.0.clone(),
+        committer: committer.0.clone(),
+        encoding: None,
+        message: message.into(),
+        extra_headers: Vec::new(),
     }
 }
 

@@ -33,6 +33,8 @@ const PASS: &str = include_str!("../../hooks/pass.sh");
 const MARKER: &str = "git-boulder";
 /// Hooks installed by default, and whether git feeds them stdin.
 const HOOKS: &[(&str, bool)] = &[("post-commit", false), ("post-rewrite", true), ("pre-push", true)];
+/// Every hook `git-boulder hook NAME` runs.
+pub const NAMES: &[&str] = &["post-commit", "post-rewrite", "pre-push", "pre-commit"];
 /// Installed with `--pre-commit`.
 const PRE_COMMIT: (&str, bool) = ("pre-commit", false);
 /// Suffix of a previous hook moved aside.

@@ -408,12 +408,23 @@ impl<'r> Store<'r> {
     }
 
     /// Build (and when `write`, store) the blobs, tree and commit of one op; returns the commit id.
+    /// An appended op's objects are new by construction (its time and clock are fresh), so they
+    /// are written without asking the store first; a merge commit, the same on every machine,
+    /// may already be there and is looked up first.
     fn write_op_commit<S: State>(&self, op: &Op, state: &S, parents: &[ObjectId], write: bool) -> Result<ObjectId> {
         let repo = self.git();
-        let mut op_json = serde_json::to_vec_pretty(op).map_err(|e| internal("op.json", e))?;
-        op_json.push(b'\n');
-        let mut state_json = serde_json::to_vec_pretty(state).map_err(|e| internal("state.json", e))?;
-        state_json.push(b'\n');
+        if write && !op.is_merge() {
+            let (op_json, state_json) = (Self::json(op, "op.json")?, Self::json(state, "state.json")?);
+            let fresh = repo.fresh();
+            let put = |bytes: &[u8], name: &str| -> Result<ObjectId> {
+                fresh.blob(bytes).map_err(|e| internal(format_args!("cannot write {name}"), e))
+            };
+            let files = [("op.json", put(&op_json, "op.json")?), ("state.json", put(&state_json, "state.json")?)];
+            let tree_id = fresh.flat_tree(&files).map_err(|e| self.put_error(true, e))?;
+            let sig = identity::state_signature(&op.at);
+            return fresh.commit(tree_id, parents, &sig, &sig, &Self::message(op)).map_err(|e| self.put_error(true, e));
+        }
+        let (op_json, state_json) = (Self::json(op, "op.json")?, Self::json(state, "state.json")?);
         let blob = |bytes: &[u8], name: &str| -> Result<ObjectId> {
             if write {
                 repo.blob(bytes, true).map_err(|e| internal(format_args!("cannot write {name}"), e))
@@ -424,6 +435,18 @@ impl<'r> Store<'r> {
         let files = [("op.json", blob(&op_json, "op.json")?), ("state.json", blob(&state_json, "state.json")?)];
         let tree_id = repo.flat_tree(&files, write).map_err(|e| self.put_error(write, e))?;
         let sig = identity::state_signature(&op.at);
+        repo.commit(tree_id, parents, &sig, &sig, &Self::message(op), write).map_err(|e| self.put_error(write, e))
+    }
+
+    /// The bytes of `op.json` or `state.json`: pretty JSON and a newline.
+    fn json(value: &impl serde::Serialize, name: &str) -> Result<Vec<u8>> {
+        let mut bytes = serde_json::to_vec_pretty(value).map_err(|e| internal(name, e))?;
+        bytes.push(b'\n');
+        Ok(bytes)
+    }
+
+    /// The message of an op commit: `boulder: KIND`, then its data (cut at 200 bytes).
+    fn message(op: &Op) -> String {
         let summary = serde_json::to_string(&op.data).unwrap_or_default();
         let summary = if summary.len() > 200 {
             let cut = summary.char_indices().map(|(i, _)| i).take_while(|i| *i <= 200).last().unwrap_or(0);
@@ -431,8 +454,7 @@ impl<'r> Store<'r> {
         } else {
             summary
         };
-        let message = format!("boulder: {}\n\n{summary}\n", op.kind);
-        repo.commit(tree_id, parents, &sig, &sig, &message, write).map_err(|e| self.put_error(write, e))
+        format!("boulder: {}\n\n{summary}\n", op.kind)
     }
 
     /// The error of writing a state object, or of only computing its id.
