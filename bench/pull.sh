@@ -52,7 +52,7 @@ check() {  # both sides hold the remote's op-logs
   n=$(git -C "$WORK/a" for-each-ref refs/boulder/boulders | wc -l)
   [ "$n" -ge "$NB" ] || fail "git-boulder side has $n boulder op-logs, not $NB"
   [ "$(git -C "$WORK/a" rev-parse refs/boulder/boulders/b1)" = "$(git -C "$origin" rev-parse refs/boulder/boulders/b1)" ] || fail "b1 differs"
-  [ "$(git -C "$WORK/b" rev-parse refs/boulder-remotes/origin/boulder/boulders/b1 2>/dev/null || git -C "$WORK/b" rev-parse refs/boulder-remotes/origin/boulders/b1)" = "$(git -C "$origin" rev-parse refs/boulder/boulders/b1)" ] || fail "git side lacks b1"
+  [ "$(git -C "$WORK/b" rev-parse -q --verify refs/boulder-remotes/origin/boulders/b1)" = "$(git -C "$origin" rev-parse refs/boulder/boulders/b1)" ] || fail "git side lacks b1"
 }
 
 fb=(); fg=(); ub=(); ug=()

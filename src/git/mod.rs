@@ -13,13 +13,15 @@
 //! * Below worktrees: [`worktree`] (admin files, making and removing linked worktrees),
 //!   [`branch`] (creating a branch), [`index`], [`diff`] (tree to tree), [`checkout`] (moving a
 //!   worktree's files between trees), [`status`] (gix's full status), [`refresh`] (the stat-based
-//!   dirty check), [`ignore`] (ignore rules), [`graph`] (ahead/behind).
+//!   dirty check), [`fsmonitor`] (asking a `core.fsmonitor` hook what changed), [`ignore`] (ignore
+//!   rules), [`graph`] (ahead/behind).
 
 pub mod branch;
 pub mod checkout;
 pub mod cli;
 pub mod config;
 pub mod diff;
+pub mod fsmonitor;
 pub mod graph;
 pub mod identity;
 pub mod ignore;

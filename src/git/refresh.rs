@@ -108,10 +108,120 @@ fn blob_hash(kind: gix::hash::Kind, data: &[u8]) -> Option<ObjectId> {
 }
 
 /// The fast check of the worktree at `wt`; `trees` caches flattened HEAD trees between worktrees.
+///
+/// With `core.fsmonitor` naming a hook, the monitor is asked first: when the worktree was found
+/// clean before (same HEAD, index and ignore files) and the monitor reports no change since, it
+/// is clean without looking at any file; reported paths alone are looked at. Anything else (no
+/// earlier clean check, the monitor answering "everything", or failing) runs the full check.
 pub fn fast(repo: &Repo, wt: &Path, trees: &Trees) -> Result<Fast> {
-    use gix::index::entry::{Flags, Mode, Stage};
     let Some(git_dir) = git_dir_of(wt) else { return Ok(Fast::Unsure) };
     let Some(head) = head_of(repo, &git_dir) else { return Ok(Fast::Unsure) };
+    match super::fsmonitor::hook(&repo.repo) {
+        Some(hook) => monitored(repo, wt, trees, &git_dir, head, &hook),
+        None => check(repo, wt, trees, &git_dir, head),
+    }
+}
+
+/// The token a monitor was last asked with when the worktree was found clean, and what that was
+/// valid for (HEAD, the index, the ignore files: [`cache_key`]), kept in the worktree's git dir.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CleanMark {
+    key: String,
+    token: String,
+}
+
+/// The token git asks a monitor with when it has none of its own.
+const NO_TOKEN: &str = "builtin:fake";
+
+/// [`fast`] with a file system monitor hook.
+fn monitored(repo: &Repo, wt: &Path, trees: &Trees, git_dir: &Path, head: ObjectId, hook: &str) -> Result<Fast> {
+    let g = &repo.repo;
+    let mark_path = git_dir.join("boulder-fsmonitor.json");
+    // Taken before anything is looked at, so a change made meanwhile is reported next time.
+    let key = format!("{head} {}", cache_key(g, git_dir));
+    let mark: Option<CleanMark> = std::fs::read(&mark_path).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    let asked = mark.as_ref().map_or(NO_TOKEN, |m| m.token.as_str());
+    let span = crate::trace::span("dirty: ask the file system monitor");
+    let changes = super::fsmonitor::query(hook, wt, asked);
+    drop(span);
+    let Some(changes) = changes else {
+        crate::trace::line(&format!("{}: the file system monitor did not answer; full check", wt.display()));
+        let _ = std::fs::remove_file(&mark_path);
+        return check(repo, wt, trees, git_dir, head);
+    };
+    let remember = |token: &str| {
+        if let Ok(text) = serde_json::to_vec(&CleanMark { key: key.clone(), token: token.to_string() }) {
+            let _ = crate::fsutil::write_atomic(&mark_path, &text);
+        }
+    };
+    if mark.is_some_and(|m| m.key == key) && !changes.everything {
+        crate::trace::line(&format!("dirty: the monitor reports {} changed paths", changes.paths.len()));
+        let decided = reported(g, wt, git_dir, &changes.paths)?;
+        if decided == Fast::Clean {
+            remember(&changes.token);
+        }
+        return Ok(decided);
+    }
+    let decided = check(repo, wt, trees, git_dir, head)?;
+    if decided == Fast::Clean {
+        remember(&changes.token);
+    } else {
+        let _ = std::fs::remove_file(&mark_path);
+    }
+    Ok(decided)
+}
+
+/// Whether a worktree found clean before (same HEAD, index and ignore files) is still clean, given
+/// the paths a monitor reports changed since: each tracked file among them (or below a reported
+/// folder) is compared with its index entry, and any other path means a look for untracked files.
+fn reported(g: &gix::Repository, wt: &Path, git_dir: &Path, paths: &[BString]) -> Result<Fast> {
+    if paths.is_empty() {
+        return Ok(Fast::Clean);
+    }
+    let index_path = git_dir.join("index");
+    let index_mtime = match std::fs::metadata(&index_path).and_then(|m| m.modified()) {
+        Ok(t) => gix::index::entry::stat::Time::try_from(t).ok(),
+        Err(_) => return Ok(Fast::Unsure),
+    };
+    let Ok(index) = gix::index::File::at(&index_path, g.object_hash(), true, Default::default()) else {
+        return Ok(Fast::Unsure);
+    };
+    let entries = index.entries();
+    let mut look = Look::new(g, wt, &index, index_mtime);
+    let mut untracked_too = false;
+    for p in paths {
+        let p: &[u8] = p.as_slice();
+        let p = p.strip_suffix(b"/").unwrap_or(p);
+        if let Some(e) = index.entry_by_path(p.as_bstr()) {
+            if let Some(decided) = look.entry(e) {
+                return Ok(decided);
+            }
+            continue;
+        }
+        // Not a tracked file: a folder of tracked files, or a file or folder the index lacks.
+        untracked_too = true;
+        let mut below = p.to_vec();
+        below.push(b'/');
+        let start = entries.partition_point(|e| e.path(&index) < below.as_bstr());
+        for e in entries[start..].iter().take_while(|e| e.path(&index).starts_with(&below)) {
+            if let Some(decided) = look.entry(e) {
+                return Ok(decided);
+            }
+        }
+    }
+    if untracked_too {
+        let show = g.config_snapshot().string("status.showUntrackedFiles").map(|v| v.to_str_lossy().to_lowercase());
+        if show.as_deref() != Some("no") && untracked(wt, git_dir, g, &index)? {
+            return Ok(Fast::Dirty);
+        }
+    }
+    Ok(Fast::Clean)
+}
+
+/// The full check of the worktree at `wt` (git dir `git_dir`, HEAD at `head`).
+fn check(repo: &Repo, wt: &Path, trees: &Trees, git_dir: &Path, head: ObjectId) -> Result<Fast> {
+    use gix::index::entry::{Flags, Mode, Stage};
+    let git_dir = git_dir.to_path_buf();
     let g = &repo.repo;
     let head_tree = match g.find_commit(head).and_then(|c| c.tree_id().map(|t| t.detach())) {
         Ok(t) => t,
@@ -147,59 +257,15 @@ pub fn fast(repo: &Repo, wt: &Path, trees: &Trees) -> Result<Fast> {
         }
     }
     // 2. Modified: stat, then content where the stat cannot tell.
-    let opts = gix::index::entry::stat::Options::default();
-    let filemode = g.config_snapshot().boolean("core.fileMode").unwrap_or(true);
-    let mut filters: Option<bool> = None;
-    let kind = g.object_hash();
-    let mut dirs = DirCache::new(wt);
-    let mut hashed = 0usize;
+    let mut look = Look::new(g, wt, &index, index_mtime);
     for e in entries {
-        if e.flags.contains(Flags::SKIP_WORKTREE) || e.flags.contains(Flags::ASSUME_VALID) || e.mode == Mode::COMMIT {
-            continue;
+        if let Some(decided) = look.entry(e) {
+            return Ok(decided);
         }
-        let rel = e.path(&index);
-        let full = || -> Option<PathBuf> { gix::path::from_bstr(rel).ok().map(|p| wt.join(p)) };
-        let meta = match dirs.lstat(rel) {
-            Ok(m) => m,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Fast::Dirty),
-            Err(_) => return Ok(Fast::Unsure),
-        };
-        let is_link = e.mode == Mode::SYMLINK;
-        if meta.is_link != is_link || meta.is_dir {
-            return Ok(Fast::Dirty);
-        }
-        if filemode && !is_link && meta.executable != (e.mode == Mode::FILE_EXECUTABLE) {
-            return Ok(Fast::Dirty);
-        }
-        let now = meta.stat;
-        let racy = index_mtime.is_none_or(|t| e.stat.mtime >= t);
-        if e.stat.matches(&now, opts) && !racy {
-            continue;
-        }
-        hashed += 1;
-        let Some(full) = full() else { return Ok(Fast::Unsure) };
-        let data = if is_link {
-            match std::fs::read_link(&full).ok().and_then(|t| gix::path::into_bstr(t).ok().map(|b| b.into_owned())) {
-                Some(b) => b.into(),
-                None => return Ok(Fast::Unsure),
-            }
-        } else {
-            match std::fs::read(&full) {
-                Ok(d) => d,
-                Err(_) => return Ok(Fast::Unsure),
-            }
-        };
-        if blob_hash(kind, &data) == Some(e.id) {
-            continue;
-        }
-        if *filters.get_or_insert_with(|| filters_possible(g, &index)) {
-            return Ok(Fast::Unsure);
-        }
-        return Ok(Fast::Dirty);
     }
     drop(span);
-    if hashed > 0 {
-        crate::trace::line(&format!("dirty: {hashed} files read and hashed (stat changed or racily clean)"));
+    if look.hashed > 0 {
+        crate::trace::line(&format!("dirty: {} files read and hashed (stat changed or racily clean)", look.hashed));
     }
     // 3. Untracked (unless git is told not to show them).
     let _span = crate::trace::span("dirty: untracked walk");
@@ -211,6 +277,88 @@ pub fn fast(repo: &Repo, wt: &Path, trees: &Trees) -> Result<Fast> {
         return Ok(Fast::Dirty);
     }
     Ok(Fast::Clean)
+}
+
+/// Comparing tracked files on disk with their index entries: stat, then content where the stat
+/// cannot tell.
+struct Look<'a> {
+    g: &'a gix::Repository,
+    wt: &'a Path,
+    index: &'a gix::index::File,
+    index_mtime: Option<gix::index::entry::stat::Time>,
+    opts: gix::index::entry::stat::Options,
+    filemode: bool,
+    filters: Option<bool>,
+    dirs: DirCache<'a>,
+    /// Files read and hashed so far.
+    hashed: usize,
+}
+
+impl<'a> Look<'a> {
+    fn new(
+        g: &'a gix::Repository,
+        wt: &'a Path,
+        index: &'a gix::index::File,
+        index_mtime: Option<gix::index::entry::stat::Time>,
+    ) -> Self {
+        Look {
+            g,
+            wt,
+            index,
+            index_mtime,
+            opts: gix::index::entry::stat::Options::default(),
+            filemode: g.config_snapshot().boolean("core.fileMode").unwrap_or(true),
+            filters: None,
+            dirs: DirCache::new(wt),
+            hashed: 0,
+        }
+    }
+
+    /// `None` when the file is as its entry says; else what that makes the worktree.
+    fn entry(&mut self, e: &gix::index::Entry) -> Option<Fast> {
+        use gix::index::entry::{Flags, Mode};
+        if e.flags.contains(Flags::SKIP_WORKTREE) || e.flags.contains(Flags::ASSUME_VALID) || e.mode == Mode::COMMIT {
+            return None;
+        }
+        let rel = e.path(self.index);
+        let meta = match self.dirs.lstat(rel) {
+            Ok(m) => m,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Some(Fast::Dirty),
+            Err(_) => return Some(Fast::Unsure),
+        };
+        let is_link = e.mode == Mode::SYMLINK;
+        if meta.is_link != is_link || meta.is_dir {
+            return Some(Fast::Dirty);
+        }
+        if self.filemode && !is_link && meta.executable != (e.mode == Mode::FILE_EXECUTABLE) {
+            return Some(Fast::Dirty);
+        }
+        let racy = self.index_mtime.is_none_or(|t| e.stat.mtime >= t);
+        if e.stat.matches(&meta.stat, self.opts) && !racy {
+            return None;
+        }
+        self.hashed += 1;
+        let Some(full) = gix::path::from_bstr(rel).ok().map(|p| self.wt.join(p)) else { return Some(Fast::Unsure) };
+        let data = if is_link {
+            match std::fs::read_link(&full).ok().and_then(|t| gix::path::into_bstr(t).ok().map(|b| b.into_owned())) {
+                Some(b) => b.into(),
+                None => return Some(Fast::Unsure),
+            }
+        } else {
+            match std::fs::read(&full) {
+                Ok(d) => d,
+                Err(_) => return Some(Fast::Unsure),
+            }
+        };
+        if blob_hash(self.g.object_hash(), &data) == Some(e.id) {
+            return None;
+        }
+        let (g, index) = (self.g, self.index);
+        if *self.filters.get_or_insert_with(|| filters_possible(g, index)) {
+            return Some(Fast::Unsure);
+        }
+        Some(Fast::Dirty)
+    }
 }
 
 /// What one `lstat` says about a tracked path.

@@ -341,6 +341,40 @@ pub fn update(
     Ok(update_in(&repo.repo, &full_name(name)?, expected, new, message, writer))
 }
 
+/// One compare-and-swap of [`update_all`].
+#[derive(Debug, Clone)]
+pub struct Swap {
+    pub name: String,
+    pub expected: Expect,
+    pub new: ObjectId,
+    /// The reflog message.
+    pub message: String,
+}
+
+/// Several compare-and-swaps in one ref transaction: every ref moves or none does (a ref that no
+/// longer holds what it was expected to, or whose lock another writer holds, fails them all; the
+/// error says whether that is worth retrying). One transaction locks `packed-refs` once, where
+/// one per ref would lock it once per ref.
+pub fn update_all(repo: &Repo, swaps: &[Swap], writer: Writer<'_>) -> Result<std::result::Result<(), UpdateError>> {
+    use gix::refs::transaction::RefEdit;
+    if swaps.is_empty() {
+        return Ok(Ok(()));
+    }
+    let mut edits = Vec::with_capacity(swaps.len());
+    for s in swaps {
+        edits.push(RefEdit::update(full_name(&s.name)?, s.new, s.expected.previous(), s.message.as_str()));
+    }
+    let mut buf = gix::date::parse::TimeBuf::default();
+    let edited = match writer {
+        Writer::As(sig) => repo.repo.edit_references_as(edits, Some(sig.0.to_ref(&mut buf))),
+        Writer::Configured => repo.repo.edit_references(edits),
+    };
+    Ok(edited.map(|_| ()).map_err(|e| UpdateError {
+        transient: e.is_conflict() || e.can_retry() || e.is_retryable(),
+        cause: super::objects::failure(e),
+    }))
+}
+
 /// Delete a ref only if it still points at `expected` (compare-and-swap).
 pub fn delete(repo: &Repo, name: &str, expected: ObjectId) -> Result<()> {
     use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};

@@ -16,7 +16,7 @@ pub use op::{
     replay, BoulderOp, BoulderState, BoulderStatus, Checkpoint, Op, Opt, Payload, PrdOp, PrdState, RunInfo, State,
     StreamOp, StreamState, StreamStatus, Todo,
 };
-pub use store::{Absorbed, Entry, LogEntry, Store};
+pub use store::{Absorbed, Entry, LogEntry, Prepared, Store};
 
 /// The op-log refs, named in [`crate::git::refs`]: stream and boulder prefixes, the PRD op-log,
 /// the notes ref.

@@ -720,34 +720,19 @@ impl<'r> Store<'r> {
         let absorbed = refs::update_with_retry(self.repo, refname, retry, |_| {
             let ours = self.repo.ref_id(refname)?;
             if !checked {
-                self.validate_since::<S>(theirs, &ours.into_iter().collect::<Vec<_>>()).map_err(|e| {
-                    Error::refused(format!("{refname}: the fetched state is invalid and was not taken: {e}"))
-                        .hint("the local state is unchanged; fix or delete the ref on the other machine")
-                        .with_source(e)
-                })?;
+                self.check_fetched::<S>(refname, ours, theirs)?;
                 checked = true;
             }
-            let (new, how, expected) = match ours {
-                None => (theirs, Absorbed::Created, Expect::Absent),
-                Some(ours) => {
-                    let merged = self.merge::<S>(ours, theirs).map_err(|e| e.context(refname))?;
-                    let how = if merged == ours {
-                        return Ok(Step::Done(Absorbed::UpToDate));
-                    } else if merged == theirs {
-                        Absorbed::FastForward
-                    } else {
-                        Absorbed::Merged
-                    };
-                    (merged, how, Expect::At(ours))
-                }
-            };
-            Ok(Step::Update {
-                expected,
-                new,
-                message: format!("boulder: {how:?}").to_lowercase(),
-                writer: Some(identity::state_signature(&crate::time::now_rfc3339())),
-                moved: how,
-                already: Some(Absorbed::UpToDate),
+            Ok(match self.absorb_step::<S>(refname, ours, theirs)? {
+                Prepared::UpToDate => Step::Done(Absorbed::UpToDate),
+                Prepared::Move { swap, how } => Step::Update {
+                    expected: swap.expected,
+                    new: swap.new,
+                    message: swap.message,
+                    writer: Some(Self::absorb_writer()),
+                    moved: how,
+                    already: Some(Absorbed::UpToDate),
+                },
             })
         })?;
         absorbed.map_err(|e| match e {
@@ -756,6 +741,63 @@ impl<'r> Store<'r> {
                 Error::refused(format!("cannot update {refname}: lost the race to other writers {MAX_TRIES} times"))
             }
         })
+    }
+}
+
+/// What bringing a fetched tip into a ref comes to ([`Store::prepare_absorb`]), checked and
+/// computed (a merge commit written) but the ref not moved yet.
+#[derive(Debug, Clone)]
+pub enum Prepared {
+    /// The ref already holds everything fetched.
+    UpToDate,
+    /// Move the ref: created, fast-forwarded or merged (`how`).
+    Move { swap: refs::Swap, how: Absorbed },
+}
+
+impl<'r> Store<'r> {
+    /// The first half of [`Store::absorb`] for one ref of many moved together: check what the
+    /// fetched tip adds over the ref's current value, and work out where the ref goes (writing a
+    /// merge commit when one is needed), without moving it. The caller moves every prepared ref
+    /// in one transaction ([`refs::update_all`], as [`Store::absorb_writer`]), and falls back to
+    /// [`Store::absorb`] per ref if that transaction fails.
+    pub fn prepare_absorb<S: State>(&self, refname: &str, theirs: ObjectId) -> Result<Prepared> {
+        let ours = self.repo.ref_id(refname)?;
+        self.check_fetched::<S>(refname, ours, theirs)?;
+        self.absorb_step::<S>(refname, ours, theirs)
+    }
+
+    /// Who the reflog entries of absorbed refs name: git-boulder, now.
+    pub fn absorb_writer() -> crate::git::identity::Signature {
+        identity::state_signature(&crate::time::now_rfc3339())
+    }
+
+    /// Check what a fetched tip adds over `ours`, refusing it by name when invalid.
+    fn check_fetched<S: State>(&self, refname: &str, ours: Option<ObjectId>, theirs: ObjectId) -> Result<()> {
+        self.validate_since::<S>(theirs, &ours.into_iter().collect::<Vec<_>>()).map_err(|e| {
+            Error::refused(format!("{refname}: the fetched state is invalid and was not taken: {e}"))
+                .hint("the local state is unchanged; fix or delete the ref on the other machine")
+                .with_source(e)
+        })
+    }
+
+    /// Where `refname`, holding `ours`, goes to take in the (checked) fetched tip `theirs`.
+    fn absorb_step<S: State>(&self, refname: &str, ours: Option<ObjectId>, theirs: ObjectId) -> Result<Prepared> {
+        let (new, how, expected) = match ours {
+            None => (theirs, Absorbed::Created, Expect::Absent),
+            Some(ours) => {
+                let merged = self.merge::<S>(ours, theirs).map_err(|e| e.context(refname))?;
+                let how = if merged == ours {
+                    return Ok(Prepared::UpToDate);
+                } else if merged == theirs {
+                    Absorbed::FastForward
+                } else {
+                    Absorbed::Merged
+                };
+                (merged, how, Expect::At(ours))
+            }
+        };
+        let message = format!("boulder: {how:?}").to_lowercase();
+        Ok(Prepared::Move { swap: refs::Swap { name: refname.to_string(), expected, new, message }, how })
     }
 }
 

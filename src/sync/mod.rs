@@ -221,57 +221,113 @@ fn over_limit(name: &str) -> RefOutcome {
     outcome(name, "refused", Some(format!("more than {MAX_REFS_PER_PULL} refs in one pull; not taken")))
 }
 
-/// Bring the fetched op-log `id` into the ref `name`, unless `misnamed` says why it is not that
-/// ref's (its state records another name).
-fn absorb_log<S: State>(store: &Store, name: &str, id: ObjectId, misnamed: Option<String>) -> RefOutcome {
-    if let Some(why) = misnamed {
-        return outcome(name, "refused", Some(why));
+/// The word a pull reports for what was done with an op-log.
+fn absorbed_word(how: Absorbed) -> &'static str {
+    match how {
+        Absorbed::Created => "created",
+        Absorbed::UpToDate => "up_to_date",
+        Absorbed::FastForward => "fast_forward",
+        Absorbed::Merged => "merged",
     }
-    match store.absorb::<S>(name, id) {
-        Ok(Absorbed::Created) => outcome(name, "created", None),
-        Ok(Absorbed::UpToDate) => outcome(name, "up_to_date", None),
-        Ok(Absorbed::FastForward) => outcome(name, "fast_forward", None),
-        Ok(Absorbed::Merged) => outcome(name, "merged", None),
+}
+
+/// The kind of state an op-log ref holds.
+#[derive(Debug, Clone, Copy)]
+enum LogKind {
+    Stream,
+    Boulder,
+    Prd,
+}
+
+/// A fetched op-log checked and ready to move: its ref moves with the others of the pull in one
+/// transaction.
+struct Pending {
+    kind: LogKind,
+    id: ObjectId,
+    swap: refs::Swap,
+    how: Absorbed,
+}
+
+/// What taking in one fetched ref comes to: done (an outcome, or nothing for a ref that is not
+/// git-boulder's), or an op-log ref to move.
+enum Taken {
+    Done(Option<RefOutcome>),
+    Pending(Pending),
+}
+
+/// Bring the fetched op-log `id` into the ref `name` on its own (compare-and-swap with retry).
+fn absorb_kind(store: &Store, kind: LogKind, name: &str, id: ObjectId) -> RefOutcome {
+    let absorbed = match kind {
+        LogKind::Stream => store.absorb::<StreamState>(name, id),
+        LogKind::Boulder => store.absorb::<BoulderState>(name, id),
+        LogKind::Prd => store.absorb::<PrdState>(name, id),
+    };
+    match absorbed {
+        Ok(how) => outcome(name, absorbed_word(how), None),
         Err(e) => outcome(name, "refused", Some(e.message)),
     }
 }
 
-/// Bring one fetched ref in. `Ok(None)` for a ref that is not git-boulder's.
+/// Check the fetched op-log `id` for the ref `name` and work out its move, unless `misnamed` says
+/// why it is not that ref's (its state records another name).
+fn prepare_log<S: State>(store: &Store, kind: LogKind, name: &str, id: ObjectId, misnamed: Option<String>) -> Taken {
+    if let Some(why) = misnamed {
+        return Taken::Done(Some(outcome(name, "refused", Some(why))));
+    }
+    match store.prepare_absorb::<S>(name, id) {
+        Ok(state::Prepared::UpToDate) => Taken::Done(Some(outcome(name, "up_to_date", None))),
+        Ok(state::Prepared::Move { swap, how }) => Taken::Pending(Pending { kind, id, swap, how }),
+        Err(e) => Taken::Done(Some(outcome(name, "refused", Some(e.message)))),
+    }
+}
+
+/// Bring one fetched ref in on its own. `Ok(None)` for a ref that is not git-boulder's.
 fn absorb_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: ObjectId) -> Result<Option<RefOutcome>> {
+    Ok(match take_one(repo, store, key, remote_ref, id)? {
+        Taken::Done(o) => o,
+        Taken::Pending(p) => Some(absorb_kind(store, p.kind, &p.swap.name, p.id)),
+    })
+}
+
+/// Take in one fetched ref: notes and claims at once, an op-log checked and left to move.
+fn take_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: ObjectId) -> Result<Taken> {
     let Some(t) = target(remote_ref) else {
-        return Ok(Some(outcome(remote_ref, "ignored", Some("not a git-boulder ref".into()))));
+        return Ok(Taken::Done(Some(outcome(remote_ref, "ignored", Some("not a git-boulder ref".into())))));
     };
-    let refused = |name: &str, e: Error| Ok(Some(outcome(name, "refused", Some(e.message))));
+    let refused = |name: &str, e: Error| Ok(Taken::Done(Some(outcome(name, "refused", Some(e.message)))));
+    let done = |o: RefOutcome| Ok(Taken::Done(Some(o)));
     match t {
         Target::Stream(n) => {
             let declared = store.entry::<StreamState>(id).ok().and_then(|e| e.state.name);
-            Ok(Some(absorb_log::<StreamState>(store, &state::stream_ref(&n), id, misnamed(declared, &n, "stream"))))
+            let why = misnamed(declared, &n, "stream");
+            Ok(prepare_log::<StreamState>(store, LogKind::Stream, &state::stream_ref(&n), id, why))
         }
         Target::Boulder(n) => {
             let declared = store.entry::<BoulderState>(id).ok().and_then(|e| e.state.id);
-            Ok(Some(absorb_log::<BoulderState>(store, &state::boulder_ref(&n), id, misnamed(declared, &n, "boulder"))))
+            let why = misnamed(declared, &n, "boulder");
+            Ok(prepare_log::<BoulderState>(store, LogKind::Boulder, &state::boulder_ref(&n), id, why))
         }
-        Target::Prd => Ok(Some(absorb_log::<PrdState>(store, state::PRD_REF, id, None))),
+        Target::Prd => Ok(prepare_log::<PrdState>(store, LogKind::Prd, state::PRD_REF, id, None)),
         Target::Notes => {
             if let Err(why) = validate_notes(repo, id) {
-                return Ok(Some(outcome(NOTES_REF, "refused", Some(format!("the fetched notes are invalid: {why}")))));
+                return done(outcome(NOTES_REF, "refused", Some(format!("the fetched notes are invalid: {why}"))));
             }
             match notes::union(repo, id) {
-                Ok(notes::Union::UpToDate) => Ok(Some(outcome(NOTES_REF, "up_to_date", None))),
-                Ok(notes::Union::Created) => Ok(Some(outcome(NOTES_REF, "created", None))),
-                Ok(notes::Union::FastForward) => Ok(Some(outcome(NOTES_REF, "fast_forward", None))),
-                Ok(notes::Union::Merged) => Ok(Some(outcome(NOTES_REF, "merged", None))),
+                Ok(notes::Union::UpToDate) => done(outcome(NOTES_REF, "up_to_date", None)),
+                Ok(notes::Union::Created) => done(outcome(NOTES_REF, "created", None)),
+                Ok(notes::Union::FastForward) => done(outcome(NOTES_REF, "fast_forward", None)),
+                Ok(notes::Union::Merged) => done(outcome(NOTES_REF, "merged", None)),
                 Err(e) => refused(NOTES_REF, e),
             }
         }
         Target::Claim(stream) => {
             let local = crate::sync::claim::tracking_ref(key, &stream);
             match crate::sync::claim::read(repo, &stream, id) {
-                Ok(_) => Ok(Some(outcome(&local, "claim", None))),
+                Ok(_) => done(outcome(&local, "claim", None)),
                 Err(why) => {
                     // Keep no copy of an invalid claim.
                     crate::sync::claim::forget(repo, key, &stream)?;
-                    Ok(Some(outcome(&local, "refused", Some(why.to_string()))))
+                    done(outcome(&local, "refused", Some(why.to_string())))
                 }
             }
         }
@@ -301,6 +357,8 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
     let store = Store::new(repo)?;
     let mut report = PullReport { remote: remote.given.clone(), refs: Vec::new() };
     let mut claims_seen = Vec::new();
+    // Op-logs checked and ready to move, with their place in the report.
+    let mut pending: Vec<(usize, Pending)> = Vec::new();
     for (n, f) in fetched.iter().enumerate() {
         if let Some(Target::Claim(s)) = target(&f.remote_ref) {
             claims_seen.push(s);
@@ -310,8 +368,22 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
             continue;
         }
         crate::progress::show(&format!("merging {}/{} {}", n + 1, fetched.len(), f.remote_ref));
-        if let Some(o) = absorb_one(repo, &store, &remote.key, &f.remote_ref, f.id)? {
-            report.refs.push(o);
+        match take_one(repo, &store, &remote.key, &f.remote_ref, f.id)? {
+            Taken::Done(Some(o)) => report.refs.push(o),
+            Taken::Done(None) => {}
+            Taken::Pending(p) => {
+                report.refs.push(outcome(&p.swap.name, absorbed_word(p.how), None));
+                pending.push((report.refs.len() - 1, p));
+            }
+        }
+    }
+    // Every op-log ref moves in one transaction. If it fails (a local writer moved one of them
+    // meanwhile, or holds its lock), each is taken in on its own, with retries.
+    let swaps: Vec<refs::Swap> = pending.iter().map(|(_, p)| p.swap.clone()).collect();
+    let writer = Store::absorb_writer();
+    if refs::update_all(repo, &swaps, refs::Writer::As(&writer))?.is_err() {
+        for (i, p) in &pending {
+            report.refs[*i] = absorb_kind(&store, p.kind, &p.swap.name, p.id);
         }
     }
     // Claims the remote no longer has were released there.
