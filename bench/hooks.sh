@@ -66,6 +66,7 @@ echo "git commit, 10000 files: without hooks ${plain} ms, with git-boulder hooks
 notes=$(git notes --ref=boulder list | wc -l)
 echo "  (notes written by the hooked commits: $notes, of $((RUNS + 3)))"
 echo "  same job as a shell hook with git notes add: ${shell} ms, ratio $(python3 -c "print(round($shell/$plain, 2))")"
+echo "post-commit, git-boulder's hooks vs the shell hook: commit ${hooked} vs ${shell} ms, ratio $(python3 -c "print(round($hooked/$shell, 2))"); the hook alone (commit minus a commit without hooks) $(python3 -c "print(round($hooked-$plain, 1))") vs $(python3 -c "print(round($shell-$plain, 1))") ms"
 
 # pre-push over 1000 commits.
 git -C "$wt" checkout -q -b boulder/s02 main 2>/dev/null || true

@@ -48,3 +48,28 @@ done
 mb=$(median "${sb[@]}"); mg=$(median "${sg[@]}"); ma=$(median "${sa[@]}")
 echo "status, 50 streams (8 worktrees), 20000 files: git-boulder ${mb} ms, git status ${mg} ms, ratio $(python3 -c "print(round($mb/$mg, 2))")"
 echo "  git status in each of the 8 worktrees, one after another: ${ma} ms, ratio $(python3 -c "print(round($mb/$ma, 2))")"
+
+# The same with a file system monitor: core.fsmonitor set to git's fsmonitor-watchman hook (needs
+# watchman, Debian package watchman) and core.untrackedCache, as users of big repositories set them.
+sample_hook=/usr/share/git-core/templates/hooks/fsmonitor-watchman.sample
+if command -v watchman >/dev/null 2>&1 && [ -e "$sample_hook" ]; then
+  cp "$sample_hook" "$WORK/a/.git/hooks/fsmonitor-watchman"
+  git -C "$WORK/a" config core.fsmonitor "$WORK/a/.git/hooks/fsmonitor-watchman"
+  git -C "$WORK/a" config core.untrackedCache true
+  # Warm up: watchman crawls each worktree once, git writes its token and untracked cache, and
+  # git-boulder keeps the token of a clean check.
+  for n in $names; do git -C "$WORK/a/.boulder/worktrees/$n" status >/dev/null; done
+  for i in 1 2 3; do (cd "$WORK/a" && git status >/dev/null && git-boulder status >/dev/null); done
+  sb=() ; sg=() ; sa=()
+  for r in $(seq 1 "$RUNS"); do
+    sb+=($(cd "$WORK/a" && time_ms git-boulder status))
+    sg+=($(cd "$WORK/a" && time_ms git status))
+    sa+=($(time_ms all_status))
+  done
+  mb=$(median "${sb[@]}"); mg=$(median "${sg[@]}"); ma=$(median "${sa[@]}")
+  echo "status with core.fsmonitor (watchman) and core.untrackedCache: git-boulder ${mb} ms, git status ${mg} ms, ratio $(python3 -c "print(round($mb/$mg, 2))")"
+  echo "  git status in each of the 8 worktrees, one after another: ${ma} ms, ratio $(python3 -c "print(round($mb/$ma, 2))")"
+  for d in "$WORK/a" $(for n in $names; do echo "$WORK/a/.boulder/worktrees/$n"; done); do watchman watch-del "$d" >/dev/null 2>&1 || true; done
+else
+  echo "status with core.fsmonitor: skipped (watchman, Debian package watchman, or git's fsmonitor-watchman sample is missing)"
+fi

@@ -17,6 +17,7 @@ mod first_day;
 mod flags;
 mod fleet;
 mod foundation;
+mod fsmonitor;
 mod hook_managers;
 mod hooks;
 mod hostile;
