@@ -122,6 +122,113 @@ pub fn fast(repo: &Repo, wt: &Path, trees: &Trees) -> Result<Fast> {
     }
 }
 
+/// A file system monitor asked once for every worktree below the main worktree (the default
+/// place of stream worktrees, `.boulder/worktrees/`): the hook runs once, in the main worktree,
+/// and each worktree takes the paths below it. Kept in `$GIT_COMMON_DIR/boulder/fsmonitor.json`:
+/// the token of the last such question, and the worktrees found clean right after it (by path,
+/// with what that was valid for, as [`CleanMark`]).
+pub struct Monitor {
+    /// The main worktree, where the hook ran.
+    root: PathBuf,
+    /// Its answer; `None` when it failed.
+    answer: Option<super::fsmonitor::Changes>,
+    /// The worktrees found clean after the previous question.
+    before: HashMap<String, String>,
+    /// The worktrees found clean after this one.
+    now: Mutex<HashMap<String, String>>,
+    path: PathBuf,
+}
+
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct SharedMark {
+    token: String,
+    /// Worktree path → key ([`cache_key`] and HEAD) when it was found clean.
+    clean: HashMap<String, String>,
+}
+
+impl Monitor {
+    /// Ask the `core.fsmonitor` hook, if one is set and the repository has a main worktree, what
+    /// changed since the last question.
+    pub fn ask(repo: &Repo) -> Option<Monitor> {
+        let hook = super::fsmonitor::hook(&repo.repo)?;
+        let root = repo.main_work_dir.clone()?;
+        let path = repo.common_dir.join("boulder").join("fsmonitor.json");
+        let mark: SharedMark =
+            std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        let asked = if mark.token.is_empty() { NO_TOKEN } else { mark.token.as_str() };
+        let span = crate::trace::span("dirty: ask the file system monitor (once, in the main worktree)");
+        let answer = super::fsmonitor::query(&hook, &root, asked);
+        drop(span);
+        if answer.is_none() {
+            crate::trace::line("the file system monitor did not answer; full checks");
+        }
+        Some(Monitor { root, answer, before: mark.clean, now: Mutex::new(HashMap::new()), path })
+    }
+
+    /// Keep the token of this question and the worktrees found clean after it.
+    pub fn keep(&self) {
+        let Some(answer) = &self.answer else {
+            let _ = std::fs::remove_file(&self.path);
+            return;
+        };
+        let clean = self.now.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Ok(text) = serde_json::to_vec(&SharedMark { token: answer.token.clone(), clean }) {
+            if let Some(dir) = self.path.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let _ = crate::fsutil::write_atomic(&self.path, &text);
+        }
+    }
+
+    /// The paths the monitor reports below the worktree `wt` (relative to it), or `None` when it
+    /// cannot say (no answer, "everything", a change to a folder holding the worktree, or a
+    /// worktree that is not below the main worktree).
+    fn below(&self, wt: &Path) -> Option<Vec<BString>> {
+        let answer = self.answer.as_ref().filter(|a| !a.everything)?;
+        let rel = wt.strip_prefix(&self.root).ok()?;
+        let rel = gix::path::os_str_into_bstr(rel.as_os_str()).ok()?.to_owned();
+        if rel.is_empty() {
+            return None;
+        }
+        let mut prefix = rel.clone();
+        prefix.push(b'/');
+        let mut out = Vec::new();
+        for p in &answer.paths {
+            let bare: &[u8] = p.strip_suffix(b"/").unwrap_or(p);
+            if let Some(inner) = p.strip_prefix(prefix.as_slice()) {
+                if !inner.is_empty() && inner != b".git" && !inner.starts_with(b".git/") {
+                    out.push(inner.into());
+                }
+            } else if bare == rel.as_slice() || prefix.starts_with(bare) && prefix.get(bare.len()) == Some(&b'/') {
+                // The worktree's folder, or one holding it, changed: look at everything.
+                return None;
+            }
+        }
+        Some(out)
+    }
+}
+
+/// [`fast`] for one of many worktrees, with the file system monitor asked once for all of them
+/// (see [`Monitor`]); worktrees it cannot speak for ask their own.
+pub fn fast_with(repo: &Repo, wt: &Path, trees: &Trees, monitor: Option<&Monitor>) -> Result<Fast> {
+    let Some(m) = monitor.filter(|m| wt.starts_with(&m.root) && wt != m.root) else { return fast(repo, wt, trees) };
+    let Some(git_dir) = git_dir_of(wt) else { return Ok(Fast::Unsure) };
+    let Some(head) = head_of(repo, &git_dir) else { return Ok(Fast::Unsure) };
+    let key = format!("{head} {}", cache_key(&repo.repo, &git_dir));
+    let name = wt.to_string_lossy().into_owned();
+    let decided = match m.below(wt) {
+        Some(paths) if m.before.get(&name) == Some(&key) => {
+            crate::trace::line(&format!("dirty: the monitor reports {} changed paths in {name}", paths.len()));
+            reported(&repo.repo, wt, &git_dir, &paths)?
+        }
+        _ => check(repo, wt, trees, &git_dir, head)?,
+    };
+    if decided == Fast::Clean && m.answer.is_some() {
+        m.now.lock().unwrap_or_else(|e| e.into_inner()).insert(name, key);
+    }
+    Ok(decided)
+}
+
 /// The token a monitor was last asked with when the worktree was found clean, and what that was
 /// valid for (HEAD, the index, the ignore files: [`cache_key`]), kept in the worktree's git dir.
 #[derive(serde::Serialize, serde::Deserialize)]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::error::{Error, Result};
-use crate::git::refresh::{fast, Fast};
+use crate::git::refresh::{fast, fast_with, Fast, Monitor};
 use crate::git::Repo;
 
 pub use crate::git::refresh::Trees;
@@ -23,8 +23,13 @@ pub fn decide(repo: &Repo, wt: &Path, trees: &Trees) -> Result<Option<bool>> {
 
 /// True when `git status --porcelain` in the worktree at `wt` would print anything.
 pub fn dirty(repo: &Repo, wt: &Path, trees: &Trees) -> Result<bool> {
+    dirty_with(repo, wt, trees, None)
+}
+
+/// [`dirty`], with the file system monitor (if any) asked once for many worktrees.
+fn dirty_with(repo: &Repo, wt: &Path, trees: &Trees, monitor: Option<&Monitor>) -> Result<bool> {
     let _span = crate::trace::span(format!("dirty check of {}", wt.display()));
-    let decided = fast(repo, wt, trees)?;
+    let decided = fast_with(repo, wt, trees, monitor)?;
     if matches!(decided, Fast::Unsure) {
         crate::trace::line(&format!("{}: the fast check cannot decide; full status", wt.display()));
     }
@@ -38,8 +43,13 @@ pub fn dirty(repo: &Repo, wt: &Path, trees: &Trees) -> Result<bool> {
 /// [`dirty`] for many worktrees, checked in parallel; results in the order of `paths`.
 pub fn dirty_many(repo: &Repo, paths: &[PathBuf]) -> Vec<Result<bool>> {
     let trees = Trees::default();
+    // A file system monitor is asked once for all the worktrees below the main worktree.
+    let monitor = if paths.is_empty() { None } else { Monitor::ask(repo) };
+    let monitor = monitor.as_ref();
     if paths.len() <= 1 {
-        return paths.iter().map(|p| dirty(repo, p, &trees)).collect();
+        let out = paths.iter().map(|p| dirty_with(repo, p, &trees, monitor)).collect();
+        finish(monitor);
+        return out;
     }
     let workers = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).clamp(2, 8).min(paths.len());
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -56,7 +66,7 @@ pub fn dirty_many(repo: &Repo, paths: &[PathBuf]) -> Vec<Result<bool>> {
                         break;
                     }
                     let r = match &local {
-                        Ok(l) => dirty(l, &paths[i], &trees),
+                        Ok(l) => dirty_with(l, &paths[i], &trees, monitor),
                         Err(e) => Err(Error::internal(e.message.clone())),
                     };
                     *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
@@ -64,10 +74,18 @@ pub fn dirty_many(repo: &Repo, paths: &[PathBuf]) -> Vec<Result<bool>> {
             });
         }
     });
+    finish(monitor);
     results
         .into_iter()
         .map(|m| {
             m.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_else(|| Err(Error::internal("not checked")))
         })
         .collect()
+}
+
+/// Keep what the monitor said for next time.
+fn finish(monitor: Option<&Monitor>) {
+    if let Some(m) = monitor {
+        m.keep();
+    }
 }
