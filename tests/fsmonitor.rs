@@ -1,5 +1,6 @@
-//! `status` with `core.fsmonitor`: the monitor hook is asked what changed (protocol version 2)
-//! and only those paths are looked at once a worktree was found clean; a modified, added or
+//! `status` with `core.fsmonitor`: the monitor hook is asked what changed (protocol version 2),
+//! once for every worktree below the main worktree, and only those paths are looked at once a
+//! worktree was found clean; a modified, added or
 //! deleted file is still reported dirty, as `git status --porcelain` says; a monitor that fails
 //! or answers "everything" means the full check.
 
@@ -12,8 +13,10 @@ fn dirty(repo: &TestRepo, stream: &str) -> serde_json::Value {
     st["streams"].as_array().unwrap().iter().find(|r| r["name"] == stream).unwrap()["dirty"].clone()
 }
 
+/// What `git status --porcelain` says, looking at every file (the fake monitor answers for the
+/// main worktree, so git in the stream worktree must not ask it).
 fn porcelain_dirty(repo: &TestRepo, wt: &Path) -> bool {
-    !repo.git_in(wt, &["status", "--porcelain"]).ok().stdout.trim().is_empty()
+    !repo.git_in(wt, &["-c", "core.fsmonitor=false", "status", "--porcelain"]).ok().stdout.trim().is_empty()
 }
 
 /// A monitor hook speaking protocol 2 whose answers the test writes: it logs each call's
@@ -45,9 +48,14 @@ impl FakeMonitor {
         m
     }
 
+    /// Answer `token` and the paths `changed` in the stream worktree `auth`. status asks the
+    /// monitor once, in the main worktree, for every worktree below it: paths are relative to it.
     fn answer(&self, token: &str, changed: &[&str]) {
         std::fs::write(self.dir.join("token"), token).unwrap();
-        let text: String = changed.iter().map(|p| format!("{p}\n")).collect();
+        let text: String = changed
+            .iter()
+            .map(|p| if *p == "/" { "/\n".to_string() } else { format!(".boulder/worktrees/auth/{p}\n") })
+            .collect();
         std::fs::write(self.dir.join("changed"), text).unwrap();
     }
 
