@@ -351,11 +351,15 @@ pub struct Swap {
     pub message: String,
 }
 
-/// Several compare-and-swaps in one ref transaction: every ref moves or none does (a ref that no
-/// longer holds what it was expected to, or whose lock another writer holds, fails them all; the
-/// error says whether that is worth retrying). One transaction locks `packed-refs` once, where
-/// one per ref would lock it once per ref.
-pub fn update_all(repo: &Repo, swaps: &[Swap], writer: Writer<'_>) -> Result<std::result::Result<(), UpdateError>> {
+/// Several compare-and-swaps in one ref transaction, written into `packed-refs` (as
+/// `git pack-refs` leaves refs): every ref moves or none does (a ref that no longer holds what it
+/// was expected to, or whose lock another writer holds, fails them all; the error says whether
+/// that is worth retrying). One lock and one file for all of them, where a loose ref each would
+/// create a lock file and a ref file per ref; a loose copy of a moved ref is deleted, so the
+/// packed value is the one read. Reflog entries name `writer`.
+pub fn update_all(repo: &Repo, swaps: &[Swap], writer: &Signature) -> Result<std::result::Result<(), UpdateError>> {
+    use gix::lock::acquire::Fail;
+    use gix::refs::file::transaction::PackedRefs;
     use gix::refs::transaction::RefEdit;
     if swaps.is_empty() {
         return Ok(Ok(()));
@@ -364,15 +368,26 @@ pub fn update_all(repo: &Repo, swaps: &[Swap], writer: Writer<'_>) -> Result<std
     for s in swaps {
         edits.push(RefEdit::update(full_name(&s.name)?, s.new, s.expected.previous(), s.message.as_str()));
     }
-    let mut buf = gix::date::parse::TimeBuf::default();
-    let edited = match writer {
-        Writer::As(sig) => repo.repo.edit_references_as(edits, Some(sig.0.to_ref(&mut buf))),
-        Writer::Configured => repo.repo.edit_references(edits),
-    };
-    Ok(edited.map(|_| ()).map_err(|e| UpdateError {
+    let g = &repo.repo;
+    let fail = |e: gix::Error| UpdateError {
         transient: e.is_conflict() || e.can_retry() || e.is_retryable(),
         cause: super::objects::failure(e),
-    }))
+    };
+    // Lock waits as git's defaults (core.filesRefLockTimeout 100 ms, core.packedRefsTimeout 1 s).
+    let (files, packed) = (
+        Fail::AfterDurationWithBackoff(Duration::from_millis(100)),
+        Fail::AfterDurationWithBackoff(Duration::from_millis(1000)),
+    );
+    let mut buf = gix::date::parse::TimeBuf::default();
+    let prepared = g
+        .refs
+        .transaction()
+        .packed_refs(PackedRefs::DeletionsAndNonSymbolicUpdatesRemoveLooseSourceReference(Box::new(g.objects.clone())))
+        .prepare(edits, files, packed);
+    Ok(match prepared {
+        Ok(t) => t.commit(Some(writer.0.to_ref(&mut buf))).map(|_| ()).map_err(fail),
+        Err(e) => Err(fail(e)),
+    })
 }
 
 /// Delete a ref only if it still points at `expected` (compare-and-swap).

@@ -381,7 +381,7 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
     // meanwhile, or holds its lock), each is taken in on its own, with retries.
     let swaps: Vec<refs::Swap> = pending.iter().map(|(_, p)| p.swap.clone()).collect();
     let writer = Store::absorb_writer();
-    if refs::update_all(repo, &swaps, refs::Writer::As(&writer))?.is_err() {
+    if refs::update_all(repo, &swaps, &writer)?.is_err() {
         for (i, p) in &pending {
             report.refs[*i] = absorb_kind(&store, p.kind, &p.swap.name, p.id);
         }
