@@ -353,7 +353,10 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
     // worker and the merge it started) fail on each other's ref locks.
     let _fetching = fetch_lock(repo, remote, "git boulder pull")?;
     crate::progress::show(&format!("fetching git-boulder state from {}", remote.given));
+    let span = crate::trace::span("pull: git fetch");
     let fetched = remote::fetch(repo, &remote.given, &fetch_specs(&remote.key))?;
+    drop(span);
+    let _span = crate::trace::span(format!("pull: check and take in {} refs", fetched.len()));
     let store = Store::new(repo)?;
     let mut report = PullReport { remote: remote.given.clone(), refs: Vec::new() };
     let mut claims_seen = Vec::new();
@@ -381,7 +384,10 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
     // meanwhile, or holds its lock), each is taken in on its own, with retries.
     let swaps: Vec<refs::Swap> = pending.iter().map(|(_, p)| p.swap.clone()).collect();
     let writer = Store::absorb_writer();
-    if refs::update_all(repo, &swaps, &writer)?.is_err() {
+    let span = crate::trace::span(format!("pull: move {} op-log refs in one transaction", swaps.len()));
+    let moved = refs::update_all(repo, &swaps, &writer)?;
+    drop(span);
+    if moved.is_err() {
         for (i, p) in &pending {
             report.refs[*i] = absorb_kind(&store, p.kind, &p.swap.name, p.id);
         }
