@@ -133,17 +133,17 @@ pub struct Monitor {
     /// Its answer; `None` when it failed.
     answer: Option<super::fsmonitor::Changes>,
     /// The worktrees found clean after the previous question.
-    before: HashMap<String, String>,
+    before: HashMap<String, Found>,
     /// The worktrees found clean after this one.
-    now: Mutex<HashMap<String, String>>,
+    now: Mutex<HashMap<String, Found>>,
     path: PathBuf,
 }
 
 #[derive(Default, serde::Serialize, serde::Deserialize)]
 struct SharedMark {
     token: String,
-    /// Worktree path → key ([`cache_key`] and HEAD) when it was found clean.
-    clean: HashMap<String, String>,
+    /// Worktree path → what finding it clean was valid for.
+    clean: HashMap<String, Found>,
 }
 
 impl Monitor {
@@ -214,26 +214,90 @@ pub fn fast_with(repo: &Repo, wt: &Path, trees: &Trees, monitor: Option<&Monitor
     let Some(m) = monitor.filter(|m| wt.starts_with(&m.root) && wt != m.root) else { return fast(repo, wt, trees) };
     let Some(git_dir) = git_dir_of(wt) else { return Ok(Fast::Unsure) };
     let Some(head) = head_of(repo, &git_dir) else { return Ok(Fast::Unsure) };
-    let key = format!("{head} {}", cache_key(&repo.repo, &git_dir));
+    let g = &repo.repo;
     let name = wt.to_string_lossy().into_owned();
-    let decided = match m.below(wt) {
-        Some(paths) if m.before.get(&name) == Some(&key) => {
-            crate::trace::line(&format!("dirty: the monitor reports {} changed paths in {name}", paths.len()));
-            reported(&repo.repo, wt, &git_dir, &paths)?
-        }
-        _ => check(repo, wt, trees, &git_dir, head)?,
+    let (decided, found) = match (m.below(wt), m.before.get(&name)) {
+        (Some(paths), Some(before)) => match Found::again(g, &git_dir, head, before) {
+            Some(found) => {
+                crate::trace::line(&format!("dirty: the monitor reports {} changed paths in {name}", paths.len()));
+                (reported(g, wt, &git_dir, &paths)?, Some(found))
+            }
+            None => full_check(repo, wt, trees, &git_dir, head)?,
+        },
+        _ => full_check(repo, wt, trees, &git_dir, head)?,
     };
-    if decided == Fast::Clean && m.answer.is_some() {
-        m.now.lock().unwrap_or_else(|e| e.into_inner()).insert(name, key);
+    if let (Fast::Clean, Some(found), Some(_)) = (decided, found, &m.answer) {
+        m.now.lock().unwrap_or_else(|e| e.into_inner()).insert(name, found);
     }
     Ok(decided)
 }
 
+/// What finding a worktree clean is valid for: HEAD and the ignore files outside the tree
+/// (`base`), and the index — its file's size and time (`stamp`), and a digest of its entries
+/// (`entries`: paths, ids, modes, flags, stat data), so that git rewriting the index for its own
+/// caches (the fsmonitor token, the untracked cache) does not count as a change.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Found {
+    base: String,
+    stamp: String,
+    entries: u64,
+}
+
+impl Found {
+    fn base_and_stamp(g: &gix::Repository, git_dir: &Path, head: ObjectId) -> (String, String) {
+        let key = cache_key(g, git_dir);
+        // The index's stamp comes first in the cache key.
+        let (stamp, rest) = key.split_once(' ').unwrap_or((key.as_str(), ""));
+        (format!("{head} {rest}"), stamp.to_string())
+    }
+
+    /// Taken before a full check: read before the check reads the index, so a later change of
+    /// the index shows as a different digest.
+    fn now(g: &gix::Repository, git_dir: &Path, head: ObjectId) -> Option<Found> {
+        let (base, stamp) = Self::base_and_stamp(g, git_dir, head);
+        Some(Found { base, stamp, entries: entries_digest(g, git_dir)? })
+    }
+
+    /// `before` still holds (the same HEAD and ignore files, the same index entries): what holds now.
+    fn again(g: &gix::Repository, git_dir: &Path, head: ObjectId, before: &Found) -> Option<Found> {
+        let (base, stamp) = Self::base_and_stamp(g, git_dir, head);
+        if base != before.base {
+            return None;
+        }
+        if stamp == before.stamp {
+            return Some(before.clone());
+        }
+        let entries = entries_digest(g, git_dir)?;
+        (entries == before.entries).then_some(Found { base, stamp, entries })
+    }
+}
+
+/// A digest of the index's entries (not its extensions).
+fn entries_digest(g: &gix::Repository, git_dir: &Path) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let index = gix::index::File::at(git_dir.join("index"), g.object_hash(), true, Default::default()).ok()?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for e in index.entries() {
+        e.path(&index).hash(&mut h);
+        e.id.hash(&mut h);
+        (e.mode.bits(), e.flags.bits()).hash(&mut h);
+        let st = &e.stat;
+        (st.mtime.secs, st.mtime.nsecs, st.ctime.secs, st.ctime.nsecs, st.dev, st.ino, st.size).hash(&mut h);
+    }
+    Some(h.finish())
+}
+
+/// The full check, with what finding the worktree clean would be valid for, taken before it.
+fn full_check(repo: &Repo, wt: &Path, trees: &Trees, git_dir: &Path, head: ObjectId) -> Result<(Fast, Option<Found>)> {
+    let found = Found::now(&repo.repo, git_dir, head);
+    Ok((check(repo, wt, trees, git_dir, head)?, found))
+}
+
 /// The token a monitor was last asked with when the worktree was found clean, and what that was
-/// valid for (HEAD, the index, the ignore files: [`cache_key`]), kept in the worktree's git dir.
+/// valid for ([`Found`]), kept in the worktree's git dir.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct CleanMark {
-    key: String,
+    found: Found,
     token: String,
 }
 
@@ -245,7 +309,6 @@ fn monitored(repo: &Repo, wt: &Path, trees: &Trees, git_dir: &Path, head: Object
     let g = &repo.repo;
     let mark_path = git_dir.join("boulder-fsmonitor.json");
     // Taken before anything is looked at, so a change made meanwhile is reported next time.
-    let key = format!("{head} {}", cache_key(g, git_dir));
     let mark: Option<CleanMark> = std::fs::read(&mark_path).ok().and_then(|b| serde_json::from_slice(&b).ok());
     let asked = mark.as_ref().map_or(NO_TOKEN, |m| m.token.as_str());
     let span = crate::trace::span("dirty: ask the file system monitor");
@@ -256,24 +319,26 @@ fn monitored(repo: &Repo, wt: &Path, trees: &Trees, git_dir: &Path, head: Object
         let _ = std::fs::remove_file(&mark_path);
         return check(repo, wt, trees, git_dir, head);
     };
-    let remember = |token: &str| {
-        if let Ok(text) = serde_json::to_vec(&CleanMark { key: key.clone(), token: token.to_string() }) {
+    let remember = |found: Found, token: &str| {
+        if let Ok(text) = serde_json::to_vec(&CleanMark { found, token: token.to_string() }) {
             let _ = crate::fsutil::write_atomic(&mark_path, &text);
         }
     };
-    if mark.is_some_and(|m| m.key == key) && !changes.everything {
+    let still = mark.as_ref().filter(|_| !changes.everything).and_then(|m| Found::again(g, git_dir, head, &m.found));
+    if let Some(found) = still {
         crate::trace::line(&format!("dirty: the monitor reports {} changed paths", changes.paths.len()));
         let decided = reported(g, wt, git_dir, &changes.paths)?;
         if decided == Fast::Clean {
-            remember(&changes.token);
+            remember(found, &changes.token);
         }
         return Ok(decided);
     }
-    let decided = check(repo, wt, trees, git_dir, head)?;
-    if decided == Fast::Clean {
-        remember(&changes.token);
-    } else {
-        let _ = std::fs::remove_file(&mark_path);
+    let (decided, found) = full_check(repo, wt, trees, git_dir, head)?;
+    match (decided, found) {
+        (Fast::Clean, Some(found)) => remember(found, &changes.token),
+        _ => {
+            let _ = std::fs::remove_file(&mark_path);
+        }
     }
     Ok(decided)
 }
