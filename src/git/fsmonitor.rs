@@ -81,6 +81,11 @@ pub fn parse(out: &[u8]) -> Option<Changes> {
         if p == b".git" || p.starts_with(b".git/") {
             continue;
         }
+        // watchman's own files, made and removed to sync with the file system on every query.
+        let name = p.rsplit(|b| *b == b'/').next().unwrap_or(p);
+        if name.starts_with(b".watchman-cookie-") {
+            continue;
+        }
         paths.push(p.into());
     }
     Some(Changes { token, everything, paths })
@@ -92,7 +97,7 @@ mod tests {
 
     #[test]
     fn answers_read_as_the_protocol_says() {
-        let c = parse(b"c:1:2\0src/a.txt\0.git/index\0docs/\0").unwrap();
+        let c = parse(b"c:1:2\0src/a.txt\0.git/index\0docs/\0w/.watchman-cookie-host-1-2\0").unwrap();
         assert_eq!(c.token, "c:1:2");
         assert!(!c.everything);
         assert_eq!(c.paths, vec![BString::from("src/a.txt"), BString::from("docs/")]);

@@ -199,8 +199,11 @@ impl Monitor {
                 if !inner.is_empty() && inner != b".git" && !inner.starts_with(b".git/") {
                     out.push(inner.into());
                 }
-            } else if bare == rel.as_slice() || prefix.starts_with(bare) && prefix.get(bare.len()) == Some(&b'/') {
-                // The worktree's folder, or one holding it, changed: look at everything.
+            } else if bare == rel.as_slice() {
+                // The worktree's own folder changed (an entry came or went): look for untracked files.
+                out.push(BString::default());
+            } else if prefix.starts_with(bare) && prefix.get(bare.len()) == Some(&b'/') {
+                // A folder holding the worktree changed: look at everything.
                 return None;
             }
         }
