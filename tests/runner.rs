@@ -6,6 +6,7 @@ mod common;
 
 mod agent_claude;
 mod agent_codex;
+mod agent_harness_review;
 mod agent_install;
 mod agent_opencode;
 mod agent_prompt;

@@ -13,13 +13,20 @@ const CHECK_TIMEOUT_MS = 30_000;
 // The end of the agent's last message is enough for completion detection.
 const MESSAGE_LIMIT = 8_000;
 
-// The session id of an idle event: `session.status` with status idle, or the older `session.idle`.
-function idleSessionID(event) {
+// The session id of an idle event: `session.status` with status idle, or the older `session.idle`
+// from an OpenCode that sends no `session.status`. A current OpenCode announces every idle twice,
+// `session.status` first and then `session.idle`, and answers `promptAsync` before it stores the
+// prompt: a second check of the same idle would still find the agent's "I am done" as the last
+// message and push it twice. So once `session.status` has been seen, `session.idle` is ignored.
+function idleSessionID(event, seen) {
   if (!event || typeof event !== "object") return null;
   const props = event.properties && typeof event.properties === "object" ? event.properties : {};
   const id = typeof props.sessionID === "string" && props.sessionID ? props.sessionID : null;
-  if (event.type === "session.idle") return id;
-  if (event.type === "session.status" && props.status && props.status.type === "idle") return id;
+  if (event.type === "session.status") {
+    seen.status = true;
+    return props.status && props.status.type === "idle" ? id : null;
+  }
+  if (event.type === "session.idle" && !seen.status) return id;
   return null;
 }
 
@@ -117,10 +124,12 @@ export const GitBoulder = async ({ client, directory, worktree } = {}) => {
   // One check at a time, in the order the events came: a second idle event of the same turn
   // then meets the cooldown that the first one's enforcement recorded.
   let queue = Promise.resolve();
+  // Which idle events this OpenCode sends (not a gate: the gates are git-boulder's).
+  const seen = { status: false };
   return {
     event: async ({ event } = {}) => {
       try {
-        const id = idleSessionID(event);
+        const id = idleSessionID(event, seen);
         if (!id || !client || !client.session) return;
         const run = queue.then(() => onIdle(client, fallbackDir, id)).catch(() => {});
         queue = run;

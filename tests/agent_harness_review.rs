@@ -1,0 +1,66 @@
+//! Harness integration as a new user meets it: cases found by driving the installed files the way
+//! each harness really calls them.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+fn node() -> bool {
+    let ok = std::process::Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(std::env::var_os("CI").is_none(), "node is missing; .ci/run installs it (apt-get install nodejs)");
+        eprintln!("skipped: node is not installed");
+    }
+    ok
+}
+
+/// Run the installed plugin of `dir` under tests/support/opencode-bus.mjs (events as a current
+/// OpenCode's bus sends them).
+fn bus(repo: &TestRepo, dir: &Path, config: Value) -> Value {
+    let driver = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/opencode-bus.mjs");
+    let plugin = dir.join(".opencode/plugins/git-boulder.js");
+    let run = Run::from(
+        repo.command("node").arg(driver).arg(plugin).arg(config.to_string()).current_dir(dir).output().expect("node"),
+    )
+    .ok();
+    assert_eq!(run.stderr, "", "the plugin wrote to stderr");
+    run.json()
+}
+
+fn enforced(repo: &TestRepo, dir: &Path, boulder: &str) -> usize {
+    let log = repo.boulder_in(dir, &["log", boulder, "--json"]).ok().json();
+    log.as_array().unwrap().iter().filter(|e| e["op"]["kind"] == "enforced").count()
+}
+
+#[test]
+fn opencode_one_idle_announced_twice_makes_one_prompt() {
+    if !node() {
+        return;
+    }
+    let repo = sample();
+    repo.boulder(&["agent", "install", "opencode"]).ok();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.worktree("auth");
+    let dir = wt.display().to_string();
+    let said = json!([{"info": {"role": "assistant"}, "parts": [{"type": "text", "text": "All stories implemented. I am done."}]}]);
+    let out = bus(
+        &repo,
+        &wt,
+        json!({"directory": dir, "sessions": {"ses_main": {"directory": dir, "messages": said}}, "idles": ["ses_main"]}),
+    );
+    let prompts: Vec<&Value> =
+        out["calls"].as_array().unwrap().iter().filter(|c| c["call"] == "session.promptAsync").collect();
+    assert_eq!(prompts.len(), 1, "session.status and session.idle of one idle: one prompt: {out}");
+    assert_eq!(enforced(&repo, &wt, "auth"), 1, "one enforcement recorded");
+
+    // An older OpenCode that sends only session.idle is still served.
+    let out = bus(
+        &repo,
+        &wt,
+        json!({"directory": dir, "legacy": true, "sessions": {"ses_old": {"directory": dir, "messages": said}}, "idles": ["ses_old"]}),
+    );
+    let prompts = out["calls"].as_array().unwrap().iter().filter(|c| c["call"] == "session.promptAsync").count();
+    assert_eq!(prompts, 1, "{out}");
+}
