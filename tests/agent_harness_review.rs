@@ -64,3 +64,32 @@ fn opencode_one_idle_announced_twice_makes_one_prompt() {
     let prompts = out["calls"].as_array().unwrap().iter().filter(|c| c["call"] == "session.promptAsync").count();
     assert_eq!(prompts, 1, "{out}");
 }
+
+#[test]
+fn a_commit_hook_refusing_install_commit_leaves_file_and_index_as_they_were() {
+    let repo = TestRepo::with_files(&[
+        (".claude/settings.json", "{\"permissions\":{\"allow\":[]}}"),
+        ("hooks/pre-commit", "#!/bin/sh\necho 'lint: not today' >&2\nexit 1\n"),
+    ]);
+    std::fs::set_permissions(repo.dir.join("hooks/pre-commit"), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    repo.git(&["config", "core.hooksPath", "hooks"]).ok();
+    // The user has staged something of their own in the file: it stays staged, as it was.
+    repo.write(".claude/settings.json", "{\"permissions\":{\"allow\":[\"Bash(ls:*)\"]}}");
+    repo.git(&["add", ".claude/settings.json"]).ok();
+    let staged = repo.git_out(&["ls-files", "-s", "--", ".claude/settings.json"]);
+    let status = repo.git_out(&["status", "--porcelain"]);
+
+    let run = repo.boulder(&["agent", "install", "claude", "--commit"]).code(1);
+    assert!(run.stderr.contains("lint: not today"), "{}", run.stderr);
+    assert_eq!(repo.read(".claude/settings.json"), "{\"permissions\":{\"allow\":[\"Bash(ls:*)\"]}}");
+    assert_eq!(repo.git_out(&["ls-files", "-s", "--", ".claude/settings.json"]), staged, "the index entry is back");
+    assert_eq!(repo.git_out(&["status", "--porcelain"]), status);
+
+    // A project file that did not exist: nothing left staged either.
+    let run = repo.boulder(&["agent", "install", "codex", "--commit"]).code(1);
+    assert!(run.stderr.contains("lint: not today"), "{}", run.stderr);
+    assert!(!repo.dir.join(".codex/hooks.json").exists());
+    assert_eq!(repo.git_out(&["ls-files", "--", ".codex"]), "");
+    assert_eq!(repo.git_out(&["status", "--porcelain"]), status);
+}

@@ -408,7 +408,15 @@ fn parse_fetch_porcelain(stdout: &str) -> Vec<FetchedRef> {
 /// Why the git CLI: this is a commit of the user's own project files (`agent install --commit`),
 /// made as the user makes it — with their identity, signing and commit hooks (git-boulder's
 /// ownership check among them) — which only git itself does.
+///
+/// When the commit does not happen (a commit hook refused it, say), the index entries of `paths`
+/// are put back as they were before the `git add` — `git ls-files -s` read first, then
+/// `git update-index --index-info` (or `--force-remove` for a path the index did not hold): the
+/// same plumbing git's own porcelain stands on, and the index is git's file to write.
 pub fn commit_paths(dir: &Path, paths: &[&str], message: &str) -> Result<()> {
+    let mut ls = as_user(dir);
+    ls.args(["ls-files", "-s", "-z", "--"]).args(paths);
+    let before = run(ls, "read the index entries of the harness files")?.stdout;
     let mut add = as_user(dir);
     add.args(["add", "-f", "--"]).args(paths);
     run(add, "stage the harness files")?;
@@ -417,7 +425,47 @@ pub fn commit_paths(dir: &Path, paths: &[&str], message: &str) -> Result<()> {
     let out = commit.output().map_err(|e| Error::internal(format!("cannot run git commit: {e}")).with_source(e))?;
     if !out.status.success() {
         let why = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        return Err(Error::refused(format!("git commit failed: {}", why.trim())));
+        let mut err = Error::refused(format!("git commit failed: {}", why.trim()));
+        if let Err(e) = restore_index(dir, paths, &before) {
+            err = err.hint(format!(
+                "the harness files stay staged ({}): git restore --staged -- {}",
+                e.message,
+                paths.join(" ")
+            ));
+        }
+        return Err(err);
+    }
+    Ok(())
+}
+
+/// Put the index entries of `paths` back to `before` (`git ls-files -s -z` output).
+fn restore_index(dir: &Path, paths: &[&str], before: &[u8]) -> Result<()> {
+    let held: Vec<&str> = before
+        .split(|b| *b == 0)
+        .filter_map(|rec| std::str::from_utf8(rec).ok())
+        .filter_map(|rec| rec.split_once('\t').map(|(_, path)| path))
+        .collect();
+    let gone: Vec<&str> = paths.iter().copied().filter(|p| !held.contains(p)).collect();
+    if !gone.is_empty() {
+        let mut rm = as_user(dir);
+        rm.args(["update-index", "--force-remove", "--"]).args(&gone);
+        run(rm, "unstage the harness files")?;
+    }
+    if !before.is_empty() {
+        let mut info = as_user(dir);
+        info.args(["update-index", "-z", "--index-info"]).stdin(Stdio::piped()).stdout(Stdio::null());
+        let mut child = info.spawn().map_err(|e| Error::internal(format!("cannot run git update-index: {e}")))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            use std::io::Write;
+            stdin.write_all(before)?;
+        }
+        let out = child.wait_with_output().map_err(|e| Error::internal(format!("git update-index: {e}")))?;
+        if !out.status.success() {
+            return Err(Error::internal(format!(
+                "git failed to restore the index: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
     }
     Ok(())
 }
