@@ -93,3 +93,20 @@ fn a_commit_hook_refusing_install_commit_leaves_file_and_index_as_they_were() {
     assert_eq!(repo.git_out(&["ls-files", "--", ".codex"]), "");
     assert_eq!(repo.git_out(&["status", "--porcelain"]), status);
 }
+
+#[test]
+fn a_settings_file_that_is_a_symlink_is_refused_and_left_a_link() {
+    let repo = TestRepo::with_files(&[("README.md", "x\n")]);
+    let shared = repo.home.join("shared-claude.json");
+    std::fs::write(&shared, "{\"env\":{\"A\":\"1\"}}\n").unwrap();
+    std::fs::create_dir_all(repo.dir.join(".claude")).unwrap();
+    std::os::unix::fs::symlink(&shared, repo.dir.join(".claude/settings.local.json")).unwrap();
+
+    let run = repo.boulder(&["agent", "install", "claude"]).code(2);
+    assert!(run.stderr.contains("symbolic link"), "{}", run.stderr);
+    let meta = std::fs::symlink_metadata(repo.dir.join(".claude/settings.local.json")).unwrap();
+    assert!(meta.file_type().is_symlink(), "the link is still a link");
+    assert_eq!(std::fs::read_to_string(&shared).unwrap(), "{\"env\":{\"A\":\"1\"}}\n", "its target is untouched");
+    assert!(!repo.dir.join(".git/boulder/agents.json").exists(), "nothing recorded");
+    assert!(!std::fs::read_to_string(repo.dir.join(".git/info/exclude")).unwrap_or_default().contains(".claude"));
+}

@@ -210,6 +210,15 @@ fn plan(harness: Harness, worktree: &Path, rec: Option<&FileRecord>) -> Result<O
         ))
         .hint(format!("or stop tracking it there: git rm --cached {rel}")));
     }
+    // Written through, the link's target (shared with whatever else links to it) would change;
+    // replaced, the link would be gone for good: uninstall restores bytes, not links.
+    if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(Error::usage(format!(
+            "{} is a symbolic link: agent install writes no file through a link",
+            path.display()
+        ))
+        .hint(format!("replace the link with a copy of the file it points to, then install again ({rel})")));
+    }
     let current = read_opt(&path)?;
     if let (Some(rec), Some(bytes)) = (rec, &current) {
         // Still as install wrote it, or changed since with our entries intact: leave it.
