@@ -110,3 +110,27 @@ fn a_settings_file_that_is_a_symlink_is_refused_and_left_a_link() {
     assert!(!repo.dir.join(".git/boulder/agents.json").exists(), "nothing recorded");
     assert!(!std::fs::read_to_string(repo.dir.join(".git/info/exclude")).unwrap_or_default().contains(".claude"));
 }
+
+#[test]
+fn doctor_on_a_broken_settings_file_names_a_fix_that_works() {
+    let repo = TestRepo::with_files(&[("README.md", "x\n")]);
+    repo.boulder(&["agent", "install", "claude"]).ok();
+    let settings = repo.dir.join(".claude/settings.local.json");
+    std::fs::write(&settings, "{ oops\n").unwrap();
+    let run = repo.boulder(&["doctor"]).code(1);
+    assert!(run.stdout.contains("claude integration broken"), "{}", run.stdout);
+    // `agent install` alone refuses that file (exit 2): the fix says to mend it first.
+    repo.boulder(&["agent", "install", "claude"]).code(2);
+    assert!(
+        run.stdout.contains(&format!(
+            "fix: fix {} (or move it aside), then git boulder agent install claude",
+            settings.display()
+        )),
+        "{}",
+        run.stdout
+    );
+    std::fs::remove_file(&settings).unwrap();
+    repo.boulder(&["agent", "install", "claude"]).ok();
+    let run = repo.boulder(&["doctor"]);
+    assert!(!run.stdout.contains("claude integration"), "{}", run.stdout);
+}

@@ -648,9 +648,18 @@ pub fn problems(repo: &Repo) -> Result<Vec<(String, String)>> {
     for h in &status.harnesses {
         for f in h.files.iter().filter(|f| f.is_problem()) {
             let detail = f.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default();
+            // Install refuses a file it cannot read: that one is the user's to mend first.
+            let fix = match f.state {
+                "broken" => format!(
+                    "fix {} (or move it aside), then git boulder agent install {}",
+                    f.worktree.join(&f.file).display(),
+                    h.harness
+                ),
+                _ => format!("git boulder agent install {}", h.harness),
+            };
             out.push((
                 format!("{} integration {} in {} ({}{detail})", h.harness, f.state, f.worktree.display(), f.file),
-                format!("git boulder agent install {}", h.harness),
+                fix,
             ));
         }
     }
