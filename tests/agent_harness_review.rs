@@ -134,3 +134,59 @@ fn doctor_on_a_broken_settings_file_names_a_fix_that_works() {
     let run = repo.boulder(&["doctor"]);
     assert!(!run.stdout.contains("claude integration"), "{}", run.stdout);
 }
+
+/// Make the record of `file` say an earlier install wrote `bytes` there (as an install by an
+/// older git-boulder did), and put those bytes in the file.
+fn installed_by_an_older_version(repo: &TestRepo, file: &Path, bytes: &str) {
+    std::fs::write(file, bytes).unwrap();
+    let id = repo.git_out(&["hash-object", "--", file.to_str().unwrap()]);
+    let record = repo.dir.join(".git/boulder/agents.json");
+    let mut r: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    for h in r["harnesses"].as_object_mut().unwrap().values_mut() {
+        for f in h["files"].as_array_mut().unwrap() {
+            if Path::new(f["worktree"].as_str().unwrap()).join(f["file"].as_str().unwrap()) == file {
+                f["wrote"] = json!(id);
+            }
+        }
+    }
+    std::fs::write(&record, serde_json::to_vec_pretty(&r).unwrap()).unwrap();
+}
+
+#[test]
+fn after_an_upgrade_install_replaces_what_the_older_install_wrote_and_uninstall_still_restores() {
+    let repo = sample();
+    let settings = repo.dir.join(".claude/settings.local.json");
+    let mine = "{\"env\": {\"A\": \"1\"}}\n";
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, mine).unwrap();
+    repo.boulder(&["agent", "install", "claude"]).ok();
+    repo.boulder(&["agent", "install", "opencode"]).ok();
+    let plugin = repo.dir.join(".opencode/plugins/git-boulder.js");
+    let (current_plugin, current_settings) =
+        (std::fs::read_to_string(&plugin).unwrap(), std::fs::read_to_string(&settings).unwrap());
+
+    // What an older git-boulder's install wrote: an older plugin, an older hook command.
+    let older_plugin = current_plugin.replace("const CHECK_TIMEOUT_MS = 30_000;", "const CHECK_TIMEOUT_MS = 10_000;");
+    installed_by_an_older_version(&repo, &plugin, &older_plugin);
+    let older_settings =
+        current_settings.replace("git boulder agent hook claude", "git-boulder agent hook claude --v0");
+    installed_by_an_older_version(&repo, &settings, &older_settings);
+    let doc = repo.boulder(&["doctor", "--json"]).code(1).json();
+    let fixes: Vec<&str> = doc["problems"].as_array().unwrap().iter().filter_map(|p| p["fix"].as_str()).collect();
+    assert!(fixes.contains(&"git boulder agent install opencode"), "{doc}");
+    assert!(fixes.contains(&"git boulder agent install claude"), "{doc}");
+
+    // The fix doctor names does what it says.
+    repo.boulder(&["agent", "install", "opencode"]).ok();
+    repo.boulder(&["agent", "install", "claude"]).ok();
+    assert!(std::fs::read_to_string(&plugin).unwrap() == current_plugin, "this version's plugin is in place");
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), current_settings);
+    let doc = repo.boulder(&["doctor", "--json"]).json();
+    assert!(!doc["problems"].as_array().unwrap().iter().any(|p| p["area"] == "agent"), "{doc}");
+
+    // And uninstall still puts back exactly what was there before the first install.
+    repo.boulder(&["agent", "uninstall", "opencode"]).ok();
+    repo.boulder(&["agent", "uninstall", "claude"]).ok();
+    assert!(!repo.dir.join(".opencode").exists());
+    assert_eq!(std::fs::read_to_string(&settings).unwrap(), mine);
+}

@@ -117,6 +117,10 @@ struct Planned {
     keep_before: bool,
     /// Write `after` (false: the file holds our entries already and is only recorded).
     write: bool,
+    /// The file is still what an earlier install wrote, of another git-boulder version (a stale
+    /// command, an older plugin): its record carries on — the copy of what was there before that
+    /// install, whether the file existed, the folders made — so uninstall still restores it.
+    refresh: Option<FileRecord>,
 }
 
 fn record_path(repo: &Repo) -> PathBuf {
@@ -220,10 +224,16 @@ fn plan(harness: Harness, worktree: &Path, rec: Option<&FileRecord>) -> Result<O
         .hint(format!("replace the link with a copy of the file it points to, then install again ({rel})")));
     }
     let current = read_opt(&path)?;
+    let mut refresh = None;
     if let (Some(rec), Some(bytes)) = (rec, &current) {
-        // Still as install wrote it, or changed since with our entries intact: leave it.
-        if id_of(bytes) == rec.wrote || files::presence(harness, Some(bytes)) == Presence::Present {
+        // Our entries intact (as install wrote them, or changed since around them): leave it.
+        if files::presence(harness, Some(bytes)) == Presence::Present {
             return Ok(None);
+        }
+        // As an install of another version wrote it: this version's entries replace those, and
+        // the record of that install carries on.
+        if id_of(bytes) == rec.wrote {
+            refresh = Some(rec.clone());
         }
     }
     let merged = files::merged(harness, current.as_deref()).map_err(|e| file_error(&path, e))?;
@@ -238,8 +248,11 @@ fn plan(harness: Harness, worktree: &Path, rec: Option<&FileRecord>) -> Result<O
             before: current,
             keep_before: false,
             write: false,
+            refresh: None,
         }),
-        Some(after) => Some(Planned { worktree, before: current, after, keep_before: !ours_before, write: true }),
+        Some(after) => {
+            Some(Planned { worktree, before: current, after, keep_before: !ours_before, write: true, refresh })
+        }
     })
 }
 
@@ -257,6 +270,13 @@ fn apply(
     let key = id_of(format!("{}\0{rel}", p.worktree.display()).as_bytes());
     let backup_rel = format!("{}/{key}.before", harness.as_str());
     let backup_path = repo.boulder_dir().join(BACKUPS).join(&backup_rel);
+    if let Some(old) = &p.refresh {
+        installed.files.retain(|f| !(f.worktree == p.worktree && f.file == rel));
+        installed.files.push(FileRecord { wrote: id_of(&p.after), ..old.clone() });
+        save_record(installed)?;
+        write_atomic(&path, &p.after)?;
+        return Ok(format!("{harness}: updated git-boulder's hooks in {}", path.display()));
+    }
     let backup = match (&p.before, p.keep_before) {
         (Some(bytes), true) => {
             write_atomic(&backup_path, bytes)?;
