@@ -45,10 +45,7 @@ async function sessionInfo(client, id) {
   }
 }
 
-// The text of the session's last message when the assistant wrote it. After an enforcement the
-// last message is the prompt this plugin sent, so the second idle event of the same turn (OpenCode
-// sends `session.status` and `session.idle` for one idle) carries no completion claim, and the
-// cooldown that git-boulder recorded holds.
+// The text of the session's last message when the assistant wrote it (for completion detection).
 async function lastAssistantText(client, id) {
   try {
     if (typeof client.session.messages !== "function") return null;
@@ -121,8 +118,8 @@ async function onIdle(client, fallbackDir, id) {
 
 export const GitBoulder = async ({ client, directory, worktree } = {}) => {
   const fallbackDir = directory || worktree || process.cwd();
-  // One check at a time, in the order the events came: a second idle event of the same turn
-  // then meets the cooldown that the first one's enforcement recorded.
+  // One check at a time, in the order the events came: a later check sees what an earlier one
+  // recorded (its cooldown, its failure count).
   let queue = Promise.resolve();
   // Which idle events this OpenCode sends (not a gate: the gates are git-boulder's).
   const seen = { status: false };
