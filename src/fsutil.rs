@@ -10,7 +10,12 @@ use crate::error::{Error, Result};
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+    // A new file gets the mode git gives the files it writes (0666 less the umask), not the
+    // temp file's private 0600; an existing file keeps its own (below).
+    use std::os::unix::fs::PermissionsExt;
+    let mut tmp = tempfile::Builder::new()
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)
         .map_err(|e| Error::internal(format!("cannot write in {}: {e}", dir.display())))?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
@@ -19,4 +24,24 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     }
     tmp.persist(path).map_err(|e| Error::internal(format!("cannot write {}: {}", path.display(), e.error)))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_new_file_gets_the_umask_mode_and_an_old_one_keeps_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let new = dir.path().join("new.json");
+        super::write_atomic(&new, b"{}").unwrap();
+        let mode = std::fs::metadata(&new).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o044, 0o666 & 0o044 & mode, "readable as git makes files: {mode:o}");
+        assert_ne!(mode, 0o600, "not the temp file's private mode");
+        let old = dir.path().join("old.sh");
+        std::fs::write(&old, b"x").unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o750)).unwrap();
+        super::write_atomic(&old, b"y").unwrap();
+        assert_eq!(std::fs::metadata(&old).unwrap().permissions().mode() & 0o777, 0o750);
+    }
 }
