@@ -26,6 +26,7 @@ mod human_output;
 mod journey;
 mod merge;
 mod merge_queue;
+mod merge_queue_edges;
 mod merge_real;
 mod notes_rewrite;
 mod prd_forms;

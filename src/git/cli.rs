@@ -228,6 +228,55 @@ pub fn push_leased(
     push(dir, remote, &options, refspecs)
 }
 
+/// One ref a push is about to update, as git tells a pre-push hook: the local ref and commit, the
+/// remote ref and the commit it holds there (`None`: it does not exist there yet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushUpdate {
+    pub local_ref: String,
+    pub local: String,
+    pub remote_ref: String,
+    pub remote: Option<String>,
+}
+
+/// `git lfs pre-push REMOTE REMOTE`, fed the ref lines git feeds a pre-push hook: upload the
+/// git-lfs objects the pushed commits name that the remote lacks, before the push that names them.
+///
+/// Why the git CLI: the merge queue pushes with `--no-verify` (see [`push_leased`]), so git-lfs's
+/// own pre-push hook does not run; without this step the remote's branch would name LFS files
+/// whose content only this machine has. Only git-lfs knows its endpoints, credentials and
+/// transfer adapters, and its pre-push command is the contract git itself uses.
+pub fn lfs_pre_push(dir: &Path, remote: &str, updates: &[PushUpdate]) -> Result<()> {
+    use std::io::Write;
+    const ZERO: &str = "0000000000000000000000000000000000000000";
+    let mut cmd = git(dir);
+    cmd.args(["lfs", "pre-push", remote, remote]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| Error::internal(format!("cannot run git lfs pre-push: {e}")))?;
+    let mut lines = String::new();
+    for u in updates {
+        lines.push_str(&format!(
+            "{} {} {} {}\n",
+            u.local_ref,
+            u.local,
+            u.remote_ref,
+            u.remote.as_deref().unwrap_or(ZERO)
+        ));
+    }
+    if let Some(mut stdin) = child.stdin.take() {
+        // A git-lfs that exits early (nothing to send) may close its end first: not an error.
+        let _ = stdin.write_all(lines.as_bytes());
+    }
+    let out = child.wait_with_output().map_err(|e| Error::internal(format!("cannot run git lfs pre-push: {e}")))?;
+    if !out.status.success() {
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        return Err(Error::refused(format!(
+            "the git-lfs files of the merge could not be uploaded to {remote}, so nothing was pushed there: {}",
+            said.trim()
+        ))
+        .hint(format!("check that `git lfs push {remote} --all` works from here, then rerun the same command")));
+    }
+    Ok(())
+}
+
 /// One ref a fetch wrote (or found up to date): the local ref and the id it now holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchedRef {

@@ -263,12 +263,26 @@ fn land(
             let seen_stream = j.stream_seen.clone().filter(|s| !s.is_empty());
             let leases = vec![
                 (refs::branch_ref(&j.base_branch), Some(b_old.to_string())),
-                (refs::branch_ref(&j.stream_branch), seen_stream),
+                (refs::branch_ref(&j.stream_branch), seen_stream.clone()),
             ];
             let specs = vec![
                 format!("{fin}:{}", refs::branch_ref(&j.base_branch)),
                 format!("{s_new}:{}", refs::branch_ref(&j.stream_branch)),
             ];
+            if uses_lfs(repo) {
+                // The push skips the hooks, git-lfs's among them: send the LFS files first.
+                let updates = [
+                    (refs::branch_ref(&j.base_branch), fin, Some(b_old.to_string())),
+                    (refs::branch_ref(&j.stream_branch), s_new, seen_stream.clone()),
+                ]
+                .map(|(name, local, remote)| cli::PushUpdate {
+                    local_ref: name.clone(),
+                    local: local.to_string(),
+                    remote_ref: name,
+                    remote,
+                });
+                cli::lfs_pre_push(repo.run_dir(), &remote.given, &updates)?;
+            }
             let pushed = cli::push_leased(repo.run_dir(), &remote.given, &leases, &specs)?;
             crate::progress::done();
             if pushed.refs.iter().any(cli::PushedRef::lost_race) {
@@ -350,6 +364,11 @@ fn land(
     j.remove(repo)?;
     let prd_commit = j.prd_to.as_deref().map(journal::id).transpose()?;
     Ok(Landed::Done { merged: b_new, prd_commit })
+}
+
+/// Is git-lfs set up for this repository (its filter configured, as `git lfs install` does)?
+fn uses_lfs(repo: &crate::git::Repo) -> bool {
+    ["filter.lfs.process", "filter.lfs.clean"].iter().any(|k| repo.config_string(k).is_some_and(|v| !v.is_empty()))
 }
 
 /// The tip the remote's base gets: the PRD sync commit, else the merged tip.

@@ -1,0 +1,64 @@
+//! `stream merge --remote` on the edges a real fleet meets: git-lfs files, a crash that leaves
+//! git's lock files behind. Checked with plain git (and git-lfs) on the remote and a fresh clone.
+
+use crate::common::*;
+use crate::merge_queue::{PLAN, PRD};
+
+fn remote() -> Remote {
+    Remote::new(&[
+        (".agents/tasks/prd.md", PRD),
+        (".boulder/streams.yaml", PLAN),
+        ("src/auth/mod.rs", "// auth\n"),
+        ("src/api/mod.rs", "// api\n"),
+        ("README.md", "# sample\n"),
+    ])
+}
+
+/// git-lfs, which .ci/run installs.
+fn lfs_installed() -> bool {
+    let ok = std::process::Command::new("git").args(["lfs", "version"]).output().is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(std::env::var_os("CI").is_none(), "git-lfs is missing; .ci/run must install it");
+        eprintln!("skipping: git-lfs is not installed");
+    }
+    ok
+}
+
+#[test]
+fn merge_remote_uploads_the_lfs_files_the_merge_brings() {
+    if !lfs_installed() {
+        return;
+    }
+    let remote = remote();
+    let m = remote.machine("m1");
+    m.git(&["lfs", "install", "--local"]).ok();
+    m.boulder(&["stream", "init"]).ok();
+    let w = m.worktree("auth");
+    m.git_in(&w, &["lfs", "track", "src/auth/*.bin"]).ok();
+    let blob: Vec<u8> = (0..4096u32).map(|i| (i * 13 % 251) as u8).collect();
+    // The stream branch is never pushed by hand: only the merge sends it.
+    commit_in(&m, &w, "src/auth/data.bin", &blob, "auth: data");
+    assert!(m.git_out(&["cat-file", "-p", "boulder/auth:src/auth/data.bin"]).starts_with("version https://git-lfs"));
+    m.boulder(&["prd", "done", "US-001"]).ok();
+
+    m.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
+
+    // The remote's base names the file, and the remote has its content: a fresh clone checks it
+    // out whole (before, the pointer arrived without its object and the checkout failed).
+    let pointer = remote_git(&m, &remote, &["show", "main:src/auth/data.bin"]);
+    let oid = pointer.lines().find_map(|l| l.strip_prefix("oid sha256:")).expect("an LFS pointer").to_string();
+    let stored = remote.bare.join("lfs/objects").join(&oid[..2]).join(&oid[2..4]).join(&oid);
+    assert_eq!(std::fs::read(&stored).expect("the LFS object on the remote"), blob);
+    let fresh = TestRepo::clone_from(&remote.bare, "fresh");
+    fresh.git(&["lfs", "install", "--local"]).ok();
+    fresh.git(&["lfs", "pull", "origin"]).ok();
+    assert_eq!(std::fs::read(fresh.dir.join("src/auth/data.bin")).unwrap(), blob);
+    let r = m.git(&["--git-dir", remote.bare.to_str().unwrap(), "fsck", "--strict", "--no-progress"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+fn remote_git(m: &TestRepo, remote: &Remote, args: &[&str]) -> String {
+    let mut all = vec!["--git-dir", remote.bare.to_str().unwrap()];
+    all.extend_from_slice(args);
+    m.git_out(&all)
+}
