@@ -62,3 +62,37 @@ fn remote_git(m: &TestRepo, remote: &Remote, args: &[&str]) -> String {
     all.extend_from_slice(args);
     m.git_out(&all)
 }
+
+#[test]
+fn a_packed_refs_lock_left_by_a_killed_run_is_named_and_the_rerun_after_removing_it_lands() {
+    let remote = remote();
+    let m = remote.machine("m1");
+    m.boulder(&["stream", "init"]).ok();
+    let w = m.worktree("auth");
+    commit_in(&m, &w, "src/auth/a.rs", "a\n", "auth: a");
+    m.boulder(&["prd", "done", "US-001"]).ok();
+    // What a run killed in the middle of a ref update leaves (a clone has a packed-refs file, so
+    // every compare-and-swap takes this lock), untouched for a minute.
+    let lock = m.dir.join(".git/packed-refs.lock");
+    assert!(m.dir.join(".git/packed-refs").is_file());
+    let f = std::fs::File::create(&lock).unwrap();
+    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(60)).unwrap();
+    drop(f);
+
+    // Refused at once (not retried for minutes, not an internal error), naming the file to remove.
+    let started = std::time::Instant::now();
+    let r = m.boulder(&["stream", "merge", "auth", "--remote", "origin"]).code(1);
+    assert!(r.stderr.contains("packed-refs.lock exists"), "{}", r.stderr);
+    assert!(r.stderr.contains(&format!("remove {}", lock.display())), "{}", r.stderr);
+    let r = m.boulder(&["prd", "done", "US-002"]).code(1);
+    assert!(r.stderr.contains("packed-refs.lock exists"), "{}", r.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "took {:?}", started.elapsed());
+
+    // As the hint says: remove it and rerun; what the refused run did stays done, nothing twice.
+    std::fs::remove_file(&lock).unwrap();
+    m.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
+    assert_eq!(m.stream_state("auth")["status"], "MERGED");
+    let subjects = remote_git(&m, &remote, &["log", "--format=%s", "main"]);
+    assert_eq!(subjects.lines().filter(|s| *s == "auth: a").count(), 1, "{subjects}");
+    m.assert_fsck();
+}

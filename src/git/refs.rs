@@ -407,6 +407,32 @@ pub fn delete(repo: &Repo, name: &str, expected: ObjectId) -> Result<()> {
     Ok(())
 }
 
+/// How long a `packed-refs.lock` may sit untouched before it is taken for one a killed writer left
+/// behind: git's own writers wait for it at most `core.packedRefsTimeout` (a second by default).
+const STALE_LOCK: Duration = Duration::from_secs(5);
+
+/// `packed-refs.lock` of the repository, when it exists and is older than [`STALE_LOCK`]
+/// (`fresh`: whatever its age). gix takes that lock for every compare-and-swap of a ref while
+/// `packed-refs` exists, so one left by a process killed mid-update (`kill -9`) blocks every ref
+/// update until it is removed — as it blocks git's own.
+pub(crate) fn packed_lock(g: &gix::Repository, fresh: bool) -> Option<std::path::PathBuf> {
+    let path = g.common_dir().join("packed-refs.lock");
+    let age = std::fs::metadata(&path).ok()?.modified().ok()?.elapsed().unwrap_or_default();
+    (fresh || age > STALE_LOCK).then_some(path)
+}
+
+/// The refusal for an update of `name` blocked by the lock file `lock`, with git's advice.
+pub(crate) fn locked(name: &str, lock: &std::path::Path) -> Error {
+    Error::refused(format!(
+        "cannot update {name}: {} exists, so a git command is updating refs in this repository",
+        lock.display()
+    ))
+    .hint(format!(
+        "wait for it to finish and rerun; if no git process is running in this repository (one killed earlier leaves it behind), remove {} (as git itself advises)",
+        lock.display()
+    ))
+}
+
 /// Move a ref from `expected` to `new` (compare-and-swap) with a reflog `message`, logged as the
 /// configured committer or `$USER <$USER@host>`. `Ok(false)` when the ref no longer points at
 /// `expected` (someone moved it meanwhile).
@@ -416,7 +442,10 @@ pub fn move_ref(repo: &Repo, name: &str, expected: ObjectId, new: ObjectId, mess
     match update_in(&writer, &full, Expect::At(expected), new, message, Writer::Configured) {
         Ok(_) => Ok(true),
         Err(_) if repo.ref_id(name)? != Some(expected) => Ok(false),
-        Err(e) => Err(Error::internal(format!("cannot update {name}: {e}"))),
+        Err(e) => Err(match packed_lock(&repo.repo, true) {
+            Some(lock) => locked(name, &lock),
+            None => Error::internal(format!("cannot update {name}: {e}")),
+        }),
     }
 }
 
@@ -526,6 +555,10 @@ pub(crate) fn update_with_retry_in<T>(
                 None => continue,
             },
             Err(e) => {
+                if let Some(lock) = packed_lock(g, false) {
+                    // Left by a killed writer: waiting will not free it.
+                    return Err(locked(name, &lock));
+                }
                 if !e.transient {
                     let give_up = match retry.odd {
                         Odd::Count(n) => {
