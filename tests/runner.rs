@@ -37,6 +37,7 @@ mod refusals;
 mod remote_refusals;
 mod repo_formats;
 mod rollback;
+mod rollback_edges;
 mod runloop;
 mod schemas;
 mod security;

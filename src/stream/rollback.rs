@@ -159,7 +159,11 @@ pub fn rollback(ws: &Workspace, plan: &Plan, stream: &StreamDef, to: Option<&str
                         .hint(format!("name a commit of the stream's history: git log {}", stream.branch)))
                 }
             };
-            let id = repo.objects().commit_info(id).map(|_| id)?;
+            // An annotated tag names its commit, as it does for `git reset`.
+            let id = repo.objects().peel_to_commit(id).ok_or_else(|| {
+                Error::usage(format!("{rev:?} does not name a commit"))
+                    .hint(format!("name a commit of the stream's history: git log {}", stream.branch))
+            })?;
             if !repo.objects().is_ancestor(id, from)? {
                 return Err(Error::refused(format!(
                     "{rev} is not in the history of branch {}: a rollback only goes back",
