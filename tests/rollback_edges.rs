@@ -35,3 +35,33 @@ fn rollback_to_an_annotated_tag_goes_to_its_commit() {
     assert!(r.stderr.contains("does not name a commit"), "{}", r.stderr);
     assert_eq!(rev(&repo, "boulder/auth"), rev(&repo, "v1^{commit}"));
 }
+
+#[test]
+fn two_rollbacks_then_two_restores_bring_the_branch_back_where_it_began() {
+    let repo = setup();
+    let w = repo.worktree("auth");
+    let fork = rev(&repo, "boulder/auth");
+    commit_in(&repo, &w, "src/auth/a.rs", "a\n", "one");
+    commit_in(&repo, &w, "src/auth/b.rs", "b\n", "two");
+    let tip = rev(&repo, "boulder/auth");
+    let one = rev(&repo, "boulder/auth~1");
+
+    repo.boulder(&["stream", "rollback", "auth", "--to", "boulder/auth~1"]).ok();
+    repo.boulder(&["stream", "rollback", "auth"]).ok();
+    assert_eq!(rev(&repo, "boulder/auth"), fork);
+
+    repo.boulder(&["stream", "rollback", "auth", "--restore"]).ok();
+    assert_eq!(rev(&repo, "boulder/auth"), one);
+    let r = repo.boulder(&["stream", "rollback", "auth", "--restore"]).ok();
+    assert!(r.stdout.contains("restored branch boulder/auth"), "{}", r.stdout);
+    assert_eq!(rev(&repo, "boulder/auth"), tip);
+    assert_eq!(std::fs::read_to_string(w.join("src/auth/b.rs")).unwrap(), "b\n");
+    assert_eq!(repo.git_in(&w, &["status", "--porcelain"]).ok().stdout, "");
+    // Every backup holds: nothing was deleted, and no backup was needed for tips in history.
+    assert_eq!(repo.refs("refs/boulder/backup/").len(), 2);
+    // A third restore has nothing the branch lacks: nothing changes.
+    let r = repo.boulder(&["stream", "rollback", "auth", "--restore"]).ok();
+    assert!(r.stdout.contains("nothing changed"), "{}", r.stdout);
+    assert_eq!(rev(&repo, "boulder/auth"), tip);
+    repo.assert_fsck();
+}

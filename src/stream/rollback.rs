@@ -191,8 +191,8 @@ pub fn rollback(ws: &Workspace, plan: &Plan, stream: &StreamDef, to: Option<&str
     move_to(ws, stream, from, target, false).map(Some)
 }
 
-/// Bring the latest backup of the stream back (keeping the tip it replaces). `None` when the
-/// branch is there already.
+/// Bring the newest backup of the stream that holds commits its branch lacks back (keeping the
+/// tip it replaces). `None` when the branch holds every backup already.
 pub fn restore(ws: &Workspace, stream: &StreamDef) -> Result<Option<Rolled>> {
     let repo = &ws.repo;
     let _lock = crate::lock::acquire(
@@ -202,12 +202,20 @@ pub fn restore(ws: &Workspace, stream: &StreamDef) -> Result<Option<Rolled>> {
         &format!("stream rollback {} --restore", stream.name),
     )?;
     let from = tip(ws, stream)?;
-    let Some((_, _, target)) = backups(repo, &stream.name)?.pop() else {
+    let all = backups(repo, &stream.name)?;
+    if all.is_empty() {
         return Err(Error::refused(format!("stream {} has no backup to restore", stream.name))
             .hint(format!("backups are made by `git boulder stream rollback {}`", stream.name)));
-    };
-    if target == from {
-        return Ok(None);
     }
+    // The newest backup holding commits the branch lacks: restoring again after a restore goes on
+    // to the backup before (two rollbacks, two restores: the branch is back where it began).
+    let mut target = None;
+    for (_, _, kept) in all.into_iter().rev() {
+        if !repo.objects().is_ancestor(kept, from)? {
+            target = Some(kept);
+            break;
+        }
+    }
+    let Some(target) = target else { return Ok(None) };
     move_to(ws, stream, from, target, true).map(Some)
 }
