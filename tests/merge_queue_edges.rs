@@ -96,3 +96,22 @@ fn a_packed_refs_lock_left_by_a_killed_run_is_named_and_the_rerun_after_removing
     assert_eq!(subjects.lines().filter(|s| *s == "auth: a").count(), 1, "{subjects}");
     m.assert_fsck();
 }
+
+#[test]
+fn a_dependency_not_merged_on_the_remote_is_named_with_the_command_that_merges_it_there() {
+    let plan = PLAN.replace("    paths: [src/api/**]\n", "    paths: [src/api/**]\n    depends_on: [auth]\n");
+    let remote = Remote::new(&[
+        (".agents/tasks/prd.md", PRD),
+        (".boulder/streams.yaml", &plan),
+        ("src/auth/mod.rs", "// auth\n"),
+        ("src/api/mod.rs", "// api\n"),
+    ]);
+    let m = remote.machine("m1");
+    m.boulder(&["stream", "init"]).ok();
+    commit_in(&m, &m.worktree("api"), "src/api/x.rs", "x\n", "api: x");
+    m.boulder(&["prd", "done", "US-002"]).ok();
+    let r = m.boulder(&["stream", "merge", "api", "--remote", "origin"]).code(1);
+    assert!(r.stderr.contains("depends on stream auth"), "{}", r.stderr);
+    // Following the hint merges auth where api is to land, not into the local base.
+    assert!(r.stderr.contains("git boulder stream merge auth --remote origin"), "{}", r.stderr);
+}

@@ -154,7 +154,8 @@ fn preflight(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options) ->
                 stream.name
             ))
             .hint(format!(
-                "merge it first (`git boulder stream merge {dep}`), or use --all to merge in dependency order"
+                "merge it first (`git boulder stream merge {dep}{}`), or use --all to merge in dependency order",
+                opts.remote.as_deref().map(|r| format!(" --remote {r}")).unwrap_or_default()
             )));
         }
     }
