@@ -29,6 +29,7 @@ mod merge_queue;
 mod merge_queue_edges;
 mod merge_real;
 mod notes_rewrite;
+mod oplog_scale;
 mod prd_forms;
 mod pre_push_pushed;
 mod project_boulder;

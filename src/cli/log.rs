@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use crate::error::{Error, Result};
-use crate::state::{self, Store};
+use crate::state::{self, LogEntry, Store};
 use crate::workspace::Workspace;
 
 #[derive(Debug, clap::Args)]
@@ -41,32 +41,40 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
             ("any stream or boulder".into(), all)
         }
     };
-    let mut entries = Vec::new();
+    // Each op-log is read as it is printed, newest first; several are merged by time (newest
+    // first; for equal times, in the order of `refs`), so memory stays bounded and the first line
+    // comes at once however long the history.
+    let mut logs = Vec::new();
     for r in &refs {
-        if ws.repo.ref_id(r)?.is_some() {
-            for e in store.log(r)? {
-                entries.push((r.clone(), e));
-            }
+        if let Some(tip) = ws.repo.ref_id(r)? {
+            logs.push(Log { r: r.as_str(), ops: store.history_iter(tip), head: None });
         }
     }
-    if entries.is_empty() {
+    if logs.is_empty() {
         return Err(Error::usage(format!("no history for {label:?}: no op-log of it exists"))
             .hint("state is recorded once a stream is initialized or a commit is made on its branch"));
     }
-    // Newest first across the refs (each ref's own order kept for equal times).
-    entries.sort_by(|a, b| b.1.op.at.cmp(&a.1.op.at));
-    if let Some(n) = args.max_count {
-        entries.truncate(n);
-    }
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        let v: Vec<_> = entries
-            .iter()
-            .map(|(r, e)| serde_json::json!({"ref": r, "commit": e.commit.to_string(), "op": e.op}))
-            .collect();
-        return super::output::json(&mut out, &v);
-    }
-    for (r, e) in &entries {
+    let limit = args.max_count.unwrap_or(usize::MAX);
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    let mut printed = 0usize;
+    while printed < limit {
+        let Some((r, e)) = next_op(&mut logs)? else { break };
+        if args.json {
+            let v = serde_json::json!({"ref": r, "commit": e.commit.to_string(), "op": e.op});
+            let mut text = Vec::new();
+            super::output::json(&mut text, &v)?;
+            let text = String::from_utf8_lossy(&text);
+            out.write_all(if printed == 0 { b"[\n" } else { b",\n" })?;
+            let body = text.trim_end_matches('\n');
+            for (i, line) in body.lines().enumerate() {
+                if i > 0 {
+                    out.write_all(b"\n")?;
+                }
+                write!(out, "  {line}")?;
+            }
+            printed += 1;
+            continue;
+        }
         let which = if r.starts_with(state::STREAMS) {
             "stream"
         } else if r.starts_with(state::BOULDERS) {
@@ -90,6 +98,38 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
             crate::text::inert(&e.op.actor),
             crate::text::inert(&data)
         )?;
+        printed += 1;
+        if printed == 1 {
+            // The first line at once, however long the rest takes.
+            out.flush()?;
+        }
     }
+    if args.json {
+        out.write_all(if printed == 0 { b"[]\n" } else { b"\n]\n" })?;
+    }
+    out.flush()?;
     Ok(())
+}
+
+/// One op-log being printed: its ref, its ops still to come, and the next one read.
+struct Log<'a> {
+    r: &'a str,
+    ops: state::store::History,
+    head: Option<LogEntry>,
+}
+
+/// The newest next op of all `logs` (for equal times, the first log's), or `None` when all are
+/// done.
+fn next_op<'a>(logs: &mut [Log<'a>]) -> Result<Option<(&'a str, LogEntry)>> {
+    let mut best: Option<usize> = None;
+    for i in 0..logs.len() {
+        if logs[i].head.is_none() {
+            logs[i].head = logs[i].ops.next().transpose().map_err(|e| e.context(logs[i].r))?;
+        }
+        let Some(at) = logs[i].head.as_ref().map(|e| &e.op.at) else { continue };
+        if best.is_none_or(|b| logs[b].head.as_ref().is_some_and(|o| *at > o.op.at)) {
+            best = Some(i);
+        }
+    }
+    Ok(best.and_then(|b| Some((logs[b].r, logs[b].head.take()?))))
 }

@@ -6,6 +6,7 @@ pub mod boulder;
 pub mod complete;
 pub mod demo;
 pub mod doctor;
+pub mod gc;
 pub mod hooks;
 pub mod log;
 pub mod man;
@@ -98,6 +99,8 @@ pub enum Command {
     Resume(boulder::ResumeArgs),
     /// Show the op history of a stream or boulder.
     Log(log::LogArgs),
+    /// Pack git-boulder's loose state objects (also done on a threshold by pull, push and merge).
+    Gc(gc::GcArgs),
     /// Record commits made without the hooks (each once), as the post-commit hook would have.
     ///
     /// Default: the commits of this worktree's stream branch that the base lacks and that have no
@@ -200,6 +203,7 @@ pub fn run(cli: Cli) -> Result<u8> {
                 Command::Status(args) => status::run(&ws, ctx, args),
                 Command::Prd(cmd) => prd::run(&ws, cmd),
                 Command::Log(args) => log::run(&ws, args),
+                Command::Gc(args) => gc::run(&ws, args),
                 Command::Record(args) => record::run(&ws, args),
                 Command::Create(args) => boulder::create(&ws, args),
                 Command::List(args) => boulder::list(&ws, args),

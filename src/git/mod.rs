@@ -130,6 +130,11 @@ impl Repo {
         self.main_work_dir.is_none()
     }
 
+    /// The object directory (`$GIT_COMMON_DIR/objects`, or `$GIT_OBJECT_DIRECTORY`), absolute.
+    pub fn objects_dir(&self) -> PathBuf {
+        absolute(self.repo.objects.store_ref().path())
+    }
+
     /// `$GIT_COMMON_DIR/boulder`: per-machine files (locks, actor id).
     pub fn boulder_dir(&self) -> PathBuf {
         self.common_dir.join("boulder")

@@ -220,7 +220,82 @@ impl Repo {
     }
 }
 
+/// Reads commits one after another and one file of each one's tree, for walks that read every
+/// object once (a log of a long history): no object cache (nothing is read twice, so caching
+/// only costs a copy), the buffers reused, nothing decoded beyond what is asked.
+pub struct CommitFiles {
+    odb: gix::OdbHandle,
+    hash: gix::hash::Kind,
+    commit: Vec<u8>,
+    tree: Vec<u8>,
+    file: Vec<u8>,
+}
+
+impl CommitFiles {
+    /// The parents of `commit` and the content of the file `name` at the top of its tree (`None`
+    /// when there is no such regular file), after checking from the headers that the commit is
+    /// at most `max_commit` bytes and the file at most `max_file`.
+    pub fn read(
+        &mut self,
+        commit: ObjectId,
+        name: &str,
+        max_commit: u64,
+        max_file: u64,
+    ) -> std::result::Result<(Vec<ObjectId>, Option<&[u8]>), Failure> {
+        use gix::objs::{Find, FindHeader};
+        let bounded = |odb: &gix::OdbHandle, id: &ObjectId, limit: u64| -> std::result::Result<(), Failure> {
+            let h = odb.try_header(id).map_err(failure)?.ok_or_else(|| failure(format!("{id} is missing")))?;
+            if h.size > limit {
+                return Err(failure(format!("{id} is {} bytes, more than the limit of {limit}", h.size)));
+            }
+            Ok(())
+        };
+        bounded(&self.odb, &commit, max_commit)?;
+        let data = self
+            .odb
+            .try_find(&commit, &mut self.commit)
+            .map_err(failure)?
+            .ok_or_else(|| failure(format!("commit {commit} is missing")))?;
+        if data.kind != gix::objs::Kind::Commit {
+            return Err(failure(format!("{commit} is a {}, not a commit", data.kind)));
+        }
+        let mut parsed = gix::objs::CommitRefIter::from_bytes(data.data, self.hash);
+        let tree_id = parsed.tree_id().map_err(failure)?;
+        let parents: Vec<ObjectId> = gix::objs::CommitRefIter::from_bytes(data.data, self.hash).parent_ids().collect();
+        let tree = self
+            .odb
+            .try_find(&tree_id, &mut self.tree)
+            .map_err(failure)?
+            .ok_or_else(|| failure(format!("tree {tree_id} is missing")))?;
+        if tree.kind != gix::objs::Kind::Tree {
+            return Err(failure(format!("{tree_id} is a {}, not a tree", tree.kind)));
+        }
+        let mut found = None;
+        for e in gix::objs::TreeRefIter::from_bytes(tree.data, self.hash) {
+            let e = e.map_err(failure)?;
+            if e.filename == name.as_bytes() {
+                if e.mode.is_blob() {
+                    found = Some(e.oid.to_owned());
+                }
+                break;
+            }
+        }
+        let Some(id) = found else { return Ok((parents, None)) };
+        bounded(&self.odb, &id, max_file)?;
+        let blob =
+            self.odb.try_find(&id, &mut self.file).map_err(failure)?.ok_or_else(|| failure(format!("{id} is missing")))?;
+        Ok((parents, Some(blob.data)))
+    }
+}
+
 impl Objects<'_> {
+    /// A reader of commits and one file of each, for walks that read every object once.
+    pub fn commit_files(&self) -> CommitFiles {
+        let mut odb = self.g.objects.clone();
+        odb.unset_object_cache();
+        CommitFiles { odb, hash: self.g.object_hash(), commit: Vec::new(), tree: Vec::new(), file: Vec::new() }
+    }
+
     /// The kind and size of object `id`, from its header (nothing else is read).
     pub fn header(&self, id: ObjectId) -> std::result::Result<(Kind, u64), Failure> {
         let h = self.g.find_header(id).map_err(failure)?;

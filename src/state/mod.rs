@@ -6,10 +6,12 @@
 //!   (pure).
 //! * [`store`]: read, append (compare-and-swap with retry), log, validation of chains from
 //!   anywhere, and the deterministic merge of two diverged chains (gix).
+//! * [`pack`]: packing the state objects (`git boulder gc`, and on a threshold).
 
 pub mod history;
 
 pub mod op;
+pub mod pack;
 pub mod store;
 
 pub use op::{

@@ -33,8 +33,10 @@ use crate::state::{BOULDERS, STREAMS};
 const MAX_TRIES: u32 = 400;
 /// How often an append retries an error that is neither a lost race nor a held lock.
 const MAX_ODD_TRIES: u32 = 3;
-/// Most commits a validation, a merge or a log will walk.
-pub const MAX_WALK: usize = 100_000;
+/// Most new commits one validation checks (what a pull adds over the state it already holds):
+/// a bound on the time a hostile remote can make a pull take, far above any real history (a
+/// million ops validate in well under a minute). The history already held is not walked again.
+pub const MAX_NEW_COMMITS: usize = 10_000_000;
 /// Largest op commit (headers and message) read; checked before the object is read.
 pub const MAX_COMMIT_BYTES: u64 = 64 * 1024;
 /// Largest op commit tree (it holds two entries).
@@ -73,10 +75,8 @@ pub enum ChainError {
     InvalidState { commit: ObjectId, source: StateError },
     #[error("cannot walk {tip}: {source}")]
     Walk { tip: ObjectId, source: Failure },
-    #[error("{tip}: more than {MAX_WALK} commits, too many to check")]
+    #[error("{tip}: more than {MAX_NEW_COMMITS} new commits, too many to check in one pull")]
     TooManyToCheck { tip: ObjectId },
-    #[error("{tip}: more than {MAX_WALK} commits, too many to merge or check")]
-    TooManyToMerge { tip: ObjectId },
     #[error("{id} is a {kind}, not an op commit")]
     NotACommit { id: ObjectId, kind: Kind },
     #[error("commit {commit} is {size} bytes, more than the limit of {MAX_COMMIT_BYTES}")]
@@ -473,23 +473,26 @@ impl<'r> Store<'r> {
         self.history(tip).map_err(|e| e.context(refname))
     }
 
-    /// The ops reachable from `tip`, newest first (see [`Store::log`]), at most [`MAX_WALK`].
+    /// The ops reachable from `tip`, newest first (see [`Store::log`]), all of them.
     pub fn history(&self, tip: ObjectId) -> Result<Vec<LogEntry>> {
-        let objects = self.git();
-        let walk = objects.walk([tip], []).map_err(|e| internal(format_args!("cannot walk {tip}"), e))?;
-        let mut out = Vec::new();
-        for info in walk.take(MAX_WALK) {
-            let info = info.map_err(|e| internal(format_args!("cannot walk {tip}"), e))?;
-            let op = self.op_of(info.id).map_err(|e| Error::usage(e.to_string()).with_source(e))?;
-            out.push((op, info.id, info.parents.len() > 1));
-        }
-        out.sort_by(|a, b| (b.0.lamport, &b.0.at, &b.0.actor, &b.1).cmp(&(a.0.lamport, &a.0.at, &a.0.actor, &a.1)));
-        Ok(out.into_iter().map(|(op, commit, is_merge)| LogEntry { commit, op, is_merge }).collect())
+        self.history_iter(tip).collect()
+    }
+
+    /// The ops reachable from `tip` in the order of [`Store::history`], read as they are met
+    /// (see [`History`]): the first comes after reading one commit, and memory stays bounded by
+    /// the width of the history, not its length.
+    pub fn history_iter(&self, tip: ObjectId) -> History {
+        History::new(self, tip)
     }
 
     fn op_of(&self, commit: ObjectId) -> std::result::Result<Op, ChainError> {
+        let (tree, _) = self.git().commit_parts(commit).map_err(|source| ChainError::Broken { commit, source })?;
+        self.op_in(commit, tree)
+    }
+
+    /// The op of `commit`, whose tree is `tree`.
+    fn op_in(&self, commit: ObjectId, tree: ObjectId) -> std::result::Result<Op, ChainError> {
         let objects = self.git();
-        let (tree, _) = objects.commit_parts(commit).map_err(|source| ChainError::Broken { commit, source })?;
         let entries = objects.entries(tree).map_err(|source| ChainError::Broken { commit, source })?;
         let entry =
             entries.iter().find(|e| e.name == "op.json").ok_or(ChainError::NoFile { commit, name: "op.json" })?;
@@ -503,7 +506,7 @@ impl<'r> Store<'r> {
         refs::list(self.repo, prefix)
     }
 
-    /// Check every commit reachable from `tip` (at most [`MAX_WALK`]): its tree holds exactly
+    /// Check every commit reachable from `tip`: its tree holds exactly
     /// `op.json` and `state.json`, both parse strictly, its op is valid, and its state is what
     /// its op makes of its parent's state (a merge commit: exactly the deterministic merge of its
     /// parents). The error names the commit and the problem.
@@ -522,7 +525,7 @@ impl<'r> Store<'r> {
         let mut cached: Option<Entry<S>> = None;
         let mut dag = Dag::new(self);
         for (n, info) in walk.enumerate() {
-            if n >= MAX_WALK {
+            if n >= MAX_NEW_COMMITS {
                 return Err(ChainError::TooManyToCheck { tip });
             }
             let info = info.map_err(|source| ChainError::Walk { tip, source })?;
@@ -581,8 +584,9 @@ impl<'r> Store<'r> {
     }
 
     /// Check from the object headers alone that everything `tip` adds over `trusted` is a commit
-    /// of at most [`MAX_COMMIT_BYTES`], before any walk reads those commits whole (the first
-    /// [`MAX_WALK`] commits met, depth first).
+    /// of at most [`MAX_COMMIT_BYTES`], before any walk reads those commits whole (at most
+    /// [`MAX_NEW_COMMITS`]). The walk stops at `trusted`: when the fetched side extends the local
+    /// tip, it reads only what is new.
     fn check_commit_sizes(&self, tip: ObjectId, trusted: &[ObjectId]) -> std::result::Result<(), ChainError> {
         let mut seen = HashSet::new();
         let mut todo = vec![tip];
@@ -590,10 +594,8 @@ impl<'r> Store<'r> {
             if trusted.contains(&id) || !seen.insert(id) {
                 continue;
             }
-            if seen.len() > MAX_WALK {
-                // Only a long shared history gets here (the walk does not stop at our tip's
-                // ancestors); the checks that follow have their own bound of MAX_WALK commits.
-                return Ok(());
+            if seen.len() > MAX_NEW_COMMITS {
+                return Err(ChainError::TooManyToCheck { tip });
             }
             let broken = |source| ChainError::Broken { commit: id, source };
             let (kind, size) = self.git().header(id).map_err(broken)?;
@@ -627,6 +629,14 @@ impl<'r> Store<'r> {
         theirs: ObjectId,
     ) -> std::result::Result<Plan<S>, ChainError> {
         if ours == theirs {
+            return Ok(Plan::Contained(ours));
+        }
+        // One side containing the other (a pull that only adds, or brings nothing new) is told
+        // from the ops since the older tip alone, not from both whole histories.
+        if dag.reaches(theirs, ours)? {
+            return Ok(Plan::Contained(theirs));
+        }
+        if dag.reaches(ours, theirs)? {
             return Ok(Plan::Contained(ours));
         }
         let a = dag.ancestors(ours)?;
@@ -807,11 +817,13 @@ struct Dag<'s, 'r> {
     store: &'s Store<'r>,
     parents: HashMap<ObjectId, Vec<ObjectId>>,
     ops: HashMap<ObjectId, Op>,
+    /// Clocks of commits whose op was read only for its clock.
+    clocks: HashMap<ObjectId, u64>,
 }
 
 impl<'s, 'r> Dag<'s, 'r> {
     fn new(store: &'s Store<'r>) -> Self {
-        Dag { store, parents: HashMap::new(), ops: HashMap::new() }
+        Dag { store, parents: HashMap::new(), ops: HashMap::new(), clocks: HashMap::new() }
     }
 
     fn parents(&mut self, id: ObjectId) -> std::result::Result<&[ObjectId], ChainError> {
@@ -826,21 +838,54 @@ impl<'s, 'r> Dag<'s, 'r> {
         Ok(self.parents(id)?.len() > 1)
     }
 
-    /// `tip` and every commit reachable from it, at most [`MAX_WALK`].
+    /// `tip` and every commit reachable from it.
     fn ancestors(&mut self, tip: ObjectId) -> std::result::Result<HashSet<ObjectId>, ChainError> {
         let mut seen = HashSet::from([tip]);
         let mut todo = vec![tip];
         while let Some(id) = todo.pop() {
             for p in self.parents(id)?.to_vec() {
                 if seen.insert(p) {
-                    if seen.len() > MAX_WALK {
-                        return Err(ChainError::TooManyToMerge { tip });
-                    }
                     todo.push(p);
                 }
             }
         }
         Ok(seen)
+    }
+
+    /// The clock of the op of commit `id` (a merge's included).
+    fn clock(&mut self, id: ObjectId) -> std::result::Result<u64, ChainError> {
+        if let Some(op) = self.ops.get(&id) {
+            return Ok(op.lamport);
+        }
+        if let Some(c) = self.clocks.get(&id) {
+            return Ok(*c);
+        }
+        let clock = self.store.op_of(id)?.lamport;
+        self.clocks.insert(id, clock);
+        Ok(clock)
+    }
+
+    /// Is `target` reachable from `from` (or equal)? Along a valid history's parent links the
+    /// clock never grows, so only the commits whose clock is at least `target`'s are walked: the
+    /// ops since `target`, not the whole history.
+    fn reaches(&mut self, from: ObjectId, target: ObjectId) -> std::result::Result<bool, ChainError> {
+        let floor = self.clock(target)?;
+        let mut seen = HashSet::from([from]);
+        let mut todo = vec![from];
+        while let Some(id) = todo.pop() {
+            if id == target {
+                return Ok(true);
+            }
+            if self.clock(id)? < floor {
+                continue;
+            }
+            for p in self.parents(id)?.to_vec() {
+                if seen.insert(p) {
+                    todo.push(p);
+                }
+            }
+        }
+        Ok(false)
     }
 
     /// The ops of the non-merge commits among `ids`, with their commit ids.
@@ -857,5 +902,137 @@ impl<'s, 'r> Dag<'s, 'r> {
             out.push((self.ops[&id].clone(), id));
         }
         Ok(out)
+    }
+}
+
+/// The ops of an op-log, newest first, read as they are met: [`Store::history_iter`].
+///
+/// Replay order sorts by `(lamport, at, actor, commit id)`. Along every parent link the clock
+/// never grows (an op's clock is one more than its parent's; a merge's is one more than the
+/// highest op it merges), so a walk that always takes the commit with the highest key among those
+/// met meets them in that order, with one exception: a merge can share its clock with a parent.
+/// So the walk takes all the commits of one clock at a time (their parents of the same clock
+/// included), sorts that group, and yields it. Memory holds the walk's frontier, one group, and
+/// the ids of commits met whose clock is not above the current one (a commit is met again only
+/// through a child, and every child of a commit with a higher clock has been taken already).
+pub struct History {
+    files: crate::git::objects::CommitFiles,
+    tip: ObjectId,
+    /// Commits met but not yet taken, by key.
+    frontier: std::collections::BinaryHeap<Pending>,
+    /// Commits met, with their clocks (pruned as the walk goes down).
+    seen: HashMap<ObjectId, u64>,
+    /// `seen`'s size after the last pruning.
+    kept: usize,
+    /// The sorted group being yielded, last first.
+    ready: Vec<LogEntry>,
+    /// Set once an error was returned: the walk ends there.
+    failed: bool,
+    /// Whether the tip was read.
+    started: bool,
+}
+
+/// A commit met by [`History`]: its op and parents, ordered by replay key.
+struct Pending {
+    op: Op,
+    commit: ObjectId,
+    parents: Vec<ObjectId>,
+}
+
+impl Pending {
+    fn key(&self) -> (u64, &str, &str, &ObjectId) {
+        (self.op.lamport, &self.op.at, &self.op.actor, &self.commit)
+    }
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+impl History {
+    fn new(store: &Store<'_>, tip: ObjectId) -> Self {
+        History {
+            files: store.git().commit_files(),
+            tip,
+            frontier: std::collections::BinaryHeap::new(),
+            seen: HashMap::new(),
+            kept: 0,
+            ready: Vec::new(),
+            failed: false,
+            started: false,
+        }
+    }
+
+    /// Read a commit met for the first time and put it on the frontier.
+    fn meet(&mut self, commit: ObjectId) -> std::result::Result<(), ChainError> {
+        if self.seen.contains_key(&commit) {
+            return Ok(());
+        }
+        let (parents, op) = self
+            .files
+            .read(commit, "op.json", MAX_COMMIT_BYTES, MAX_OP_BYTES)
+            .map_err(|source| ChainError::Unreadable { commit, what: "op.json", source })?;
+        let op = Store::parse_op(commit, op.ok_or(ChainError::NoFile { commit, name: "op.json" })?)?;
+        self.seen.insert(commit, op.lamport);
+        self.frontier.push(Pending { op, commit, parents });
+        Ok(())
+    }
+
+    /// Take the next group of commits sharing the highest clock on the frontier into `ready`.
+    fn next_group(&mut self) -> std::result::Result<(), ChainError> {
+        if !self.started {
+            self.started = true;
+            self.meet(self.tip)?;
+        }
+        let Some(clock) = self.frontier.peek().map(|p| p.op.lamport) else { return Ok(()) };
+        let mut group = Vec::new();
+        while self.frontier.peek().is_some_and(|p| p.op.lamport == clock) {
+            let p = self.frontier.pop().expect("peeked");
+            for parent in &p.parents {
+                self.meet(*parent)?;
+            }
+            group.push(p);
+        }
+        // Commits above this clock have all their children taken: they are not met again.
+        if self.seen.len() > 2 * self.kept + 1024 {
+            self.seen.retain(|_, c| *c <= clock);
+            self.kept = self.seen.len();
+        }
+        group.sort();
+        self.ready = group
+            .into_iter()
+            .map(|p| LogEntry { commit: p.commit, is_merge: p.parents.len() > 1, op: p.op })
+            .collect();
+        Ok(())
+    }
+}
+
+impl Iterator for History {
+    type Item = Result<LogEntry>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        if self.ready.is_empty() {
+            if let Err(e) = self.next_group() {
+                self.failed = true;
+                return Some(Err(Error::usage(e.to_string()).with_source(e)));
+            }
+        }
+        self.ready.pop().map(Ok)
     }
 }

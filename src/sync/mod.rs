@@ -401,6 +401,8 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
     }
     crate::progress::done();
     remember(repo, &remote.key, &fetched.iter().filter_map(|f| Some((f.local_ref.clone()?, f.id))).collect::<Vec<_>>());
+    // A command that is slow anyway packs the state's loose objects past the threshold.
+    crate::state::pack::auto(repo);
     Ok(report)
 }
 
@@ -453,6 +455,9 @@ fn push_word(p: &cli::PushedRef) -> &'static str {
 pub fn push(repo: &Repo, remote: &RemoteName) -> Result<PushReport> {
     let dir = repo.run_dir();
     let mut report = PushReport { remote: remote.given.clone(), ..Default::default() };
+    // A command that is slow anyway packs the state's loose objects past the threshold (before
+    // pushing: sending objects from a pack is cheaper).
+    crate::state::pack::auto(repo);
     for round in 0..ROUNDS {
         let specs = push_specs(repo)?;
         if specs.is_empty() {
