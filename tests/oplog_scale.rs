@@ -104,8 +104,9 @@ fn a_long_history_is_logged_and_pulled_whole_and_what_is_new_is_still_checked() 
     write_ops(&far, LONG + 1, LONG + 2, true);
     let bad = far.git_out(&["rev-parse", "refs/boulder/prd"]);
     far.git(&["push", "-q", "origin", "refs/boulder/prd:refs/boulder/prd"]).ok();
-    let pulled = near.boulder(&["pull", "--json"]).ok().json();
-    let prd = pulled["refs"].as_array().unwrap().iter().find(|r| r["name"] == "refs/boulder/prd").cloned().unwrap();
+    let pulled = near.boulder(&["pull", "--json"]).code(1).json();
+    let prd = pulled["refs"].as_array().unwrap().iter().find(|r| r["name"] == "refs/boulder/prd").cloned();
+    let prd = prd.unwrap_or_else(|| panic!("{pulled}"));
     assert_eq!(prd["result"], "refused", "{pulled}");
     let why = prd["why"].as_str().unwrap_or_default().to_string();
     assert!(why.contains(&bad) && why.contains("does not follow"), "{prd}");
@@ -128,8 +129,7 @@ fn gc_leaves_no_loose_state_object_and_a_clean_repository() {
             std::fs::rename(&path, &moved).unwrap();
             std::fs::remove_file(path.with_extension("idx")).unwrap();
             let bytes = std::fs::read(&moved).unwrap();
-            let mut child =
-                repo.command("git").args(["unpack-objects", "-q"]).stdin(Stdio::piped()).spawn().unwrap();
+            let mut child = repo.command("git").args(["unpack-objects", "-q"]).stdin(Stdio::piped()).spawn().unwrap();
             child.stdin.take().unwrap().write_all(&bytes).unwrap();
             assert!(child.wait().unwrap().success());
             std::fs::remove_file(moved).unwrap();
@@ -143,7 +143,9 @@ fn gc_leaves_no_loose_state_object_and_a_clean_repository() {
             .map(|l| l.split(' ').next().unwrap().to_string())
             .collect()
     };
-    let loose = |ids: &[String]| ids.iter().filter(|id| repo.dir.join(".git/objects").join(&id[..2]).join(&id[2..]).exists()).count();
+    let loose = |ids: &[String]| {
+        ids.iter().filter(|id| repo.dir.join(".git/objects").join(&id[..2]).join(&id[2..]).exists()).count()
+    };
     let all = state_objects();
     assert_eq!(loose(&all), all.len(), "every state object starts loose");
 

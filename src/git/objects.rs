@@ -282,8 +282,11 @@ impl CommitFiles {
         }
         let Some(id) = found else { return Ok((parents, None)) };
         bounded(&self.odb, &id, max_file)?;
-        let blob =
-            self.odb.try_find(&id, &mut self.file).map_err(failure)?.ok_or_else(|| failure(format!("{id} is missing")))?;
+        let blob = self
+            .odb
+            .try_find(&id, &mut self.file)
+            .map_err(failure)?
+            .ok_or_else(|| failure(format!("{id} is missing")))?;
         Ok((parents, Some(blob.data)))
     }
 }

@@ -1012,10 +1012,8 @@ impl History {
             self.kept = self.seen.len();
         }
         group.sort();
-        self.ready = group
-            .into_iter()
-            .map(|p| LogEntry { commit: p.commit, is_merge: p.parents.len() > 1, op: p.op })
-            .collect();
+        self.ready =
+            group.into_iter().map(|p| LogEntry { commit: p.commit, is_merge: p.parents.len() > 1, op: p.op }).collect();
         Ok(())
     }
 }
