@@ -222,7 +222,9 @@ impl Repo {
 
 /// Reads commits one after another and one file of each one's tree, for walks that read every
 /// object once (a log of a long history): no object cache (nothing is read twice, so caching
-/// only costs a copy), the buffers reused, nothing decoded beyond what is asked.
+/// only costs a copy), the buffers reused, nothing decoded beyond what is asked. Sizes are not
+/// checked: it reads local history (what a pull brings in is checked before it is taken). It can
+/// be sent to another thread.
 pub struct CommitFiles {
     odb: gix::OdbHandle,
     hash: gix::hash::Kind,
@@ -231,26 +233,18 @@ pub struct CommitFiles {
     file: Vec<u8>,
 }
 
+impl Clone for CommitFiles {
+    fn clone(&self) -> Self {
+        let mut odb = self.odb.clone();
+        odb.unset_object_cache();
+        CommitFiles { odb, hash: self.hash, commit: Vec::new(), tree: Vec::new(), file: Vec::new() }
+    }
+}
+
 impl CommitFiles {
-    /// The parents of `commit` and the content of the file `name` at the top of its tree (`None`
-    /// when there is no such regular file), after checking from the headers that the commit is
-    /// at most `max_commit` bytes and the file at most `max_file`.
-    pub fn read(
-        &mut self,
-        commit: ObjectId,
-        name: &str,
-        max_commit: u64,
-        max_file: u64,
-    ) -> std::result::Result<(Vec<ObjectId>, Option<&[u8]>), Failure> {
-        use gix::objs::{Find, FindHeader};
-        let bounded = |odb: &gix::OdbHandle, id: &ObjectId, limit: u64| -> std::result::Result<(), Failure> {
-            let h = odb.try_header(id).map_err(failure)?.ok_or_else(|| failure(format!("{id} is missing")))?;
-            if h.size > limit {
-                return Err(failure(format!("{id} is {} bytes, more than the limit of {limit}", h.size)));
-            }
-            Ok(())
-        };
-        bounded(&self.odb, &commit, max_commit)?;
+    /// The tree and the parents of `commit`.
+    pub fn commit(&mut self, commit: ObjectId) -> std::result::Result<(ObjectId, Vec<ObjectId>), Failure> {
+        use gix::objs::Find;
         let data = self
             .odb
             .try_find(&commit, &mut self.commit)
@@ -260,18 +254,24 @@ impl CommitFiles {
             return Err(failure(format!("{commit} is a {}, not a commit", data.kind)));
         }
         let mut parsed = gix::objs::CommitRefIter::from_bytes(data.data, self.hash);
-        let tree_id = parsed.tree_id().map_err(failure)?;
-        let parents: Vec<ObjectId> = gix::objs::CommitRefIter::from_bytes(data.data, self.hash).parent_ids().collect();
-        let tree = self
+        let tree = parsed.tree_id().map_err(failure)?;
+        let parents = gix::objs::CommitRefIter::from_bytes(data.data, self.hash).parent_ids().collect();
+        Ok((tree, parents))
+    }
+
+    /// The content of the regular file `name` at the top of `tree` (`None`: no such file).
+    pub fn file(&mut self, tree: ObjectId, name: &str) -> std::result::Result<Option<&[u8]>, Failure> {
+        use gix::objs::Find;
+        let data = self
             .odb
-            .try_find(&tree_id, &mut self.tree)
+            .try_find(&tree, &mut self.tree)
             .map_err(failure)?
-            .ok_or_else(|| failure(format!("tree {tree_id} is missing")))?;
-        if tree.kind != gix::objs::Kind::Tree {
-            return Err(failure(format!("{tree_id} is a {}, not a tree", tree.kind)));
+            .ok_or_else(|| failure(format!("tree {tree} is missing")))?;
+        if data.kind != gix::objs::Kind::Tree {
+            return Err(failure(format!("{tree} is a {}, not a tree", data.kind)));
         }
         let mut found = None;
-        for e in gix::objs::TreeRefIter::from_bytes(tree.data, self.hash) {
+        for e in gix::objs::TreeRefIter::from_bytes(data.data, self.hash) {
             let e = e.map_err(failure)?;
             if e.filename == name.as_bytes() {
                 if e.mode.is_blob() {
@@ -280,14 +280,13 @@ impl CommitFiles {
                 break;
             }
         }
-        let Some(id) = found else { return Ok((parents, None)) };
-        bounded(&self.odb, &id, max_file)?;
+        let Some(id) = found else { return Ok(None) };
         let blob = self
             .odb
             .try_find(&id, &mut self.file)
             .map_err(failure)?
             .ok_or_else(|| failure(format!("{id} is missing")))?;
-        Ok((parents, Some(blob.data)))
+        Ok(Some(blob.data))
     }
 }
 

@@ -14,7 +14,7 @@
 //! * A stream is never named like a branch that exists (or the base): `-work` is added, then a
 //!   number.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::prd::Prd;
 
@@ -116,12 +116,12 @@ fn find(parent: &mut [usize], mut i: usize) -> usize {
 /// Propose the text of a `.boulder/streams.yaml` for `prd` (whose path relative to the work tree
 /// is `prd_path`), with `base_branch` as the base.
 pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> String {
+    let tree = Tree::new(repo.tree_paths);
     let items: Vec<Item> = prd
         .stories
         .iter()
         .map(|story| {
-            let globs: Vec<String> =
-                named_paths(&story.text).iter().filter_map(|p| glob_for(p, repo.tree_paths)).collect();
+            let globs: Vec<String> = named_paths(&story.text).iter().filter_map(|p| glob_for(p, &tree)).collect();
             let areas = globs.iter().filter_map(|g| path_area(g)).collect();
             Item { id: story.id.clone(), globs, areas, words: title_words(&story.title), wave: story.wave.clone() }
         })
@@ -169,16 +169,13 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
         let r = find(&mut parent, i);
         members.entry(r).or_default().push(i);
     }
+    // The most frequent value; of equally frequent ones, the first seen.
     let most_common = |list: &mut dyn Iterator<Item = String>| -> Option<String> {
-        let mut count: Vec<(String, usize)> = Vec::new();
-        for x in list {
-            match count.iter_mut().find(|c| c.0 == x) {
-                Some(c) => c.1 += 1,
-                None => count.push((x, 1)),
-            }
+        let mut count: HashMap<String, (usize, usize)> = HashMap::new();
+        for (seen, x) in list.enumerate() {
+            count.entry(x).or_insert((0, seen)).0 += 1;
         }
-        let best = count.iter().map(|c| c.1).max()?;
-        count.into_iter().find(|c| c.1 == best).map(|c| c.0)
+        count.into_iter().max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.1 .1.cmp(&a.1 .1))).map(|c| c.0)
     };
     let mut key_of: Vec<String> = vec![String::new(); n];
     for (i, key) in keyed.iter().enumerate() {
@@ -210,15 +207,13 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
 
     // (stream name, stories, globs) in first-seen order.
     let mut groups: Vec<(String, Vec<String>, BTreeSet<String>)> = Vec::new();
+    let mut group_of: HashMap<String, usize> = HashMap::new();
     for (i, it) in items.iter().enumerate() {
         let key = sanitize(&key_of[i]);
-        let idx = match groups.iter().position(|g| g.0 == key) {
-            Some(i) => i,
-            None => {
-                groups.push((key, Vec::new(), BTreeSet::new()));
-                groups.len() - 1
-            }
-        };
+        let idx = *group_of.entry(key.clone()).or_insert_with(|| {
+            groups.push((key, Vec::new(), BTreeSet::new()));
+            groups.len() - 1
+        });
         groups[idx].1.push(it.id.clone());
         groups[idx].2.extend(it.globs.iter().cloned());
     }
@@ -317,17 +312,17 @@ fn strip_ext(s: &str) -> &str {
 /// The glob a named path stands for: a directory (HEAD has files below it, it ends in `/`, or its
 /// last part has no extension and HEAD has no such file) → `dir/**`; a file → its directory's
 /// `dir/**`, except directly under a generic root (`src/x.rs` stays itself).
-fn glob_for(path: &str, tree_paths: &[String]) -> Option<String> {
+fn glob_for(path: &str, tree: &Tree) -> Option<String> {
     if path.contains('*') {
         return Some(path.to_string());
     }
     if let Some(dir) = path.strip_suffix('/') {
         return Some(format!("{dir}/**"));
     }
-    let is_file = tree_paths.iter().any(|p| p == path);
+    let is_file = tree.files.contains(path);
     let below = format!("{path}/");
     let last = path.rsplit('/').next().unwrap_or(path);
-    if !is_file && (tree_paths.iter().any(|p| p.starts_with(&below)) || !last.contains('.')) {
+    if !is_file && (tree.has_below(&below) || !last.contains('.')) {
         return Some(format!("{path}/**"));
     }
     let (dir, _) = path.rsplit_once('/')?;
@@ -335,6 +330,26 @@ fn glob_for(path: &str, tree_paths: &[String]) -> Option<String> {
         return Some(path.to_string());
     }
     Some(format!("{dir}/**"))
+}
+
+/// HEAD's files, for looking paths up: as a set, and sorted (what is below a folder is a range).
+struct Tree<'a> {
+    files: HashSet<&'a str>,
+    sorted: Vec<&'a str>,
+}
+
+impl<'a> Tree<'a> {
+    fn new(paths: &'a [String]) -> Self {
+        let mut sorted: Vec<&str> = paths.iter().map(String::as_str).collect();
+        sorted.sort_unstable();
+        Tree { files: sorted.iter().copied().collect(), sorted }
+    }
+
+    /// Whether a file starts with `prefix`.
+    fn has_below(&self, prefix: &str) -> bool {
+        let at = self.sorted.partition_point(|p| *p < prefix);
+        self.sorted.get(at).is_some_and(|p| p.starts_with(prefix))
+    }
 }
 
 /// The words of a title that may tie stories together: lower case, 4+ letters, not a stop word,
@@ -351,15 +366,18 @@ fn title_words(title: &str) -> BTreeSet<String> {
 
 /// Drop globs nested inside another glob of the same set (`src/auth/x/**` under `src/auth/**`).
 fn outermost(globs: &BTreeSet<String>) -> Vec<String> {
-    globs
-        .iter()
-        .filter(|g| {
-            !globs
-                .iter()
-                .any(|o| o != *g && o.ends_with("/**") && g.starts_with(&o[..o.len() - 2]) && g.len() > o.len() - 2)
+    // `g` is nested when some `dir/**` of the set, other than `g`, has `dir/` as a proper prefix
+    // of `g`: look up each folder prefix of `g` rather than comparing with every glob.
+    let nested = |g: &str| {
+        g.match_indices('/').any(|(i, _)| {
+            let dir = &g[..=i];
+            g.len() > dir.len() && {
+                let o = format!("{dir}**");
+                o != g && globs.contains(&o)
+            }
         })
-        .cloned()
-        .collect()
+    };
+    globs.iter().filter(|g| !nested(g)).cloned().collect()
 }
 
 /// A valid stream name from a group key.

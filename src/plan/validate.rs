@@ -442,14 +442,18 @@ fn globs(c: &mut Check) -> Vec<Vec<Compiled>> {
 /// A path without wildcards names one path; when that is a directory of HEAD's tree, the stream
 /// owns nothing below it (`src/auth` owns neither `src/auth/mod.rs` nor anything else).
 fn bare_directories(c: &mut Check, tree_paths: &[String]) {
+    // Sorted once: whether a path is a file, or has files below it, is a binary search.
+    let mut sorted: Vec<&str> = tree_paths.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    let first_from = |prefix: &str| sorted.get(sorted.partition_point(|p| *p < prefix)).copied();
     for s in &c.plan.streams {
         for g in &s.paths {
             let lit = normalize(g);
-            if lit.is_empty() || lit.contains(is_meta) || tree_paths.iter().any(|p| *p == lit) {
+            if lit.is_empty() || lit.contains(is_meta) || first_from(&lit) == Some(&*lit) {
                 continue;
             }
             let below = format!("{lit}/");
-            if tree_paths.iter().any(|p| p.starts_with(&below)) {
+            if first_from(&below).is_some_and(|p| p.starts_with(&below)) {
                 c.warn(
                     "bare_directory",
                     format!(
@@ -713,36 +717,38 @@ fn overlap(c: &mut Check, globs: &[Vec<Compiled>], tree_paths: &[String]) {
             );
             c.push(severity, "overlap", msg, hint);
         }
-        'pairs: for i in 0..n {
-            for j in i + 1..n {
-                if pairs.contains_key(&(i, j)) || name(i) == name(j) {
-                    continue;
-                }
-                let mut shown: Vec<String> = Vec::new();
-                let mut total = 0usize;
-                for a in &stream_globs[i] {
-                    for b in &stream_globs[j] {
-                        if budget == 0 {
-                            gave_up = true;
-                            break 'pairs;
-                        }
-                        budget -= 1;
-                        if may_overlap(a, b) {
-                            total += 1;
-                            if shown.len() < MAX_GLOB_PAIRS_SHOWN {
-                                shown.push(format!(
-                                    "{} ({}) and {} ({})",
-                                    quote(&a.text),
-                                    name(i),
-                                    quote(&b.text),
-                                    name(j)
-                                ));
-                            }
-                        }
+        // Only globs whose literal prefixes are prefixes of one another can overlap (the first
+        // thing `may_overlap` checks): find those pairs through an index of the prefixes, not by
+        // comparing every glob of every stream with every other (quadratic in the plan's size).
+        let mut by_prefix: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
+        for (i, gs) in stream_globs.iter().enumerate() {
+            for (k, g) in gs.iter().enumerate() {
+                by_prefix.entry(literal_prefix(&g.norm)).or_default().push((i, k));
+            }
+        }
+        let mut candidates: BTreeSet<(usize, usize, usize, usize)> = BTreeSet::new();
+        for (j, gs) in stream_globs.iter().enumerate() {
+            for (l, g) in gs.iter().enumerate() {
+                let prefix = literal_prefix(&g.norm);
+                for end in (0..=prefix.len()).filter(|e| prefix.is_char_boundary(*e)) {
+                    for &(i, k) in by_prefix.get(&prefix[..end]).into_iter().flatten() {
+                        // Each pair once, streams in plan order.
+                        match i.cmp(&j) {
+                            std::cmp::Ordering::Less => candidates.insert((i, j, k, l)),
+                            std::cmp::Ordering::Greater => candidates.insert((j, i, l, k)),
+                            std::cmp::Ordering::Equal => false,
+                        };
                     }
                 }
-                if total > 0 {
-                    let more = total - shown.len();
+            }
+        }
+        let mut current: Option<(usize, usize)> = None;
+        let mut shown: Vec<String> = Vec::new();
+        let mut total = 0usize;
+        let flush = |pair: Option<(usize, usize)>, shown: &mut Vec<String>, total: &mut usize, c: &mut Check| {
+            if let Some((i, j)) = pair {
+                if *total > 0 {
+                    let more = *total - shown.len();
                     let more = if more > 0 { format!(", and {more} more glob pairs") } else { String::new() };
                     let msg = format!(
                         "streams {} may own the same files: {}{more}",
@@ -752,6 +758,32 @@ fn overlap(c: &mut Check, globs: &[Vec<Compiled>], tree_paths: &[String]) {
                     c.push(severity, "potential_overlap", msg, hint);
                 }
             }
+            shown.clear();
+            *total = 0;
+        };
+        for (i, j, k, l) in candidates {
+            if pairs.contains_key(&(i, j)) || name(i) == name(j) {
+                continue;
+            }
+            if current != Some((i, j)) {
+                flush(current, &mut shown, &mut total, c);
+                current = Some((i, j));
+            }
+            if budget == 0 {
+                gave_up = true;
+                break;
+            }
+            budget -= 1;
+            let (a, b) = (&stream_globs[i][k], &stream_globs[j][l]);
+            if may_overlap(a, b) {
+                total += 1;
+                if shown.len() < MAX_GLOB_PAIRS_SHOWN {
+                    shown.push(format!("{} ({}) and {} ({})", quote(&a.text), name(i), quote(&b.text), name(j)));
+                }
+            }
+        }
+        if !gave_up {
+            flush(current, &mut shown, &mut total, c);
         }
     }
 

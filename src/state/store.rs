@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::git::identity;
-use crate::git::objects::{EntryKind, Failure, Kind, Objects};
+use crate::git::objects::{CommitFiles, EntryKind, Failure, Kind, Objects};
 use crate::git::refs::{self, Backoff, Expect, GaveUp, Odd, Retry, Step};
 use crate::git::{ObjectId, Repo};
 use crate::state::op::{self, MergeData, Op, OpError, Payload, State, StateError, MERGE_ACTOR, MERGE_KIND};
@@ -490,6 +490,13 @@ impl<'r> Store<'r> {
         self.op_in(commit, tree)
     }
 
+    /// The op of `commit`, whose tree is `tree`, read with `files`.
+    fn read_op(files: &mut CommitFiles, commit: ObjectId, tree: ObjectId) -> std::result::Result<Op, ChainError> {
+        let bytes =
+            files.file(tree, "op.json").map_err(|source| ChainError::Unreadable { commit, what: "op.json", source })?;
+        Self::parse_op(commit, bytes.ok_or(ChainError::NoFile { commit, name: "op.json" })?)
+    }
+
     /// The op of `commit`, whose tree is `tree`.
     fn op_in(&self, commit: ObjectId, tree: ObjectId) -> std::result::Result<Op, ChainError> {
         let objects = self.git();
@@ -915,8 +922,12 @@ impl<'s, 'r> Dag<'s, 'r> {
 /// included), sorts that group, and yields it. Memory holds the walk's frontier, one group, and
 /// the ids of commits met whose clock is not above the current one (a commit is met again only
 /// through a child, and every child of a commit with a higher clock has been taken already).
+///
+/// Once a history proves long, two threads read ahead along first parents — one the commits,
+/// one each commit's `op.json` — at most [`READ_AHEAD`] commits ahead, while this one orders and
+/// the caller prints: what a linear history needs next is always the next one they read.
 pub struct History {
-    files: crate::git::objects::CommitFiles,
+    files: CommitFiles,
     tip: ObjectId,
     /// Commits met but not yet taken, by key.
     frontier: std::collections::BinaryHeap<Pending>,
@@ -930,6 +941,77 @@ pub struct History {
     failed: bool,
     /// Whether the tip was read.
     started: bool,
+    /// Commits read so far.
+    read: usize,
+    /// The read-ahead, once started.
+    ahead: Option<Ahead>,
+}
+
+/// Commits read before reading ahead starts (a short log is not worth two threads).
+const READ_AHEAD_AFTER: usize = 512;
+/// How far ahead of the walk the read-ahead threads go, in commits.
+pub const READ_AHEAD: usize = 1024;
+
+type Read = std::result::Result<(Op, Vec<ObjectId>), ChainError>;
+
+/// Ops read ahead along first parents, in order, and the ones received but not taken yet.
+struct Ahead {
+    rx: std::sync::mpsc::Receiver<Vec<(ObjectId, Read)>>,
+    head: std::collections::VecDeque<(ObjectId, Read)>,
+}
+
+/// Commits the read-ahead threads hand on at a time (fewer wake-ups than one by one).
+const BATCH: usize = 64;
+
+impl Ahead {
+    /// Start reading ahead from `from` down its first parents; `None` when no thread can start.
+    fn start(files: &CommitFiles, from: ObjectId) -> Option<Ahead> {
+        use std::sync::mpsc::sync_channel;
+        type Commit = (ObjectId, std::result::Result<(ObjectId, Vec<ObjectId>), Failure>);
+        let depth = READ_AHEAD / BATCH / 2;
+        let (commits_tx, commits_rx) = sync_channel::<Vec<Commit>>(depth);
+        let (tx, rx) = sync_channel::<Vec<(ObjectId, Read)>>(depth);
+        let mut commits = files.clone();
+        std::thread::Builder::new()
+            .name("log-commits".into())
+            .spawn(move || {
+                let mut next = Some(from);
+                let mut batch = Vec::with_capacity(BATCH);
+                while let Some(id) = next {
+                    let read = commits.commit(id);
+                    next = read.as_ref().ok().and_then(|(_, parents)| parents.first().copied());
+                    batch.push((id, read));
+                    // A send fails when the reader is gone: the log ended or failed.
+                    if (batch.len() == BATCH || next.is_none())
+                        && commits_tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))).is_err()
+                    {
+                        break;
+                    }
+                }
+            })
+            .ok()?;
+        let mut ops = files.clone();
+        std::thread::Builder::new()
+            .name("log-ops".into())
+            .spawn(move || {
+                for batch in commits_rx {
+                    let read: Vec<(ObjectId, Read)> = batch
+                        .into_iter()
+                        .map(|(commit, read)| {
+                            let op = read
+                                .map_err(|source| ChainError::Broken { commit, source })
+                                .and_then(|(tree, parents)| Ok((Store::read_op(&mut ops, commit, tree)?, parents)));
+                            (commit, op)
+                        })
+                        .collect();
+                    if tx.send(read).is_err() {
+                        break;
+                    }
+                }
+            })
+            .ok()?;
+        Some(Ahead { rx, head: std::collections::VecDeque::new() })
+    }
 }
 
 /// A commit met by [`History`]: its op and parents, ordered by replay key.
@@ -973,6 +1055,28 @@ impl History {
             ready: Vec::new(),
             failed: false,
             started: false,
+            read: 0,
+            ahead: None,
+        }
+    }
+
+    /// The op and parents of `commit` from the read-ahead, when it is the next one there.
+    fn take_ahead(&mut self, commit: ObjectId) -> Option<Read> {
+        let ahead = self.ahead.as_mut()?;
+        loop {
+            if ahead.head.is_empty() {
+                ahead.head.extend(ahead.rx.recv().ok()?);
+            }
+            let id = ahead.head.front()?.0;
+            if id == commit {
+                return ahead.head.pop_front().map(|(_, read)| read);
+            }
+            if !self.seen.contains_key(&id) {
+                // Not needed yet (the walk is on another branch): this one is read here.
+                return None;
+            }
+            // Met already, through another path: drop it.
+            ahead.head.pop_front();
         }
     }
 
@@ -981,11 +1085,20 @@ impl History {
         if self.seen.contains_key(&commit) {
             return Ok(());
         }
-        let (parents, op) = self
-            .files
-            .read(commit, "op.json", MAX_COMMIT_BYTES, MAX_OP_BYTES)
-            .map_err(|source| ChainError::Unreadable { commit, what: "op.json", source })?;
-        let op = Store::parse_op(commit, op.ok_or(ChainError::NoFile { commit, name: "op.json" })?)?;
+        let (op, parents) = match self.take_ahead(commit) {
+            Some(read) => read?,
+            None => {
+                let (tree, parents) =
+                    self.files.commit(commit).map_err(|source| ChainError::Broken { commit, source })?;
+                (Store::read_op(&mut self.files, commit, tree)?, parents)
+            }
+        };
+        self.read += 1;
+        if self.read == READ_AHEAD_AFTER {
+            if let Some(first) = parents.first() {
+                self.ahead = Ahead::start(&self.files, *first);
+            }
+        }
         self.seen.insert(commit, op.lamport);
         self.frontier.push(Pending { op, commit, parents });
         Ok(())
