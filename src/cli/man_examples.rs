@@ -114,6 +114,10 @@ pub fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
             &[("git boulder remote setup origin", "Fetch and push git-boulder's refs with origin.")]
         }
         "git-boulder-doctor" => &[("git boulder doctor", "Find what is out of step and how to fix each.")],
+        "git-boulder-gc" => &[
+            ("git boulder gc", "Pack every loose object of the state refs into one pack."),
+            ("git boulder gc --auto", "The same, only past the loose-object threshold (as pull and push do)."),
+        ],
         "git-boulder-record" => &[
             ("git boulder record", "Record this stream's commits made without the hooks, each once."),
             ("git boulder record --stream auth", "The same for the auth stream, from anywhere in the repository."),
