@@ -4,7 +4,7 @@
 # new ops on top of it, and `git boulder gc` — on an op-log of N ops (completion records, made
 # with `git fast-import` by bench/oplog.py). Prints medians, ratios and peak memory.
 #
-# usage: bash bench/oplog.sh [RUNS] [OPS]   (defaults 3, 100001)
+# usage: bash bench/oplog.sh [RUNS] [OPS]   (defaults 3, 100001; GC_OPS=20000 for the gc row)
 source "$(dirname "$0")/common.sh"
 RUNS=${1:-3}
 N=${2:-100001}
@@ -80,20 +80,25 @@ done
 [ "$(git -C "$WORK/near" rev-parse refs/boulder/prd)" = "$(git -C "$far" rev-parse refs/boulder/prd)" ] || { echo "pull did not take the new ops" >&2; exit 1; }
 row "pull of 10 new ops on top vs git fetch" "$(median "${a[@]}")" "$(median "${b[@]}")" "-"
 
-# gc of a history whose objects are all loose (as appends leave them)
+# gc of a history whose objects are all loose (as appends leave them): GC_OPS ops (default
+# 20,000: 80,000 loose files), against `git gc` of a second repository holding the same objects.
+GC_OPS=${GC_OPS:-20000}
 loose=$WORK/loose
-git init -q -b main "$loose"
-git -C "$loose" commit -q --allow-empty -m init
-python3 "$ROOT/bench/oplog.py" "$N" | git -C "$loose" fast-import --quiet --done
-for p in "$loose"/.git/objects/pack/pack-*.pack; do
-  mv "$p" "$WORK/unpack.pack"
-  rm -f "${p%.pack}.idx" "${p%.pack}.rev"
-  git -C "$loose" unpack-objects -q <"$WORK/unpack.pack"
-  rm -f "$WORK/unpack.pack"
+for side in loose loose-git; do
+  git init -q -b main "$WORK/$side"
+  git -C "$WORK/$side" commit -q --allow-empty -m init
+  python3 "$ROOT/bench/oplog.py" "$GC_OPS" | git -C "$WORK/$side" fast-import --quiet --done
+  for p in "$WORK/$side"/.git/objects/pack/pack-*.pack; do
+    mv "$p" "$WORK/unpack.pack"
+    rm -f "${p%.pack}.idx" "${p%.pack}.rev"
+    git -C "$WORK/$side" unpack-objects -q <"$WORK/unpack.pack"
+    rm -f "$WORK/unpack.pack"
+  done
 done
 before=$(git -C "$loose" count-objects | cut -d' ' -f1)
-cp -r "$loose" "$WORK/loose-git"
+sync
 a=$(cd "$loose" && time_ms git-boulder gc)
+sync
 b=$(cd "$WORK/loose-git" && time_ms git gc -q)
 after=$(git -C "$loose" count-objects | cut -d' ' -f1)
 row "gc of $before loose objects vs git gc (one run)" "$a" "$b" "-"

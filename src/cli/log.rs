@@ -57,8 +57,32 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
     let limit = args.max_count.unwrap_or(usize::MAX);
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
     let mut printed = 0usize;
+    // The order is by time, newest first, each ref's own order kept for equal times (a stable
+    // sort by time of the refs' histories one after the other). Each history comes in its own
+    // (replay) order, merged by time as read; clocks that disagree can still put a later time
+    // after an earlier one, so the last WINDOW ops read wait in a window sorted by that key and
+    // the newest of them is printed: the very same order whenever no op's time is out of place
+    // by more than WINDOW ops, in bounded memory.
+    let mut window: std::collections::BinaryHeap<Ranked> = std::collections::BinaryHeap::new();
+    let mut read = vec![0usize; logs.len()];
+    let mut done = false;
     while printed < limit {
-        let Some((r, e)) = next_op(&mut logs)? else { break };
+        while !done && window.len() < WINDOW {
+            match next_op(&mut logs)? {
+                Some((i, e)) => {
+                    window.push(Ranked {
+                        at: e.op.at.clone(),
+                        log: std::cmp::Reverse(i),
+                        pos: std::cmp::Reverse(read[i]),
+                        entry: e,
+                    });
+                    read[i] += 1;
+                }
+                None => done = true,
+            }
+        }
+        let Some(Ranked { log: std::cmp::Reverse(i), entry: e, .. }) = window.pop() else { break };
+        let r = logs[i].r;
         if args.json {
             let v = serde_json::json!({"ref": r, "commit": e.commit.to_string(), "op": e.op});
             let mut text = Vec::new();
@@ -118,9 +142,44 @@ struct Log<'a> {
     head: Option<LogEntry>,
 }
 
-/// The newest next op of all `logs` (for equal times, the first log's), or `None` when all are
-/// done.
-fn next_op<'a>(logs: &mut [Log<'a>]) -> Result<Option<(&'a str, LogEntry)>> {
+/// How many ops read ahead may wait to be printed, for the order by time (see `run`).
+const WINDOW: usize = 4096;
+
+/// An op read, ranked for printing: newest time first, then the earlier log, then the earlier
+/// position in its log.
+struct Ranked {
+    at: String,
+    log: std::cmp::Reverse<usize>,
+    pos: std::cmp::Reverse<usize>,
+    entry: LogEntry,
+}
+
+impl Ranked {
+    fn key(&self) -> (&str, std::cmp::Reverse<usize>, std::cmp::Reverse<usize>) {
+        (&self.at, self.log, self.pos)
+    }
+}
+
+impl PartialEq for Ranked {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+impl Eq for Ranked {}
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Ranked {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+/// The newest next op of all `logs` (for equal times, the first log's) and its log's index, or
+/// `None` when all are done.
+fn next_op(logs: &mut [Log<'_>]) -> Result<Option<(usize, LogEntry)>> {
     let mut best: Option<usize> = None;
     for i in 0..logs.len() {
         if logs[i].head.is_none() {
@@ -131,5 +190,5 @@ fn next_op<'a>(logs: &mut [Log<'a>]) -> Result<Option<(&'a str, LogEntry)>> {
             best = Some(i);
         }
     }
-    Ok(best.and_then(|b| Some((logs[b].r, logs[b].head.take()?))))
+    Ok(best.and_then(|b| Some((b, logs[b].head.take()?))))
 }
