@@ -63,25 +63,28 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
     // after an earlier one, so the last WINDOW ops read wait in a window sorted by that key and
     // the newest of them is printed: the very same order whenever no op's time is out of place
     // by more than WINDOW ops, in bounded memory.
-    let mut window: std::collections::BinaryHeap<Ranked> = std::collections::BinaryHeap::new();
+    // Kept sorted, newest first: an op read usually belongs at the end (one comparison); one
+    // whose time is out of place is inserted where it belongs.
+    let mut window: std::collections::VecDeque<Ranked> = std::collections::VecDeque::new();
     let mut read = vec![0usize; logs.len()];
     let mut done = false;
     while printed < limit {
         while !done && window.len() < WINDOW {
             match next_op(&mut logs)? {
-                Some((i, e)) => {
-                    window.push(Ranked {
-                        at: e.op.at.clone(),
-                        log: std::cmp::Reverse(i),
-                        pos: std::cmp::Reverse(read[i]),
-                        entry: e,
-                    });
+                Some((i, entry)) => {
+                    let new = Ranked { log: i, pos: read[i], entry };
                     read[i] += 1;
+                    if window.back().is_none_or(|last| last.key() > new.key()) {
+                        window.push_back(new);
+                    } else {
+                        let at = window.partition_point(|x| x.key() > new.key());
+                        window.insert(at, new);
+                    }
                 }
                 None => done = true,
             }
         }
-        let Some(Ranked { log: std::cmp::Reverse(i), entry: e, .. }) = window.pop() else { break };
+        let Some(Ranked { log: i, entry: e, .. }) = window.pop_front() else { break };
         let r = logs[i].r;
         if args.json {
             let v = serde_json::json!({"ref": r, "commit": e.commit.to_string(), "op": e.op});
@@ -148,32 +151,15 @@ const WINDOW: usize = 4096;
 /// An op read, ranked for printing: newest time first, then the earlier log, then the earlier
 /// position in its log.
 struct Ranked {
-    at: String,
-    log: std::cmp::Reverse<usize>,
-    pos: std::cmp::Reverse<usize>,
+    log: usize,
+    pos: usize,
     entry: LogEntry,
 }
 
 impl Ranked {
+    /// Greater prints first.
     fn key(&self) -> (&str, std::cmp::Reverse<usize>, std::cmp::Reverse<usize>) {
-        (&self.at, self.log, self.pos)
-    }
-}
-
-impl PartialEq for Ranked {
-    fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
-    }
-}
-impl Eq for Ranked {}
-impl PartialOrd for Ranked {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Ranked {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.key().cmp(&other.key())
+        (&self.entry.op.at, std::cmp::Reverse(self.log), std::cmp::Reverse(self.pos))
     }
 }
 
