@@ -256,39 +256,13 @@ fn ctrl_c_releases_the_claim_and_leaves_the_stream_resumable() {
 
 /// `git daemon` serving the folder of a remote on 127.0.0.1, stopped on drop.
 struct Daemon {
-    child: Child,
+    _server: GitDaemon,
     url: String,
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn daemon(remote: &Remote) -> Daemon {
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let mut c = Command::new("git");
-    fixed_env(&mut c, &remote.root);
-    let child = c
-        .args([
-            "daemon",
-            "--reuseaddr",
-            "--export-all",
-            "--enable=receive-pack",
-            "--listen=127.0.0.1",
-            &format!("--port={port}"),
-            &format!("--base-path={}", remote.root.display()),
-            remote.root.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("git daemon");
-    let d = Daemon { child, url: format!("git://127.0.0.1:{port}/remote.git") };
-    wait_for("git daemon", || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
-    d
+    let server = GitDaemon::serve(&remote.root);
+    Daemon { url: server.url("remote.git"), _server: server }
 }
 
 /// What every machine must agree on in `status --json`: the fields that come from the shared

@@ -2,7 +2,6 @@
 //! 127.0.0.1 and machines that are clones of it. Checked with plain git on the remote.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 
 use crate::common::*;
 
@@ -14,14 +13,7 @@ pub const PLAN: &str = "version: 1\nprd: .agents/tasks/prd.md\nstreams:\n  auth:
 pub struct Served {
     pub remote: Remote,
     pub url: String,
-    server: Child,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.server.kill();
-        let _ = self.server.wait();
-    }
+    _server: GitDaemon,
 }
 
 impl Served {
@@ -33,31 +25,8 @@ impl Served {
             ("src/api/mod.rs", "// api\n"),
             ("README.md", "# sample\n"),
         ]);
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut c = Command::new("git");
-        fixed_env(&mut c, &remote.root);
-        let server = c
-            .args([
-                "daemon",
-                "--reuseaddr",
-                "--export-all",
-                "--enable=receive-pack",
-                "--listen=127.0.0.1",
-                &format!("--port={port}"),
-                &format!("--base-path={}", remote.root.display()),
-                remote.root.to_str().unwrap(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("git daemon");
-        for _ in 0..400 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(25));
-        }
-        Served { remote, url: format!("git://127.0.0.1:{port}/remote.git"), server }
+        let server = GitDaemon::serve(&remote.root);
+        Served { remote, url: server.url("remote.git"), _server: server }
     }
 
     /// A clone over `git://` with its streams initialized.

@@ -339,10 +339,6 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 fn wait_for_port(port: u16) {
     for _ in 0..200 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -376,27 +372,8 @@ fn over(n: &Net, url: &str) {
 #[test]
 fn over_git_daemon() {
     let n = net(PLAN);
-    let port = free_port();
-    let mut c = Command::new("git");
-    fixed_env(&mut c, &n.root);
-    let child = c
-        .args([
-            "daemon",
-            "--reuseaddr",
-            "--export-all",
-            "--enable=receive-pack",
-            "--listen=127.0.0.1",
-            &format!("--port={port}"),
-            &format!("--base-path={}", n.root.display()),
-            n.root.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("git daemon");
-    let _server = Server(child);
-    wait_for_port(port);
-    over(&n, &format!("git://127.0.0.1:{port}/remote.git"));
+    let server = GitDaemon::serve(&n.root);
+    over(&n, &server.url("remote.git"));
 }
 
 #[test]

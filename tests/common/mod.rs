@@ -435,3 +435,52 @@ macro_rules! assert_shown {
     };
 }
 pub(crate) use assert_shown;
+
+/// `git daemon` serving every repository under `root` read-write on 127.0.0.1 (a free port),
+/// stopped on drop. `url("remote.git")` names one of them.
+pub struct GitDaemon {
+    child: std::process::Child,
+    pub port: u16,
+}
+
+impl GitDaemon {
+    pub fn serve(root: &Path) -> GitDaemon {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut c = Command::new("git");
+        fixed_env(&mut c, root);
+        let child = c
+            .args([
+                "daemon",
+                "--reuseaddr",
+                "--export-all",
+                "--enable=receive-pack",
+                "--listen=127.0.0.1",
+                &format!("--port={port}"),
+                &format!("--base-path={}", root.display()),
+                root.to_str().unwrap(),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("git daemon");
+        let daemon = GitDaemon { child, port };
+        for _ in 0..400 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return daemon;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        panic!("git daemon did not listen on port {port}");
+    }
+
+    pub fn url(&self, repo: &str) -> String {
+        format!("git://127.0.0.1:{}/{repo}", self.port)
+    }
+}
+
+impl Drop for GitDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
