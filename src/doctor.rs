@@ -1,6 +1,6 @@
 //! `doctor`: what is out of step between git, git-boulder's state and this machine — worktrees
-//! git knows that state does not (and the reverse), hooks, refs that fail validation, held locks —
-//! each with the command that fixes it.
+//! git knows that state does not (and the reverse), hooks, refs that fail validation, held locks,
+//! lock files git left behind — each with the command that fixes it.
 
 use serde::Serialize;
 
@@ -61,7 +61,31 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
             fix: format!("wait for pid {} to finish (the lock is released when it exits)", holder.pid),
         });
     }
+
+    // git's own lock files left by a killed process: every later write that needs them fails.
+    for l in crate::git::lockfiles::stale(&ws.repo) {
+        problems.push(Problem {
+            area: "lock",
+            message: format!(
+                "{} was left behind {} ago (a git or git-boulder process was killed while writing); git \
+                 refuses to write what it guards until it is gone",
+                l.path.display(),
+                age(l.age)
+            ),
+            fix: format!("if no git process is running, remove {}", l.path.display()),
+        });
+    }
     Ok(problems)
+}
+
+/// A lock's age, coarse: `42s`, `5m`, `3h`, `2d`.
+fn age(d: std::time::Duration) -> String {
+    match d.as_secs() {
+        s @ 0..120 => format!("{s}s"),
+        s @ 120..7200 => format!("{}m", s / 60),
+        s @ 7200..172800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
 }
 
 /// Refs under refs/boulder/ that fail validation.

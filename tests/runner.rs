@@ -13,6 +13,7 @@ mod agent_prompt;
 mod boulders;
 mod cleanup_safety;
 mod dashboard;
+mod doctor_locks;
 mod extension;
 mod first_day;
 mod flags;

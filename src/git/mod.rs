@@ -26,6 +26,7 @@ pub mod graph;
 pub mod identity;
 pub mod ignore;
 pub mod index;
+pub mod lockfiles;
 pub mod merge;
 pub mod notes;
 pub mod objects;

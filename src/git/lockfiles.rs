@@ -1,0 +1,69 @@
+//! git's own lock files (`*.lock` beside what a git process is rewriting) left behind by a
+//! process that was killed: git never removes them itself, and every later write that needs the
+//! same file fails until someone does.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::Repo;
+
+/// git gives up waiting for a lock after about a second; one older than this is left over.
+pub const STALE_AFTER: Duration = Duration::from_secs(5);
+
+/// A lock file older than [`STALE_AFTER`] and how long it has been there.
+#[derive(Debug, Clone)]
+pub struct StaleLock {
+    pub path: PathBuf,
+    pub age: Duration,
+}
+
+/// The stale lock files that block git-boulder's writes: `packed-refs.lock`, each worktree's
+/// `index.lock` (the main one's and every linked one's) and `*.lock` under `refs/heads` and
+/// `refs/boulder`. Sorted by path.
+pub fn stale(repo: &Repo) -> Vec<StaleLock> {
+    let mut found = Vec::new();
+    let common = &repo.common_dir;
+    let mut candidates = vec![common.join("packed-refs.lock")];
+    if !repo.is_bare() {
+        candidates.push(common.join("index.lock"));
+    }
+    if let Ok(regs) = super::worktree::registrations(repo) {
+        candidates.extend(regs.iter().map(|r| r.admin.join("index.lock")));
+    }
+    for path in candidates {
+        consider(&path, &mut found);
+    }
+    for dir in ["refs/heads", "refs/boulder"] {
+        walk(&common.join(dir), 0, &mut found);
+    }
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found
+}
+
+fn consider(path: &Path, found: &mut Vec<StaleLock>) {
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return };
+    if !meta.is_file() {
+        return;
+    }
+    let age = meta.modified().ok().and_then(|m| m.elapsed().ok()).unwrap_or_default();
+    if age >= STALE_AFTER {
+        found.push(StaleLock { path: path.to_path_buf(), age });
+    }
+}
+
+/// `*.lock` files under `dir` (ref names nest; a hostile tree stops at a fixed depth).
+fn walk(dir: &Path, depth: usize, found: &mut Vec<StaleLock>) {
+    if depth > 32 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let Ok(kind) = e.file_type() else { continue };
+        let path = e.path();
+        if kind.is_dir() {
+            walk(&path, depth + 1, found);
+        } else if kind.is_file() && path.extension().is_some_and(|x| x == "lock") {
+            consider(&path, found);
+        }
+    }
+}

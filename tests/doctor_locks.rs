@@ -1,0 +1,68 @@
+//! `doctor` names the lock files git leaves behind when a process is killed mid-write
+//! (`packed-refs.lock`, a worktree's `index.lock`, a ref's `.lock`) by path and age, with git's
+//! own advice, and never removes them itself.
+
+use std::path::PathBuf;
+
+use crate::common::*;
+
+/// Where git itself puts `file` for the worktree at `dir` (its git dir or the common dir).
+fn git_path(repo: &TestRepo, dir: &std::path::Path, file: &str) -> PathBuf {
+    let r = repo.git_in(dir, &["rev-parse", "--path-format=absolute", "--git-path", file]).ok();
+    PathBuf::from(r.stdout.trim())
+}
+
+/// Make `path` as a killed process leaves it, last written `ago` (e.g. `1 minute ago`).
+fn leave_lock(repo: &TestRepo, path: &std::path::Path, ago: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, "").unwrap();
+    let mut touch = repo.command("touch");
+    let out = touch.arg("-d").arg(ago).arg(path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn doctor_names_each_stale_git_lock_file_with_its_age_and_leaves_it_there() {
+    let repo = sample();
+    repo.boulder(&["stream", "init"]).ok();
+    repo.boulder(&["doctor"]).ok();
+    let auth = repo.worktree("auth");
+    let locks = [
+        git_path(&repo, &repo.dir, "packed-refs.lock"),
+        git_path(&repo, &repo.dir, "index.lock"),
+        git_path(&repo, &auth, "index.lock"),
+        git_path(&repo, &repo.dir, "refs/heads/boulder/auth.lock"),
+        git_path(&repo, &repo.dir, "refs/boulder/streams/auth.lock"),
+    ];
+    // The linked worktree's index lives in its own git dir, not the main one's.
+    assert_ne!(locks[1], locks[2]);
+
+    // A lock being written right now is a running git's: not a problem.
+    leave_lock(&repo, &locks[0], "now");
+    repo.boulder(&["doctor"]).ok();
+
+    for l in &locks {
+        leave_lock(&repo, l, "1 hour ago");
+    }
+    let r = repo.boulder(&["doctor"]).code(1);
+    for l in &locks {
+        let shown = l.display().to_string();
+        assert!(r.stdout.contains(&format!("lock: {shown} was left behind 60m ago")), "{shown}:\n{}", r.stdout);
+        assert!(r.stdout.contains(&format!("fix: if no git process is running, remove {shown}")), "{}", r.stdout);
+    }
+    assert!(!r.stdout.contains("all good"), "{}", r.stdout);
+    let j = repo.boulder(&["doctor", "--json"]).code(1).json();
+    assert_eq!(j["ok"], false);
+    let named = j["problems"].as_array().unwrap().iter().filter(|p| p["area"] == "lock").count();
+    assert_eq!(named, locks.len(), "{j}");
+    // Never removed by doctor: only the user knows no git is still running.
+    for l in &locks {
+        assert!(l.is_file(), "{} was removed", l.display());
+    }
+
+    for l in &locks {
+        std::fs::remove_file(l).unwrap();
+    }
+    let r = repo.boulder(&["doctor"]).ok();
+    assert!(r.stdout.contains("locks agree"), "{}", r.stdout);
+}
