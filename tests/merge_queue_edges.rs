@@ -115,3 +115,38 @@ fn a_dependency_not_merged_on_the_remote_is_named_with_the_command_that_merges_i
     // Following the hint merges auth where api is to land, not into the local base.
     assert!(r.stderr.contains("git boulder stream merge auth --remote origin"), "{}", r.stderr);
 }
+
+#[test]
+fn merge_all_remote_brings_the_local_base_up_to_the_remote_when_its_worktree_was_locked_after_the_push() {
+    let remote = remote();
+    let m = remote.machine("m1");
+    m.boulder(&["stream", "init"]).ok();
+    let w = m.worktree("auth");
+    commit_in(&m, &w, "src/auth/a.rs", "a\n", "auth: a");
+    m.boulder(&["prd", "done", "US-001"]).ok();
+    let before = rev(&m, "main");
+    // A killed git left the base worktree's index locked: the push lands, the local base cannot
+    // follow (its worktree cannot be updated under the lock).
+    let lock = m.dir.join(".git/index.lock");
+    std::fs::write(&lock, "").unwrap();
+    let r = m.boulder(&["stream", "merge", "auth", "--remote", "origin"]);
+    let landed = remote_git(&m, &remote, &["rev-parse", "main"]).trim().to_string();
+    assert_ne!(landed, before);
+    assert!(remote_git(&m, &remote, &["log", "--format=%s", "main"]).lines().any(|s| s == "auth: a"));
+    assert_eq!(rev(&m, "main"), before, "the local base moved under the lock:\n{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("the local branch main was not brought to"), "{}", r.stderr);
+    assert!(r.stderr.contains("`git boulder stream merge --all --remote origin` brings it up"), "{}", r.stderr);
+
+    // The lock removed, the rerun brings the local base and its worktree up to the remote's tip.
+    std::fs::remove_file(&lock).unwrap();
+    // Nothing is left to land (auth is MERGED, api not complete): only the local base moves.
+    let r = m.boulder(&["stream", "merge", "--all", "--remote", "origin"]).ok();
+    assert!(r.stderr.contains("bringing the local branch main up to origin's"), "{}", r.stderr);
+    assert_eq!(rev(&m, "main"), landed);
+    assert_eq!(m.git_out(&["status", "--porcelain"]), "");
+    assert_eq!(m.read("src/auth/a.rs"), "a\n");
+    assert_eq!(m.stream_state("auth")["status"], "MERGED");
+    let subjects = remote_git(&m, &remote, &["log", "--format=%s", "main"]);
+    assert_eq!(subjects.lines().filter(|s| *s == "auth: a").count(), 1, "{subjects}");
+    m.assert_fsck();
+}

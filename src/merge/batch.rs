@@ -84,6 +84,10 @@ pub fn run(
         }
         merged.push(name.clone());
     }
+    if let (true, true, false, Some(remote)) = (batch.all, merged.is_empty(), opts.dry_run, &opts.remote) {
+        // Nothing landed this time; a landing before may have left the local base behind.
+        super::queue::follow(ws, plan, remote, say)?;
+    }
     Ok(merged)
 }
 

@@ -340,9 +340,7 @@ fn land(
         if let Some(local) = j.local_base.as_deref().map(journal::id).transpose()? {
             let msg = format!("boulder merge: stream {} landed on {}", j.stream, remote.given);
             let what = format!("the merge of stream {}", j.stream);
-            if let Err(e) = checkout::move_branch(repo, &j.base_branch, local, fin, &msg, &what, "merge-base-ref") {
-                say(&format!("the local branch {} was not brought to {}: {}", j.base_branch, short(fin), e.message));
-            }
+            bring_up(repo, &j.base_branch, local, fin, &msg, &what, &remote.given, say);
         }
         j.stage = Stage::BaseUpdated;
         j.save(repo)?;
@@ -364,6 +362,49 @@ fn land(
     j.remove(repo)?;
     let prd_commit = j.prd_to.as_deref().map(journal::id).transpose()?;
     Ok(Landed::Done { merged: b_new, prd_commit })
+}
+
+/// Move the local base branch (and its worktree, the way `git merge --ff-only` does) from `local`
+/// up to `tip`, which holds it. A failure (a stale `index.lock` in its worktree, say) is told, not
+/// fatal: the remote already has the merge, and the next `stream merge --remote` brings it up.
+#[allow(clippy::too_many_arguments)]
+fn bring_up(
+    repo: &crate::git::Repo,
+    base: &str,
+    local: ObjectId,
+    tip: ObjectId,
+    msg: &str,
+    what: &str,
+    given: &str,
+    say: &dyn Fn(&str),
+) {
+    if let Err(e) = checkout::move_branch(repo, base, local, tip, msg, what, "merge-base-ref") {
+        say(&format!(
+            "the local branch {base} was not brought to {}: {}; once that is fixed, `git boulder stream merge --all --remote {given}` brings it up",
+            short(tip),
+            e.message
+        ));
+    }
+}
+
+/// `stream merge --all --remote R` with nothing left to land: a local base behind the remote's
+/// (an earlier landing could not move it) is brought up to it, as after a landing — never losing a
+/// local commit.
+pub fn follow(ws: &Workspace, plan: &Plan, given: &str, say: &dyn Fn(&str)) -> Result<()> {
+    let repo = &ws.repo;
+    let remote = RemoteName::new(repo, given)?;
+    let base = &plan.settings.base_branch;
+    let spec = format!("+{}:{}", refs::branch_ref(base), refs::queue_ref(&remote.key, base));
+    let fetched = remote::fetch(repo, &remote.given, &[spec])?;
+    let tip = fetched.iter().find(|f| f.remote_ref == refs::branch_ref(base)).map(|f| f.id);
+    let (Some(tip), Some(local)) = (tip, repo.branch_tip(base)?) else { return Ok(()) };
+    if local == tip || !repo.objects().is_ancestor(local, tip)? {
+        return Ok(());
+    }
+    say(&format!("bringing the local branch {base} up to {given}'s ({})", short(tip)));
+    let msg = format!("boulder merge: {base} follows {given}");
+    bring_up(repo, base, local, tip, &msg, &format!("bringing {base} up to {given}"), &remote.given, say);
+    Ok(())
 }
 
 /// Is git-lfs set up for this repository (its filter configured, as `git lfs install` does)?
