@@ -192,3 +192,20 @@ fn checks_at_the_same_instant_push_the_agent_on_once() {
         assert_eq!(enforced, 1, "round {round}: {answers:?}");
     }
 }
+
+#[test]
+fn the_enforcement_names_the_next_open_story_of_the_worktrees_stream() {
+    // An agent in a stream's worktree that never went through `stream run` has no last story: the
+    // message names the stream's next open story, not only the boulder's name.
+    let repo = initialized();
+    let wt = repo.worktree("auth");
+    let prd = repo.boulder_in(&wt, &["prd", "next", "--json"]).ok().json();
+    let id = prd["id"].as_str().or_else(|| prd["story"]["id"].as_str()).expect("next story id").to_string();
+    let j = repo
+        .boulder_env(&wt, &["check", "--json", "--message", "I am done"], &[("BOULDER_NOW", "2030-01-01T00:00:00Z")])
+        .ok()
+        .json();
+    assert_eq!(j["enforce"], true, "{j}");
+    let m = j["message"].as_str().unwrap();
+    assert!(m.contains(&format!("Task: {id}: ")), "{m}");
+}

@@ -96,7 +96,17 @@ pub fn check(
         chain.push((p.clone(), s));
     }
     let failures = if d.reset_failures { 0 } else { b.failure_count };
-    let task = b.last_story.clone().unwrap_or_else(|| id.to_string());
+    // The task: the story last worked on, else (when pushing on) this worktree's next open story,
+    // else the boulder's name.
+    let task = b
+        .last_story
+        .clone()
+        .or_else(|| {
+            let r = super::resume::resume(ws).ok().filter(|_| d.enforce)?;
+            let s = r.next.filter(|_| r.boulder.as_deref() == Some(id))?;
+            Some(format!("{}: {}", s.id, s.title))
+        })
+        .unwrap_or_else(|| id.to_string());
     let mut text = super::message(&chain, &task, failures, t.max_failures);
     if d.enforce {
         if b.last_message.as_deref() == Some(text.as_str()) {
