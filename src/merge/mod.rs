@@ -160,17 +160,7 @@ fn preflight(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options) ->
         }
     }
     for branch in [&stream.branch, &plan.settings.base_branch] {
-        if let Some(wt) = worktree::checked_out(&ws.repo, branch)? {
-            let dirt = worktree::tracked_dirt_for_merge(&wt, 10)?;
-            if !dirt.modified.is_empty() {
-                return Err(Error::refused(format!(
-                    "the worktree {} (branch {branch}) has uncommitted changes: {}",
-                    wt.display(),
-                    dirt.modified.join(", ")
-                ))
-                .hint(format!("commit or stash them in {}, then rerun", wt.display())));
-            }
-        }
+        worktree::refuse_uncommitted(&ws.repo, branch, None)?;
     }
     if !plan.settings.verify.trim().is_empty() && worktree::checked_out(&ws.repo, &stream.branch)?.is_none() {
         return Err(Error::usage(format!(

@@ -141,24 +141,6 @@ fn plan_revert(
     Ok(Ok(Planned { mem, revert, prd_commit, tip: cur }))
 }
 
-/// Refuse when a checked-out worktree of `branches` has uncommitted changes.
-fn refuse_dirty(ws: &Workspace, branches: &[&str]) -> Result<()> {
-    for branch in branches {
-        if let Some(wt) = worktree::checked_out(&ws.repo, branch)? {
-            let dirt = worktree::tracked_dirt_for_merge(&wt, 10)?;
-            if !dirt.modified.is_empty() {
-                return Err(Error::refused(format!(
-                    "the worktree {} (branch {branch}) has uncommitted changes: {}",
-                    wt.display(),
-                    dirt.modified.join(", ")
-                ))
-                .hint(format!("commit or stash them in {}, then rerun", wt.display())));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Take stream `stream` back out of the base: locally, or with `remote` on that remote's base.
 pub fn unmerge(
     ws: &Workspace,
@@ -180,7 +162,9 @@ pub fn unmerge(
     for branch in [&stream.branch, &base] {
         crate::stream::rollback::finish_interrupted(repo, branch, &ours);
     }
-    refuse_dirty(ws, &[&stream.branch, &base])?;
+    for branch in [&stream.branch, &base] {
+        worktree::refuse_uncommitted(&ws.repo, branch, None)?;
+    }
     let mut out = Unmerged {
         stream: stream.name.clone(),
         base: base.clone(),

@@ -73,29 +73,13 @@ pub fn finish_interrupted(repo: &Repo, branch: &str, ours: &str) {
     }
 }
 
-/// Refuse when the stream's checked-out worktree has uncommitted changes.
-fn refuse_dirty(repo: &Repo, branch: &str, what: &str) -> Result<()> {
-    if let Some(wt) = worktree::checked_out(repo, branch)? {
-        let dirt = worktree::tracked_dirt_for_merge(&wt, 10)?;
-        if !dirt.modified.is_empty() {
-            return Err(Error::refused(format!(
-                "the worktree {} (branch {branch}) has uncommitted changes: {}; {what} would overwrite them",
-                wt.display(),
-                dirt.modified.join(", ")
-            ))
-            .hint(format!("commit or stash them in {}, then rerun", wt.display())));
-        }
-    }
-    Ok(())
-}
-
 /// Move the stream branch (and its worktree) from `from` to `to`, keeping `from` first, and
 /// record it.
 fn move_to(ws: &Workspace, stream: &StreamDef, from: ObjectId, to: ObjectId, restored: bool) -> Result<Rolled> {
     let repo = &ws.repo;
     let word = if restored { "restore" } else { "rollback" };
     let what = format!("the {word}");
-    refuse_dirty(repo, &stream.branch, &what)?;
+    worktree::refuse_uncommitted(repo, &stream.branch, Some(&what))?;
     // Kept before anything moves: the old tip is never lost, whatever happens next.
     let reachable_from_to = repo.objects().is_ancestor(from, to)?;
     let backup = if reachable_from_to {

@@ -815,6 +815,24 @@ pub fn prune_missing(repo: &Repo) -> Result<Vec<String>> {
     Ok(removed)
 }
 
+/// Refuse (exit 1) when the worktree that has `branch` checked out holds uncommitted changes to
+/// tracked files, naming up to 10 of them; `overwriting` says what would overwrite them
+/// ("the rollback"). Merge, unmerge and rollback ask this before they move a branch.
+pub fn refuse_uncommitted(repo: &Repo, branch: &str, overwriting: Option<&str>) -> Result<()> {
+    let Some(wt) = checked_out(repo, branch)? else { return Ok(()) };
+    let dirt = tracked_dirt_for_merge(&wt, 10)?;
+    if dirt.modified.is_empty() {
+        return Ok(());
+    }
+    let what = overwriting.map(|w| format!("; {w} would overwrite them")).unwrap_or_default();
+    Err(Error::refused(format!(
+        "the worktree {} (branch {branch}) has uncommitted changes: {}{what}",
+        wt.display(),
+        dirt.modified.join(", ")
+    ))
+    .hint(format!("commit or stash them in {}, then rerun", wt.display())))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
