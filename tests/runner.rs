@@ -34,6 +34,7 @@ mod oplog_scale;
 mod prd_forms;
 mod pre_push_pushed;
 mod project_boulder;
+mod pull_scale;
 mod record;
 mod refusals;
 mod remote_refusals;

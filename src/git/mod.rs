@@ -17,6 +17,7 @@
 //!   rules), [`graph`] (ahead/behind).
 
 pub mod branch;
+pub mod chain;
 pub mod checkout;
 pub mod cli;
 pub mod config;

@@ -22,6 +22,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::git::chain::ChainReader;
 use crate::git::identity;
 use crate::git::objects::{CommitFiles, EntryKind, Failure, Kind, Objects};
 use crate::git::refs::{self, Backoff, Expect, GaveUp, Odd, Retry, Step};
@@ -114,6 +115,28 @@ pub struct Entry<S> {
     pub commit: ObjectId,
     pub op: Op,
     pub state: S,
+}
+
+/// New commits a validation checks before it reads their files on a second thread.
+const CHECK_AHEAD_AFTER: usize = 512;
+/// How many commits' files that thread reads ahead of the replay, at most.
+const CHECK_AHEAD: usize = 1024;
+/// Commits whose files that thread hands on at a time.
+const CHECK_BATCH: usize = 64;
+
+/// A commit a validation checks: its id, tree and parents.
+struct NewCommit {
+    id: ObjectId,
+    tree: ObjectId,
+    parents: Vec<ObjectId>,
+}
+
+/// The op of a commit being validated and the id of its `state.json`.
+type OpFiles = std::result::Result<(Op, ObjectId), ChainError>;
+
+/// A [`Failure`] of a validation itself (not of the object store).
+fn failure_of(what: impl std::fmt::Display) -> Failure {
+    crate::git::objects::failure(what.to_string())
 }
 
 /// One commit of an op-log's history.
@@ -523,54 +546,96 @@ impl<'r> Store<'r> {
 
     /// Like [`Store::validate_chain`], but trusting (not checking) what is reachable from
     /// `trusted`, e.g. the local tip before a pull.
+    ///
+    /// How: first the commits `tip` adds over `trusted` are listed from their headers and parent
+    /// links ([`Store::new_commits`], every one a commit of bounded size), parents before
+    /// children. Then they are replayed in that order from the state of where they start (a
+    /// trusted commit's `state.json`, read strictly, or the empty state), keeping each state in
+    /// memory until its last child is checked: each commit's op is applied to its parent's state
+    /// and the result, serialized exactly as an append writes it, is hashed as a blob and compared
+    /// with the id of the commit's `state.json` — equal ids are equal bytes, so the stored state
+    /// is read only when the ids differ (then it is parsed strictly and compared as a value, and a
+    /// state of other bytes but the same value is accepted as before). The trees and `op.json` of
+    /// a long chain are read and parsed on a second thread, ahead of the replay.
     pub fn validate_since<S: State>(&self, tip: ObjectId, trusted: &[ObjectId]) -> std::result::Result<(), ChainError> {
-        self.check_commit_sizes(tip, trusted)?;
-        let objects = self.git();
-        let walk = objects.walk([tip], trusted.iter().copied()).map_err(|source| ChainError::Walk { tip, source })?;
-        // The walk meets a commit right after its child, so the parent read for one check is
-        // usually the entry of the next.
-        let mut cached: Option<Entry<S>> = None;
-        let mut dag = Dag::new(self);
-        for (n, info) in walk.enumerate() {
-            if n >= MAX_NEW_COMMITS {
-                return Err(ChainError::TooManyToCheck { tip });
-            }
-            let info = info.map_err(|source| ChainError::Walk { tip, source })?;
-            let id = info.id;
-            let entry = match cached.take() {
-                Some(e) if e.commit == id => e,
-                _ => self.entry::<S>(id)?,
-            };
-            let parents: Vec<ObjectId> = info.parents;
-            match parents.len() {
-                0 | 1 => {
-                    if entry.op.is_merge() {
-                        return Err(ChainError::MergeOpInLine { commit: id, parents: parents.len() });
+        let mut reader = self.repo.chain_reader();
+        let commits = Self::new_commits(&mut reader, tip, trusted)?;
+        if commits.len() < CHECK_AHEAD_AFTER {
+            let mut files = reader.clone();
+            let files = commits.iter().map(|c| Self::op_files(&mut files, c.id, c.tree));
+            return self.replay_chain::<S>(&reader, &commits, files);
+        }
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<OpFiles>>(CHECK_AHEAD / CHECK_BATCH);
+            let mut ahead = reader.clone();
+            let list = &commits;
+            scope.spawn(move || {
+                for batch in list.chunks(CHECK_BATCH) {
+                    let read = batch.iter().map(|c| Self::op_files(&mut ahead, c.id, c.tree)).collect();
+                    // A send fails when the replay stopped (at an invalid commit).
+                    if tx.send(read).is_err() {
+                        break;
                     }
-                    let (mut expect, clock) = match parents.first() {
-                        Some(p) => {
-                            let parent = self.entry::<S>(*p)?;
-                            let clock = parent.op.lamport.max(parent.state.lamport());
-                            let state = parent.state.clone();
-                            cached = Some(parent);
-                            (state, clock)
-                        }
+                }
+            });
+            let files = rx.into_iter().flatten();
+            self.replay_chain::<S>(&reader, &commits, files)
+        })
+    }
+
+    /// Replay `commits` (parents first, see [`Store::validate_since`]), whose op files `files`
+    /// gives in the same order.
+    fn replay_chain<S: State>(
+        &self,
+        reader: &ChainReader,
+        commits: &[NewCommit],
+        files: impl Iterator<Item = OpFiles>,
+    ) -> std::result::Result<(), ChainError> {
+        // How many children among the new commits each new commit has: its state is kept in
+        // memory until the last of them is checked.
+        let mut children: HashMap<ObjectId, usize> = HashMap::new();
+        for c in commits {
+            for p in &c.parents {
+                *children.entry(*p).or_default() += 1;
+            }
+        }
+        // The state after each new commit still needed, with its clock.
+        let mut states: HashMap<ObjectId, (u64, S)> = HashMap::new();
+        let mut dag = Dag::new(self);
+        let mut files = files;
+        // States whose bytes were not the ones an append writes, read back and compared.
+        let mut read_back = 0usize;
+        for c in commits {
+            let id = c.id;
+            let Some(read) = files.next() else {
+                return Err(ChainError::Unreadable { commit: id, what: "op.json", source: failure_of("not read") });
+            };
+            let (op, state_id) = read?;
+            match c.parents.len() {
+                0 | 1 => {
+                    if op.is_merge() {
+                        return Err(ChainError::MergeOpInLine { commit: id, parents: c.parents.len() });
+                    }
+                    let (mut expect, clock) = match c.parents.first() {
+                        Some(p) => self.parent_state::<S>(*p, &mut states, &mut children)?,
                         None => (S::default(), 0),
                     };
-                    if entry.op.lamport != clock + 1 {
-                        return Err(ChainError::Clock { commit: id, clock: entry.op.lamport, parent: clock });
+                    if op.lamport != clock + 1 {
+                        return Err(ChainError::Clock { commit: id, clock: op.lamport, parent: clock });
                     }
-                    expect.apply(&entry.op).map_err(|source| ChainError::Refused { commit: id, source })?;
-                    expect.set_lamport(entry.op.lamport);
-                    if expect != entry.state {
-                        return Err(ChainError::NotItsOpsState { commit: id });
+                    expect.apply(&op).map_err(|source| ChainError::Refused { commit: id, source })?;
+                    expect.set_lamport(op.lamport);
+                    read_back += usize::from(self.check_state(reader, id, state_id, &expect)?);
+                    if children.get(&id).is_some_and(|n| *n > 0) {
+                        let clock = op.lamport.max(expect.lamport());
+                        states.insert(id, (clock, expect));
                     }
                 }
                 2 => {
-                    if !entry.op.is_merge() || entry.op.actor != MERGE_ACTOR {
+                    if !op.is_merge() || op.actor != MERGE_ACTOR {
                         return Err(ChainError::NotAMergeOp { commit: id });
                     }
-                    match self.plan_in::<S>(&mut dag, parents[0], parents[1])? {
+                    match self.plan_in::<S>(&mut dag, c.parents[0], c.parents[1])? {
                         Plan::Merge { op, state, parents: ps } => {
                             let again = self
                                 .write_op_commit(&op, &state, &ps, false)
@@ -583,21 +648,147 @@ impl<'r> Store<'r> {
                             return Err(ChainError::RedundantMerge { commit: id });
                         }
                     }
+                    // Its children read its state back (a merge's state is checked through its id).
+                    for p in &c.parents {
+                        Self::release(*p, &mut states, &mut children);
+                    }
                 }
                 n => return Err(ChainError::TooManyParents { commit: id, parents: n }),
             }
         }
+        if crate::trace::enabled() && !commits.is_empty() {
+            crate::trace::line(&format!("validate: {} new commits, {read_back} state.json read back", commits.len()));
+        }
         Ok(())
     }
 
-    /// Check from the object headers alone that everything `tip` adds over `trusted` is a commit
-    /// of at most [`MAX_COMMIT_BYTES`], before any walk reads those commits whole (at most
-    /// [`MAX_NEW_COMMITS`]). The walk stops at `trusted`: when the fetched side extends the local
-    /// tip, it reads only what is new.
-    fn check_commit_sizes(&self, tip: ObjectId, trusted: &[ObjectId]) -> std::result::Result<(), ChainError> {
+    /// One fewer child of `parent` left to check: its state is dropped after the last.
+    fn release<S>(parent: ObjectId, states: &mut HashMap<ObjectId, (u64, S)>, children: &mut HashMap<ObjectId, usize>) {
+        if let Some(n) = children.get_mut(&parent) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                states.remove(&parent);
+            }
+        }
+    }
+
+    /// The state after `parent` and its clock, for a child being checked: kept in memory when
+    /// `parent` was replayed here (taken, not copied, by its last child), else read strictly
+    /// from its `state.json` (a trusted commit, or a merge).
+    fn parent_state<S: State>(
+        &self,
+        parent: ObjectId,
+        states: &mut HashMap<ObjectId, (u64, S)>,
+        children: &mut HashMap<ObjectId, usize>,
+    ) -> std::result::Result<(S, u64), ChainError> {
+        let last = children.get_mut(&parent).map(|n| {
+            *n = n.saturating_sub(1);
+            *n == 0
+        });
+        let kept = if last == Some(true) { states.remove(&parent) } else { states.get(&parent).cloned() };
+        if let Some((clock, state)) = kept {
+            return Ok((state, clock));
+        }
+        let e = self.entry::<S>(parent)?;
+        let clock = e.op.lamport.max(e.state.lamport());
+        Ok((e.state, clock))
+    }
+
+    /// Check that the `state.json` of `commit`, blob `stored`, is `expect`: its bytes as an
+    /// append writes them hash to `stored`, or else the blob, read strictly, holds that value
+    /// (`true`: it was read).
+    fn check_state<S: State>(
+        &self,
+        reader: &ChainReader,
+        commit: ObjectId,
+        stored: ObjectId,
+        expect: &S,
+    ) -> std::result::Result<bool, ChainError> {
+        let bytes = Self::json(expect, "state.json").map_err(|source| ChainError::Recompute { commit, source })?;
+        let same = reader.blob_id(&bytes).map_err(|source| ChainError::Broken { commit, source })? == stored;
+        if same {
+            let size = bytes.len() as u64;
+            if size > MAX_STATE_BYTES {
+                return Err(ChainError::TooLarge { commit, what: "state.json", size, limit: MAX_STATE_BYTES });
+            }
+            if !reader.has(stored) {
+                return Err(ChainError::Unreadable {
+                    commit,
+                    what: "state.json",
+                    source: failure_of(format!("{stored} is missing")),
+                });
+            }
+            expect.validate().map_err(|source| ChainError::InvalidState { commit, source })?;
+            return Ok(false);
+        }
+        let mut reader = reader.clone();
+        let (_, size) =
+            reader.header(stored).map_err(|source| ChainError::Unreadable { commit, what: "state.json", source })?;
+        if size > MAX_STATE_BYTES {
+            return Err(ChainError::TooLarge { commit, what: "state.json", size, limit: MAX_STATE_BYTES });
+        }
+        let data =
+            reader.blob(stored).map_err(|source| ChainError::Unreadable { commit, what: "state.json", source })?;
+        let state = Self::parse_state::<S>(commit, data)?;
+        if &state != expect {
+            return Err(ChainError::NotItsOpsState { commit });
+        }
+        Ok(true)
+    }
+
+    /// The op of `commit` (tree `tree`), read strictly, and the id of its `state.json`: the tree
+    /// holds exactly `op.json` and `state.json` as regular files, each object no larger than its
+    /// limit (checked from its header before it is read).
+    fn op_files(reader: &mut ChainReader, commit: ObjectId, tree: ObjectId) -> OpFiles {
+        let bounded = |reader: &ChainReader, id: ObjectId, limit: u64, what: &'static str| {
+            let (_, size) = reader.header(id).map_err(|source| ChainError::Unreadable { commit, what, source })?;
+            if size > limit {
+                return Err(ChainError::TooLarge { commit, what, size, limit });
+            }
+            Ok(())
+        };
+        bounded(reader, tree, MAX_TREE_BYTES, "its tree")?;
+        let entries = reader.entries(tree).map_err(|source| ChainError::Broken { commit, source })?;
+        let mut names = Vec::with_capacity(entries.len());
+        for e in &entries {
+            if e.kind != EntryKind::Blob {
+                return Err(ChainError::NotAFile { commit, name: e.name.clone() });
+            }
+            names.push(e.name.clone());
+        }
+        names.sort();
+        if names != ["op.json", "state.json"] {
+            return Err(ChainError::Files { commit, names });
+        }
+        let id_of = |name: &'static str| {
+            entries.iter().find(|e| e.name == name).map(|e| e.id).ok_or(ChainError::NoFile { commit, name })
+        };
+        let (op_id, state_id) = (id_of("op.json")?, id_of("state.json")?);
+        bounded(reader, op_id, MAX_OP_BYTES, "op.json")?;
+        let data = reader.blob(op_id).map_err(|source| ChainError::Unreadable { commit, what: "op.json", source })?;
+        Ok((Self::parse_op(commit, data)?, state_id))
+    }
+
+    /// The commits `tip` adds over `trusted`, parents before children, each checked from its
+    /// object header to be a commit of at most [`MAX_COMMIT_BYTES`] before it is read (at most
+    /// [`MAX_NEW_COMMITS`] of them). The walk stops at `trusted`: when the fetched side extends
+    /// the local tip, it reads only what is new.
+    fn new_commits(
+        reader: &mut ChainReader,
+        tip: ObjectId,
+        trusted: &[ObjectId],
+    ) -> std::result::Result<Vec<NewCommit>, ChainError> {
+        let trusted: HashSet<ObjectId> = trusted.iter().copied().collect();
         let mut seen = HashSet::new();
-        let mut todo = vec![tip];
-        while let Some(id) = todo.pop() {
+        let mut out = Vec::new();
+        // Depth first, a commit put out once all its parents are: (commit, tree and parents
+        // once read).
+        let mut todo: Vec<(ObjectId, Option<(ObjectId, Vec<ObjectId>)>)> = vec![(tip, None)];
+        while let Some((id, read)) = todo.pop() {
+            if let Some((tree, parents)) = read {
+                out.push(NewCommit { id, tree, parents });
+                continue;
+            }
             if trusted.contains(&id) || !seen.insert(id) {
                 continue;
             }
@@ -605,16 +796,20 @@ impl<'r> Store<'r> {
                 return Err(ChainError::TooManyToCheck { tip });
             }
             let broken = |source| ChainError::Broken { commit: id, source };
-            let (kind, size) = self.git().header(id).map_err(broken)?;
+            let (kind, size) = reader.header(id).map_err(broken)?;
             if kind != Kind::Commit {
                 return Err(ChainError::NotACommit { id, kind });
             }
             if size > MAX_COMMIT_BYTES {
                 return Err(ChainError::CommitTooLarge { commit: id, size });
             }
-            todo.extend(self.git().parents(id).map_err(broken)?);
+            let (tree, parents) = reader.commit(id).map_err(broken)?;
+            let next: Vec<ObjectId> =
+                parents.iter().rev().filter(|p| !trusted.contains(*p) && !seen.contains(*p)).copied().collect();
+            todo.push((id, Some((tree, parents))));
+            todo.extend(next.into_iter().map(|p| (p, None)));
         }
-        Ok(())
+        Ok(out)
     }
 
     /// Compute the merge of two tips without writing anything.
