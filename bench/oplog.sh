@@ -54,19 +54,40 @@ row "log | head -1 vs git log | head -1" "$(median "${f[@]}")" "$(median "${g[@]
 lines=$(cd "$far" && git-boulder log prd | wc -l)
 echo "log printed $lines lines for $N ops"
 
-# pull of the whole history into a fresh clone, vs git fetch of the same ref
-a=() b=()
+# cpu_ms CMD…: run once, print the CPU time (user + sys, children included) in milliseconds.
+cpu_ms() {
+  if [ -x /usr/bin/time ]; then
+    /usr/bin/time -f '%U %S' "$@" 2>&1 >/dev/null | tail -1 | awk '{ printf "%d\n", ($1 + $2) * 1000 }'
+  else
+    "$@" >/dev/null 2>&1
+    echo 0
+  fi
+}
+
+# pull of the whole history into a fresh clone, vs git fetch of the same ref (wall, then CPU;
+# which side goes first alternates)
+a=() b=() ca=() cb=()
 for ((i = 0; i < RUNS; i++)); do
-  rm -rf "$WORK/near" "$WORK/plain"
-  git clone -q "$WORK/remote.git" "$WORK/near"
-  git clone -q "$WORK/remote.git" "$WORK/plain"
-  a+=("$(cd "$WORK/near" && time_ms git-boulder pull)")
-  b+=("$(cd "$WORK/plain" && time_ms git fetch -q origin refs/boulder/prd:refs/boulder/prd)")
+  for side in near plain nearc plainc; do
+    rm -rf "$WORK/$side"
+    git clone -q "$WORK/remote.git" "$WORK/$side"
+  done
+  if (( i % 2 )); then
+    b+=("$(cd "$WORK/plain" && time_ms git fetch -q origin refs/boulder/prd:refs/boulder/prd)")
+    a+=("$(cd "$WORK/near" && time_ms git-boulder pull)")
+  else
+    a+=("$(cd "$WORK/near" && time_ms git-boulder pull)")
+    b+=("$(cd "$WORK/plain" && time_ms git fetch -q origin refs/boulder/prd:refs/boulder/prd)")
+  fi
+  ca+=("$(cd "$WORK/nearc" && cpu_ms git-boulder pull)")
+  cb+=("$(cd "$WORK/plainc" && cpu_ms git fetch -q origin refs/boulder/prd:refs/boulder/prd)")
+  rm -rf "$WORK/nearc" "$WORK/plainc"
 done
 [ "$(git -C "$WORK/near" rev-parse refs/boulder/prd)" = "$(git -C "$far" rev-parse refs/boulder/prd)" ] || { echo "pull did not take the history" >&2; exit 1; }
 rm -rf "$WORK/near2" && git clone -q "$WORK/remote.git" "$WORK/near2"
 mem=$(cd "$WORK/near2" && peak_kib git-boulder pull)
 row "pull of $N ops (fresh clone) vs git fetch" "$(median "${a[@]}")" "$(median "${b[@]}")" "$((mem / 1024))"
+row "  the same, CPU (user + sys)" "$(median "${ca[@]}")" "$(median "${cb[@]}")" "-"
 
 # a pull of 10 new ops on top of the history: only they are checked
 a=() b=()

@@ -783,10 +783,10 @@ impl<'r> Store<'r> {
         let mut out = Vec::new();
         // Depth first, a commit put out once all its parents are: (commit, tree and parents
         // once read).
-        let mut todo: Vec<(ObjectId, Option<(ObjectId, Vec<ObjectId>)>)> = vec![(tip, None)];
+        let mut todo: Vec<(ObjectId, Option<NewCommit>)> = vec![(tip, None)];
         while let Some((id, read)) = todo.pop() {
-            if let Some((tree, parents)) = read {
-                out.push(NewCommit { id, tree, parents });
+            if let Some(commit) = read {
+                out.push(commit);
                 continue;
             }
             if trusted.contains(&id) || !seen.insert(id) {
@@ -806,7 +806,7 @@ impl<'r> Store<'r> {
             let (tree, parents) = reader.commit(id).map_err(broken)?;
             let next: Vec<ObjectId> =
                 parents.iter().rev().filter(|p| !trusted.contains(*p) && !seen.contains(*p)).copied().collect();
-            todo.push((id, Some((tree, parents))));
+            todo.push((id, Some(NewCommit { id, tree, parents })));
             todo.extend(next.into_iter().map(|p| (p, None)));
         }
         Ok(out)
