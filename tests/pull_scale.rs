@@ -23,6 +23,8 @@ enum Spoil {
     Unknown(u64),
     /// Every state with the same value in other bytes (one line, as another tool may write it).
     OtherBytes,
+    /// This op's tree holds a third file.
+    ExtraFile(u64),
 }
 
 /// RFC 3339 time of op `i` (one second apart, within one day).
@@ -82,6 +84,9 @@ fn write_ops(repo: &TestRepo, reference: &str, from: u64, to: u64, actor: &str, 
         stream.extend_from_slice(b"deleteall\n");
         write!(stream, "M 100644 inline op.json\ndata {}\n{op}\n", op.len()).unwrap();
         write!(stream, "M 100644 inline state.json\ndata {}\n{state}\n", state.len()).unwrap();
+        if spoil == Spoil::ExtraFile(i) {
+            stream.extend_from_slice(b"M 100644 inline notes.txt\ndata 3\nhi\n\n");
+        }
     }
     stream.extend_from_slice(b"done\n");
     let mut child = repo
@@ -135,7 +140,12 @@ fn a_long_fetched_chain_is_replayed_without_reading_its_states_back() {
 
 #[test]
 fn a_forged_state_in_the_middle_of_a_long_fetched_chain_is_refused() {
-    for (spoil, says) in [(Spoil::Lie(700), "does not follow"), (Spoil::Unknown(700), "unknown field")] {
+    let cases = [
+        (Spoil::Lie(700), "does not follow"),
+        (Spoil::Unknown(700), "unknown field"),
+        (Spoil::ExtraFile(700), "exactly op.json and state.json"),
+    ];
+    for (spoil, says) in cases {
         let remote = Remote::new(&[("README.md", "hello\n")]);
         let far = remote.machine("far");
         write_ops(&far, "refs/boulder/prd", 1, LONG, "far", None, spoil);

@@ -124,12 +124,16 @@ const CHECK_AHEAD: usize = 1024;
 /// Commits whose files that thread hands on at a time.
 const CHECK_BATCH: usize = 64;
 
-/// A commit a validation checks: its id, tree and parents.
+/// A commit a validation checks: its id and parents.
 struct NewCommit {
     id: ObjectId,
-    tree: ObjectId,
     parents: Vec<ObjectId>,
+    /// Its place in the order the walk met the commits.
+    seq: usize,
 }
+
+/// The ids of `op.json` and `state.json` in a commit's tree, checked ([`Store::tree_files`]).
+type TreeFiles = std::result::Result<(ObjectId, ObjectId), Box<ChainError>>;
 
 /// The op of a commit being validated and the id of its `state.json`.
 type OpFiles = std::result::Result<(Op, ObjectId), ChainError>;
@@ -559,19 +563,54 @@ impl<'r> Store<'r> {
     /// a long chain are read and parsed on a second thread, ahead of the replay.
     pub fn validate_since<S: State>(&self, tip: ObjectId, trusted: &[ObjectId]) -> std::result::Result<(), ChainError> {
         let mut reader = self.repo.chain_reader();
-        let commits = Self::new_commits(&mut reader, tip, trusted)?;
-        if commits.len() < CHECK_AHEAD_AFTER {
-            let mut files = reader.clone();
-            let files = commits.iter().map(|c| Self::op_files(&mut files, c.id, c.tree));
-            return self.replay_chain::<S>(&reader, &commits, files);
-        }
+        // While the commits are listed, their trees are read: here for a short chain, on a
+        // second thread once it proves long.
+        let (listed, mut trees) = std::thread::scope(|scope| {
+            let mut trees: Vec<Option<TreeFiles>> = Vec::new();
+            let mut here = reader.clone();
+            let mut ahead: Option<(std::sync::mpsc::SyncSender<(ObjectId, ObjectId)>, _)> = None;
+            let listed = Self::new_commits(&mut reader, tip, trusted, &mut |seq, id, tree| {
+                if seq < CHECK_AHEAD_AFTER {
+                    trees.push(Some(Self::tree_files(&mut here, id, tree)));
+                    return;
+                }
+                let (tx, _) = ahead.get_or_insert_with(|| {
+                    let (tx, rx) = std::sync::mpsc::sync_channel::<(ObjectId, ObjectId)>(CHECK_AHEAD);
+                    let mut reader = here.clone();
+                    let thread = scope.spawn(move || {
+                        rx.into_iter()
+                            .map(|(id, tree)| Some(Self::tree_files(&mut reader, id, tree)))
+                            .collect::<Vec<_>>()
+                    });
+                    (tx, thread)
+                });
+                // The thread ends only when the sender is dropped.
+                let _ = tx.send((id, tree));
+            });
+            if let Some((tx, thread)) = ahead {
+                drop(tx);
+                trees.extend(thread.join().unwrap_or_default());
+            }
+            (listed, trees)
+        });
+        let commits = listed?;
         std::thread::scope(|scope| {
+            if commits.len() < CHECK_AHEAD_AFTER {
+                let mut files = reader.clone();
+                let files = commits
+                    .iter()
+                    .map(|c| Self::op_files(&mut files, c.id, trees.get_mut(c.seq).and_then(Option::take)));
+                return self.replay_chain::<S>(&reader, &commits, files);
+            }
             let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<OpFiles>>(CHECK_AHEAD / CHECK_BATCH);
             let mut ahead = reader.clone();
             let list = &commits;
             scope.spawn(move || {
                 for batch in list.chunks(CHECK_BATCH) {
-                    let read = batch.iter().map(|c| Self::op_files(&mut ahead, c.id, c.tree)).collect();
+                    let read = batch
+                        .iter()
+                        .map(|c| Self::op_files(&mut ahead, c.id, trees.get_mut(c.seq).and_then(Option::take)))
+                        .collect();
                     // A send fails when the replay stopped (at an invalid commit).
                     if tx.send(read).is_err() {
                         break;
@@ -736,36 +775,50 @@ impl<'r> Store<'r> {
         Ok(true)
     }
 
-    /// The op of `commit` (tree `tree`), read strictly, and the id of its `state.json`: the tree
-    /// holds exactly `op.json` and `state.json` as regular files, each object no larger than its
-    /// limit (checked from its header before it is read).
-    fn op_files(reader: &mut ChainReader, commit: ObjectId, tree: ObjectId) -> OpFiles {
-        let bounded = |reader: &ChainReader, id: ObjectId, limit: u64, what: &'static str| {
-            let (_, size) = reader.header(id).map_err(|source| ChainError::Unreadable { commit, what, source })?;
-            if size > limit {
-                return Err(ChainError::TooLarge { commit, what, size, limit });
-            }
-            Ok(())
-        };
-        bounded(reader, tree, MAX_TREE_BYTES, "its tree")?;
+    /// The ids of `op.json` and `state.json` in the tree `tree` of `commit`: the tree holds
+    /// exactly those two files, as regular files, and is no larger than its limit (checked from
+    /// its header before it is read).
+    fn tree_files(reader: &mut ChainReader, commit: ObjectId, tree: ObjectId) -> TreeFiles {
+        let (_, size) =
+            reader.header(tree).map_err(|source| ChainError::Unreadable { commit, what: "its tree", source })?;
+        if size > MAX_TREE_BYTES {
+            return Err(Box::new(ChainError::TooLarge { commit, what: "its tree", size, limit: MAX_TREE_BYTES }));
+        }
         let entries = reader.entries(tree).map_err(|source| ChainError::Broken { commit, source })?;
         let mut names = Vec::with_capacity(entries.len());
         for e in &entries {
             if e.kind != EntryKind::Blob {
-                return Err(ChainError::NotAFile { commit, name: e.name.clone() });
+                return Err(Box::new(ChainError::NotAFile { commit, name: e.name.clone() }));
             }
             names.push(e.name.clone());
         }
         names.sort();
         if names != ["op.json", "state.json"] {
-            return Err(ChainError::Files { commit, names });
+            return Err(Box::new(ChainError::Files { commit, names }));
         }
         let id_of = |name: &'static str| {
             entries.iter().find(|e| e.name == name).map(|e| e.id).ok_or(ChainError::NoFile { commit, name })
         };
-        let (op_id, state_id) = (id_of("op.json")?, id_of("state.json")?);
-        bounded(reader, op_id, MAX_OP_BYTES, "op.json")?;
-        let data = reader.blob(op_id).map_err(|source| ChainError::Unreadable { commit, what: "op.json", source })?;
+        Ok((id_of("op.json")?, id_of("state.json")?))
+    }
+
+    /// The op of `commit`, read strictly from the `op.json` its tree names (`files`, from
+    /// [`Store::tree_files`]; no larger than its limit, checked from its header before it is
+    /// read), and the id of its `state.json`.
+    fn op_files(reader: &mut ChainReader, commit: ObjectId, files: Option<TreeFiles>) -> OpFiles {
+        let (op_id, state_id) = match files {
+            Some(Ok(ids)) => ids,
+            Some(Err(e)) => return Err(*e),
+            None => {
+                return Err(ChainError::Unreadable { commit, what: "its tree", source: failure_of("not read") });
+            }
+        };
+        let unreadable = |source| ChainError::Unreadable { commit, what: "op.json", source };
+        let (_, size) = reader.header(op_id).map_err(unreadable)?;
+        if size > MAX_OP_BYTES {
+            return Err(ChainError::TooLarge { commit, what: "op.json", size, limit: MAX_OP_BYTES });
+        }
+        let data = reader.blob(op_id).map_err(unreadable)?;
         Ok((Self::parse_op(commit, data)?, state_id))
     }
 
@@ -773,10 +826,13 @@ impl<'r> Store<'r> {
     /// object header to be a commit of at most [`MAX_COMMIT_BYTES`] before it is read (at most
     /// [`MAX_NEW_COMMITS`] of them). The walk stops at `trusted`: when the fetched side extends
     /// the local tip, it reads only what is new.
+    /// `found` is told of each commit as it is read (its place in the order met, its id and
+    /// tree).
     fn new_commits(
         reader: &mut ChainReader,
         tip: ObjectId,
         trusted: &[ObjectId],
+        found: &mut impl FnMut(usize, ObjectId, ObjectId),
     ) -> std::result::Result<Vec<NewCommit>, ChainError> {
         let trusted: HashSet<ObjectId> = trusted.iter().copied().collect();
         let mut seen = HashSet::new();
@@ -804,9 +860,11 @@ impl<'r> Store<'r> {
                 return Err(ChainError::CommitTooLarge { commit: id, size });
             }
             let (tree, parents) = reader.commit(id).map_err(broken)?;
+            let seq = seen.len() - 1;
+            found(seq, id, tree);
             let next: Vec<ObjectId> =
                 parents.iter().rev().filter(|p| !trusted.contains(*p) && !seen.contains(*p)).copied().collect();
-            todo.push((id, Some(NewCommit { id, tree, parents })));
+            todo.push((id, Some(NewCommit { id, parents, seq })));
             todo.extend(next.into_iter().map(|p| (p, None)));
         }
         Ok(out)
