@@ -13,6 +13,7 @@ use gix::bstr::ByteSlice;
 use gix::note::plumbing::State;
 
 use super::identity::{self, Signature};
+use super::objects::{Loose, WriteFresh};
 use super::refs::{self, Backoff, Expect, GaveUp, Odd, Retry, Step, NOTES as NOTES_REF};
 use super::{ObjectId, Repo};
 use crate::error::{Error, Result};
@@ -42,16 +43,20 @@ pub fn write(repo: &Repo, commit: ObjectId, note: &Note) -> Result<()> {
     let Some((committer, author)) = identity::notes_identity(repo) else {
         return write_as_configured(repo, commit, text);
     };
-    // The note's blob and commit hold the time of the record: new objects, written without
-    // first asking the store whether it holds them.
-    let blob = gix::objs::Write::write_buf(&repo.objects, gix::objs::Kind::Blob, text.as_bytes())
+    // The note's blob, the notes trees holding it and the commit hold the time of the record:
+    // new objects, written without first asking the store whether it holds them, through one
+    // writer.
+    let loose = Loose::new(repo);
+    let blob = loose
+        .write_buf(gix::objs::Kind::Blob, text.as_bytes())
         .map_err(|e| Error::internal(format!("cannot write a note: {e}")))?;
+    let fresh = WriteFresh { repo, loose: &loose };
     let who = Signature(committer.clone());
     let written = refs::update_with_retry_in(repo, NOTES_REF, RETRY, |_| {
         let tip = tip(repo)?;
         let mut state = state_at(repo, tip)?;
         state.edit(commit, Some(blob), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
-        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+        let tree = state.write(&fresh).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
         let commit = gix::objs::Commit {
             tree,
             parents: tip.into_iter().collect(),
@@ -61,8 +66,7 @@ pub fn write(repo: &Repo, commit: ObjectId, note: &Note) -> Result<()> {
             message: WRITE_MESSAGE.into(),
             extra_headers: Vec::new(),
         };
-        let id = gix::objs::Write::write(&repo.objects, &commit)
-            .map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")))?;
+        let id = loose.write(&commit).map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")))?;
         Ok(Step::Update {
             expected: Expect::from_tip(tip),
             new: id,
