@@ -21,6 +21,7 @@ mod fleet;
 mod foundation;
 mod fsmonitor;
 mod hook_managers;
+mod hook_objects;
 mod hooks;
 mod hostile;
 mod human_output;
