@@ -40,13 +40,27 @@ git notes --ref=shellbench add -f -m "{\"stream\":\"$b\"}" HEAD
 SH
 chmod +x "$WORK/shell-hooks/post-commit"
 
-commit_ms() {  # $1: label, $2: round, $3: hooks dir (none: the installed git-boulder hooks); prints ms
+# cpu_ms CMD…: run once; print "WALL CPU" in milliseconds, CPU being user + sys of the command and
+# every process it starts (git, the hook, what the hook runs), from the kernel's accounting: under
+# load the wall clock mostly measures waiting for a core.
+cpu_ms() {
+  python3 - "$@" <<'PY'
+import resource, subprocess, sys, time
+r0 = resource.getrusage(resource.RUSAGE_CHILDREN); t0 = time.perf_counter()
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+t1 = time.perf_counter(); r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
+print(round((t1 - t0) * 1000, 1), round(cpu * 1000, 1))
+PY
+}
+
+commit_ms() {  # $1: label, $2: round, $3: hooks dir (none: the installed git-boulder hooks); prints "WALL CPU" ms
   echo "$2 $1" >> "$wt/src/mod001/bench-$1.txt"
   git -C "$wt" add -A
   if [ -n "${3:-}" ]; then
-    time_ms git -C "$wt" -c core.hooksPath="$3" commit -q -m "$1 $2"
+    cpu_ms git -C "$wt" -c core.hooksPath="$3" commit -q -m "$1 $2"
   else
-    time_ms git -C "$wt" commit -q -m "$1 $2"
+    cpu_ms git -C "$wt" commit -q -m "$1 $2"
   fi
 }
 # Interleaved — one commit of each kind per round — so that machine noise (±30% here) hits the
@@ -55,18 +69,22 @@ for i in 1 2 3; do
   commit_ms plain "w$i" "$WORK/no-hooks" >/dev/null; commit_ms hooked "w$i" >/dev/null
   commit_ms shell "w$i" "$WORK/shell-hooks" >/dev/null
 done
-pt=(); ht=(); st=()
+pt=(); ht=(); st=(); pc=(); hc=(); sc=()
 for i in $(seq 1 "$RUNS"); do
-  pt+=($(commit_ms plain "$i" "$WORK/no-hooks"))
-  ht+=($(commit_ms hooked "$i"))
-  st+=($(commit_ms shell "$i" "$WORK/shell-hooks"))
+  read -r w c < <(commit_ms plain "$i" "$WORK/no-hooks"); pt+=("$w"); pc+=("$c")
+  read -r w c < <(commit_ms hooked "$i"); ht+=("$w"); hc+=("$c")
+  read -r w c < <(commit_ms shell "$i" "$WORK/shell-hooks"); st+=("$w"); sc+=("$c")
 done
+ratio() { python3 -c "print(round($1/$2, 2))"; }
 plain=$(median "${pt[@]}"); hooked=$(median "${ht[@]}"); shell=$(median "${st[@]}")
-echo "git commit, 10000 files: without hooks ${plain} ms, with git-boulder hooks ${hooked} ms, ratio $(python3 -c "print(round($hooked/$plain, 2))")"
+plainc=$(median "${pc[@]}"); hookedc=$(median "${hc[@]}"); shellc=$(median "${sc[@]}")
+echo "git commit, 10000 files: without hooks ${plain} ms, with git-boulder hooks ${hooked} ms, ratio $(ratio "$hooked" "$plain")"
+echo "  CPU (user + sys of every process): without hooks ${plainc} ms, with git-boulder hooks ${hookedc} ms, ratio $(ratio "$hookedc" "$plainc")"
 notes=$(git notes --ref=boulder list | wc -l)
 echo "  (notes written by the hooked commits: $notes, of $((RUNS + 3)))"
-echo "  same job as a shell hook with git notes add: ${shell} ms, ratio $(python3 -c "print(round($shell/$plain, 2))")"
-echo "post-commit, git-boulder's hooks vs the shell hook: commit ${hooked} vs ${shell} ms, ratio $(python3 -c "print(round($hooked/$shell, 2))"); the hook alone (commit minus a commit without hooks) $(python3 -c "print(round($hooked-$plain, 1))") vs $(python3 -c "print(round($shell-$plain, 1))") ms"
+echo "  same job as a shell hook with git notes add: ${shell} ms, ratio $(ratio "$shell" "$plain"); CPU ${shellc} ms, ratio $(ratio "$shellc" "$plainc")"
+echo "post-commit, git-boulder's hooks vs the shell hook: commit ${hooked} vs ${shell} ms, ratio $(ratio "$hooked" "$shell"); the hook alone (commit minus a commit without hooks) $(python3 -c "print(round($hooked-$plain, 1))") vs $(python3 -c "print(round($shell-$plain, 1))") ms"
+echo "  CPU: ${hookedc} vs ${shellc} ms, ratio $(ratio "$hookedc" "$shellc"); the hook alone $(python3 -c "print(round($hookedc-$plainc, 1))") vs $(python3 -c "print(round($shellc-$plainc, 1))") ms"
 
 # pre-push over 1000 commits.
 git -C "$wt" checkout -q -b boulder/s02 main 2>/dev/null || true

@@ -7,7 +7,9 @@
 //! plan only to learn whose branch HEAD is on, and writes what it must — the op of the boulder
 //! and each ancestor (two blobs, a tree, a commit, a ref each) and the note (a blob, the notes
 //! tree, a commit, a ref), never resolving the committer through gix (see
-//! [`crate::git::notes::write`]). pre-push walks the pushed commits once and diffs each against
+//! [`crate::git::notes::write`]). Those objects are new by construction and go straight to disk as
+//! stored loose objects, with no compressor to set up and nothing asked of the store first
+//! (`git::objects::Loose`). pre-push walks the pushed commits once and diffs each against
 //! its parent once ([`Repo::changed_paths`]), checked against one compiled glob set.
 
 use std::io::Read;
