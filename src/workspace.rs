@@ -17,6 +17,10 @@ pub struct Workspace {
     /// PRDs parsed for streams, by blob id: stream worktrees and branches mostly hold the same
     /// PRD, so a dashboard of many streams parses each distinct one once.
     prds: std::sync::Mutex<std::collections::HashMap<ObjectId, Option<std::sync::Arc<Prd>>>>,
+    /// [`Workspace::worktree_dir`] once resolved, by `settings.worktree_dir`: resolving walks
+    /// every component of the path (a `readlink` each), and a dashboard of 1,000 streams asks
+    /// for it twice per stream.
+    worktree_dirs: std::sync::Mutex<Option<(String, PathBuf)>>,
 }
 
 /// Where the plan in force was read from, for messages.
@@ -28,7 +32,7 @@ pub struct PlanSource {
 impl Workspace {
     /// A workspace over an opened repository.
     pub fn from_repo(repo: Repo, config_override: Option<PathBuf>) -> Workspace {
-        Workspace { repo, config_override, prds: Default::default() }
+        Workspace { repo, config_override, prds: Default::default(), worktree_dirs: Default::default() }
     }
 
     /// The PRD with blob id `id`, parsed once per command.
@@ -135,6 +139,7 @@ impl Workspace {
     /// Parse the plan in force; errors name the file and the line.
     pub fn plan(&self) -> Result<Plan> {
         let (text, source) = self.plan_text()?;
+        let _span = crate::trace::span("parse the stream plan");
         plan::parse(&text).map_err(|e| {
             Error::usage(format!("{}: {}", source.label, e.message))
                 .hint("fix the stream plan, then check it with `git boulder stream validate`")
@@ -270,6 +275,18 @@ impl Workspace {
     /// folder but not in a hidden folder there (`../repo-worktrees`, the sibling layout), unless
     /// the user's own `git config boulder.worktreeRoot` names a folder that holds it.
     pub fn worktree_dir(&self, plan: &Plan) -> Result<PathBuf> {
+        let mut cached = self.worktree_dirs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((setting, dir)) = cached.as_ref() {
+            if *setting == plan.settings.worktree_dir {
+                return Ok(dir.clone());
+            }
+        }
+        let dir = self.resolve_worktree_dir(plan)?;
+        *cached = Some((plan.settings.worktree_dir.clone(), dir.clone()));
+        Ok(dir)
+    }
+
+    fn resolve_worktree_dir(&self, plan: &Plan) -> Result<PathBuf> {
         let root = self.root()?;
         let dir = root.join(&plan.settings.worktree_dir);
         let real = resolve(&dir);
@@ -334,6 +351,25 @@ impl Workspace {
             .collect())
     }
 
+    /// How many of a stream's stories are done, as [`Workspace::stream_stories`] counts them
+    /// (without copying the stories).
+    pub fn stream_done(
+        &self,
+        plan: &Plan,
+        stream: &StreamDef,
+        prd_main: &Prd,
+        done: &std::collections::BTreeSet<String>,
+    ) -> Result<usize> {
+        let own = self.stream_prd(plan, stream)?;
+        let source = own.as_deref().unwrap_or(prd_main);
+        Ok(stream
+            .stories
+            .iter()
+            .filter_map(|id| source.story(id).or_else(|| prd_main.story(id)))
+            .filter(|s| s.status.is_done() || done.contains(&s.id))
+            .count())
+    }
+
     /// The PRD as the stream sees it, when its worktree or branch has one.
     fn stream_prd(&self, plan: &Plan, stream: &StreamDef) -> Result<Option<std::sync::Arc<Prd>>> {
         // A bare repository has no worktrees: only the branch tip.
@@ -374,6 +410,7 @@ pub fn load_prd(path: &Path) -> Result<(String, Prd)> {
 fn parse_prd(bytes: Vec<u8>, label: &str, name: &str) -> Result<(String, Prd)> {
     let text = utf8(bytes, label)?;
     let name = name.rsplit('/').next().unwrap_or(name);
+    let _span = crate::trace::span("parse the PRD");
     let prd = prd::parse(name, &text)
         .map_err(|e| Error::usage(format!("{label}: {e}")).hint("fix the PRD at the place named").with_source(e))?;
     for w in &prd.warnings {

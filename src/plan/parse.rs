@@ -101,8 +101,16 @@ pub fn parse(text: &str) -> Result<Plan, PlanError> {
             column: None,
         });
     }
-    // Syntax first: a cheap pass that follows no aliases, so a syntax error further down is
-    // reported before any problem with the content above it.
+    let ctx = Ctx::default();
+    let result = PlanSeed { ctx: &ctx }.deserialize(serde_yaml::Deserializer::from_str(text));
+    let err = match result {
+        Ok(plan) => return Ok(plan),
+        Err(err) => err,
+    };
+    // Syntax first: a syntax error further down is reported before any problem with the content
+    // above it. A plan that parsed has none (serde_yaml reads the whole document's events before
+    // the visitors run, and refuses a syntax error after them), so this cheap pass that follows
+    // no aliases runs only when the parse failed.
     if let Err(err) = serde_yaml::from_str::<IgnoredAny>(text) {
         if err.location().is_none() {
             // "More than one document" is also what serde_yaml says when junk follows a complete
@@ -116,12 +124,8 @@ pub fn parse(text: &str) -> Result<Plan, PlanError> {
         }
         return Err(yaml_error(&err, None, text));
     }
-    let ctx = Ctx::default();
-    let result = PlanSeed { ctx: &ctx }.deserialize(serde_yaml::Deserializer::from_str(text));
-    match result {
-        Ok(plan) => Ok(plan),
-        Err(err) => Err(yaml_error(&err, ctx.failure.borrow_mut().take(), text)),
-    }
+    let failure = ctx.failure.borrow_mut().take();
+    Err(yaml_error(&err, failure, text))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -140,7 +140,9 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
     let n = items.len();
     let mut parent: Vec<usize> = (0..n).collect();
     let keyed: Vec<Option<String>> = prd.stories.iter().map(|s| id_area(&s.id)).collect();
-    let mut first_with: BTreeMap<String, usize> = BTreeMap::new();
+    // Features are (kind, text): a glob, an area or a word; which story had one first is all
+    // that matters, not their order.
+    let mut first_with: HashMap<(u8, &str), usize> = HashMap::new();
     for (i, it) in items.iter().enumerate() {
         if keyed[i].is_some() {
             continue;
@@ -148,9 +150,9 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
         let features = it
             .globs
             .iter()
-            .map(|g| format!("g:{g}"))
-            .chain(it.areas.iter().map(|a| format!("a:{a}")))
-            .chain(it.words.iter().filter(|w| distinctive(w)).map(|w| format!("w:{w}")));
+            .map(|g| (b'g', g.as_str()))
+            .chain(it.areas.iter().map(|a| (b'a', a.as_str())))
+            .chain(it.words.iter().filter(|w| distinctive(w)).map(|w| (b'w', w.as_str())));
         for f in features {
             match first_with.get(&f) {
                 Some(&j) => {

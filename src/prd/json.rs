@@ -216,7 +216,7 @@ pub fn parse(text: &str) -> Result<Prd, PrdError> {
             id,
         });
     }
-    Ok(Prd { format, title, stories, warnings, by_id: Default::default() })
+    Ok(Prd { format, title, stories, warnings, by_id: first_at.into() })
 }
 
 pub fn set_status(text: &str, story: &Story, status: Status) -> Result<String, PrdError> {

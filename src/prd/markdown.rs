@@ -355,7 +355,8 @@ pub fn parse(text: &str) -> Prd {
     let title = headings.iter().flatten().find(|(l, _)| *l == 1).map(|(_, t)| t.to_string());
     let heads: Vec<StoryHead> = (0..ls.len()).filter_map(|i| story_head(&ls[i], i, headings[i])).collect();
     let is_wave = |i: usize| headings[i].is_some_and(|(l, t)| l <= 3 && wave_label(t).is_some());
-    let is_head = |i: usize| heads.binary_search_by_key(&i, |h| h.line).is_ok();
+    let head_lines: Vec<usize> = heads.iter().map(|h| h.line).collect();
+    let is_head = |i: usize| head_lines.binary_search(&i).is_ok();
     // Where the section of the heading at `i` (of `level`) ends (exclusive).
     let block_end = |i: usize, level: usize| -> usize {
         (i + 1..ls.len())
@@ -382,10 +383,10 @@ pub fn parse(text: &str) -> Prd {
         }
     }
 
-    let mut stories: Vec<Story> = Vec::new();
+    let mut stories: Vec<Story> = Vec::with_capacity(heads.len());
 
     // Story headings.
-    for h in &heads {
+    for h in heads {
         let i = h.line;
         let end = block_end(i, h.level);
         let wave = wave_at(&waves, i);
@@ -411,8 +412,8 @@ pub fn parse(text: &str) -> Prd {
             }
         };
         let story = Story {
-            id: h.id.clone(),
-            title: h.title.clone(),
+            id: h.id,
+            title: h.title,
             status,
             wave: wave.map(|k| waves[k].label.clone()),
             text: block_text(i, end),
@@ -445,8 +446,8 @@ pub fn parse(text: &str) -> Prd {
         stories = task_list_stories(&ls, &headings, &empty_waves);
     }
 
-    let (kept, warnings) = first_of_each_id(stories);
-    Prd { format: Format::Markdown, title, stories: kept, warnings, by_id: Default::default() }
+    let (kept, warnings, by_id) = first_of_each_id(stories);
+    Prd { format: Format::Markdown, title, stories: kept, warnings, by_id }
 }
 
 /// A wave heading (`## Wave 1`, up to level 3) and the lines it spans.
@@ -534,11 +535,13 @@ fn task_story(ls: &[Line], t: Task, id: String, wave: Option<String>) -> Story {
     }
 }
 
-/// The stories in file order, each id once: a repeated id keeps the first, with a warning.
-fn first_of_each_id(mut stories: Vec<Story>) -> (Vec<Story>, Vec<String>) {
+/// The stories in file order, each id once: a repeated id keeps the first, with a warning. The
+/// positions by id found on the way are the PRD's index.
+fn first_of_each_id(mut stories: Vec<Story>) -> (Vec<Story>, Vec<String>, super::StoryIndex) {
     stories.sort_by_key(line_of);
     let mut kept: Vec<Story> = Vec::with_capacity(stories.len());
-    let mut first_at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut first_at: std::collections::HashMap<String, usize> =
+        std::collections::HashMap::with_capacity(stories.len());
     let mut warnings = Vec::new();
     for story in stories {
         if let Some(&first) = first_at.get(&story.id) {
@@ -553,7 +556,7 @@ fn first_of_each_id(mut stories: Vec<Story>) -> (Vec<Story>, Vec<String>) {
             kept.push(story);
         }
     }
-    (kept, warnings)
+    (kept, warnings, super::StoryIndex::from(first_at))
 }
 
 fn line_of(s: &Story) -> usize {

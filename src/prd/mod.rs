@@ -131,6 +131,13 @@ pub struct Prd {
 #[derive(Debug, Clone, Default)]
 pub struct StoryIndex(std::sync::OnceLock<std::collections::HashMap<String, usize>>);
 
+impl From<std::collections::HashMap<String, usize>> for StoryIndex {
+    /// An index already built (by a parser that found every id's first story on the way).
+    fn from(map: std::collections::HashMap<String, usize>) -> StoryIndex {
+        StoryIndex(std::sync::OnceLock::from(map))
+    }
+}
+
 impl PartialEq for StoryIndex {
     fn eq(&self, _: &Self) -> bool {
         true

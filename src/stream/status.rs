@@ -123,10 +123,7 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
             None
         });
         let progress = match prd {
-            Some(prd) => {
-                let stories = ws.stream_stories(plan, stream, prd, &done)?;
-                Progress { done: stories.iter().filter(|s| s.status.is_done()).count(), total: stream.stories.len() }
-            }
+            Some(prd) => Progress { done: ws.stream_done(plan, stream, prd, &done)?, total: stream.stories.len() },
             None => Progress {
                 done: stream.stories.iter().filter(|id| done.contains(*id)).count(),
                 total: stream.stories.len(),
