@@ -127,7 +127,7 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
         })
         .collect();
     // Words shared by most stories say nothing about which belong together.
-    let mut df: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut df: HashMap<&str, usize> = HashMap::new();
     for it in &items {
         for w in &it.words {
             *df.entry(w).or_default() += 1;
@@ -172,12 +172,12 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
         members.entry(r).or_default().push(i);
     }
     // The most frequent value; of equally frequent ones, the first seen.
-    let most_common = |list: &mut dyn Iterator<Item = String>| -> Option<String> {
-        let mut count: HashMap<String, (usize, usize)> = HashMap::new();
+    let most_common = |list: &mut dyn Iterator<Item = &str>| -> Option<String> {
+        let mut count: HashMap<&str, (usize, usize)> = HashMap::new();
         for (seen, x) in list.enumerate() {
             count.entry(x).or_insert((0, seen)).0 += 1;
         }
-        count.into_iter().max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.1 .1.cmp(&a.1 .1))).map(|c| c.0)
+        count.into_iter().max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.1 .1.cmp(&a.1 .1))).map(|c| c.0.to_string())
     };
     let mut key_of: Vec<String> = vec![String::new(); n];
     for (i, key) in keyed.iter().enumerate() {
@@ -193,10 +193,12 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
         let key = if alone {
             items[list[0]].wave.as_ref().map(|w| format!("wave-{w}")).unwrap_or_else(|| "other".into())
         } else {
-            most_common(&mut list.iter().flat_map(|&i| items[i].areas.clone()))
+            most_common(&mut list.iter().flat_map(|&i| items[i].areas.iter().map(String::as_str)))
                 .or_else(|| {
                     most_common(
-                        &mut list.iter().flat_map(|&i| items[i].words.iter().filter(|w| distinctive(w)).cloned()),
+                        &mut list
+                            .iter()
+                            .flat_map(|&i| items[i].words.iter().map(String::as_str).filter(|w| distinctive(w))),
                     )
                 })
                 .or_else(|| items[list[0]].wave.as_ref().map(|w| format!("wave-{w}")))
@@ -210,8 +212,10 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
     // (stream name, stories, globs) in first-seen order.
     let mut groups: Vec<(String, Vec<String>, BTreeSet<String>)> = Vec::new();
     let mut group_of: HashMap<String, usize> = HashMap::new();
+    // Group keys are few and shared by many stories: each is made a stream name once.
+    let mut names: HashMap<&str, String> = HashMap::new();
     for (i, it) in items.iter().enumerate() {
-        let key = sanitize(&key_of[i]);
+        let key = names.entry(key_of[i].as_str()).or_insert_with(|| sanitize(&key_of[i])).clone();
         let idx = *group_of.entry(key.clone()).or_insert_with(|| {
             groups.push((key, Vec::new(), BTreeSet::new()));
             groups.len() - 1
@@ -284,9 +288,9 @@ pub fn named_paths(text: &str) -> Vec<String> {
     {
         let token = raw.trim_end_matches(['.', ':', '!', '?']).trim_start_matches("./");
         if !token.contains('/')
-            || token.contains("://")
+            || token.as_bytes().windows(3).any(|w| w == b"://")
             || token.starts_with('/')
-            || token.contains("..")
+            || token.as_bytes().windows(2).any(|w| w == b"..")
             || token.starts_with('#')
             || token.split('/').any(|c| c.is_empty() && !token.ends_with('/'))
             || !token.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '*'))
@@ -322,9 +326,8 @@ fn glob_for(path: &str, tree: &Tree) -> Option<String> {
         return Some(format!("{dir}/**"));
     }
     let is_file = tree.files.contains(path);
-    let below = format!("{path}/");
     let last = path.rsplit('/').next().unwrap_or(path);
-    if !is_file && (tree.has_below(&below) || !last.contains('.')) {
+    if !is_file && (!last.contains('.') || tree.has_below(&format!("{path}/"))) {
         return Some(format!("{path}/**"));
     }
     let (dir, _) = path.rsplit_once('/')?;

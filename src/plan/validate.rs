@@ -364,10 +364,12 @@ fn stories(c: &mut Check, story_ids: Option<&[String]>) {
                 "assign stories of the PRD with `stories: [US-001, …]`; a stream without stories has nothing to run",
             );
         }
-        let mut here = HashSet::new();
         let mut unknown: Vec<&str> = Vec::new();
         for id in &s.stories {
-            if !here.insert(id.as_str()) {
+            let entry = streams_of.entry(id).or_default();
+            // Listed before by this very stream (this definition, not another of the same name):
+            // its name is the last the story was listed by.
+            if entry.last().is_some_and(|last| std::ptr::eq(*last, s.name.as_str())) {
                 c.warn(
                     "duplicate_story",
                     format!("story {} is listed twice in stream {}", quote(id), quote(&s.name)),
@@ -375,7 +377,6 @@ fn stories(c: &mut Check, story_ids: Option<&[String]>) {
                 );
                 continue;
             }
-            let entry = streams_of.entry(id).or_default();
             if entry.is_empty() {
                 order.push(id);
             }

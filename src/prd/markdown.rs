@@ -60,7 +60,7 @@ fn fence_marker(trimmed: &str) -> Option<(char, usize, &str)> {
 }
 
 fn lines(text: &str) -> Vec<Line<'_>> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(text.bytes().filter(|b| *b == b'\n').count() + 1);
     let mut offset = 0;
     let mut fence: Option<(char, usize)> = None;
     let mut comment = false;
@@ -195,6 +195,10 @@ fn says_blocked(s: &str) -> bool {
 /// A title that marks its story blocked: `BLOCKED` in capitals, a leading "blocked", or
 /// `[blocked]`/`(blocked)` in any case — not a title that merely mentions blocked users.
 fn marked_blocked(s: &str) -> bool {
+    // Every form below has the word in it, in some case; most titles do not.
+    if !s.as_bytes().windows(7).any(|w| w.eq_ignore_ascii_case(b"blocked")) {
+        return false;
+    }
     let t = s.trim_start_matches(|c: char| !c.is_alphanumeric());
     let lower = s.to_ascii_lowercase();
     s.split(|c: char| !c.is_ascii_alphabetic()).any(|w| w == "BLOCKED")
@@ -363,7 +367,7 @@ pub fn parse(text: &str) -> Prd {
             .find(|&j| headings[j].is_some_and(|(l, _)| l <= level) || is_head(j) || is_wave(j))
             .unwrap_or(ls.len())
     };
-    let block_text = |a: usize, b: usize| -> String { ls[a..b].iter().map(|l| l.raw).collect() };
+    let block_text = |a: usize, b: usize| -> String { raw_text(text, &ls[a..b]).to_string() };
 
     let mut waves: Vec<Wave> = Vec::new();
     for (i, h) in headings.iter().enumerate() {
@@ -532,6 +536,19 @@ fn task_story(ls: &[Line], t: Task, id: String, wave: Option<String>) -> Story {
         depends_on: Vec::new(),
         priority: None,
         marks: Marks { boxes: vec![t.at], ..Marks::default() },
+    }
+}
+
+/// The text of consecutive lines of `text`, line endings included: one slice of it.
+fn raw_text<'a>(text: &'a str, ls: &[Line<'a>]) -> &'a str {
+    match (ls.first(), ls.last()) {
+        (Some(a), Some(b)) => {
+            // `raw` is a sub-slice of `text`: its offset is found by address.
+            let start = a.raw.as_ptr() as usize - text.as_ptr() as usize;
+            let end = b.raw.as_ptr() as usize - text.as_ptr() as usize + b.raw.len();
+            &text[start..end]
+        }
+        _ => "",
     }
 }
 
