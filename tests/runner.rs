@@ -33,6 +33,7 @@ mod merge_real;
 mod notes_rewrite;
 mod oplog_scale;
 mod prd_forms;
+mod prd_scale;
 mod pre_push_pushed;
 mod project_boulder;
 mod pull_scale;

@@ -101,7 +101,8 @@ struct Item {
     id: String,
     globs: Vec<String>,
     areas: Vec<String>,
-    words: BTreeSet<String>,
+    /// Sorted, each once.
+    words: Vec<String>,
     wave: Option<String>,
 }
 
@@ -221,7 +222,11 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
             groups.len() - 1
         });
         groups[idx].1.push(it.id.clone());
-        groups[idx].2.extend(it.globs.iter().cloned());
+        for g in &it.globs {
+            if !groups[idx].2.contains(g) {
+                groups[idx].2.insert(g.clone());
+            }
+        }
     }
     // Never a stream named like a branch that exists.
     let taken: Vec<String> = groups.iter().map(|g| g.0.clone()).collect();
@@ -286,7 +291,10 @@ pub fn named_paths(text: &str) -> Vec<String> {
     for raw in
         text.split(|c: char| c.is_whitespace() || matches!(c, '`' | '"' | '\'' | '(' | ')' | '[' | ']' | ',' | ';'))
     {
-        let token = raw.trim_end_matches(['.', ':', '!', '?']).trim_start_matches("./");
+        let mut token = raw.trim_end_matches(['.', ':', '!', '?']);
+        while let Some(rest) = token.strip_prefix("./") {
+            token = rest;
+        }
         if !token.contains('/')
             || token.as_bytes().windows(3).any(|w| w == b"://")
             || token.starts_with('/')
@@ -359,14 +367,19 @@ impl<'a> Tree<'a> {
 
 /// The words of a title that may tie stories together: lower case, 4+ letters, not a stop word,
 /// a plural's `s` dropped.
-fn title_words(title: &str) -> BTreeSet<String> {
-    title
+fn title_words(title: &str) -> Vec<String> {
+    let mut words: Vec<String> = title
         .split(|c: char| !c.is_alphanumeric())
+        // (Lower case keeps an ASCII word's length: a short one can go before it is copied.)
+        .filter(|w| !(w.is_ascii() && w.len() < 4))
         .map(str::to_lowercase)
         .filter(|w| w.chars().count() >= 4 && w.chars().any(char::is_alphabetic) && !STOPWORDS.contains(&w.as_str()))
         .map(|w| if w.len() > 4 && w.ends_with('s') && !w.ends_with("ss") { w[..w.len() - 1].to_string() } else { w })
         .filter(|w| !STOPWORDS.contains(&w.as_str()))
-        .collect()
+        .collect();
+    words.sort_unstable();
+    words.dedup();
+    words
 }
 
 /// Drop globs nested inside another glob of the same set (`src/auth/x/**` under `src/auth/**`).

@@ -384,6 +384,17 @@ fn syntax_errors_name_line_and_column() {
 }
 
 #[test]
+fn a_syntax_error_below_a_content_error_is_the_one_reported() {
+    // The content error (version 2) comes first in the file; the syntax error is still named.
+    let e = err("version: 2\nstreams:\n  auth:\n  x: y: z\n");
+    assert_eq!(e.message, "line 4, column 7: mapping values are not allowed in this context");
+    let e = err("version: 2\nstreams: {}\n}\n");
+    assert_eq!(e.line, Some(3), "{}", e.message);
+    // Without one, the content error is.
+    assert_eq!(err("version: 2\nstreams: {}\n").line, Some(1));
+}
+
+#[test]
 fn tabs_get_a_hint() {
     let e = err("streams:\n\tauth: {}\n");
     assert_eq!(e.line, Some(2));
