@@ -43,8 +43,8 @@ make_plan "$large" "$((N * 10))" "$((M * 10))"
 
 echo "machine: $(machine)"
 echo "sizes: $N stories / $M streams vs $((N * 10)) stories / $((M * 10)) streams; median of $RUNS runs"
-echo "CPU: user + sys of the large run, best of $RUNS (wall times follow the machine's load; CPU much less)"
-printf '%-22s %10s %10s %8s %10s\n' "command" "small ms" "large ms" "growth" "large CPU"
+echo "CPU: user + sys in ms, best of $RUNS (wall times follow the machine's load; CPU much less)"
+printf '%-22s %10s %10s %8s %10s %10s %8s\n' "command" "small ms" "large ms" "growth" "small CPU" "large CPU" "growth"
 # cpu_ms CMD…: run once, print user + sys milliseconds of it.
 cpu_ms() {
   local TIMEFORMAT='%U %S' t
@@ -54,17 +54,20 @@ cpu_ms() {
 measure() {
   local label=$1
   shift
-  local a=() b=() c=() i
+  local a=() b=() c=() d=() i
   for ((i = 0; i < RUNS; i++)); do
     a+=("$(cd "$small" && time_ms "$@")")
     b+=("$(cd "$large" && time_ms "$@")")
-    c+=("$(cd "$large" && cpu_ms "$@")")
+    c+=("$(cd "$small" && cpu_ms "$@")")
+    d+=("$(cd "$large" && cpu_ms "$@")")
   done
-  local ma mb mc
+  local ma mb mc md
   ma=$(median "${a[@]}")
   mb=$(median "${b[@]}")
   mc=$(printf '%s\n' "${c[@]}" | sort -n | head -1)
-  printf '%-22s %10s %10s %8s %10s\n' "$label" "$ma" "$mb" "$(awk -v a="$ma" -v b="$mb" 'BEGIN { printf "%.1f", (a > 0 ? b / a : 0) }')" "$mc"
+  md=$(printf '%s\n' "${d[@]}" | sort -n | head -1)
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (a > 0 ? b / a : 0) }'; }
+  printf '%-22s %10s %10s %8s %10s %10s %8s\n' "$label" "$ma" "$mb" "$(ratio "$ma" "$mb")" "$mc" "$md" "$(ratio "$mc" "$md")"
 }
 measure "git status" git status --porcelain
 measure "prd show" git-boulder prd show
