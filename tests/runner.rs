@@ -49,6 +49,7 @@ mod security;
 mod state_compat;
 mod state_oplog;
 mod state_store;
+mod status_overlap;
 mod streams;
 mod sync;
 mod trust;

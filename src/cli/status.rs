@@ -5,8 +5,9 @@ use std::io::Write;
 use crate::context::Context;
 use crate::error::Result;
 use crate::state::StreamStatus;
-use crate::stream::status::{ago, collect, RowStatus};
+use crate::stream::status::{ago, collect_with, RowStatus};
 use crate::workspace::Workspace;
+use crate::worktree::dirty::Early;
 
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
@@ -23,6 +24,9 @@ pub struct StatusArgs {
 }
 
 pub fn run(ws: &Workspace, ctx: &Context, args: StatusArgs) -> Result<()> {
+    // The file system monitor's hook (a child process) runs while the plan, the PRD and the
+    // state are read.
+    let early = if args.watch { Early::none() } else { Early::start(&ws.repo) };
     let plan = ws.plan()?;
     // State that plain `git fetch` brought (after `git boulder remote setup`) comes in first.
     if let Err(e) = crate::sync::absorb_pending(&ws.repo) {
@@ -38,7 +42,7 @@ pub fn run(ws: &Workspace, ctx: &Context, args: StatusArgs) -> Result<()> {
     if args.watch {
         return super::watch::run(ws, &plan, args.json);
     }
-    let rows = collect(ws, &plan, prd.as_ref())?;
+    let rows = collect_with(ws, &plan, prd.as_ref(), early)?;
     let mut out = std::io::stdout().lock();
     if args.json {
         return super::output::json(&mut out, &serde_json::json!({ "streams": rows }));

@@ -46,6 +46,20 @@ const SHELL_META: &[char] =
 /// Ask `hook` what changed in the worktree at `wt` since `token`. `None` when the hook cannot be
 /// run, fails, or answers in a form it should not (then the caller checks everything).
 pub fn query(hook: &str, wt: &Path, token: &str) -> Option<Changes> {
+    start(hook, wt, token).answer()
+}
+
+/// A question to the monitor under way: the hook runs as a child process (read by a thread of
+/// its own, so a long answer never waits on a full pipe) while the caller does what does not
+/// need its answer.
+pub struct Pending {
+    reader: Option<std::thread::JoinHandle<Option<Changes>>>,
+}
+
+/// Start asking `hook` what changed in the worktree at `wt` since `token`; [`Pending::answer`]
+/// waits for the answer. Dropped unanswered, the hook finishes on its own and its answer is lost
+/// (the next question asks with the same token again).
+pub fn start(hook: &str, wt: &Path, token: &str) -> Pending {
     // Run as git runs it: in the worktree, through the shell only when the command needs one.
     let mut cmd = if hook.contains(SHELL_META) {
         let mut c = Command::new("sh");
@@ -54,11 +68,32 @@ pub fn query(hook: &str, wt: &Path, token: &str) -> Option<Changes> {
     } else {
         Command::new(hook)
     };
-    let out = cmd.arg("2").arg(token).current_dir(wt).stdin(Stdio::null()).stderr(Stdio::null()).output().ok()?;
-    if !out.status.success() {
-        return None;
+    let child = cmd
+        .arg("2")
+        .arg(token)
+        .current_dir(wt)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn();
+    let reader = child.ok().map(|child| {
+        std::thread::spawn(move || {
+            let out = child.wait_with_output().ok()?;
+            if !out.status.success() {
+                return None;
+            }
+            parse(&out.stdout)
+        })
+    });
+    Pending { reader }
+}
+
+impl Pending {
+    /// Wait for the hook: its answer, or `None` when it could not be run, failed, or answered
+    /// in a form it should not.
+    pub fn answer(self) -> Option<Changes> {
+        self.reader?.join().ok().flatten()
     }
-    parse(&out.stdout)
 }
 
 /// Read a version 2 answer: the token, then NUL-terminated paths.

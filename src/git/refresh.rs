@@ -25,15 +25,18 @@ use crate::git::{ObjectId, Repo};
 /// A tree's files: (path, blob id, mode), sorted by path.
 type Flat = Arc<Vec<(BString, ObjectId, u32)>>;
 
-/// Flattened HEAD trees, shared between the worktrees of one status run.
+/// Flattened HEAD trees, shared between the worktrees of one status run. A tree is flattened
+/// once: a thread that needs it while another flattens it waits for that one.
 #[derive(Default)]
 pub struct Trees {
-    flat: Mutex<HashMap<ObjectId, Flat>>,
+    flat: Mutex<HashMap<ObjectId, Arc<Mutex<Option<Flat>>>>>,
 }
 
 impl Trees {
     fn get(&self, repo: &gix::Repository, tree: ObjectId) -> Result<Flat> {
-        if let Some(f) = self.flat.lock().unwrap_or_else(|e| e.into_inner()).get(&tree) {
+        let slot = self.flat.lock().unwrap_or_else(|e| e.into_inner()).entry(tree).or_default().clone();
+        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = &*slot {
             return Ok(f.clone());
         }
         let t = repo.find_tree(tree).map_err(|e| Error::internal(format!("cannot read tree {tree}: {e}")))?;
@@ -47,7 +50,7 @@ impl Trees {
             .collect();
         flat.sort_by(|a, b| a.0.cmp(&b.0));
         let flat = Arc::new(flat);
-        self.flat.lock().unwrap_or_else(|e| e.into_inner()).insert(tree, flat.clone());
+        *slot = Some(flat.clone());
         Ok(flat)
     }
 }
@@ -128,10 +131,12 @@ pub fn fast(repo: &Repo, wt: &Path, trees: &Trees) -> Result<Fast> {
 /// the token of the last such question, and the worktrees found clean right after it (by path,
 /// with what that was valid for, as [`CleanMark`]).
 pub struct Monitor {
-    /// The main worktree, where the hook ran.
+    /// The main worktree, where the hook runs.
     root: PathBuf,
-    /// Its answer; `None` when it failed.
-    answer: Option<super::fsmonitor::Changes>,
+    /// The question under way, until its answer is waited for.
+    pending: Mutex<Option<super::fsmonitor::Pending>>,
+    /// Its answer, once waited for; `None` when it failed.
+    answer: std::sync::OnceLock<Option<super::fsmonitor::Changes>>,
     /// The worktrees found clean after the previous question.
     before: HashMap<String, Found>,
     /// The worktrees found clean after this one.
@@ -147,8 +152,9 @@ struct SharedMark {
 }
 
 impl Monitor {
-    /// Ask the `core.fsmonitor` hook, if one is set and the repository has a main worktree, what
-    /// changed since the last question.
+    /// Start asking the `core.fsmonitor` hook, if one is set and the repository has a main
+    /// worktree, what changed since the last question. The hook runs while the caller goes on;
+    /// the checks that need its answer wait for it.
     pub fn ask(repo: &Repo) -> Option<Monitor> {
         let hook = super::fsmonitor::hook(&repo.repo)?;
         let root = repo.main_work_dir.clone()?;
@@ -156,18 +162,36 @@ impl Monitor {
         let mark: SharedMark =
             std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
         let asked = if mark.token.is_empty() { NO_TOKEN } else { mark.token.as_str() };
-        let span = crate::trace::span("dirty: ask the file system monitor (once, in the main worktree)");
-        let answer = super::fsmonitor::query(&hook, &root, asked);
-        drop(span);
-        if answer.is_none() {
-            crate::trace::line("the file system monitor did not answer; full checks");
-        }
-        Some(Monitor { root, answer, before: mark.clean, now: Mutex::new(HashMap::new()), path })
+        crate::trace::line("dirty: the file system monitor is asked (once, in the main worktree)");
+        let pending = super::fsmonitor::start(&hook, &root, asked);
+        Some(Monitor {
+            root,
+            pending: Mutex::new(Some(pending)),
+            answer: std::sync::OnceLock::new(),
+            before: mark.clean,
+            now: Mutex::new(HashMap::new()),
+            path,
+        })
+    }
+
+    /// The monitor's answer, waiting for it the first time.
+    fn answer(&self) -> Option<&super::fsmonitor::Changes> {
+        self.answer
+            .get_or_init(|| {
+                let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let _span = crate::trace::span("dirty: wait for the file system monitor's answer");
+                let answer = pending.and_then(super::fsmonitor::Pending::answer);
+                if answer.is_none() {
+                    crate::trace::line("the file system monitor did not answer; full checks");
+                }
+                answer
+            })
+            .as_ref()
     }
 
     /// Keep the token of this question and the worktrees found clean after it.
     pub fn keep(&self) {
-        let Some(answer) = &self.answer else {
+        let Some(answer) = self.answer() else {
             let _ = std::fs::remove_file(&self.path);
             return;
         };
@@ -184,7 +208,7 @@ impl Monitor {
     /// cannot say (no answer, "everything", a change to a folder holding the worktree, or a
     /// worktree that is not below the main worktree).
     fn below(&self, wt: &Path) -> Option<Vec<BString>> {
-        let answer = self.answer.as_ref().filter(|a| !a.everything)?;
+        let answer = self.answer().filter(|a| !a.everything)?;
         let rel = wt.strip_prefix(&self.root).ok()?;
         let rel = gix::path::os_str_into_bstr(rel.as_os_str()).ok()?.to_owned();
         if rel.is_empty() {
@@ -219,17 +243,17 @@ pub fn fast_with(repo: &Repo, wt: &Path, trees: &Trees, monitor: Option<&Monitor
     let Some(head) = head_of(repo, &git_dir) else { return Ok(Fast::Unsure) };
     let g = &repo.repo;
     let name = wt.to_string_lossy().into_owned();
-    let (decided, found) = match (m.below(wt), m.before.get(&name)) {
-        (Some(paths), Some(before)) => match Found::again(g, &git_dir, head, before) {
-            Some(found) => {
-                crate::trace::line(&format!("dirty: the monitor reports {} changed paths in {name}", paths.len()));
-                (reported(g, wt, &git_dir, &paths)?, Some(found))
-            }
-            None => full_check(repo, wt, trees, &git_dir, head)?,
-        },
+    // Whether what held when it was last found clean still holds (HEAD, ignore files, index
+    // entries) does not depend on the monitor's answer: looked at while the hook runs.
+    let still = m.before.get(&name).and_then(|before| Found::again(g, &git_dir, head, before));
+    let (decided, found) = match (m.below(wt), still) {
+        (Some(paths), Some(found)) => {
+            crate::trace::line(&format!("dirty: the monitor reports {} changed paths in {name}", paths.len()));
+            (reported(g, wt, &git_dir, &paths)?, Some(found))
+        }
         _ => full_check(repo, wt, trees, &git_dir, head)?,
     };
-    if let (Fast::Clean, Some(found), Some(_)) = (decided, found, &m.answer) {
+    if let (Fast::Clean, Some(found), Some(_)) = (decided, found, m.answer()) {
         m.now.lock().unwrap_or_else(|e| e.into_inner()).insert(name, found);
     }
     Ok(decided)
@@ -363,7 +387,15 @@ fn reported(g: &gix::Repository, wt: &Path, git_dir: &Path, paths: &[BString]) -
     };
     let entries = index.entries();
     let mut look = Look::new(g, wt, &index, index_mtime);
-    let mut untracked_too = false;
+    // Folders to look at for untracked files: (folder, with the tracked folders below it).
+    let mut folders: Vec<(Vec<u8>, bool)> = Vec::new();
+    let below = |p: &[u8]| -> &[gix::index::Entry] {
+        let mut prefix = p.to_vec();
+        prefix.push(b'/');
+        let start = entries.partition_point(|e| e.path(&index) < prefix.as_bstr());
+        let len = entries[start..].partition_point(|e| e.path(&index).starts_with(&prefix));
+        &entries[start..start + len]
+    };
     for p in paths {
         let p: &[u8] = p.as_slice();
         let p = p.strip_suffix(b"/").unwrap_or(p);
@@ -373,20 +405,39 @@ fn reported(g: &gix::Repository, wt: &Path, git_dir: &Path, paths: &[BString]) -
             }
             continue;
         }
-        // Not a tracked file: a folder of tracked files, or a file or folder the index lacks.
-        untracked_too = true;
-        let mut below = p.to_vec();
-        below.push(b'/');
-        let start = entries.partition_point(|e| e.path(&index) < below.as_bstr());
-        for e in entries[start..].iter().take_while(|e| e.path(&index).starts_with(&below)) {
-            if let Some(decided) = look.entry(e) {
-                return Ok(decided);
-            }
+        if p.is_empty() {
+            // The worktree's own folder: an entry came or went there.
+            folders.push((Vec::new(), false));
+            continue;
         }
+        let inside = below(p);
+        if !inside.is_empty() {
+            // A folder of tracked files: each of them, and untracked files anywhere below it.
+            for e in inside {
+                if let Some(decided) = look.entry(e) {
+                    return Ok(decided);
+                }
+            }
+            folders.push((p.to_vec(), true));
+            continue;
+        }
+        // A path the index lacks: whatever is untracked there shows in the entries of the
+        // deepest tracked folder holding it (a new folder's files are looked for inside it).
+        let mut at = p;
+        let holder = loop {
+            match at.rfind_byte(b'/') {
+                Some(i) if !below(&at[..i]).is_empty() => break at[..i].to_vec(),
+                Some(i) => at = &at[..i],
+                None => break Vec::new(),
+            }
+        };
+        folders.push((holder, false));
     }
-    if untracked_too {
+    if !folders.is_empty() {
+        folders.sort();
+        folders.dedup();
         let show = g.config_snapshot().string("status.showUntrackedFiles").map(|v| v.to_str_lossy().to_lowercase());
-        if show.as_deref() != Some("no") && untracked(wt, git_dir, g, &index)? {
+        if show.as_deref() != Some("no") && untracked_from(wt, git_dir, g, &index, &folders)? {
             return Ok(Fast::Dirty);
         }
     }
@@ -613,28 +664,47 @@ impl<'a> DirCache<'a> {
 /// Is there an untracked, not ignored file (or nested repository) in the worktree? Only names the
 /// index lacks are asked about the ignore rules (read lazily, so a clean worktree never opens them).
 fn untracked(wt: &Path, git_dir: &Path, repo: &gix::Repository, index: &gix::index::File) -> Result<bool> {
-    // Each tracked folder's tracked files and sub-folders, by name.
-    type Names<'i> = (HashSet<&'i [u8]>, HashSet<&'i [u8]>);
-    let split = |p: &'_ [u8]| -> (usize, usize) {
-        match p.rfind_byte(b'/') {
-            Some(i) => (i, i + 1),
-            None => (0, 0),
-        }
+    untracked_from(wt, git_dir, repo, index, &[(Vec::new(), true)])
+}
+
+/// The tracked names directly in the folder `dir` (relative, `/`-separated, empty for the root):
+/// its files (and gitlinks) and its sub-folders, found in the sorted index without hashing every
+/// path (the entries below a folder are contiguous, and so are those of each sub-folder).
+fn tracked_in<'i>(index: &'i gix::index::File, dir: &[u8]) -> (Vec<&'i [u8]>, Vec<&'i [u8]>) {
+    let entries = index.entries();
+    let path = |e: &gix::index::Entry| -> &'i [u8] { e.path(index) };
+    let (range, skip) = if dir.is_empty() {
+        (entries, 0)
+    } else {
+        let mut prefix = dir.to_vec();
+        prefix.push(b'/');
+        let start = entries.partition_point(|e| path(e) < prefix.as_slice());
+        let len = entries[start..].partition_point(|e| path(e).starts_with(&prefix));
+        (&entries[start..start + len], prefix.len())
     };
-    let mut tracked: HashMap<&[u8], Names<'_>> = HashMap::new();
-    for e in index.entries() {
-        let p: &[u8] = e.path(index);
-        let (end, start) = split(p);
-        tracked.entry(&p[..end]).or_default().0.insert(&p[start..]);
-        let mut d = &p[..end];
-        while !d.is_empty() {
-            let (end, start) = split(d);
-            if !tracked.entry(&d[..end]).or_default().1.insert(&d[start..]) {
-                break;
-            }
-            d = &d[..end];
+    let (mut files, mut dirs): (Vec<&[u8]>, Vec<&[u8]>) = (Vec::new(), Vec::new());
+    for e in range {
+        let rest = &path(e)[skip..];
+        match rest.find_byte(b'/') {
+            None => files.push(rest),
+            Some(i) if dirs.last() != Some(&&rest[..i]) => dirs.push(&rest[..i]),
+            Some(_) => {}
         }
     }
+    (files, dirs)
+}
+
+/// [`untracked`] looking only at the folders `start` (relative; with `true`, also at the tracked
+/// folders below them, else only at their own entries and the untracked folders among them).
+/// The folders found free of untracked files are remembered only by a walk of the whole worktree.
+fn untracked_from(
+    wt: &Path,
+    git_dir: &Path,
+    repo: &gix::Repository,
+    index: &gix::index::File,
+    start: &[(Vec<u8>, bool)],
+) -> Result<bool> {
+    let whole = start.len() == 1 && start[0].0.is_empty() && start[0].1;
     let mut excludes: Option<gix::AttributeStack<'_>> = None;
     let wt_repo = std::cell::OnceCell::new();
     let mut excluded = |rel: &[u8], dir: bool| -> Result<bool> {
@@ -660,17 +730,16 @@ fn untracked(wt: &Path, git_dir: &Path, repo: &gix::Repository, index: &gix::ind
         let stack = excludes.as_mut().expect("made above");
         Ok(stack.at_path(&*p, mode).map(|pl| pl.is_excluded()).unwrap_or(false))
     };
-    let empty: Names<'_> = Default::default();
-    // Folders to look at, and whether the index knows them.
+    // Folders to look at: (path, known to the index, descend into its tracked sub-folders).
     let cache_path = git_dir.join("boulder-untracked.json");
     let key = cache_key(repo, git_dir);
     let cached = read_cache(&cache_path, &key);
     let mut seen: HashMap<Vec<u8>, String> = HashMap::new();
-    let mut todo: Vec<(Vec<u8>, bool)> = vec![(Vec::new(), true)];
-    while let Some((dir, known)) = todo.pop() {
-        let names = if known { tracked.get(dir.as_slice()).unwrap_or(&empty) } else { &empty };
+    let mut todo: Vec<(Vec<u8>, bool, bool)> = start.iter().map(|(d, deep)| (d.clone(), true, *deep)).collect();
+    while let Some((dir, known, deep)) = todo.pop() {
         let Ok(rd_path) = gix::path::from_bstr(dir.as_bstr()) else { continue };
         let abs = wt.join(&*rd_path);
+        let (files, dirs) = if known { tracked_in(index, &dir) } else { Default::default() };
         if known {
             // A tracked folder whose mtime is what it was when it last held nothing untracked has
             // the same names now (adding, removing or renaming an entry changes its mtime).
@@ -678,13 +747,16 @@ fn untracked(wt: &Path, git_dir: &Path, repo: &gix::Repository, index: &gix::ind
                 let unchanged = cached.get(dir.as_slice()) == Some(&m);
                 seen.insert(dir.clone(), m);
                 if unchanged {
-                    for sub in &names.1 {
-                        todo.push((join(&dir, sub), true));
+                    if deep {
+                        for sub in &dirs {
+                            todo.push((join(&dir, sub), true, true));
+                        }
                     }
                     continue;
                 }
             }
         }
+        let (files, dirs): (HashSet<&[u8]>, HashSet<&[u8]>) = (files.into_iter().collect(), dirs.into_iter().collect());
         let Ok(read) = std::fs::read_dir(&abs) else { continue };
         for entry in read.flatten() {
             let os_name = entry.file_name();
@@ -695,13 +767,13 @@ fn untracked(wt: &Path, git_dir: &Path, repo: &gix::Repository, index: &gix::ind
             }
             let Ok(ft) = entry.file_type() else { continue };
             let is_dir = ft.is_dir();
-            if known && (if is_dir { names.1.contains(name) } else { names.0.contains(name) }) {
-                if is_dir {
-                    todo.push((join(&dir, name), true));
+            if known && (if is_dir { dirs.contains(name) } else { files.contains(name) }) {
+                if is_dir && deep {
+                    todo.push((join(&dir, name), true, true));
                 }
                 continue;
             }
-            if known && is_dir && names.0.contains(name) {
+            if known && is_dir && files.contains(name) {
                 // A submodule (a gitlink entry): its folder is tracked as a whole. (A tracked file
                 // replaced by a folder was already reported by the stat pass.)
                 continue;
@@ -716,10 +788,12 @@ fn untracked(wt: &Path, git_dir: &Path, repo: &gix::Repository, index: &gix::ind
             if entry.path().join(".git").exists() {
                 return Ok(true); // an untracked nested repository
             }
-            todo.push((rel, false));
+            todo.push((rel, false, true));
         }
     }
-    write_cache(&cache_path, &key, seen);
+    if whole {
+        write_cache(&cache_path, &key, seen);
+    }
     Ok(false)
 }
 

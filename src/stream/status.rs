@@ -99,7 +99,57 @@ pub struct ClaimView {
 
 /// Compute the rows for every stream of `plan`. `prd` is the main PRD when it could be read.
 pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<StreamRow>> {
-    let rows_span = crate::trace::span("status: state, stories, ahead/behind of every stream");
+    collect_with(ws, plan, prd, crate::worktree::dirty::Early::none())
+}
+
+/// [`collect`], with the file system monitor's hook perhaps started `early`.
+pub fn collect_with(
+    ws: &Workspace,
+    plan: &Plan,
+    prd: Option<&Prd>,
+    early: crate::worktree::dirty::Early,
+) -> Result<Vec<StreamRow>> {
+    // Where the plan puts each stream's worktree, when the folder exists: their dirty checks (and
+    // the file system monitor's hook) run on other threads while this one reads the state.
+    let planned: Vec<Option<std::path::PathBuf>> = {
+        let dir = ws.worktree_dir(plan).ok();
+        plan.streams.iter().map(|s| dir.as_ref().map(|d| d.join(&s.name)).filter(|p| p.exists())).collect()
+    };
+    let planned_here: Vec<std::path::PathBuf> = planned.iter().flatten().cloned().collect();
+    let (rows, early_dirty) =
+        crate::worktree::dirty::dirty_many_meanwhile(&ws.repo, &planned_here, early, || rows(ws, plan, prd, &planned));
+    let mut rows = rows?;
+    let mut early_dirty: std::collections::HashMap<std::path::PathBuf, Result<bool>> =
+        planned_here.into_iter().zip(early_dirty).collect();
+    // Worktrees found elsewhere (moved, then repaired) are checked now.
+    let _span = crate::trace::span("status: dirty checks of worktrees outside the plan's folder");
+    let mut late: Vec<(usize, std::path::PathBuf)> = Vec::new();
+    for (i, row) in rows.iter_mut().enumerate() {
+        let Some(w) = row.worktree.as_ref().map(std::path::PathBuf::from) else { continue };
+        match early_dirty.remove(&w) {
+            Some(dirty) => row.dirty = dirty.ok(),
+            None => late.push((i, w)),
+        }
+    }
+    if !late.is_empty() {
+        let results =
+            crate::worktree::dirty::dirty_many(&ws.repo, &late.iter().map(|(_, p)| p.clone()).collect::<Vec<_>>());
+        for ((i, _), dirty) in late.into_iter().zip(results) {
+            rows[i].dirty = dirty.ok();
+        }
+    }
+    Ok(rows)
+}
+
+/// The rows without their `dirty` field; `planned` holds where the plan puts each stream's
+/// worktree (same order as the plan's streams), when it exists.
+fn rows(
+    ws: &Workspace,
+    plan: &Plan,
+    prd: Option<&Prd>,
+    planned: &[Option<std::path::PathBuf>],
+) -> Result<Vec<StreamRow>> {
+    let _span = crate::trace::span("status: state, stories, ahead/behind of every stream");
     let store = Store::new(&ws.repo)?;
     let done = ws.recorded_done()?;
     let mut rows = Vec::with_capacity(plan.streams.len());
@@ -110,7 +160,7 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
     // RUNNING is true only while a `stream run` holds the stream's lock on this machine.
     let held: std::collections::HashSet<String> = crate::lock::holders(&ws.repo).into_iter().map(|(n, _)| n).collect();
     let standing_in = ws.repo.work_dir.as_deref().map(crate::git::absolute);
-    for stream in &plan.streams {
+    for (stream, planned) in plan.streams.iter().zip(planned) {
         // Invalid state (e.g. garbage pushed by others) shows as INVALID, not as a failed dashboard.
         let mut invalid = false;
         let st = store.read::<StreamState>(&state::stream_ref(&stream.name)).unwrap_or_else(|e| {
@@ -131,7 +181,7 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
         };
         // Where the plan puts the worktree, else where git has the branch checked out (a worktree
         // moved with `git worktree move`, or moved by hand and repaired, is not stale).
-        let wt = ws.worktree_path(plan, &stream.name).ok().filter(|p| p.exists()).or_else(|| {
+        let wt = planned.clone().or_else(|| {
             st.as_ref()
                 .filter(|e| e.state.status.is_live())
                 .and_then(|_| crate::worktree::checked_out(&ws.repo, &stream.branch).ok().flatten())
@@ -200,19 +250,6 @@ pub fn collect(ws: &Workspace, plan: &Plan, prd: Option<&Prd>) -> Result<Vec<Str
                 mine: c.actor == me,
             }),
         });
-    }
-    // Dirty checks run in parallel: one scan per worktree, not fifty in a row.
-    let paths: Vec<(usize, std::path::PathBuf)> = rows
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| r.worktree.as_ref().map(|w| (i, std::path::PathBuf::from(w))))
-        .collect();
-    drop(rows_span);
-    let _span = crate::trace::span(format!("status: dirty checks of {} worktrees", paths.len()));
-    let results =
-        crate::worktree::dirty::dirty_many(&ws.repo, &paths.iter().map(|(_, p)| p.clone()).collect::<Vec<_>>());
-    for ((i, _), dirty) in paths.into_iter().zip(results) {
-        rows[i].dirty = dirty.ok();
     }
     Ok(rows)
 }
