@@ -791,7 +791,8 @@ fn untracked_from(
             todo.push((rel, false, true));
         }
     }
-    if whole {
+    // Written only when it says something new: a clean worktree checked again costs no write.
+    if whole && seen != cached {
         write_cache(&cache_path, &key, seen);
     }
     Ok(false)
