@@ -1,6 +1,7 @@
 //! `git boulder log [NAME] [-n N]`: the op history of a stream and its root boulder (or a
 //! boulder); without a name, the stream of the worktree it runs in, else every op-log.
 
+use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::error::{Error, Result};
@@ -47,7 +48,20 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
     let mut logs = Vec::new();
     for r in &refs {
         if let Some(tip) = ws.repo.ref_id(r)? {
-            logs.push(Log { r: r.as_str(), ops: store.history_iter(tip), head: None });
+            let which = if r.starts_with(state::STREAMS) {
+                "stream"
+            } else if r.starts_with(state::BOULDERS) {
+                "boulder"
+            } else {
+                "prd"
+            };
+            // Every op-log at once: say whose op each line is.
+            let which = match (all, r.rsplit('/').next()) {
+                (true, Some(name)) if which != "prd" => format!("{which} {name}"),
+                _ => which.to_string(),
+            };
+            let which = crate::text::inert(&which).into_owned();
+            logs.push(Log { r: r.as_str(), which, ops: store.history_iter(tip), head: None });
         }
     }
     if logs.is_empty() {
@@ -67,6 +81,7 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
     // whose time is out of place is inserted where it belongs.
     let mut window: std::collections::VecDeque<Ranked> = std::collections::VecDeque::new();
     let mut read = vec![0usize; logs.len()];
+    let (mut hex, mut data) = (String::new(), String::new());
     let mut done = false;
     while printed < limit {
         while !done && window.len() < WINDOW {
@@ -102,25 +117,20 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
             printed += 1;
             continue;
         }
-        let which = if r.starts_with(state::STREAMS) {
-            "stream"
-        } else if r.starts_with(state::BOULDERS) {
-            "boulder"
-        } else {
-            "prd"
-        };
-        // Every op-log at once: say whose op each line is.
-        let which = match (all, r.rsplit('/').next()) {
-            (true, Some(name)) if which != "prd" => format!("{which} {name}"),
-            _ => which.to_string(),
-        };
-        let data = if e.op.data.is_null() { String::new() } else { e.op.data.to_string() };
+        // The buffers are reused from line to line: nothing is allocated for a plain op.
+        hex.clear();
+        // Writing to a string cannot fail.
+        let _ = write!(hex, "{}", e.commit);
+        data.clear();
+        if !e.op.data.is_null() {
+            let _ = write!(data, "{}", e.op.data);
+        }
         writeln!(
             out,
             "{}  {}  {:<8} {:<12} {}  {}",
-            &e.commit.to_string()[..10],
+            &hex[..10],
             crate::text::inert(&e.op.at),
-            crate::text::inert(&which),
+            logs[i].which,
             crate::text::inert(&e.op.kind),
             crate::text::inert(&e.op.actor),
             crate::text::inert(&data)
@@ -141,6 +151,9 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
 /// One op-log being printed: its ref, its ops still to come, and the next one read.
 struct Log<'a> {
     r: &'a str,
+    /// Whose op-log it is, as printed (`stream`, `boulder`, `prd`; with the name when every
+    /// op-log is printed).
+    which: String,
     ops: state::store::History,
     head: Option<LogEntry>,
 }

@@ -222,12 +222,15 @@ impl Repo {
 
 /// Reads commits one after another and one file of each one's tree, for walks that read every
 /// object once (a log of a long history): no object cache (nothing is read twice, so caching
-/// only costs a copy), the buffers reused, nothing decoded beyond what is asked. Sizes are not
-/// checked: it reads local history (what a pull brings in is checked before it is taken). It can
-/// be sent to another thread.
+/// only costs a copy), the buffers reused, nothing decoded beyond what is asked. A commit's tree
+/// and parents come from the repository's commit-graph when it has the commit (as git's own walks
+/// take them, `core.commitGraph` respected), without inflating the commit. Sizes are not checked:
+/// it reads local history (what a pull brings in is checked before it is taken). It can be sent
+/// to another thread.
 pub struct CommitFiles {
     odb: gix::OdbHandle,
     hash: gix::hash::Kind,
+    graph: Option<std::sync::Arc<gix::commitgraph::Graph>>,
     commit: Vec<u8>,
     tree: Vec<u8>,
     file: Vec<u8>,
@@ -237,14 +240,25 @@ impl Clone for CommitFiles {
     fn clone(&self) -> Self {
         let mut odb = self.odb.clone();
         odb.unset_object_cache();
-        CommitFiles { odb, hash: self.hash, commit: Vec::new(), tree: Vec::new(), file: Vec::new() }
+        CommitFiles {
+            odb,
+            hash: self.hash,
+            graph: self.graph.clone(),
+            commit: Vec::new(),
+            tree: Vec::new(),
+            file: Vec::new(),
+        }
     }
 }
 
 impl CommitFiles {
     /// The tree and the parents of `commit`.
     pub fn commit(&mut self, commit: ObjectId) -> std::result::Result<(ObjectId, Vec<ObjectId>), Failure> {
+        use gix::objs::commit::ref_iter::Token;
         use gix::objs::Find;
+        if let Some(found) = self.from_graph(commit) {
+            return Ok(found);
+        }
         let data = self
             .odb
             .try_find(&commit, &mut self.commit)
@@ -253,10 +267,26 @@ impl CommitFiles {
         if data.kind != gix::objs::Kind::Commit {
             return Err(failure(format!("{commit} is a {}, not a commit", data.kind)));
         }
+        // The tree and the parents lead the commit: nothing after them is parsed.
         let mut parsed = gix::objs::CommitRefIter::from_bytes(data.data, self.hash);
         let tree = parsed.tree_id().map_err(failure)?;
-        let parents = gix::objs::CommitRefIter::from_bytes(data.data, self.hash).parent_ids().collect();
+        let mut parents = Vec::new();
+        for token in parsed {
+            match token {
+                Ok(Token::Parent { id }) => parents.push(id),
+                _ => break,
+            }
+        }
         Ok((tree, parents))
+    }
+
+    /// The tree and the parents of `commit` from the commit-graph, if it holds the commit.
+    fn from_graph(&self, commit: ObjectId) -> Option<(ObjectId, Vec<ObjectId>)> {
+        let graph = self.graph.as_deref()?;
+        let c = graph.commit_by_id(commit)?;
+        let tree = c.root_tree_id().to_owned();
+        let parents = c.iter_parents().map(|p| p.ok().map(|pos| graph.id_at(pos).to_owned())).collect::<Option<_>>()?;
+        Some((tree, parents))
     }
 
     /// The content of the regular file `name` at the top of `tree` (`None`: no such file).
@@ -295,7 +325,9 @@ impl Objects<'_> {
     pub fn commit_files(&self) -> CommitFiles {
         let mut odb = self.g.objects.clone();
         odb.unset_object_cache();
-        CommitFiles { odb, hash: self.g.object_hash(), commit: Vec::new(), tree: Vec::new(), file: Vec::new() }
+        // A commit-graph that cannot be read is only not used: the commits themselves are read.
+        let graph = self.g.commit_graph_if_enabled().ok().flatten().map(std::sync::Arc::new);
+        CommitFiles { odb, hash: self.g.object_hash(), graph, commit: Vec::new(), tree: Vec::new(), file: Vec::new() }
     }
 
     /// The kind and size of object `id`, from its header (nothing else is read).

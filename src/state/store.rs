@@ -1176,9 +1176,10 @@ impl<'s, 'r> Dag<'s, 'r> {
 /// the ids of commits met whose clock is not above the current one (a commit is met again only
 /// through a child, and every child of a commit with a higher clock has been taken already).
 ///
-/// Once a history proves long, two threads read ahead along first parents — one the commits,
-/// one each commit's `op.json` — at most [`READ_AHEAD`] commits ahead, while this one orders and
-/// the caller prints: what a linear history needs next is always the next one they read.
+/// Once a history proves long, threads read ahead along first parents — one the commits,
+/// others (`OP_READERS`) each commit's `op.json`, taking batches of them in turn — at most
+/// [`READ_AHEAD`] commits ahead, while this one orders and the caller prints: what a linear
+/// history needs next is always the next one they read.
 pub struct History {
     files: CommitFiles,
     tip: ObjectId,
@@ -1209,44 +1210,33 @@ type Read = std::result::Result<(Op, Vec<ObjectId>), ChainError>;
 
 /// Ops read ahead along first parents, in order, and the ones received but not taken yet.
 struct Ahead {
-    rx: std::sync::mpsc::Receiver<Vec<(ObjectId, Read)>>,
+    /// The readers' batches: batch `i` of the walk comes from `rx[i % rx.len()]`.
+    rx: Vec<std::sync::mpsc::Receiver<Vec<(ObjectId, Read)>>>,
+    /// Which receiver the next batch comes from.
+    turn: usize,
     head: std::collections::VecDeque<(ObjectId, Read)>,
 }
 
 /// Commits the read-ahead threads hand on at a time (fewer wake-ups than one by one).
 const BATCH: usize = 64;
+/// Threads reading the ops of the commits read ahead, taking batches in turn (reading a commit's
+/// tree and `op.json` and parsing it costs more than reading the commit: two keep up with one).
+const OP_READERS: usize = 2;
 
 impl Ahead {
     /// Start reading ahead from `from` down its first parents; `None` when no thread can start.
     fn start(files: &CommitFiles, from: ObjectId) -> Option<Ahead> {
-        use std::sync::mpsc::sync_channel;
+        use std::sync::mpsc::{sync_channel, SyncSender};
         type Commit = (ObjectId, std::result::Result<(ObjectId, Vec<ObjectId>), Failure>);
-        let depth = READ_AHEAD / BATCH / 2;
-        let (commits_tx, commits_rx) = sync_channel::<Vec<Commit>>(depth);
-        let (tx, rx) = sync_channel::<Vec<(ObjectId, Read)>>(depth);
-        let mut commits = files.clone();
-        std::thread::Builder::new()
-            .name("log-commits".into())
-            .spawn(move || {
-                let mut next = Some(from);
-                let mut batch = Vec::with_capacity(BATCH);
-                while let Some(id) = next {
-                    let read = commits.commit(id);
-                    next = read.as_ref().ok().and_then(|(_, parents)| parents.first().copied());
-                    batch.push((id, read));
-                    // A send fails when the reader is gone: the log ended or failed.
-                    if (batch.len() == BATCH || next.is_none())
-                        && commits_tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))).is_err()
-                    {
-                        break;
-                    }
-                }
-            })
-            .ok()?;
-        let mut ops = files.clone();
-        std::thread::Builder::new()
-            .name("log-ops".into())
-            .spawn(move || {
+        // At most READ_AHEAD commits in flight: queued to the readers, and read, in all.
+        let depth = (READ_AHEAD / BATCH / 2 / OP_READERS).max(1);
+        let mut to_readers: Vec<SyncSender<Vec<Commit>>> = Vec::new();
+        let mut rx = Vec::new();
+        for n in 0..OP_READERS {
+            let (commits_tx, commits_rx) = sync_channel::<Vec<Commit>>(depth);
+            let (tx, ops_rx) = sync_channel::<Vec<(ObjectId, Read)>>(depth);
+            let mut ops = files.clone();
+            let spawned = std::thread::Builder::new().name(format!("log-ops-{n}")).spawn(move || {
                 for batch in commits_rx {
                     let read: Vec<(ObjectId, Read)> = batch
                         .into_iter()
@@ -1257,13 +1247,49 @@ impl Ahead {
                             (commit, op)
                         })
                         .collect();
+                    // A send fails when the walk is gone: the log ended or failed.
                     if tx.send(read).is_err() {
                         break;
                     }
                 }
+            });
+            if spawned.is_err() {
+                // Readers already started end as their senders drop.
+                return None;
+            }
+            to_readers.push(commits_tx);
+            rx.push(ops_rx);
+        }
+        let mut commits = files.clone();
+        std::thread::Builder::new()
+            .name("log-commits".into())
+            .spawn(move || {
+                let mut next = Some(from);
+                let mut batch = Vec::with_capacity(BATCH);
+                let mut turn = 0;
+                while let Some(id) = next {
+                    let read = commits.commit(id);
+                    next = read.as_ref().ok().and_then(|(_, parents)| parents.first().copied());
+                    batch.push((id, read));
+                    if batch.len() == BATCH || next.is_none() {
+                        let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                        // A send fails when the reader is gone: the log ended or failed.
+                        if to_readers[turn].send(full).is_err() {
+                            break;
+                        }
+                        turn = (turn + 1) % to_readers.len();
+                    }
+                }
             })
             .ok()?;
-        Some(Ahead { rx, head: std::collections::VecDeque::new() })
+        Some(Ahead { rx, turn: 0, head: std::collections::VecDeque::new() })
+    }
+
+    /// The next batch read ahead, in the walk's order; `None` once the read-ahead has ended.
+    fn recv(&mut self) -> Option<Vec<(ObjectId, Read)>> {
+        let batch = self.rx[self.turn].recv().ok()?;
+        self.turn = (self.turn + 1) % self.rx.len();
+        Some(batch)
     }
 }
 
@@ -1318,7 +1344,8 @@ impl History {
         let ahead = self.ahead.as_mut()?;
         loop {
             if ahead.head.is_empty() {
-                ahead.head.extend(ahead.rx.recv().ok()?);
+                let batch = ahead.recv()?;
+                ahead.head.extend(batch);
             }
             let id = ahead.head.front()?.0;
             if id == commit {
