@@ -97,3 +97,45 @@ fn a_long_log_is_read_ahead_in_replay_order_with_and_without_a_commit_graph() {
     std::fs::remove_file(repo.dir.join(".git/objects/info/commit-graph")).unwrap();
     assert!(repo.boulder(&["log", "a"]).ok().stdout == text, "the same lines without it");
 }
+
+/// `git boulder gc` puts the op-log commits into git's commit-graph (a split graph that git
+/// verifies), which `log` then reads: the same lines as before.
+#[test]
+fn gc_writes_the_op_logs_into_the_commit_graph() {
+    crate::common::lib_env();
+    let repo = TestRepo::without_identity();
+    let r = Repo::open(&repo.dir).expect("open");
+    let store = Store { repo: &r, actor: "a".to_string() };
+    let name = "refs/boulder/boulders/a";
+    store.append_raw::<BoulderState>(name, "created", serde_json::json!({"stream": "s"})).unwrap();
+    for k in 0..40 {
+        store.append_raw::<BoulderState>(name, "activity", serde_json::json!({"commit": format!("c{k}")})).unwrap();
+    }
+    let text = repo.boulder(&["log", "a"]).ok().stdout;
+    assert_eq!(text.lines().count(), 41);
+    let chain = repo.dir.join(".git/objects/info/commit-graphs/commit-graph-chain");
+    assert!(!chain.exists());
+
+    assert_eq!(repo.boulder(&["gc", "--json"]).ok().json()["packed"], true);
+    assert!(chain.exists(), "a commit-graph layer was written");
+    repo.git(&["commit-graph", "verify"]).ok();
+    // The layer written holds the op-log's tip.
+    let tip = repo.git_out(&["rev-parse", name]);
+    let graph = std::fs::read(
+        repo.dir
+            .join(".git/objects/info/commit-graphs")
+            .join(format!("graph-{}.graph", std::fs::read_to_string(&chain).unwrap().lines().last().unwrap().trim())),
+    )
+    .unwrap();
+    let raw = gix::ObjectId::from_hex(tip.trim().as_bytes()).unwrap();
+    assert!(graph.windows(20).any(|w| w == raw.as_bytes()), "the tip is in the new layer");
+    assert!(repo.boulder(&["log", "a"]).ok().stdout == text, "the same lines read through the graph");
+
+    // Turned off in git's config: no new layer.
+    repo.git(&["config", "gc.writeCommitGraph", "false"]).ok();
+    store.append_raw::<BoulderState>(name, "activity", serde_json::json!({"commit": "later"})).unwrap();
+    let before = std::fs::read_to_string(&chain).unwrap();
+    assert_eq!(repo.boulder(&["gc", "--json"]).ok().json()["packed"], true);
+    assert_eq!(std::fs::read_to_string(&chain).unwrap(), before);
+    assert_eq!(repo.boulder(&["log", "a"]).ok().stdout.lines().count(), 42);
+}

@@ -575,6 +575,34 @@ pub fn pack_objects(dir: &Path, objects_dir: &Path, tips: &[String], packed: &[S
     Ok(count)
 }
 
+/// Add the commits reachable from `tips` to the repository's commit-graph, as a new layer of a
+/// split graph (what is there already is kept): `git commit-graph write --split --append
+/// --stdin-commits`.
+///
+/// Why the git CLI: gix 0.90 reads commit-graphs but cannot write one. git's own `gc` writes
+/// the same file for every ref, so git and git-boulder read the same graph.
+pub fn write_commit_graph(dir: &Path, tips: &[String]) -> Result<()> {
+    use std::io::Write;
+    let mut cmd = git(dir);
+    cmd.args(["commit-graph", "write", "--split", "--append", "--stdin-commits", "--no-progress"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| Error::internal(format!("cannot run git commit-graph: {e}")))?;
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    // A write error shows in git's exit status and stderr below.
+    let _ = stdin.write_all(tips.join("\n").as_bytes());
+    drop(stdin);
+    let out = child.wait_with_output().map_err(|e| Error::internal(format!("git commit-graph: {e}")))?;
+    if !out.status.success() {
+        return Err(Error::internal(format!(
+            "git failed to write the commit-graph: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(())
+}
+
 /// The number of objects a pack index (version 2) lists: the last entry of its fan-out table.
 fn idx_count(idx: &Path) -> Option<usize> {
     use std::io::{Read, Seek, SeekFrom};

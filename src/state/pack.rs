@@ -8,6 +8,10 @@
 //! into one pack and deletes their loose copies; what the last pack covered (its tips, in
 //! `$GIT_COMMON_DIR/boulder/packed-tips`) is not walked again, so a pack costs what is new since.
 //!
+//! The commits of the op-logs also go into git's commit-graph (a new layer of a split graph, as
+//! `git gc` writes it for every ref; not when `core.commitGraph` or `gc.writeCommitGraph` is
+//! false), so a walk of a long history takes each commit's tree and parents from there.
+//!
 //! The threshold works like `gc.auto`: the loose objects are counted cheaply by listing one of
 //! the 256 fan-out folders (`objects/17`, as git does) and multiplying by 256; above
 //! `boulder.gcAuto` (default: `gc.auto`, else 6,700; 0 turns it off) the state is packed. The
@@ -65,6 +69,22 @@ pub fn pack(repo: &Repo) -> Result<Packed> {
     let before = packed_tips(repo);
     let hex = |v: &[ObjectId]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
     let objects = cli::pack_objects(repo.run_dir(), &repo.objects_dir(), &hex(&ids), &hex(&before))?;
+    // The op-log commits go into git's commit-graph too, as `git gc` does for every ref: a walk
+    // of a long history (`log`) then takes each commit's tree and parents from there without
+    // reading the commit. Best effort: without it the commits are read, as before.
+    let graphs =
+        repo.config_bool("core.commitGraph").unwrap_or(true) && repo.config_bool("gc.writeCommitGraph").unwrap_or(true);
+    if objects > 0 && graphs {
+        let commits: Vec<ObjectId> = tips
+            .iter()
+            .filter(|(name, _)| name.as_str() != refs::NOTES)
+            .map(|(_, id)| *id)
+            .filter(|id| repo.objects().header(*id).is_ok_and(|(kind, _)| kind == crate::git::objects::Kind::Commit))
+            .collect();
+        if let Err(e) = cli::write_commit_graph(repo.run_dir(), &hex(&commits)) {
+            crate::trace::line(&format!("commit-graph not written: {}", e.message));
+        }
+    }
     // Remember what is packed now; a lost write only means the next pack walks a little more.
     std::fs::create_dir_all(repo.boulder_dir())?;
     crate::fsutil::write_atomic(&tips_path(repo), hex(&ids).join("\n").as_bytes())?;
