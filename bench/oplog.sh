@@ -2,7 +2,8 @@
 # Op-logs of any length: `git boulder log` against `git log` of the same ref, a fresh clone's
 # `git boulder pull` of the whole history against `git fetch` of the same ref, a pull of a few
 # new ops on top of it, and `git boulder gc` — on an op-log of N ops (completion records, made
-# with `git fast-import` by bench/oplog.py). Prints medians, ratios and peak memory.
+# with `git fast-import` by bench/oplog.py). Prints medians, ratios and peak memory. The log rows
+# are run twice: on the repacked repository, then with a commit-graph as `git gc` writes it.
 #
 # usage: bash bench/oplog.sh [RUNS] [OPS]   (defaults 3, 100001; GC_OPS=20000 for the gc row)
 source "$(dirname "$0")/common.sh"
@@ -40,19 +41,41 @@ row() {
   printf '%-44s %10s %10s %7s %9s\n' "$label" "$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')" "$mem"
 }
 
-# log, whole and first line
-a=() b=() f=() g=()
-for ((i = 0; i < RUNS; i++)); do
-  a+=("$(cd "$far" && time_ms git-boulder log prd)")
-  b+=("$(cd "$far" && time_ms git log refs/boulder/prd)")
-  f+=("$(cd "$far" && time_ms sh -c 'git-boulder log prd | head -1')")
-  g+=("$(cd "$far" && time_ms sh -c 'git log refs/boulder/prd | head -1')")
-done
-mem=$(cd "$far" && peak_kib git-boulder log prd)
-row "log (every op) vs git log" "$(median "${a[@]}")" "$(median "${b[@]}")" "$((mem / 1024))"
-row "log | head -1 vs git log | head -1" "$(median "${f[@]}")" "$(median "${g[@]}")" "-"
+# cpu_ms CMD…: run once, print the CPU time (user + sys) in milliseconds (GNU time if present,
+# else 0).
+cpu_ms() {
+  if [ -x /usr/bin/time ]; then
+    /usr/bin/time -f '%U %S' "$@" 2>&1 >/dev/null | tail -1 | awk '{ printf "%d", ($1 + $2) * 1000 }'
+  else
+    "$@" >/dev/null 2>&1
+    echo 0
+  fi
+}
+
+# log_rows LABEL: log, whole and first line, against git log; the CPU time of the whole log too
+# (the ratio that load on the machine does not skew).
+log_rows() {
+  local a=() b=() f=() g=() c=() d=()
+  for ((i = 0; i < RUNS; i++)); do
+    a+=("$(cd "$far" && time_ms git-boulder log prd)")
+    b+=("$(cd "$far" && time_ms git log refs/boulder/prd)")
+    f+=("$(cd "$far" && time_ms sh -c 'git-boulder log prd | head -1')")
+    g+=("$(cd "$far" && time_ms sh -c 'git log refs/boulder/prd | head -1')")
+    c+=("$(cd "$far" && cpu_ms git-boulder log prd)")
+    d+=("$(cd "$far" && cpu_ms git log refs/boulder/prd)")
+  done
+  mem=$(cd "$far" && peak_kib git-boulder log prd)
+  row "log (every op) vs git log$1" "$(median "${a[@]}")" "$(median "${b[@]}")" "$((mem / 1024))"
+  row "  the same, CPU (user + sys)" "$(median "${c[@]}")" "$(median "${d[@]}")" "-"
+  row "log | head -1 vs git log | head -1$1" "$(median "${f[@]}")" "$(median "${g[@]}")" "-"
+}
+log_rows ""
 lines=$(cd "$far" && git-boulder log prd | wc -l)
 echo "log printed $lines lines for $N ops"
+# As git's own gc leaves it: a commit-graph of every ref (`gc.writeCommitGraph`), which
+# `git boulder gc` also writes for the op-logs.
+git -C "$far" commit-graph write --reachable --no-progress
+log_rows ", commit-graph"
 
 # cpu_ms CMD…: run once, print the CPU time (user + sys, children included) in milliseconds.
 cpu_ms() {

@@ -1201,8 +1201,9 @@ pub struct History {
     ahead: Option<Ahead>,
 }
 
-/// Commits read before reading ahead starts (a short log is not worth two threads).
-const READ_AHEAD_AFTER: usize = 512;
+/// Commits read before reading ahead starts (a short log is not worth the threads; `log` reads
+/// 4,096 ops before its first line, so a long one starts them early).
+const READ_AHEAD_AFTER: usize = 64;
 /// How far ahead of the walk the read-ahead threads go, in commits.
 pub const READ_AHEAD: usize = 1024;
 
