@@ -256,7 +256,7 @@ impl CommitFiles {
     pub fn commit(&mut self, commit: ObjectId) -> std::result::Result<(ObjectId, Vec<ObjectId>), Failure> {
         use gix::objs::commit::ref_iter::Token;
         use gix::objs::Find;
-        if let Some(found) = self.from_graph(commit) {
+        if let Some(found) = self.in_graph(commit) {
             return Ok(found);
         }
         let data = self
@@ -281,7 +281,7 @@ impl CommitFiles {
     }
 
     /// The tree and the parents of `commit` from the commit-graph, if it holds the commit.
-    fn from_graph(&self, commit: ObjectId) -> Option<(ObjectId, Vec<ObjectId>)> {
+    fn in_graph(&self, commit: ObjectId) -> Option<(ObjectId, Vec<ObjectId>)> {
         let graph = self.graph.as_deref()?;
         let c = graph.commit_by_id(commit)?;
         let tree = c.root_tree_id().to_owned();
