@@ -41,11 +41,10 @@ row() {
   printf '%-44s %10s %10s %7s %9s\n' "$label" "$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')" "$mem"
 }
 
-# cpu_ms CMD…: run once, print the CPU time (user + sys) in milliseconds (GNU time if present,
-# else 0).
+# cpu_ms CMD…: run once, print the CPU time (user + sys, children included) in milliseconds.
 cpu_ms() {
   if [ -x /usr/bin/time ]; then
-    /usr/bin/time -f '%U %S' "$@" 2>&1 >/dev/null | tail -1 | awk '{ printf "%d", ($1 + $2) * 1000 }'
+    /usr/bin/time -f '%U %S' "$@" 2>&1 >/dev/null | tail -1 | awk '{ printf "%d\n", ($1 + $2) * 1000 }'
   else
     "$@" >/dev/null 2>&1
     echo 0
@@ -76,16 +75,6 @@ echo "log printed $lines lines for $N ops"
 # `git boulder gc` also writes for the op-logs.
 git -C "$far" commit-graph write --reachable --no-progress
 log_rows ", commit-graph"
-
-# cpu_ms CMD…: run once, print the CPU time (user + sys, children included) in milliseconds.
-cpu_ms() {
-  if [ -x /usr/bin/time ]; then
-    /usr/bin/time -f '%U %S' "$@" 2>&1 >/dev/null | tail -1 | awk '{ printf "%d\n", ($1 + $2) * 1000 }'
-  else
-    "$@" >/dev/null 2>&1
-    echo 0
-  fi
-}
 
 # pull of the whole history into a fresh clone, vs git fetch of the same ref (wall, then CPU;
 # which side goes first alternates)
