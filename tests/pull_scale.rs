@@ -176,8 +176,11 @@ fn a_merge_in_a_long_fetched_chain_is_checked_forged_or_real() {
     mid.git(&["update-ref", "refs/boulder/prd", &base]).ok();
     write_ops(&mid, "refs/boulder/prd", LONG - 9, LONG - 7, "mid", Some(&base), Spoil::None);
     let side = mid.git_out(&["rev-parse", "refs/boulder/prd"]);
-    let (prd, _) = pull_prd(&mid, 0);
+    let (prd, trace) = pull_prd(&mid, 0);
     assert_eq!(prd["result"], "merged", "{prd}");
+    // Only far's ten ops above the common ancestor are new here: what is below it was checked
+    // when mid took it.
+    assert!(trace.contains("validate: 10 new commits,"), "{trace}");
     let merge = mid.git_out(&["rev-parse", "refs/boulder/prd"]);
     assert_eq!(mid.git_out(&["rev-list", "--parents", "-n1", &merge]).split(' ').count(), 3, "a merge commit");
 
@@ -211,4 +214,23 @@ fn a_merge_in_a_long_fetched_chain_is_checked_forged_or_real() {
     let why = prd["why"].as_str().unwrap_or_default();
     assert!(why.contains(&format!("commit {forged}")) && why.contains("deterministic merge"), "{prd}");
     assert!(other.git(&["rev-parse", "-q", "--verify", "refs/boulder/prd"]).code == 1, "nothing was taken");
+}
+
+#[test]
+fn a_fetched_tip_behind_the_local_one_brings_nothing_to_check() {
+    let remote = Remote::new(&[("README.md", "hello\n")]);
+    let far = remote.machine("far");
+    write_ops(&far, "refs/boulder/prd", 1, LONG, "far", None, Spoil::None);
+    far.git(&["push", "-q", "origin", "refs/boulder/prd"]).ok();
+
+    let near = remote.machine("near");
+    let (prd, _) = pull_prd(&near, 0);
+    assert_eq!(prd["result"], "created", "{prd}");
+    // Three ops made here since: the remote's tip is now below the local one.
+    let tip = near.git_out(&["rev-parse", "refs/boulder/prd"]);
+    write_ops(&near, "refs/boulder/prd", LONG + 1, LONG + 3, "near", Some(&tip), Spoil::None);
+    let ours = near.git_out(&["rev-parse", "refs/boulder/prd"]);
+    let (_, trace) = pull_prd(&near, 0);
+    assert!(!trace.contains("validate:"), "nothing fetched is new, nothing is replayed:\n{trace}");
+    assert_eq!(near.git_out(&["rev-parse", "refs/boulder/prd"]), ours, "the local ref is kept");
 }

@@ -124,6 +124,11 @@ const CHECK_AHEAD: usize = 1024;
 /// Commits whose files that thread hands on at a time.
 const CHECK_BATCH: usize = 64;
 
+/// How many bytes of replayed states validation keeps in memory for commits whose children are
+/// still to be checked (a chain that forks often keeps one per open fork); past it, a child
+/// reads its parent's state back.
+const KEPT_STATE_BYTES: usize = 64 * 1024 * 1024;
+
 /// A commit a validation checks: its id and parents.
 struct NewCommit {
     id: ObjectId,
@@ -568,32 +573,40 @@ impl<'r> Store<'r> {
         let (listed, mut trees) = std::thread::scope(|scope| {
             let mut trees: Vec<Option<TreeFiles>> = Vec::new();
             let mut here = reader.clone();
-            let mut ahead: Option<(std::sync::mpsc::SyncSender<(ObjectId, ObjectId)>, _)> = None;
+            // Not tried yet; tried (`None`: no thread could be started, so read here).
+            type ToRead = std::sync::mpsc::SyncSender<(ObjectId, ObjectId)>;
+            let mut ahead: Option<Option<(ToRead, _)>> = None;
             let listed = Self::new_commits(&mut reader, tip, trusted, &mut |seq, id, tree| {
-                if seq < CHECK_AHEAD_AFTER {
-                    trees.push(Some(Self::tree_files(&mut here, id, tree)));
-                    return;
+                let started = if seq < CHECK_AHEAD_AFTER {
+                    None
+                } else {
+                    ahead
+                        .get_or_insert_with(|| {
+                            let (tx, rx) = std::sync::mpsc::sync_channel::<(ObjectId, ObjectId)>(CHECK_AHEAD);
+                            let mut reader = here.clone();
+                            let thread = std::thread::Builder::new().spawn_scoped(scope, move || {
+                                rx.into_iter()
+                                    .map(|(id, tree)| Some(Self::tree_files(&mut reader, id, tree)))
+                                    .collect::<Vec<_>>()
+                            });
+                            thread.ok().map(|thread| (tx, thread))
+                        })
+                        .as_ref()
+                };
+                match started {
+                    // The thread ends only when the sender is dropped.
+                    Some((tx, _)) => drop(tx.send((id, tree))),
+                    None => trees.push(Some(Self::tree_files(&mut here, id, tree))),
                 }
-                let (tx, _) = ahead.get_or_insert_with(|| {
-                    let (tx, rx) = std::sync::mpsc::sync_channel::<(ObjectId, ObjectId)>(CHECK_AHEAD);
-                    let mut reader = here.clone();
-                    let thread = scope.spawn(move || {
-                        rx.into_iter()
-                            .map(|(id, tree)| Some(Self::tree_files(&mut reader, id, tree)))
-                            .collect::<Vec<_>>()
-                    });
-                    (tx, thread)
-                });
-                // The thread ends only when the sender is dropped.
-                let _ = tx.send((id, tree));
             });
-            if let Some((tx, thread)) = ahead {
+            if let Some(Some((tx, thread))) = ahead {
                 drop(tx);
                 trees.extend(thread.join().unwrap_or_default());
             }
             (listed, trees)
         });
         let commits = listed?;
+        let commits = Self::not_held(&mut reader, commits, trusted)?;
         std::thread::scope(|scope| {
             if commits.len() < CHECK_AHEAD_AFTER {
                 let mut files = reader.clone();
@@ -605,7 +618,7 @@ impl<'r> Store<'r> {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<OpFiles>>(CHECK_AHEAD / CHECK_BATCH);
             let mut ahead = reader.clone();
             let list = &commits;
-            scope.spawn(move || {
+            let read_ahead = move || {
                 for batch in list.chunks(CHECK_BATCH) {
                     let read = batch
                         .iter()
@@ -616,7 +629,10 @@ impl<'r> Store<'r> {
                         break;
                     }
                 }
-            });
+            };
+            // No thread to be had (the system is out of them): the replay finds no files read
+            // and refuses the chain as unreadable, rather than the command panicking.
+            let _ = std::thread::Builder::new().spawn_scoped(scope, read_ahead);
             let files = rx.into_iter().flatten();
             self.replay_chain::<S>(&reader, &commits, files)
         })
@@ -638,8 +654,10 @@ impl<'r> Store<'r> {
                 *children.entry(*p).or_default() += 1;
             }
         }
-        // The state after each new commit still needed, with its clock.
-        let mut states: HashMap<ObjectId, (u64, S)> = HashMap::new();
+        // The state after each new commit still needed, with its clock and size; at most
+        // KEPT_STATE_BYTES of them (a state not kept is read back by the child that needs it).
+        let mut states: HashMap<ObjectId, (u64, S, usize)> = HashMap::new();
+        let mut kept = 0usize;
         let mut dag = Dag::new(self);
         let mut files = files;
         // States whose bytes were not the ones an append writes, read back and compared.
@@ -656,7 +674,7 @@ impl<'r> Store<'r> {
                         return Err(ChainError::MergeOpInLine { commit: id, parents: c.parents.len() });
                     }
                     let (mut expect, clock) = match c.parents.first() {
-                        Some(p) => self.parent_state::<S>(*p, &mut states, &mut children)?,
+                        Some(p) => self.parent_state::<S>(*p, &mut states, &mut children, &mut kept)?,
                         None => (S::default(), 0),
                     };
                     if op.lamport != clock + 1 {
@@ -664,10 +682,12 @@ impl<'r> Store<'r> {
                     }
                     expect.apply(&op).map_err(|source| ChainError::Refused { commit: id, source })?;
                     expect.set_lamport(op.lamport);
-                    read_back += usize::from(self.check_state(reader, id, state_id, &expect)?);
-                    if children.get(&id).is_some_and(|n| *n > 0) {
+                    let (was_read, size) = self.check_state(reader, id, state_id, &expect)?;
+                    read_back += usize::from(was_read);
+                    if children.get(&id).is_some_and(|n| *n > 0) && kept + size <= KEPT_STATE_BYTES {
                         let clock = op.lamport.max(expect.lamport());
-                        states.insert(id, (clock, expect));
+                        kept += size;
+                        states.insert(id, (clock, expect, size));
                     }
                 }
                 2 => {
@@ -689,7 +709,7 @@ impl<'r> Store<'r> {
                     }
                     // Its children read its state back (a merge's state is checked through its id).
                     for p in &c.parents {
-                        Self::release(*p, &mut states, &mut children);
+                        Self::release(*p, &mut states, &mut children, &mut kept);
                     }
                 }
                 n => return Err(ChainError::TooManyParents { commit: id, parents: n }),
@@ -702,11 +722,18 @@ impl<'r> Store<'r> {
     }
 
     /// One fewer child of `parent` left to check: its state is dropped after the last.
-    fn release<S>(parent: ObjectId, states: &mut HashMap<ObjectId, (u64, S)>, children: &mut HashMap<ObjectId, usize>) {
+    fn release<S>(
+        parent: ObjectId,
+        states: &mut HashMap<ObjectId, (u64, S, usize)>,
+        children: &mut HashMap<ObjectId, usize>,
+        kept: &mut usize,
+    ) {
         if let Some(n) = children.get_mut(&parent) {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                states.remove(&parent);
+                if let Some((_, _, size)) = states.remove(&parent) {
+                    *kept -= size;
+                }
             }
         }
     }
@@ -717,15 +744,20 @@ impl<'r> Store<'r> {
     fn parent_state<S: State>(
         &self,
         parent: ObjectId,
-        states: &mut HashMap<ObjectId, (u64, S)>,
+        states: &mut HashMap<ObjectId, (u64, S, usize)>,
         children: &mut HashMap<ObjectId, usize>,
+        kept: &mut usize,
     ) -> std::result::Result<(S, u64), ChainError> {
         let last = children.get_mut(&parent).map(|n| {
             *n = n.saturating_sub(1);
             *n == 0
         });
-        let kept = if last == Some(true) { states.remove(&parent) } else { states.get(&parent).cloned() };
-        if let Some((clock, state)) = kept {
+        let held = if last == Some(true) {
+            states.remove(&parent).inspect(|(_, _, size)| *kept -= size)
+        } else {
+            states.get(&parent).cloned()
+        };
+        if let Some((clock, state, _)) = held {
             return Ok((state, clock));
         }
         let e = self.entry::<S>(parent)?;
@@ -735,14 +767,14 @@ impl<'r> Store<'r> {
 
     /// Check that the `state.json` of `commit`, blob `stored`, is `expect`: its bytes as an
     /// append writes them hash to `stored`, or else the blob, read strictly, holds that value
-    /// (`true`: it was read).
+    /// (`true`: it was read); and the size of those bytes.
     fn check_state<S: State>(
         &self,
         reader: &ChainReader,
         commit: ObjectId,
         stored: ObjectId,
         expect: &S,
-    ) -> std::result::Result<bool, ChainError> {
+    ) -> std::result::Result<(bool, usize), ChainError> {
         let bytes = Self::json(expect, "state.json").map_err(|source| ChainError::Recompute { commit, source })?;
         let same = reader.blob_id(&bytes).map_err(|source| ChainError::Broken { commit, source })? == stored;
         if same {
@@ -758,7 +790,7 @@ impl<'r> Store<'r> {
                 });
             }
             expect.validate().map_err(|source| ChainError::InvalidState { commit, source })?;
-            return Ok(false);
+            return Ok((false, bytes.len()));
         }
         let mut reader = reader.clone();
         let (_, size) =
@@ -772,7 +804,7 @@ impl<'r> Store<'r> {
         if &state != expect {
             return Err(ChainError::NotItsOpsState { commit });
         }
-        Ok(true)
+        Ok((true, bytes.len()))
     }
 
     /// The ids of `op.json` and `state.json` in the tree `tree` of `commit`: the tree holds
@@ -820,6 +852,42 @@ impl<'r> Store<'r> {
         }
         let data = reader.blob(op_id).map_err(unreadable)?;
         Ok((Self::parse_op(commit, data)?, state_id))
+    }
+
+    /// `commits` (listed by [`Store::new_commits`]) less those the trusted tips already hold:
+    /// a fetched tip behind the local one, or beside it, adds only what is above their common
+    /// ancestors, and what is below was checked when it was taken. When every listed commit
+    /// stands on a trusted tip (the listing reached no root: a pull that only adds), none is
+    /// below one, and nothing is walked. Otherwise the trusted side is walked down, the local
+    /// commits read for their parents, the listed ones through the parents already read.
+    fn not_held(
+        reader: &mut ChainReader,
+        commits: Vec<NewCommit>,
+        trusted: &[ObjectId],
+    ) -> std::result::Result<Vec<NewCommit>, ChainError> {
+        if trusted.is_empty() || !commits.iter().any(|c| c.parents.is_empty()) {
+            return Ok(commits);
+        }
+        let listed: HashMap<ObjectId, usize> = commits.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+        let mut held = vec![false; commits.len()];
+        let mut seen: HashSet<ObjectId> = HashSet::new();
+        let mut todo: Vec<ObjectId> = trusted.to_vec();
+        while let Some(id) = todo.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            match listed.get(&id) {
+                Some(&i) => {
+                    held[i] = true;
+                    todo.extend(commits[i].parents.iter().copied());
+                }
+                None => {
+                    let (_, parents) = reader.commit(id).map_err(|source| ChainError::Broken { commit: id, source })?;
+                    todo.extend(parents);
+                }
+            }
+        }
+        Ok(commits.into_iter().zip(held).filter(|(_, held)| !held).map(|(c, _)| c).collect())
     }
 
     /// The commits `tip` adds over `trusted`, parents before children, each checked from its
