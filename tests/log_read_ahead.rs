@@ -38,30 +38,11 @@ fn a_long_log_is_read_ahead_in_replay_order_with_and_without_a_commit_graph() {
     crate::common::lib_env();
     let repo = TestRepo::without_identity();
     let r = Repo::open(&repo.dir).expect("open");
-    let stores: Vec<Store> = ["a", "b", "c"].iter().map(|a| Store { repo: &r, actor: a.to_string() }).collect();
-    let refs = ["refs/boulder/boulders/a", "refs/boulder/boulders/b", "refs/boulder/boulders/c"];
-    stores[0].append_raw::<BoulderState>(refs[0], "created", serde_json::json!({"stream": "s"})).unwrap();
-    let base = repo.git_out(&["rev-parse", refs[0]]);
-    for name in &refs[1..] {
-        repo.git_out(&["update-ref", name, &base]);
-    }
-    let oid = |hex: &str| gix::ObjectId::from_hex(hex.trim().as_bytes()).unwrap();
     // Diverged ops and criss-cross merges at the bottom, then a linear stretch long enough that
     // the read-ahead hands many batches to each of its readers before it runs into the merges.
-    for round in 0..3 {
-        for (i, (store, name)) in stores.iter().zip(refs).enumerate() {
-            for k in 0..3 + round {
-                let data = serde_json::json!({"commit": format!("r{round}-{i}-{k}")});
-                store.append_raw::<BoulderState>(name, "activity", data).unwrap();
-            }
-        }
-        for (into, from) in [(0, 1), (2, 0), (0, 2), (1, 0)] {
-            let ours = oid(&repo.git_out(&["rev-parse", refs[into]]));
-            let theirs = oid(&repo.git_out(&["rev-parse", refs[from]]));
-            let merged = stores[into].merge::<BoulderState>(ours, theirs).unwrap();
-            repo.git_out(&["update-ref", refs[into], &merged.to_string()]);
-        }
-    }
+    let stores = crate::common::criss_cross_op_logs(&repo, &r, 0);
+    let refs = crate::common::CRISS_CROSS_REFS;
+    let oid = |hex: &str| gix::ObjectId::from_hex(hex.trim().as_bytes()).unwrap();
     let append = |from: usize, to: usize| {
         for k in from..to {
             let data = serde_json::json!({"commit": format!("last-{k}")});

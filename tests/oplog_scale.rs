@@ -66,14 +66,7 @@ fn write_ops(repo: &TestRepo, from: u64, to: u64, bad_state: bool) {
         write!(stream, "M 100644 inline state.json\ndata {}\n{state}\n", state.len()).unwrap();
     }
     stream.extend_from_slice(b"done\n");
-    let mut child = repo
-        .command("git")
-        .args(["fast-import", "--quiet", "--done", "--force"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("git fast-import");
-    child.stdin.take().unwrap().write_all(&stream).unwrap();
-    assert!(child.wait().unwrap().success(), "git fast-import failed");
+    repo.fast_import(&stream);
 }
 
 #[test]
@@ -179,39 +172,14 @@ fn gc_leaves_no_loose_state_object_and_a_clean_repository() {
 #[test]
 fn history_streams_in_replay_order_through_merges() {
     use git_boulder::git::Repo;
-    use git_boulder::state::{BoulderState, Store};
     crate::common::lib_env();
     let repo = TestRepo::without_identity();
     let r = Repo::open(&repo.dir).expect("open");
-    let stores: Vec<Store> = ["a", "b", "c"].iter().map(|a| Store { repo: &r, actor: a.to_string() }).collect();
-    let refs = ["refs/boulder/boulders/a", "refs/boulder/boulders/b", "refs/boulder/boulders/c"];
-    stores[0].append_raw::<BoulderState>(refs[0], "created", serde_json::json!({"stream": "s"})).unwrap();
-    let base = repo.git_out(&["rev-parse", refs[0]]);
-    for name in &refs[1..] {
-        repo.git_out(&["update-ref", name, &base]);
-    }
-    let oid = |hex: &str| gix::ObjectId::from_hex(hex.trim().as_bytes()).unwrap();
     // Rounds of diverged ops and merges, then a linear stretch longer than what is read before
     // reading ahead starts: the read-ahead then runs into the merges.
-    for round in 0..3 {
-        for (i, (store, name)) in stores.iter().zip(refs).enumerate() {
-            for k in 0..3 + round {
-                let data = serde_json::json!({"commit": format!("r{round}-{i}-{k}")});
-                store.append_raw::<BoulderState>(name, "activity", data).unwrap();
-            }
-        }
-        // a takes b, c takes a, a takes c, b takes a: criss-cross, b's side merged twice.
-        for (into, from) in [(0, 1), (2, 0), (0, 2), (1, 0)] {
-            let ours = oid(&repo.git_out(&["rev-parse", refs[into]]));
-            let theirs = oid(&repo.git_out(&["rev-parse", refs[from]]));
-            let merged = stores[into].merge::<BoulderState>(ours, theirs).unwrap();
-            repo.git_out(&["update-ref", refs[into], &merged.to_string()]);
-        }
-    }
-    for k in 0..520 {
-        let data = serde_json::json!({"commit": format!("last-{k}")});
-        stores[0].append_raw::<BoulderState>(refs[0], "activity", data).unwrap();
-    }
+    let stores = crate::common::criss_cross_op_logs(&repo, &r, 520);
+    let refs = crate::common::CRISS_CROSS_REFS;
+    let oid = |hex: &str| gix::ObjectId::from_hex(hex.trim().as_bytes()).unwrap();
     let tip = oid(&repo.git_out(&["rev-parse", refs[0]]));
     let streamed = stores[0].history(tip).unwrap();
     let mut sorted = streamed.clone();

@@ -89,14 +89,7 @@ fn write_ops(repo: &TestRepo, reference: &str, from: u64, to: u64, actor: &str, 
         }
     }
     stream.extend_from_slice(b"done\n");
-    let mut child = repo
-        .command("git")
-        .args(["fast-import", "--quiet", "--done", "--force"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("git fast-import");
-    child.stdin.take().unwrap().write_all(&stream).unwrap();
-    assert!(child.wait().unwrap().success(), "git fast-import failed");
+    repo.fast_import(&stream);
 }
 
 /// The op of the completion records with this clock on the chain of `tip`.

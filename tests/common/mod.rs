@@ -484,3 +484,61 @@ impl Drop for GitDaemon {
         let _ = self.child.wait();
     }
 }
+
+/// The op-logs of three boulders, `refs/boulder/boulders/{a,b,c}` (their stores' actors `a`, `b`
+/// and `c`): one op, then three rounds of ops on each and criss-cross merges (a takes b, c takes
+/// a, a takes c, b takes a: b's side merged twice), as diverged machines leave them; then
+/// `linear` more ops on `a`. Returns the three stores.
+pub fn criss_cross_op_logs<'r>(
+    repo: &TestRepo,
+    r: &'r git_boulder::git::Repo,
+    linear: usize,
+) -> Vec<git_boulder::state::Store<'r>> {
+    use git_boulder::state::{BoulderState, Store};
+    let stores: Vec<Store> = ["a", "b", "c"].iter().map(|a| Store { repo: r, actor: a.to_string() }).collect();
+    let refs = CRISS_CROSS_REFS;
+    stores[0].append_raw::<BoulderState>(refs[0], "created", serde_json::json!({"stream": "s"})).unwrap();
+    let base = repo.git_out(&["rev-parse", refs[0]]);
+    for name in &refs[1..] {
+        repo.git_out(&["update-ref", name, &base]);
+    }
+    let oid = |hex: &str| gix::ObjectId::from_hex(hex.trim().as_bytes()).unwrap();
+    for round in 0..3 {
+        for (i, (store, name)) in stores.iter().zip(refs).enumerate() {
+            for k in 0..3 + round {
+                let data = serde_json::json!({"commit": format!("r{round}-{i}-{k}")});
+                store.append_raw::<BoulderState>(name, "activity", data).unwrap();
+            }
+        }
+        for (into, from) in [(0, 1), (2, 0), (0, 2), (1, 0)] {
+            let ours = oid(&repo.git_out(&["rev-parse", refs[into]]));
+            let theirs = oid(&repo.git_out(&["rev-parse", refs[from]]));
+            let merged = stores[into].merge::<BoulderState>(ours, theirs).unwrap();
+            repo.git_out(&["update-ref", refs[into], &merged.to_string()]);
+        }
+    }
+    for k in 0..linear {
+        let data = serde_json::json!({"commit": format!("last-{k}")});
+        stores[0].append_raw::<BoulderState>(refs[0], "activity", data).unwrap();
+    }
+    stores
+}
+
+/// The refs [`criss_cross_op_logs`] writes.
+pub const CRISS_CROSS_REFS: [&str; 3] =
+    ["refs/boulder/boulders/a", "refs/boulder/boulders/b", "refs/boulder/boulders/c"];
+
+impl TestRepo {
+    /// Feed `stream` (ending in `done`) to `git fast-import --done --force` in this repository.
+    pub fn fast_import(&self, stream: &[u8]) {
+        use std::io::Write;
+        let mut child = self
+            .command("git")
+            .args(["fast-import", "--quiet", "--done", "--force"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("git fast-import");
+        child.stdin.take().unwrap().write_all(stream).unwrap();
+        assert!(child.wait().unwrap().success(), "git fast-import failed");
+    }
+}
