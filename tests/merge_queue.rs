@@ -58,6 +58,15 @@ impl Served {
         serde_json::from_str(&self.git(m, &["show", &format!("refs/boulder/streams/{name}:state.json")])).unwrap()
     }
 
+    /// Two machines, `alpha` with stream auth finished by one commit (`a`: file and content) and
+    /// `beta` with stream api (`b`), neither merged.
+    pub fn alpha_and_beta(&self, a: (&str, &str), b: (&str, &str)) -> (TestRepo, TestRepo) {
+        let (alpha, beta) = (self.machine("alpha"), self.machine("beta"));
+        finish(&alpha, "auth", "US-001", a.0, a.1);
+        finish(&beta, "api", "US-002", b.0, b.1);
+        (alpha, beta)
+    }
+
     pub fn fsck(&self, m: &TestRepo) {
         self.git(m, &["fsck", "--strict", "--no-progress"]);
     }
@@ -115,10 +124,7 @@ fn merge_remote_lands_on_the_remote_and_the_local_base_follows() {
 #[test]
 fn the_remote_moved_since_the_last_fetch_and_it_still_lands_linear() {
     let s = Served::new(PLAN);
-    let a = s.machine("alpha");
-    let b = s.machine("beta");
-    finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
-    finish(&b, "api", "US-002", "src/api/list.rs", "fn list() {}\n");
+    let (a, b) = s.alpha_and_beta(("src/auth/login.rs", "fn login() {}\n"), ("src/api/list.rs", "fn list() {}\n"));
     b.boulder(&["stream", "merge", "api", "--remote", "origin"]).ok();
     let before = s.git(&a, &["rev-parse", "main"]);
     // alpha has not fetched since it cloned: its idea of main is stale.
@@ -144,10 +150,7 @@ fn the_remote_moved_since_the_last_fetch_and_it_still_lands_linear() {
 #[test]
 fn two_machines_merging_at_the_same_instant_both_land() {
     let s = Served::new(PLAN);
-    let a = s.machine("alpha");
-    let b = s.machine("beta");
-    finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
-    finish(&b, "api", "US-002", "src/api/list.rs", "fn list() {}\n");
+    let (a, b) = s.alpha_and_beta(("src/auth/login.rs", "fn login() {}\n"), ("src/api/list.rs", "fn list() {}\n"));
     // Both check against the same remote tip, then wait for each other before pushing: one push
     // wins, the other loses the lease and must go round again.
     let barrier = s.remote.root.join("barrier");
@@ -195,10 +198,7 @@ fn two_machines_merging_at_the_same_instant_both_land() {
 #[test]
 fn a_conflict_with_what_landed_is_refused_and_the_remote_is_untouched() {
     let s = Served::new(PLAN);
-    let a = s.machine("alpha");
-    let b = s.machine("beta");
-    finish(&a, "auth", "US-001", "README.md", "# auth's readme\n");
-    finish(&b, "api", "US-002", "README.md", "# api's readme\n");
+    let (a, b) = s.alpha_and_beta(("README.md", "# auth's readme\n"), ("README.md", "# api's readme\n"));
     a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
     let before = s.ls_remote(&b);
     let r = b.boulder(&["stream", "merge", "api", "--remote", "origin"]).code(1);
@@ -303,10 +303,7 @@ fn verify_failing_or_the_server_refusing_leaves_the_remote_untouched() {
 #[test]
 fn merge_remote_says_what_it_did() {
     let s = Served::new(PLAN);
-    let a = s.machine("alpha");
-    let b = s.machine("beta");
-    finish(&a, "auth", "US-001", "README.md", "# auth's readme\n");
-    finish(&b, "api", "US-002", "README.md", "# api's readme\n");
+    let (a, b) = s.alpha_and_beta(("README.md", "# auth's readme\n"), ("README.md", "# api's readme\n"));
     assert_shown!("merge_remote", a.boulder(&["-q", "stream", "merge", "auth", "--remote", "origin"]));
     assert_shown!("merge_remote_conflict", b.boulder(&["-q", "stream", "merge", "api", "--remote", "origin"]));
 }
@@ -315,10 +312,7 @@ fn merge_remote_says_what_it_did() {
 fn depends_on_is_judged_by_the_remotes_state() {
     let plan = PLAN.replace("    paths: [src/api/**]\n", "    paths: [src/api/**]\n    depends_on: [auth]\n");
     let s = Served::new(&plan);
-    let a = s.machine("alpha");
-    let b = s.machine("beta");
-    finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
-    finish(&b, "api", "US-002", "src/api/list.rs", "fn list() {}\n");
+    let (a, b) = s.alpha_and_beta(("src/auth/login.rs", "fn login() {}\n"), ("src/api/list.rs", "fn list() {}\n"));
     // Nobody merged auth yet: refused, as locally.
     let r = b.boulder(&["stream", "merge", "api", "--remote", "origin"]).code(1);
     assert!(r.stderr.contains("depends on stream auth"), "{}", r.stderr);

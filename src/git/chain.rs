@@ -6,7 +6,7 @@
 //! another thread: validation reads the files of the ops on one thread while it replays them on
 //! another.
 
-use super::objects::{failure, EntryKind, Failure, Kind, TreeEntry};
+use super::objects::{failure, find_as, tree_and_parents, EntryKind, Failure, Kind, TreeEntry};
 use super::{ObjectId, Repo};
 
 /// A reader of op-log commits, their trees and files (see the module docs).
@@ -48,26 +48,13 @@ impl ChainReader {
     }
 
     fn find(&mut self, id: ObjectId, want: gix::objs::Kind) -> std::result::Result<&[u8], Failure> {
-        use gix::objs::Find;
-        let data = self
-            .odb
-            .try_find(&id, &mut self.buf)
-            .map_err(failure)?
-            .ok_or_else(|| failure(format!("{id} is missing")))?;
-        if data.kind != want {
-            return Err(failure(format!("{id} is a {}, not a {want}", data.kind)));
-        }
-        Ok(data.data)
+        find_as(&self.odb, id, &mut self.buf, want)
     }
 
     /// The tree and the parents of `commit`.
     pub fn commit(&mut self, commit: ObjectId) -> std::result::Result<(ObjectId, Vec<ObjectId>), Failure> {
         let hash = self.hash;
-        let data = self.find(commit, gix::objs::Kind::Commit)?;
-        let mut iter = gix::objs::CommitRefIter::from_bytes(data, hash);
-        let tree = iter.tree_id().map_err(failure)?;
-        let parents = gix::objs::CommitRefIter::from_bytes(data, hash).parent_ids().collect();
-        Ok((tree, parents))
+        tree_and_parents(self.find(commit, gix::objs::Kind::Commit)?, hash)
     }
 
     /// The entries of tree `tree`, in tree order.

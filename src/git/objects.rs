@@ -254,30 +254,10 @@ impl Clone for CommitFiles {
 impl CommitFiles {
     /// The tree and the parents of `commit`.
     pub fn commit(&mut self, commit: ObjectId) -> std::result::Result<(ObjectId, Vec<ObjectId>), Failure> {
-        use gix::objs::commit::ref_iter::Token;
-        use gix::objs::Find;
         if let Some(found) = self.in_graph(commit) {
             return Ok(found);
         }
-        let data = self
-            .odb
-            .try_find(&commit, &mut self.commit)
-            .map_err(failure)?
-            .ok_or_else(|| failure(format!("commit {commit} is missing")))?;
-        if data.kind != gix::objs::Kind::Commit {
-            return Err(failure(format!("{commit} is a {}, not a commit", data.kind)));
-        }
-        // The tree and the parents lead the commit: nothing after them is parsed.
-        let mut parsed = gix::objs::CommitRefIter::from_bytes(data.data, self.hash);
-        let tree = parsed.tree_id().map_err(failure)?;
-        let mut parents = Vec::new();
-        for token in parsed {
-            match token {
-                Ok(Token::Parent { id }) => parents.push(id),
-                _ => break,
-            }
-        }
-        Ok((tree, parents))
+        tree_and_parents(find_as(&self.odb, commit, &mut self.commit, gix::objs::Kind::Commit)?, self.hash)
     }
 
     /// The tree and the parents of `commit` from the commit-graph, if it holds the commit.
@@ -291,17 +271,9 @@ impl CommitFiles {
 
     /// The content of the regular file `name` at the top of `tree` (`None`: no such file).
     pub fn file(&mut self, tree: ObjectId, name: &str) -> std::result::Result<Option<&[u8]>, Failure> {
-        use gix::objs::Find;
-        let data = self
-            .odb
-            .try_find(&tree, &mut self.tree)
-            .map_err(failure)?
-            .ok_or_else(|| failure(format!("tree {tree} is missing")))?;
-        if data.kind != gix::objs::Kind::Tree {
-            return Err(failure(format!("{tree} is a {}, not a tree", data.kind)));
-        }
+        let data = find_as(&self.odb, tree, &mut self.tree, gix::objs::Kind::Tree)?;
         let mut found = None;
-        for e in gix::objs::TreeRefIter::from_bytes(data.data, self.hash) {
+        for e in gix::objs::TreeRefIter::from_bytes(data, self.hash) {
             let e = e.map_err(failure)?;
             if e.filename == name.as_bytes() {
                 if e.mode.is_blob() {
@@ -311,13 +283,44 @@ impl CommitFiles {
             }
         }
         let Some(id) = found else { return Ok(None) };
-        let blob = self
-            .odb
-            .try_find(&id, &mut self.file)
-            .map_err(failure)?
-            .ok_or_else(|| failure(format!("{id} is missing")))?;
-        Ok(Some(blob.data))
+        find_as(&self.odb, id, &mut self.file, gix::objs::Kind::Blob).map(Some)
     }
+}
+
+/// Object `id` read from `odb` into `buf`: its data, when it is a `want` (else an error naming
+/// what it is). For the readers that walk every object once ([`CommitFiles`],
+/// [`super::chain::ChainReader`]).
+pub(crate) fn find_as<'b>(
+    odb: &gix::OdbHandle,
+    id: ObjectId,
+    buf: &'b mut Vec<u8>,
+    want: gix::objs::Kind,
+) -> std::result::Result<&'b [u8], Failure> {
+    use gix::objs::Find;
+    let data = odb.try_find(&id, buf).map_err(failure)?.ok_or_else(|| failure(format!("{want} {id} is missing")))?;
+    if data.kind != want {
+        return Err(failure(format!("{id} is a {}, not a {want}", data.kind)));
+    }
+    Ok(data.data)
+}
+
+/// The tree and the parents of the commit whose bytes are `data`: they lead the commit, and
+/// nothing after them is parsed.
+pub(crate) fn tree_and_parents(
+    data: &[u8],
+    hash: gix::hash::Kind,
+) -> std::result::Result<(ObjectId, Vec<ObjectId>), Failure> {
+    use gix::objs::commit::ref_iter::Token;
+    let mut parsed = gix::objs::CommitRefIter::from_bytes(data, hash);
+    let tree = parsed.tree_id().map_err(failure)?;
+    let mut parents = Vec::new();
+    for token in parsed {
+        match token {
+            Ok(Token::Parent { id }) => parents.push(id),
+            _ => break,
+        }
+    }
+    Ok((tree, parents))
 }
 
 impl Objects<'_> {
