@@ -24,7 +24,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::git::chain::ChainReader;
 use crate::git::identity;
-use crate::git::objects::{CommitFiles, EntryKind, Failure, Kind, Objects};
+use crate::git::objects::{CommitFiles, EntryKind, Failure, Kind, Objects, TreeEntry};
 use crate::git::refs::{self, Backoff, Expect, GaveUp, Odd, Retry, Step};
 use crate::git::{ObjectId, Repo};
 use crate::state::op::{self, MergeData, Op, OpError, Payload, State, StateError, MERGE_ACTOR, MERGE_KIND};
@@ -302,8 +302,20 @@ impl<'r> Store<'r> {
         let (tree_id, _) = self.git().commit_parts(commit).map_err(|source| ChainError::Broken { commit, source })?;
         bounded(tree_id, MAX_TREE_BYTES, "its tree")?;
         let entries = self.git().entries(tree_id).map_err(|source| ChainError::Broken { commit, source })?;
-        let mut names = Vec::new();
-        for e in &entries {
+        let (op_id, state_id) = Self::op_and_state(commit, &entries)?;
+        let blob = |id: ObjectId, name: &'static str, limit: u64| -> std::result::Result<Vec<u8>, ChainError> {
+            bounded(id, limit, name)?;
+            self.git().read(id).map_err(|source| ChainError::Unreadable { commit, what: name, source })
+        };
+        let op = if want_op { Some(blob(op_id, "op.json", MAX_OP_BYTES)?) } else { None };
+        Ok((op, blob(state_id, "state.json", MAX_STATE_BYTES)?))
+    }
+
+    /// The ids of `op.json` and `state.json` in the tree of `commit` whose entries are `entries`:
+    /// it holds exactly those two files, as regular files.
+    fn op_and_state(commit: ObjectId, entries: &[TreeEntry]) -> std::result::Result<(ObjectId, ObjectId), ChainError> {
+        let mut names = Vec::with_capacity(entries.len());
+        for e in entries {
             if e.kind != EntryKind::Blob {
                 return Err(ChainError::NotAFile { commit, name: e.name.clone() });
             }
@@ -313,13 +325,10 @@ impl<'r> Store<'r> {
         if names != ["op.json", "state.json"] {
             return Err(ChainError::Files { commit, names });
         }
-        let blob = |name: &'static str| -> std::result::Result<Vec<u8>, ChainError> {
-            let entry = entries.iter().find(|e| e.name == name).ok_or(ChainError::NoFile { commit, name })?;
-            bounded(entry.id, if name == "op.json" { MAX_OP_BYTES } else { MAX_STATE_BYTES }, name)?;
-            self.git().read(entry.id).map_err(|source| ChainError::Unreadable { commit, what: name, source })
+        let id_of = |name: &'static str| {
+            entries.iter().find(|e| e.name == name).map(|e| e.id).ok_or(ChainError::NoFile { commit, name })
         };
-        let op = if want_op { Some(blob("op.json")?) } else { None };
-        Ok((op, blob("state.json")?))
+        Ok((id_of("op.json")?, id_of("state.json")?))
     }
 
     fn parse_op(commit: ObjectId, bytes: &[u8]) -> std::result::Result<Op, ChainError> {
@@ -817,21 +826,7 @@ impl<'r> Store<'r> {
             return Err(Box::new(ChainError::TooLarge { commit, what: "its tree", size, limit: MAX_TREE_BYTES }));
         }
         let entries = reader.entries(tree).map_err(|source| ChainError::Broken { commit, source })?;
-        let mut names = Vec::with_capacity(entries.len());
-        for e in &entries {
-            if e.kind != EntryKind::Blob {
-                return Err(Box::new(ChainError::NotAFile { commit, name: e.name.clone() }));
-            }
-            names.push(e.name.clone());
-        }
-        names.sort();
-        if names != ["op.json", "state.json"] {
-            return Err(Box::new(ChainError::Files { commit, names }));
-        }
-        let id_of = |name: &'static str| {
-            entries.iter().find(|e| e.name == name).map(|e| e.id).ok_or(ChainError::NoFile { commit, name })
-        };
-        Ok((id_of("op.json")?, id_of("state.json")?))
+        Ok(Self::op_and_state(commit, &entries)?)
     }
 
     /// The op of `commit`, read strictly from the `op.json` its tree names (`files`, from
