@@ -1,4 +1,5 @@
-//! `git boulder gc [--auto]`: pack the state's loose objects.
+//! `git boulder gc [--auto]`: pack the state's loose objects, and add the op-logs to git's
+//! commit-graph.
 
 use std::io::Write;
 

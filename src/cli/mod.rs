@@ -99,7 +99,8 @@ pub enum Command {
     Resume(boulder::ResumeArgs),
     /// Show the op history of a stream or boulder.
     Log(log::LogArgs),
-    /// Pack git-boulder's loose state objects (also done on a threshold by pull, push and merge).
+    /// Pack git-boulder's loose state objects and add the op-logs to git's commit-graph (also
+    /// done on a threshold by pull, push and merge).
     Gc(gc::GcArgs),
     /// Record commits made without the hooks (each once), as the post-commit hook would have.
     ///
