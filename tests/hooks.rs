@@ -339,21 +339,135 @@ fn status_says_missing_and_foreign() {
     assert_eq!(listing(&hooks), before);
 }
 
-#[test]
-fn post_commit_without_the_binary_warns_once_and_commits() {
-    let repo = with_hooks();
-    repo.boulder(&["stream", "init", "auth"]).ok();
-    let wt = repo.dir.join(".boulder/worktrees/auth");
-    std::fs::write(wt.join("src/auth/a.rs"), "a\n").unwrap();
-    repo.git_in(&wt, &["add", "-A"]).ok();
-    // PATH without the folder of git-boulder.
+/// PATH without the folder of git-boulder (nor any other git-boulder).
+fn path_without_git_boulder() -> std::ffi::OsString {
     let bin_dir = std::path::Path::new(bin()).parent().unwrap().to_path_buf();
     let path: Vec<_> = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
         .filter(|p| p != &bin_dir && !p.join("git-boulder").exists())
         .collect();
+    std::env::join_paths(path).unwrap()
+}
+
+#[test]
+fn post_commit_runs_git_boulder_directly_without_a_shell_or_path() {
+    let repo = with_hooks();
+    let hook = std::fs::read_to_string(repo.dir.join(".git/hooks/post-commit")).unwrap();
+    let first = hook.lines().next().unwrap();
+    let bin_real = std::fs::canonicalize(bin()).unwrap();
+    let named = first.strip_prefix("#!").unwrap().strip_suffix(" hook-file").unwrap();
+    assert_eq!(std::fs::canonicalize(named).unwrap(), bin_real, "{hook}");
+    // pre-push and post-rewrite keep the shell shim.
+    let push = std::fs::read_to_string(repo.dir.join(".git/hooks/pre-push")).unwrap();
+    assert!(push.starts_with("#!/bin/sh\n"), "{push}");
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    std::fs::write(wt.join("src/auth/a.rs"), "a\n").unwrap();
+    repo.git_in(&wt, &["add", "-A"]).ok();
+    // A program whose PATH has git but not git-boulder (an IDE): the commit is still recorded.
+    let out = repo
+        .command("git")
+        .env("PATH", path_without_git_boulder())
+        .args(["commit", "-q", "-m", "no binary on PATH"])
+        .current_dir(&wt)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    let note = repo.git_in(&wt, &["notes", "--ref=boulder", "show", "HEAD"]).ok().stdout;
+    assert!(note.contains("\"stream\":\"auth\""), "{note}");
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 1);
+    // `hooks status` says installed; BOULDER_SKIP_HOOKS=1 still skips it.
+    let st = repo.boulder(&["hooks", "status", "--json"]).ok().json();
+    assert_eq!(st[0]["name"], "post-commit");
+    assert_eq!(st[0]["state"], "installed");
+    let mut cmd = repo.command("git");
+    cmd.env("BOULDER_SKIP_HOOKS", "1").args(["commit", "-q", "--allow-empty", "-m", "skipped"]).current_dir(&wt);
+    assert!(cmd.output().unwrap().status.success());
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 1);
+}
+
+#[test]
+fn a_direct_hook_moved_aside_by_another_manager_still_records() {
+    // pre-commit's `install -t post-commit` keeps the hook it replaces as `<name>.legacy` and runs
+    // it by that name; lefthook does the same with `<name>.old`.
+    let repo = with_hooks();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let hooks = repo.dir.join(".git/hooks");
+    for (n, aside) in [(1, "post-commit.legacy"), (2, "post-commit.old")] {
+        if n == 1 {
+            std::fs::rename(hooks.join("post-commit"), hooks.join(aside)).unwrap();
+        } else {
+            std::fs::rename(hooks.join("post-commit.legacy"), hooks.join(aside)).unwrap();
+        }
+        let wrapper = format!("#!/bin/sh\nexec \"$(dirname \"$0\")/{aside}\" \"$@\"\n");
+        std::fs::write(hooks.join("post-commit"), wrapper).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(hooks.join("post-commit"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let wt = repo.dir.join(".boulder/worktrees/auth");
+        commit_in(&repo, &wt, &format!("src/auth/{n}.rs"), "x\n", "moved aside").ok();
+        assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], n, "run as {aside}");
+    }
+}
+
+#[test]
+fn a_direct_hook_whose_binary_is_gone_lets_the_commit_through_and_doctor_names_the_fix() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    // Hooks installed by a copy of git-boulder that is then removed (moved, uninstalled).
+    let copy_dir = repo.dir.join("../gone-bin");
+    std::fs::create_dir_all(&copy_dir).unwrap();
+    let copy = copy_dir.join("git-boulder");
+    std::fs::copy(bin(), &copy).unwrap();
+    let out = repo.command(copy.to_str().unwrap()).args(["hooks", "install"]).current_dir(&repo.dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let hook = std::fs::read_to_string(repo.dir.join(".git/hooks/post-commit")).unwrap();
+    assert!(hook.lines().next().unwrap().contains("gone-bin/git-boulder"), "{hook}");
+    std::fs::remove_file(&copy).unwrap();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    std::fs::write(wt.join("src/auth/a.rs"), "a\n").unwrap();
+    repo.git_in(&wt, &["add", "-A"]).ok();
+    let out = repo.command("git").args(["commit", "-q", "-m", "binary gone"]).current_dir(&wt).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("post-commit"), "git names the hook it could not run: {stderr}");
+    assert_eq!(repo.git_in(&wt, &["log", "-1", "--format=%s"]).ok().stdout.trim(), "binary gone");
+    // This git-boulder sees a hook that is not its own: outdated, fixed by installing again.
+    let st = repo.boulder(&["hooks", "status", "--json"]).ok().json();
+    assert_eq!(st[0]["state"], "outdated", "{st}");
+    let doctor = repo.boulder(&["doctor"]);
+    assert!(doctor.stdout.contains("git boulder hooks install"), "{}", doctor.stdout);
+    assert!(doctor.stdout.contains("gone-bin/git-boulder, which is not there"), "{}", doctor.stdout);
+    repo.boulder(&["hooks", "install"]).ok();
+    commit_in(&repo, &wt, "src/auth/b.rs", "b\n", "after reinstall").ok();
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 1);
+}
+
+#[test]
+fn post_commit_with_a_previous_hook_and_without_the_binary_on_path_warns_once_and_commits() {
+    let repo = sample();
+    let hooks = repo.dir.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let user = "#!/bin/sh\necho ran >> \"$(git rev-parse --git-common-dir)/user.log\"\n";
+    std::fs::write(hooks.join("post-commit"), user).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(hooks.join("post-commit"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    repo.boulder(&["hooks", "install"]).ok();
+    // A previous hook to run first: the shell shim, which finds git-boulder on PATH.
+    let shim = std::fs::read_to_string(hooks.join("post-commit")).unwrap();
+    assert!(shim.starts_with("#!/bin/sh\n"), "{shim}");
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    std::fs::write(wt.join("src/auth/a.rs"), "a\n").unwrap();
+    repo.git_in(&wt, &["add", "-A"]).ok();
     let mut cmd = repo.command("git");
     let out = cmd
-        .env("PATH", std::env::join_paths(path).unwrap())
+        .env("PATH", path_without_git_boulder())
         .args(["commit", "-q", "-m", "no binary"])
         .current_dir(&wt)
         .output()
@@ -363,6 +477,7 @@ fn post_commit_without_the_binary_warns_once_and_commits() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("git-boulder: not found on PATH"), "{stderr}");
     assert_eq!(repo.git_in(&wt, &["log", "-1", "--format=%s"]).ok().stdout.trim(), "no binary");
+    assert_eq!(std::fs::read_to_string(repo.dir.join(".git/user.log")).unwrap(), "ran\n");
 }
 
 /// A cherry-pick onto a stream branch is new work (issue 13, point 7): each picked commit counts.

@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::context::Context;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::workspace::Workspace;
 
 /// Parallel, persistent streams of work in one git repository.
@@ -164,11 +164,15 @@ pub enum Command {
     Agent(agent::AgentCommand),
 }
 
-/// `git-boulder hook NAME ARGS…` as the installed shims call it, run without building the whole
+/// `git-boulder hook NAME ARGS…` as the shell shims call it (or `git-boulder hook-file PATH ARGS…`
+/// as a direct hook file is run by the kernel), run without building the whole
 /// command-line parser (a hook runs on every commit; parsing is most of a small hook's start-up).
 /// `None` when the command line is anything else (or could hold a flag): then parse it as usual.
 pub fn run_hook_directly(args: &[std::ffi::OsString]) -> Option<Result<u8>> {
     let [_, word, name, rest @ ..] = args else { return None };
+    if word == crate::hooks::DIRECT_WORD {
+        return run_direct_hook(name, rest);
+    }
     if word != "hook" {
         return None;
     }
@@ -177,6 +181,28 @@ pub fn run_hook_directly(args: &[std::ffi::OsString]) -> Option<Result<u8>> {
     if rest.iter().any(|a| a.starts_with('-')) {
         return None;
     }
+    let _ctx = Context::new(false, false, false).install();
+    let _span = crate::trace::span("the whole command");
+    Some(hooks::hook(hooks::HookArgs { name: name.to_string(), args: rest }).map(|code| code as u8))
+}
+
+/// A hook file git ran directly (`#!…/git-boulder hook-file`, written by `hooks install`): the
+/// kernel passed the hook's own path, then git's arguments. The hook is named by that path;
+/// `BOULDER_SKIP_HOOKS=1` skips it, as the shell shim does.
+fn run_direct_hook(path: &std::ffi::OsStr, rest: &[std::ffi::OsString]) -> Option<Result<u8>> {
+    let Some(name) = crate::hooks::direct_hook_name(std::path::Path::new(path)) else {
+        return Some(Err(Error::usage(format!(
+            "{} is not a hook git-boulder knows (one of {})",
+            std::path::Path::new(path).display(),
+            crate::hooks::NAMES.join(", ")
+        ))
+        .hint("run `git boulder hooks install` to write git-boulder's hooks again")));
+    };
+    if std::env::var_os("BOULDER_SKIP_HOOKS").is_some_and(|v| v == "1") {
+        return Some(Ok(0));
+    }
+    // git's arguments to a hook (a remote's name and URL, `amend`/`rebase`) are only shown.
+    let rest: Vec<String> = rest.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     let _ctx = Context::new(false, false, false).install();
     let _span = crate::trace::span("the whole command");
     Some(hooks::hook(hooks::HookArgs { name: name.to_string(), args: rest }).map(|code| code as u8))

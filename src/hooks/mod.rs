@@ -1,13 +1,15 @@
 //! Git hooks (DESIGN §7): installing shims beside the user's own hooks, and what each hook does.
 //!
-//! * [`install`], [`uninstall`], [`status`]: shims (template `hooks/shim.sh`) in a folder git uses
+//! * [`install`], [`uninstall`], [`status`]: shims (template `hooks/shim.sh`; post-commit, when
+//!   nothing runs before it, a file whose `#!` line starts git-boulder itself) in a folder git uses
 //!   in every worktree — `$GIT_COMMON_DIR/hooks`, or an absolute `core.hooksPath`. A hook that was
 //!   there is moved aside to `<name>.boulder-orig` and still runs first, with the same arguments
 //!   and stdin; uninstall moves it back byte for byte. A relative `core.hooksPath` (husky), which
 //!   git resolves in each worktree, is replaced by git-boulder's own folder whose shims (and
 //!   pass-throughs, `hooks/pass.sh`) run the user's hooks first ([`Chain`]). [`status`] also
 //!   names the worktrees where git would not run git-boulder's hooks.
-//! * [`run`]: the hook bodies, called by the shims as `git-boulder hook NAME ARGS…`.
+//! * [`run`]: the hook bodies, called by the shims as `git-boulder hook NAME ARGS…` (by the
+//!   kernel, for a direct hook, as `git-boulder hook-file PATH ARGS…`).
 
 mod ownership;
 pub mod run;
@@ -112,6 +114,94 @@ fn shim(name: &str, stdin: bool, chain: Option<&Chain>) -> String {
     SHIM.replace("@CHAIN@", &chain.map(|c| c.lines(name)).unwrap_or_default())
         .replace("@HOOK@", name)
         .replace("@STDIN@", if stdin { "1" } else { "0" })
+}
+
+/// The word a direct hook passes after the binary's path on its `#!` line: the kernel then runs
+/// `git-boulder hook-file <the hook's path> <git's arguments>…` (see [`direct_hook_name`]).
+pub const DIRECT_WORD: &str = "hook-file";
+
+/// A hook git runs without a shell: `#!<git-boulder> hook-file`. The kernel starts git-boulder
+/// itself (no `sh`, no `PATH` search: a program whose `PATH` lacks git-boulder — an IDE, a GUI —
+/// still records its commits). Written only where there is no previous hook to run first (that
+/// takes the shell shim), and only for a binary path a `#!` line can hold.
+fn direct(name: &str, binary: &str) -> String {
+    format!(
+        "#!{binary} {DIRECT_WORD}\n\
+         # git-boulder {name} hook shim (direct: git runs git-boulder itself). Written by `git boulder hooks install`;\n\
+         # `git boulder hooks uninstall` removes it. If git-boulder moves, run `git boulder hooks install` again.\n\
+         # BOULDER_SKIP_HOOKS=1 skips git-boulder's part for one command.\n"
+    )
+}
+
+/// The path of this binary as a `#!` line can name it: absolute, UTF-8, no blanks or control
+/// characters, and short enough for every kernel (a `#!` line of at most 127 bytes). `PATH`'s
+/// `git-boulder` when it is this very file (a symlink a package manager keeps in place across
+/// upgrades), else the binary's own path.
+fn direct_binary() -> Option<String> {
+    if !cfg!(unix) {
+        return None;
+    }
+    let exe = std::env::current_exe().ok()?;
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p).map(|d| d.join("git-boulder")).find(|c| c.is_absolute() && c.is_file())
+    });
+    let path = match on_path {
+        Some(p) if same_file(&p, &exe) => p,
+        _ => exe,
+    };
+    let path = path.to_str()?.to_string();
+    let fits = path.starts_with('/')
+        && !path.chars().any(|c| c.is_whitespace() || c.is_control())
+        && format!("#!{path} {DIRECT_WORD}").len() <= 127;
+    fits.then_some(path)
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        a == b
+    }
+}
+
+/// The hooks written direct when they can be: post-commit, the one that runs on every commit. The
+/// others keep the shell shim, which also does the right thing when git-boulder is gone: git
+/// 2.47's `git push` hangs when its pre-push hook's program is missing (it still writes the
+/// refs to a hook that never started), and a pre-commit that cannot start fails every commit.
+const DIRECT: &[&str] = &["post-commit"];
+
+/// The hook git-boulder writes as `dir/name`: direct for [`DIRECT`] when nothing is to run first
+/// (no chain, no `<name>.boulder-orig`) and this binary's path allows, else the shell shim.
+fn wanted_hook(dir: &Path, name: &str, stdin: bool, chain: Option<&Chain>) -> String {
+    if DIRECT.contains(&name) && chain.is_none() && !dir.join(format!("{name}{ORIG}")).exists() {
+        if let Some(binary) = direct_binary() {
+            return direct(name, &binary);
+        }
+    }
+    shim(name, stdin, chain)
+}
+
+/// The hook a direct hook file stands for, by the name git (or a hook manager that moved it
+/// aside as `<name>.old`, `<name>.legacy`) runs it under: the file name up to its first dot.
+pub fn direct_hook_name(path: &Path) -> Option<&'static str> {
+    let file = path.file_name()?.to_str()?;
+    let name = file.split('.').next()?;
+    NAMES.iter().copied().find(|n| *n == name)
+}
+
+/// The program a direct hook file names on its `#!` line.
+fn direct_program(hook: &Path) -> Option<PathBuf> {
+    let text = std::fs::read(hook).ok()?;
+    let first = String::from_utf8_lossy(text.split(|b| *b == b'\n').next()?).into_owned();
+    let program = first.strip_prefix("#!")?.strip_suffix(&format!(" {DIRECT_WORD}"))?;
+    Some(PathBuf::from(program))
 }
 
 fn pass(name: &str, chain: &Chain) -> String {
@@ -274,7 +364,15 @@ impl HookStatus {
         let what = match self.state.as_str() {
             "missing" => format!("the {} hook is not installed ({})", self.name, self.path),
             "foreign" => format!("{} is another tool's hook; git-boulder's is not installed beside it", self.path),
-            _ => format!("the {} hook at {} is an older git-boulder shim", self.name, self.path),
+            _ => match direct_program(Path::new(&self.path)).filter(|p| !p.exists()) {
+                Some(gone) => format!(
+                    "the {} hook at {} runs {}, which is not there (git-boulder moved or was removed)",
+                    self.name,
+                    self.path,
+                    gone.display()
+                ),
+                None => format!("the {} hook at {} is an older git-boulder shim", self.name, self.path),
+            },
         };
         let what = if self.not_running_in.is_empty() {
             what
@@ -317,7 +415,9 @@ fn install_shared(dir: &Path, wanted: &[(&str, bool)]) -> Result<Report> {
     for &(name, stdin) in wanted {
         let path = dir.join(name);
         let orig = dir.join(format!("{name}{ORIG}"));
-        let text = shim(name, stdin, None);
+        let text = wanted_hook(dir, name, stdin, None);
+        // A previous hook kept as `<name>.boulder-orig` runs first: that takes the shell shim.
+        let chained = shim(name, stdin, None);
         // Another manager that put its hook in place of ours keeps ours under its own name and
         // runs it: that copy must go, or each would run the other.
         let ours_aside: Vec<PathBuf> =
@@ -367,7 +467,7 @@ fn install_shared(dir: &Path, wanted: &[(&str, bool)]) -> Result<Report> {
                             std::fs::remove_file(p)
                                 .map_err(|e| Error::internal(format!("cannot remove {}: {e}", p.display())))?;
                         }
-                        write_hook(&path, &text)?;
+                        write_hook(&path, &chained)?;
                         continue;
                     } else {
                         return Err(Error::usage(format!(
@@ -384,6 +484,12 @@ fn install_shared(dir: &Path, wanted: &[(&str, bool)]) -> Result<Report> {
                     std::fs::rename(&path, &orig)
                         .map_err(|e| Error::internal(format!("cannot move {} aside: {e}", path.display())))?;
                     lines.push(format!("{name}: installed; your previous hook runs first (kept as {name}{ORIG})"));
+                    for p in ours_aside {
+                        std::fs::remove_file(&p)
+                            .map_err(|e| Error::internal(format!("cannot remove {}: {e}", p.display())))?;
+                    }
+                    write_hook(&path, &chained)?;
+                    continue;
                 }
             }
             Err(_) => lines.push(format!("{name}: installed")),
@@ -547,7 +653,7 @@ pub fn status(repo: &Repo) -> Result<Vec<HookStatus>> {
         let orig = dir.join(format!("{name}{ORIG}"));
         let state = match std::fs::read(&path) {
             Err(_) => "missing",
-            Ok(t) if t == shim(name, stdin, chain.as_ref()).as_bytes() => "installed",
+            Ok(t) if t == wanted_hook(&dir, name, stdin, chain.as_ref()).as_bytes() => "installed",
             Ok(t) if chain.is_some() && name == PRE_COMMIT.0 && is_ours(&String::from_utf8_lossy(&t)) => "missing",
             Ok(t) if is_ours(&String::from_utf8_lossy(&t)) => "outdated",
             Ok(_) => "foreign",
