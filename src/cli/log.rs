@@ -74,21 +74,27 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
     // The order is by time, newest first, each ref's own order kept for equal times (a stable
     // sort by time of the refs' histories one after the other). Each history comes in its own
     // (replay) order, merged by time as read; clocks that disagree can still put a later time
-    // after an earlier one, so the last WINDOW ops read wait in a window sorted by that key and
-    // the newest of them is printed: the very same order whenever no op's time is out of place
-    // by more than WINDOW ops, in bounded memory.
+    // after an earlier one, so the ops read ahead wait in a window sorted by that key and the
+    // newest of them is printed: the very same order whenever no op is read later than its place
+    // by as many ops as the window holds, in bounded memory. The window holds FIRST_WINDOW ops
+    // for the first lines (so the first line comes at once) and grows with the lines printed —
+    // as many ops as lines printed so far — up to WINDOW: an op read `d` ops after its place is
+    // printed at its place when `d` is below WINDOW and below FIRST_WINDOW or its line number.
     // Kept sorted, newest first: an op read usually belongs at the end (one comparison); one
     // whose time is out of place is inserted where it belongs.
     let mut window: std::collections::VecDeque<Ranked> = std::collections::VecDeque::new();
     let mut read = vec![0usize; logs.len()];
     let (mut hex, mut data) = (String::new(), String::new());
     let mut done = false;
+    let mut ops_read = 0usize;
     while printed < limit {
-        while !done && window.len() < WINDOW {
+        let size = printed.clamp(FIRST_WINDOW, WINDOW);
+        while !done && window.len() < size {
             match next_op(&mut logs)? {
                 Some((i, entry)) => {
                     let new = Ranked { log: i, pos: read[i], entry };
                     read[i] += 1;
+                    ops_read += 1;
                     if window.back().is_none_or(|last| last.key() > new.key()) {
                         window.push_back(new);
                     } else {
@@ -114,30 +120,33 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
                 }
                 write!(out, "  {line}")?;
             }
-            printed += 1;
-            continue;
+        } else {
+            // The buffers are reused from line to line: nothing is allocated for a plain op.
+            hex.clear();
+            // Writing to a string cannot fail.
+            let _ = write!(hex, "{}", e.commit);
+            data.clear();
+            if !e.op.data.is_null() {
+                let _ = write!(data, "{}", e.op.data);
+            }
+            writeln!(
+                out,
+                "{}  {}  {:<8} {:<12} {}  {}",
+                &hex[..10],
+                crate::text::inert(&e.op.at),
+                logs[i].which,
+                crate::text::inert(&e.op.kind),
+                crate::text::inert(&e.op.actor),
+                crate::text::inert(&data)
+            )?;
         }
-        // The buffers are reused from line to line: nothing is allocated for a plain op.
-        hex.clear();
-        // Writing to a string cannot fail.
-        let _ = write!(hex, "{}", e.commit);
-        data.clear();
-        if !e.op.data.is_null() {
-            let _ = write!(data, "{}", e.op.data);
-        }
-        writeln!(
-            out,
-            "{}  {}  {:<8} {:<12} {}  {}",
-            &hex[..10],
-            crate::text::inert(&e.op.at),
-            logs[i].which,
-            crate::text::inert(&e.op.kind),
-            crate::text::inert(&e.op.actor),
-            crate::text::inert(&data)
-        )?;
         printed += 1;
         if printed == 1 {
-            // The first line at once, however long the rest takes.
+            crate::trace::line(&format!("log: the first line after {ops_read} ops read"));
+        }
+        if printed.is_power_of_two() && printed <= FLUSHED_LINES {
+            // The first lines at once, however long the rest takes; then as the buffer fills (a
+            // reader gone after the first lines is noticed within a few of them).
             out.flush()?;
         }
     }
@@ -160,6 +169,11 @@ struct Log<'a> {
 
 /// How many ops read ahead may wait to be printed, for the order by time (see `run`).
 const WINDOW: usize = 4096;
+/// The window for the first lines: what is read before the first line (see `run`).
+const FIRST_WINDOW: usize = 64;
+/// Lines up to this many are flushed at each power of two (1, 2, 4, …); later ones as the buffer
+/// fills.
+const FLUSHED_LINES: usize = 1024;
 
 /// An op read, ranked for printing: newest time first, then the earlier log, then the earlier
 /// position in its log.

@@ -1264,9 +1264,10 @@ pub struct History {
     ahead: Option<Ahead>,
 }
 
-/// Commits read before reading ahead starts (a short log is not worth the threads; `log` reads
-/// 4,096 ops before its first line, so a long one starts them early).
-const READ_AHEAD_AFTER: usize = 64;
+/// Commits read before reading ahead starts: a short log is not worth the threads, and neither
+/// is a reader that stops after the first lines (`git boulder log | head`: `log` prints its first
+/// line after 64 ops, and a reader gone is noticed within a few lines more).
+const READ_AHEAD_AFTER: usize = 512;
 /// How far ahead of the walk the read-ahead threads go, in commits.
 pub const READ_AHEAD: usize = 1024;
 
