@@ -205,3 +205,53 @@ fn a_worktree_moved_out_of_the_plans_folder_is_still_checked() {
     assert_eq!(dirty(&repo, "docs"), true);
     assert_eq!(dirty(&repo, "auth"), true);
 }
+
+#[test]
+fn a_plan_that_does_not_parse_waits_for_the_monitor_it_started() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    // The hook takes a while, then marks that it ran to the end.
+    let d = repo.dir.parent().unwrap().join("monitor");
+    let hook =
+        install_hook(&repo, &format!("sleep 0.5\necho finished > '{}/finished'\nprintf 't1\\0'\nexit 0", d.display()));
+    repo.write(".boulder/streams.yaml", "version: 1\nstreams: [\n");
+    let run = repo.boulder(&["status"]).code(2);
+    assert!(run.stderr.contains("streams.yaml"), "{}", run.stderr);
+    assert_eq!(calls(&hook).len(), 1, "the monitor was started ahead of the plan");
+    assert!(hook.join("finished").exists(), "the hook ran to its end before status exited: no process is left behind");
+}
+
+#[test]
+fn worktrees_outside_the_plans_folder_ask_the_monitor_once() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let hook = answering_hook(&repo, "0");
+    answer(&hook, "t1", &[]);
+    // Outside the main worktree (as `git worktree add` elsewhere leaves it): asked in it alone.
+    let away = repo.dir.parent().unwrap().join("elsewhere").join("auth");
+    std::fs::create_dir_all(away.parent().unwrap()).unwrap();
+    repo.git(&["worktree", "move", ".boulder/worktrees/auth", away.to_str().unwrap()]).ok();
+    let before = calls(&hook).len();
+    assert_eq!(dirty(&repo, "auth"), false);
+    let asked = calls(&hook)[before..].to_vec();
+    assert_eq!(asked.len(), 1, "one question for one worktree: {asked:?}");
+    std::fs::write(away.join("src/auth/mod.rs"), "// changed\n").unwrap();
+    answer(&hook, "t2", &["src/auth/mod.rs"]);
+    assert_eq!(dirty(&repo, "auth"), true);
+    assert!(porcelain_dirty(&repo, &away));
+    std::fs::write(away.join("src/auth/mod.rs"), "// auth\n").unwrap();
+    answer(&hook, "t3", &["src/auth/mod.rs"]);
+
+    // Below the main worktree, outside the plan's folder: the question in the main worktree serves it.
+    let below = repo.dir.join("elsewhere/auth");
+    std::fs::create_dir_all(repo.dir.join("elsewhere")).unwrap();
+    repo.git(&["worktree", "move", away.to_str().unwrap(), below.to_str().unwrap()]).ok();
+    let before = calls(&hook).len();
+    assert_eq!(dirty(&repo, "auth"), false);
+    let asked = calls(&hook)[before..].to_vec();
+    assert_eq!(asked.len(), 1, "one question for the worktree below the main one: {asked:?}");
+    std::fs::write(below.join("src/auth/mod.rs"), "// changed\n").unwrap();
+    answer(&hook, "t4", &["elsewhere/auth/src/auth/mod.rs"]);
+    assert_eq!(dirty(&repo, "auth"), true);
+    assert!(porcelain_dirty(&repo, &below));
+}

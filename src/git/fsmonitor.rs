@@ -57,8 +57,9 @@ pub struct Pending {
 }
 
 /// Start asking `hook` what changed in the worktree at `wt` since `token`; [`Pending::answer`]
-/// waits for the answer. Dropped unanswered, the hook finishes on its own and its answer is lost
-/// (the next question asks with the same token again).
+/// waits for the answer. Dropped unanswered (an error, or an answer not needed), it still waits
+/// for the hook to end, as git waits for every hook it runs: no hook outlives the command. Its
+/// answer is lost (the next question asks with the same token again).
 pub fn start(hook: &str, wt: &Path, token: &str) -> Pending {
     // Run as git runs it: in the worktree, through the shell only when the command needs one.
     let mut cmd = if hook.contains(SHELL_META) {
@@ -91,8 +92,16 @@ pub fn start(hook: &str, wt: &Path, token: &str) -> Pending {
 impl Pending {
     /// Wait for the hook: its answer, or `None` when it could not be run, failed, or answered
     /// in a form it should not.
-    pub fn answer(self) -> Option<Changes> {
-        self.reader?.join().ok().flatten()
+    pub fn answer(mut self) -> Option<Changes> {
+        self.reader.take()?.join().ok().flatten()
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
     }
 }
 

@@ -107,7 +107,7 @@ pub fn collect_with(
     ws: &Workspace,
     plan: &Plan,
     prd: Option<&Prd>,
-    early: crate::worktree::dirty::Early,
+    mut early: crate::worktree::dirty::Early,
 ) -> Result<Vec<StreamRow>> {
     // Where the plan puts each stream's worktree, when the folder exists: their dirty checks (and
     // the file system monitor's hook) run on other threads while this one reads the state.
@@ -116,9 +116,16 @@ pub fn collect_with(
         plan.streams.iter().map(|s| dir.as_ref().map(|d| d.join(&s.name)).filter(|p| p.exists())).collect()
     };
     let planned_here: Vec<std::path::PathBuf> = planned.iter().flatten().cloned().collect();
-    let (rows, early_dirty) =
-        crate::worktree::dirty::dirty_many_meanwhile(&ws.repo, &planned_here, early, || rows(ws, plan, prd, &planned));
-    let mut rows = rows?;
+    let (rows, early_dirty) = crate::worktree::dirty::dirty_many_meanwhile(&ws.repo, &planned_here, &mut early, || {
+        rows(ws, plan, prd, &planned)
+    });
+    let mut rows = match rows {
+        Ok(rows) => rows,
+        Err(e) => {
+            early.finish();
+            return Err(e);
+        }
+    };
     let mut early_dirty: std::collections::HashMap<std::path::PathBuf, Result<bool>> =
         planned_here.into_iter().zip(early_dirty).collect();
     // Worktrees found elsewhere (moved, then repaired) are checked now.
@@ -132,12 +139,14 @@ pub fn collect_with(
         }
     }
     if !late.is_empty() {
-        let results =
-            crate::worktree::dirty::dirty_many(&ws.repo, &late.iter().map(|(_, p)| p.clone()).collect::<Vec<_>>());
+        // The file system monitor asked for the others (or started ahead) serves these too.
+        let paths: Vec<std::path::PathBuf> = late.iter().map(|(_, p)| p.clone()).collect();
+        let results = crate::worktree::dirty::dirty_many_with(&ws.repo, &paths, &mut early);
         for ((i, _), dirty) in late.into_iter().zip(results) {
             rows[i].dirty = dirty.ok();
         }
     }
+    early.finish();
     Ok(rows)
 }
 

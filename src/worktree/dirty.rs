@@ -42,66 +42,109 @@ fn dirty_with(repo: &Repo, wt: &Path, trees: &Trees, monitor: Option<&Monitor>) 
 
 /// [`dirty`] for many worktrees, checked in parallel; results in the order of `paths`.
 pub fn dirty_many(repo: &Repo, paths: &[PathBuf]) -> Vec<Result<bool>> {
-    let trees = Trees::default();
-    // A file system monitor is asked once for all the worktrees below the main worktree.
-    let monitor = if paths.is_empty() { None } else { Monitor::ask(repo) };
-    let monitor = monitor.as_ref();
-    if paths.len() <= 1 {
-        let out = paths.iter().map(|p| dirty_with(repo, p, &trees, monitor)).collect();
-        finish(monitor);
-        return out;
-    }
-    let out = on_threads(&repo.common_dir, paths, &trees, monitor);
-    finish(monitor);
+    let mut monitor = Early::none();
+    let out = dirty_many_with(repo, paths, &mut monitor);
+    monitor.finish();
     out
 }
 
-/// The file system monitor's hook started ahead of the dirty checks, so that it runs while the
-/// caller reads what it needs first (see [`dirty_many_meanwhile`]).
-pub struct Early(Option<Option<Monitor>>);
+/// [`dirty_many`] with the file system monitor of `early` (started ahead, or asked now when one
+/// of `paths` is below the main worktree), kept for more checks until [`Early::finish`].
+pub fn dirty_many_with(repo: &Repo, paths: &[PathBuf], early: &mut Early) -> Vec<Result<bool>> {
+    let trees = Trees::default();
+    let monitor = early.monitor_for(repo, paths);
+    if paths.len() <= 1 {
+        return paths.iter().map(|p| dirty_with(repo, p, &trees, monitor)).collect();
+    }
+    on_threads(&repo.common_dir, paths, &trees, monitor)
+}
+
+/// The file system monitor's hook for the dirty checks of one command: started ahead (so that
+/// it runs while the caller reads what it needs first, see [`dirty_many_meanwhile`]) or when
+/// first needed, asked once for every worktree below the main worktree whichever call checks
+/// it. Worktrees elsewhere ask their own (the hook answers for the folder it runs in), so it is
+/// asked in the main worktree only when a worktree below it is checked. Dropped, it waits for a
+/// hook still running: no hook outlives the command (an error included).
+pub struct Early {
+    /// `None` until asked (or decided: `Some(None)` without a hook).
+    monitor: Option<Option<Monitor>>,
+    /// Whether it served a check, so that what it said is kept.
+    used: bool,
+}
 
 impl Early {
-    /// Nothing started ahead: [`dirty_many_meanwhile`] starts the hook itself.
+    /// Nothing started ahead: the checks ask the monitor when they need it.
     pub fn none() -> Early {
-        Early(None)
+        Early { monitor: None, used: false }
     }
 
-    /// Start the hook now (if `core.fsmonitor` names one), when the repository has linked
-    /// worktrees at all (stream worktrees are linked worktrees): a repository without any never
-    /// waits for a hook.
+    /// Start the hook now (if `core.fsmonitor` names one) when a linked worktree lies below the
+    /// main worktree (where the plan puts stream worktrees): a repository without one never runs
+    /// the hook in the main worktree.
     pub fn start(repo: &Repo) -> Early {
-        let linked = std::fs::read_dir(repo.common_dir.join("worktrees")).is_ok_and(|mut d| d.next().is_some());
-        Early(linked.then(|| Monitor::ask(repo)))
+        let mut early = Early::none();
+        if linked_below_main(repo) {
+            early.monitor = Some(Monitor::ask(repo));
+        }
+        early
+    }
+
+    /// The monitor for checking `paths`: `None` when none of them is below the main worktree
+    /// (the one started ahead then waits for a later call).
+    fn monitor_for(&mut self, repo: &Repo, paths: &[PathBuf]) -> Option<&Monitor> {
+        let root = repo.main_work_dir.as_deref()?;
+        if !paths.iter().any(|p| p.starts_with(root) && p != root) {
+            return None;
+        }
+        self.used = true;
+        self.monitor.get_or_insert_with(|| Monitor::ask(repo)).as_ref()
+    }
+
+    /// Keep what the monitor said for next time, when it served a check.
+    pub fn finish(self) {
+        if let (true, Some(Some(m))) = (self.used, &self.monitor) {
+            m.keep();
+        }
     }
 }
 
-/// [`dirty_many`] on threads of their own while the caller runs `meanwhile` (reading state that
-/// does not depend on the worktrees' files): the file system monitor's hook, if one is set (or
-/// already started, `early`), and the checks run while `meanwhile` does. Returns what `meanwhile`
-/// returned and the results in the order of `paths`.
+/// Whether a linked worktree of the repository lies below its main worktree (git records each
+/// one's `.git` file, by its real path, in `$GIT_COMMON_DIR/worktrees/<id>/gitdir`).
+fn linked_below_main(repo: &Repo) -> bool {
+    let Some(root) = repo.main_work_dir.as_deref() else { return false };
+    let Ok(dir) = std::fs::read_dir(repo.common_dir.join("worktrees")) else { return false };
+    let real = std::fs::canonicalize(root).ok();
+    dir.flatten().any(|entry| {
+        let Ok(text) = std::fs::read_to_string(entry.path().join("gitdir")) else { return false };
+        let Some(wt) = Path::new(text.trim()).parent() else { return false };
+        [Some(root), real.as_deref()].into_iter().flatten().any(|r| wt.starts_with(r) && wt != r)
+    })
+}
+
+/// [`dirty_many_with`] on threads of their own while the caller runs `meanwhile` (reading state
+/// that does not depend on the worktrees' files): the file system monitor's hook, if one is set
+/// (or already started, `early`), and the checks run while `meanwhile` does. Returns what
+/// `meanwhile` returned and the results in the order of `paths`.
 pub fn dirty_many_meanwhile<R>(
     repo: &Repo,
     paths: &[PathBuf],
-    early: Early,
+    early: &mut Early,
     meanwhile: impl FnOnce() -> R,
 ) -> (R, Vec<Result<bool>>) {
     if paths.is_empty() {
-        // A hook started ahead is not waited for: its answer is not needed.
+        // A hook started ahead waits for the checks of later calls.
         return (meanwhile(), Vec::new());
     }
     let trees = Trees::default();
     // Started first: the hook is a child process that runs while everything else does.
-    let monitor = early.0.unwrap_or_else(|| Monitor::ask(repo));
-    let monitor = monitor.as_ref();
+    let monitor = early.monitor_for(repo, paths);
     let common = repo.common_dir.as_path();
-    let (r, out) = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let checks = s.spawn(|| on_threads(common, paths, &trees, monitor));
         let r = meanwhile();
         let out = checks.join().unwrap_or_else(|_| paths.iter().map(|_| Err(Error::internal("not checked"))).collect());
         (r, out)
-    });
-    finish(monitor);
-    (r, out)
+    })
 }
 
 /// The checks of `paths` on up to one thread per core (at least two, at most eight), each with
@@ -137,11 +180,4 @@ fn on_threads(common: &Path, paths: &[PathBuf], trees: &Trees, monitor: Option<&
             m.into_inner().unwrap_or_else(|e| e.into_inner()).unwrap_or_else(|| Err(Error::internal("not checked")))
         })
         .collect()
-}
-
-/// Keep what the monitor said for next time.
-fn finish(monitor: Option<&Monitor>) {
-    if let Some(m) = monitor {
-        m.keep();
-    }
 }
