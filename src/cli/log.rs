@@ -79,7 +79,8 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
     // by as many ops as the window holds, in bounded memory. The window holds FIRST_WINDOW ops
     // for the first lines (so the first line comes at once) and grows with the lines printed —
     // as many ops as lines printed so far — up to WINDOW: an op read `d` ops after its place is
-    // printed at its place when `d` is below WINDOW and below FIRST_WINDOW or its line number.
+    // printed at its place when `d` is below the window's size when its line is due (below
+    // FIRST_WINDOW, or below the number of lines before it, and always below WINDOW).
     // Kept sorted, newest first: an op read usually belongs at the end (one comparison); one
     // whose time is out of place is inserted where it belongs.
     let mut window: std::collections::VecDeque<Ranked> = std::collections::VecDeque::new();
