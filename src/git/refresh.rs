@@ -152,6 +152,11 @@ struct SharedMark {
 }
 
 impl Monitor {
+    /// Whether `core.fsmonitor` names a hook (nothing is run).
+    pub fn configured(repo: &Repo) -> bool {
+        super::fsmonitor::hook(&repo.repo).is_some()
+    }
+
     /// Start asking the `core.fsmonitor` hook, if one is set and the repository has a main
     /// worktree, what changed since the last question. The hook runs while the caller goes on;
     /// the checks that need its answer wait for it.

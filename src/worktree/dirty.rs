@@ -83,7 +83,7 @@ impl Early {
     /// the hook in the main worktree.
     pub fn start(repo: &Repo) -> Early {
         let mut early = Early::none();
-        if linked_below_main(repo) {
+        if Monitor::configured(repo) && linked_below_main(repo) {
             early.monitor = Some(Monitor::ask(repo));
         }
         early
