@@ -38,6 +38,7 @@ mod prd_forms;
 mod prd_scale;
 mod pre_push_pushed;
 mod project_boulder;
+mod pull_overlap;
 mod pull_scale;
 mod record;
 mod refusals;

@@ -300,9 +300,55 @@ pub struct FetchedRef {
 /// A refspec without a wildcard naming a ref the remote does not have is no error: that ref is
 /// just absent from the result.
 pub fn fetch(dir: &Path, remote: &str, refspecs: &[String]) -> Result<Vec<FetchedRef>> {
-    match fetch_once(dir, remote, refspecs, true)? {
-        Some(refs) => Ok(refs),
-        None => fetch_listed(dir, remote, refspecs),
+    start_fetch(dir, remote, refspecs)?.finish()
+}
+
+/// A [`fetch`] under way: `git fetch` runs while the caller does work that does not depend on
+/// what it brings; [`RunningFetch::finish`] waits for it (and does what [`fetch`] does after).
+pub struct RunningFetch {
+    child: Option<std::process::Child>,
+    dir: std::path::PathBuf,
+    remote: String,
+    refspecs: Vec<String>,
+}
+
+/// Start [`fetch`]: `git fetch --porcelain` is running when this returns.
+pub fn start_fetch(dir: &Path, remote: &str, refspecs: &[String]) -> Result<RunningFetch> {
+    let child = fetch_command(dir, remote, refspecs, true)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::internal(format!("cannot run git fetch: {e}")))?;
+    Ok(RunningFetch {
+        child: Some(child),
+        dir: dir.to_path_buf(),
+        remote: remote.to_string(),
+        refspecs: refspecs.to_vec(),
+    })
+}
+
+impl RunningFetch {
+    /// Wait for the fetch; the refs it wrote or found up to date, as [`fetch`] returns them.
+    pub fn finish(mut self) -> Result<Vec<FetchedRef>> {
+        let Some(child) = self.child.take() else { return Err(Error::internal("git fetch was already waited for")) };
+        let out = child.wait_with_output().map_err(|e| Error::internal(format!("cannot run git fetch: {e}")))?;
+        let (dir, remote, refspecs) = (self.dir.as_path(), self.remote.as_str(), self.refspecs.as_slice());
+        match fetched_once(dir, remote, refspecs, true, out)? {
+            Some(refs) => Ok(refs),
+            None => fetch_listed(dir, remote, refspecs),
+        }
+    }
+}
+
+impl Drop for RunningFetch {
+    /// A fetch never waited for (the caller failed meanwhile) is waited for here, leaving no
+    /// `git` running behind the command; what it fetched stays, as after an interrupted fetch.
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            drop(child.stdout.take());
+            drop(child.stderr.take());
+            let _ = child.wait();
+        }
     }
 }
 
@@ -317,6 +363,14 @@ const FETCH_OPTIONS: [&str; 6] = [
 
 /// One `git fetch`; `None` when `porcelain` was asked for and this git does not know it.
 fn fetch_once(dir: &Path, remote: &str, refspecs: &[String], porcelain: bool) -> Result<Option<Vec<FetchedRef>>> {
+    let out = fetch_command(dir, remote, refspecs, porcelain)
+        .output()
+        .map_err(|e| Error::internal(format!("cannot run git fetch: {e}")))?;
+    fetched_once(dir, remote, refspecs, porcelain, out)
+}
+
+/// The `git fetch` of [`fetch_once`].
+fn fetch_command(dir: &Path, remote: &str, refspecs: &[String], porcelain: bool) -> Command {
     let mut cmd = git(dir);
     // English messages: a missing exact ref is recognized by git's words below.
     cmd.env("LC_ALL", "C").arg("fetch").args(FETCH_OPTIONS);
@@ -326,7 +380,17 @@ fn fetch_once(dir: &Path, remote: &str, refspecs: &[String], porcelain: bool) ->
         cmd.arg("--quiet");
     }
     cmd.arg("--").arg(remote).args(refspecs);
-    let out = cmd.output().map_err(|e| Error::internal(format!("cannot run git fetch: {e}")))?;
+    cmd
+}
+
+/// What [`fetch_once`] makes of the finished `git fetch` (`out`).
+fn fetched_once(
+    dir: &Path,
+    remote: &str,
+    refspecs: &[String],
+    porcelain: bool,
+    out: std::process::Output,
+) -> Result<Option<Vec<FetchedRef>>> {
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         if porcelain && stderr.contains("porcelain") && out.status.code() == Some(129) {

@@ -73,6 +73,26 @@ pub(crate) fn absolute(p: &Path) -> PathBuf {
 }
 
 impl Repo {
+    /// Another handle on this repository, for another thread (a gix handle keeps caches that one
+    /// thread at a time may use). It shares the object store and ref store already opened.
+    pub fn handle(&self) -> Repo {
+        Repo {
+            repo: self.repo.clone(),
+            common_dir: self.common_dir.clone(),
+            git_dir: self.git_dir.clone(),
+            work_dir: self.work_dir.clone(),
+            main_work_dir: self.main_work_dir.clone(),
+        }
+    }
+
+    /// Work out now, once, who the committer is (gix reads the local time zone for it, over a
+    /// millisecond), so that the notes commits and reflog entries written later reuse it: a
+    /// command that waits for a child (pull, for `git fetch`) does it meanwhile. Its time is then
+    /// the time of this call.
+    pub fn settle_committer(&self) {
+        let _ = self.repo.committer();
+    }
+
     /// Where a `git` command for this repository runs: the worktree, or the git dir when bare.
     pub fn run_dir(&self) -> &Path {
         self.work_dir.as_deref().unwrap_or(&self.git_dir)

@@ -64,7 +64,29 @@ pub struct Fetched {
 /// why). Returns every remote ref the specs matched, so callers know exactly what the remote holds
 /// (also refs it no longer has: absent).
 pub fn fetch(repo: &Repo, remote: &str, refspecs: &[String]) -> Result<Vec<Fetched>> {
-    let fetched = cli::fetch(repo.run_dir(), remote, refspecs)?;
+    start_fetch(repo, remote, refspecs)?.finish()
+}
+
+/// A [`fetch`] under way (see [`cli::RunningFetch`]).
+pub struct RunningFetch {
+    running: cli::RunningFetch,
+    refspecs: Vec<String>,
+}
+
+/// Start [`fetch`]; `git fetch` runs until [`RunningFetch::finish`] waits for it.
+pub fn start_fetch(repo: &Repo, remote: &str, refspecs: &[String]) -> Result<RunningFetch> {
+    Ok(RunningFetch { running: cli::start_fetch(repo.run_dir(), remote, refspecs)?, refspecs: refspecs.to_vec() })
+}
+
+impl RunningFetch {
+    /// Wait for the fetch: what [`fetch`] returns.
+    pub fn finish(self) -> Result<Vec<Fetched>> {
+        let refspecs = self.refspecs;
+        fetched(self.running.finish()?, &refspecs)
+    }
+}
+
+fn fetched(fetched: Vec<cli::FetchedRef>, refspecs: &[String]) -> Result<Vec<Fetched>> {
     fetched
         .into_iter()
         .filter_map(|f| {

@@ -129,6 +129,15 @@ const CHECK_BATCH: usize = 64;
 /// reads its parent's state back.
 const KEPT_STATE_BYTES: usize = 64 * 1024 * 1024;
 
+/// What a validation learned on the way ([`Store::validate_tip`]).
+struct Checked<S> {
+    /// The state after the tip, when the tip was one of the commits checked: what its
+    /// `state.json` holds (a strict read of it gives the same value).
+    state: Option<S>,
+    /// The tip adds commits over the trusted tips and descends from one of them.
+    extends: bool,
+}
+
 /// A commit a validation checks: its id and parents.
 struct NewCommit {
     id: ObjectId,
@@ -576,6 +585,15 @@ impl<'r> Store<'r> {
     /// state of other bytes but the same value is accepted as before). The trees and `op.json` of
     /// a long chain are read and parsed on a second thread, ahead of the replay.
     pub fn validate_since<S: State>(&self, tip: ObjectId, trusted: &[ObjectId]) -> std::result::Result<(), ChainError> {
+        self.validate_tip::<S>(tip, trusted).map(|_| ())
+    }
+
+    /// [`Store::validate_since`], telling what the check learned on the way (see [`Checked`]).
+    fn validate_tip<S: State>(
+        &self,
+        tip: ObjectId,
+        trusted: &[ObjectId],
+    ) -> std::result::Result<Checked<S>, ChainError> {
         let mut reader = self.repo.chain_reader();
         // While the commits are listed, their trees are read: here for a short chain, on a
         // second thread once it proves long.
@@ -615,14 +633,17 @@ impl<'r> Store<'r> {
             (listed, trees)
         });
         let commits = listed?;
+        // Every commit listed stands on a trusted one (the listing reached no root), so the tip
+        // descends from a trusted tip.
+        let extends = !trusted.is_empty() && !commits.is_empty() && !commits.iter().any(|c| c.parents.is_empty());
         let commits = Self::not_held(&mut reader, commits, trusted)?;
-        std::thread::scope(|scope| {
+        let state = std::thread::scope(|scope| {
             if commits.len() < CHECK_AHEAD_AFTER {
                 let mut files = reader.clone();
                 let files = commits
                     .iter()
                     .map(|c| Self::op_files(&mut files, c.id, trees.get_mut(c.seq).and_then(Option::take)));
-                return self.replay_chain::<S>(&reader, &commits, files);
+                return self.replay_chain::<S>(&reader, &commits, files, tip);
             }
             let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<OpFiles>>(CHECK_AHEAD / CHECK_BATCH);
             let mut ahead = reader.clone();
@@ -643,18 +664,20 @@ impl<'r> Store<'r> {
             // and refuses the chain as unreadable, rather than the command panicking.
             let _ = std::thread::Builder::new().spawn_scoped(scope, read_ahead);
             let files = rx.into_iter().flatten();
-            self.replay_chain::<S>(&reader, &commits, files)
-        })
+            self.replay_chain::<S>(&reader, &commits, files, tip)
+        })?;
+        Ok(Checked { state, extends })
     }
 
     /// Replay `commits` (parents first, see [`Store::validate_since`]), whose op files `files`
-    /// gives in the same order.
+    /// gives in the same order. Returns the state after `tip` when it is one of them.
     fn replay_chain<S: State>(
         &self,
         reader: &ChainReader,
         commits: &[NewCommit],
         files: impl Iterator<Item = OpFiles>,
-    ) -> std::result::Result<(), ChainError> {
+        tip: ObjectId,
+    ) -> std::result::Result<Option<S>, ChainError> {
         // How many children among the new commits each new commit has: its state is kept in
         // memory until the last of them is checked.
         let mut children: HashMap<ObjectId, usize> = HashMap::new();
@@ -671,6 +694,7 @@ impl<'r> Store<'r> {
         let mut files = files;
         // States whose bytes were not the ones an append writes, read back and compared.
         let mut read_back = 0usize;
+        let mut at_tip = None;
         for c in commits {
             let id = c.id;
             let Some(read) = files.next() else {
@@ -693,7 +717,9 @@ impl<'r> Store<'r> {
                     expect.set_lamport(op.lamport);
                     let (was_read, size) = self.check_state(reader, id, state_id, &expect)?;
                     read_back += usize::from(was_read);
-                    if children.get(&id).is_some_and(|n| *n > 0) && kept + size <= KEPT_STATE_BYTES {
+                    if id == tip {
+                        at_tip = Some(expect);
+                    } else if children.get(&id).is_some_and(|n| *n > 0) && kept + size <= KEPT_STATE_BYTES {
                         let clock = op.lamport.max(expect.lamport());
                         kept += size;
                         states.insert(id, (clock, expect, size));
@@ -711,6 +737,9 @@ impl<'r> Store<'r> {
                             if again != id {
                                 return Err(ChainError::NotTheMerge { commit: id });
                             }
+                            if id == tip {
+                                at_tip = Some(state);
+                            }
                         }
                         Plan::Contained(_) => {
                             return Err(ChainError::RedundantMerge { commit: id });
@@ -727,7 +756,7 @@ impl<'r> Store<'r> {
         if crate::trace::enabled() && !commits.is_empty() {
             crate::trace::line(&format!("validate: {} new commits, {read_back} state.json read back", commits.len()));
         }
-        Ok(())
+        Ok(at_tip)
     }
 
     /// One fewer child of `parent` left to check: its state is dropped after the last.
@@ -1106,11 +1135,63 @@ impl<'r> Store<'r> {
 
     /// Check what a fetched tip adds over `ours`, refusing it by name when invalid.
     fn check_fetched<S: State>(&self, refname: &str, ours: Option<ObjectId>, theirs: ObjectId) -> Result<()> {
-        self.validate_since::<S>(theirs, &ours.into_iter().collect::<Vec<_>>()).map_err(|e| {
-            Error::refused(format!("{refname}: the fetched state is invalid and was not taken: {e}"))
-                .hint("the local state is unchanged; fix or delete the ref on the other machine")
-                .with_source(e)
-        })
+        self.validate_since::<S>(theirs, &ours.into_iter().collect::<Vec<_>>())
+            .map_err(|e| Self::fetched_invalid(refname, e))
+    }
+
+    fn fetched_invalid(refname: &str, e: ChainError) -> Error {
+        Error::refused(format!("{refname}: the fetched state is invalid and was not taken: {e}"))
+            .hint("the local state is unchanged; fix or delete the ref on the other machine")
+            .with_source(e)
+    }
+
+    /// [`Store::prepare_absorb`] for a pull, which first refuses a fetched tip whose state says it
+    /// belongs elsewhere: `refuse` gives why (`Ok(Err(why))`), given the tip's state when it reads
+    /// strictly. The same answers as calling `refuse` on [`Store::entry`] of the tip and then
+    /// `prepare_absorb`, with less read twice: the tip's state is taken from the validation when
+    /// it replayed the tip (otherwise its `state.json` alone is read, and its `op.json` only when
+    /// that state is refused), and a tip that descends from the ref's is a fast-forward without
+    /// looking at the history again.
+    pub fn prepare_pull<S: State>(
+        &self,
+        refname: &str,
+        theirs: ObjectId,
+        refuse: impl Fn(&S) -> Option<String>,
+    ) -> Result<std::result::Result<Prepared, String>> {
+        // What `refuse` says of `entry` of the tip, reading its `state.json` alone unless that is
+        // refused (an entry that does not read strictly is refused by nobody).
+        let refused_tip = || -> Option<String> {
+            let (_, bytes) = self.blobs(theirs, false).ok()?;
+            refuse(&Self::parse_state::<S>(theirs, &bytes).ok()?)?;
+            refuse(&self.entry::<S>(theirs).ok()?.state)
+        };
+        let ours = self.repo.ref_id(refname)?;
+        let checked = match self.validate_tip::<S>(theirs, &ours.into_iter().collect::<Vec<_>>()) {
+            Ok(checked) => checked,
+            Err(e) => {
+                if let Some(why) = refused_tip() {
+                    return Ok(Err(why));
+                }
+                return Err(Self::fetched_invalid(refname, e));
+            }
+        };
+        let why = match &checked.state {
+            Some(state) => refuse(state),
+            None => refused_tip(),
+        };
+        if let Some(why) = why {
+            return Ok(Err(why));
+        }
+        if let (Some(ours), true) = (ours, checked.extends) {
+            return Ok(Ok(Self::moved(refname, Expect::At(ours), theirs, Absorbed::FastForward)));
+        }
+        self.absorb_step::<S>(refname, ours, theirs).map(Ok)
+    }
+
+    /// The move of `refname` from `expected` to `new`.
+    fn moved(refname: &str, expected: Expect, new: ObjectId, how: Absorbed) -> Prepared {
+        let message = format!("boulder: {how:?}").to_lowercase();
+        Prepared::Move { swap: refs::Swap { name: refname.to_string(), expected, new, message }, how }
     }
 
     /// Where `refname`, holding `ours`, goes to take in the (checked) fetched tip `theirs`.
@@ -1129,8 +1210,7 @@ impl<'r> Store<'r> {
                 (merged, how, Expect::At(ours))
             }
         };
-        let message = format!("boulder: {how:?}").to_lowercase();
-        Ok(Prepared::Move { swap: refs::Swap { name: refname.to_string(), expected, new, message }, how })
+        Ok(Self::moved(refname, expected, new, how))
     }
 }
 

@@ -363,6 +363,20 @@ pub fn release(
     Ok(claim)
 }
 
+/// The claims last seen on the remote `key`, by stream, unexpired or not: what [`seen`] lists for
+/// that remote, reading none of the other refs kept for it.
+pub fn seen_on(repo: &Repo, key: &str) -> Result<Vec<(String, Claim)>> {
+    let prefix = refs::claim_tracking_ref(key, "");
+    let mut out = Vec::new();
+    for (name, id) in refs::list(repo, &prefix)? {
+        let Some(stream) = name.strip_prefix(&prefix).filter(|s| !s.contains('/')) else { continue };
+        if let Ok(c) = read(repo, stream, id) {
+            out.push((stream.to_string(), c));
+        }
+    }
+    Ok(out)
+}
+
 /// The claims last seen on any remote, by stream: (remote key, claim), unexpired or not.
 pub fn seen(repo: &Repo) -> Result<Vec<(String, String, Claim)>> {
     let store = crate::state::Store::new(repo)?;

@@ -270,14 +270,19 @@ fn absorb_kind(store: &Store, kind: LogKind, name: &str, id: ObjectId) -> RefOut
 
 /// Check the fetched op-log `id` for the ref `name` and work out its move, unless `misnamed` says
 /// why it is not that ref's (its state records another name).
-fn prepare_log<S: State>(store: &Store, kind: LogKind, name: &str, id: ObjectId, misnamed: Option<String>) -> Taken {
-    if let Some(why) = misnamed {
-        return Taken::Done(Some(outcome(name, "refused", Some(why))));
-    }
-    match store.prepare_absorb::<S>(name, id) {
-        Ok(state::Prepared::UpToDate) => Taken::Done(Some(outcome(name, "up_to_date", None))),
-        Ok(state::Prepared::Move { swap, how }) => Taken::Pending(Pending { kind, id, swap, how }),
-        Err(e) => Taken::Done(Some(outcome(name, "refused", Some(e.message)))),
+fn prepare_log<S: State>(
+    store: &Store,
+    kind: LogKind,
+    name: &str,
+    id: ObjectId,
+    misnamed: impl Fn(&S) -> Option<String>,
+) -> Taken {
+    let refused = |why: String| Taken::Done(Some(outcome(name, "refused", Some(why))));
+    match store.prepare_pull::<S>(name, id, misnamed) {
+        Ok(Err(why)) => refused(why),
+        Ok(Ok(state::Prepared::UpToDate)) => Taken::Done(Some(outcome(name, "up_to_date", None))),
+        Ok(Ok(state::Prepared::Move { swap, how })) => Taken::Pending(Pending { kind, id, swap, how }),
+        Err(e) => refused(e.message),
     }
 }
 
@@ -298,16 +303,14 @@ fn take_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: ObjectI
     let done = |o: RefOutcome| Ok(Taken::Done(Some(o)));
     match t {
         Target::Stream(n) => {
-            let declared = store.entry::<StreamState>(id).ok().and_then(|e| e.state.name);
-            let why = misnamed(declared, &n, "stream");
+            let why = |s: &StreamState| misnamed(s.name.clone(), &n, "stream");
             Ok(prepare_log::<StreamState>(store, LogKind::Stream, &state::stream_ref(&n), id, why))
         }
         Target::Boulder(n) => {
-            let declared = store.entry::<BoulderState>(id).ok().and_then(|e| e.state.id);
-            let why = misnamed(declared, &n, "boulder");
+            let why = |s: &BoulderState| misnamed(s.id.clone(), &n, "boulder");
             Ok(prepare_log::<BoulderState>(store, LogKind::Boulder, &state::boulder_ref(&n), id, why))
         }
-        Target::Prd => Ok(prepare_log::<PrdState>(store, LogKind::Prd, state::PRD_REF, id, None)),
+        Target::Prd => Ok(prepare_log::<PrdState>(store, LogKind::Prd, state::PRD_REF, id, |_| None)),
         Target::Notes => {
             if let Err(why) = validate_notes(repo, id) {
                 return done(outcome(NOTES_REF, "refused", Some(format!("the fetched notes are invalid: {why}"))));
@@ -347,6 +350,56 @@ impl PullReport {
     }
 }
 
+/// Op-log refs of one pull checked on a second thread too, from this many on (fewer are not
+/// worth starting one).
+const TWO_THREADS_FROM: usize = 8;
+
+/// Is a fetched ref an op-log (checked without writing anything but a merge commit, so on any
+/// thread), rather than notes or a claim (taken in on the pull's own thread, in order)?
+fn is_log(remote_ref: &str) -> bool {
+    matches!(target(remote_ref), Some(Target::Stream(_) | Target::Boulder(_) | Target::Prd))
+}
+
+/// Check the fetched op-logs among `fetched` (each at its index), on two threads when there are
+/// enough of them: each ref is taken by whichever thread is free, on its own handle on the
+/// repository. Returns what [`take_one`] returns for each op-log, by index.
+fn check_logs(repo: &Repo, store: &Store, key: &str, fetched: &[remote::Fetched]) -> BTreeMap<usize, Result<Taken>> {
+    let logs: Vec<usize> = (0..fetched.len()).filter(|&n| is_log(&fetched[n].remote_ref)).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = |repo: &Repo, store: &Store| {
+        let mut out = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(&n) = logs.get(i) else { break };
+            let f = &fetched[n];
+            out.push((n, take_one(repo, store, key, &f.remote_ref, f.id)));
+        }
+        out
+    };
+    let mut checked: BTreeMap<usize, Result<Taken>> = BTreeMap::new();
+    std::thread::scope(|scope| {
+        let other = (logs.len() >= TWO_THREADS_FROM)
+            .then(|| {
+                let (handle, actor, work) = (repo.handle(), store.actor.clone(), &work);
+                let check = move || work(&handle, &Store { repo: &handle, actor });
+                std::thread::Builder::new().spawn_scoped(scope, check).ok()
+            })
+            .flatten();
+        checked.extend(work(repo, store));
+        if let Some(Ok(done)) = other.map(|t| t.join()) {
+            checked.extend(done);
+        }
+    });
+    // A ref the second thread took but could not hand back (it panicked): checked again here.
+    for &n in &logs {
+        if let std::collections::btree_map::Entry::Vacant(v) = checked.entry(n) {
+            let f = &fetched[n];
+            v.insert(take_one(repo, store, key, &f.remote_ref, f.id));
+        }
+    }
+    checked
+}
+
 /// Fetch the remote's state and bring it in.
 pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
     // One fetch into refs/boulder-remotes/<remote>/ at a time on this machine: two at once (a
@@ -354,14 +407,27 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
     let _fetching = fetch_lock(repo, remote, "git boulder pull")?;
     crate::progress::show(&format!("fetching git-boulder state from {}", remote.given));
     let span = crate::trace::span("pull: git fetch");
-    let fetched = remote::fetch(repo, &remote.given, &fetch_specs(&remote.key))?;
+    let running = remote::start_fetch(repo, &remote.given, &fetch_specs(&remote.key))?;
+    // While git fetches (mostly waiting for the remote to pack): what does not depend on what it
+    // brings. Claims seen before the fetch are the ones seen after it, less those it brings
+    // (refs are never pruned by it, and it runs under the fetch lock).
+    let prepared = (|| -> Result<_> {
+        let store = Store::new(repo)?;
+        let claims_before = crate::sync::claim::seen_on(repo, &remote.key)?;
+        repo.settle_committer();
+        Ok((store, claims_before))
+    })();
+    let fetched = running.finish()?;
+    let (store, claims_before) = prepared?;
     drop(span);
     let _span = crate::trace::span(format!("pull: check and take in {} refs", fetched.len()));
-    let store = Store::new(repo)?;
     let mut report = PullReport { remote: remote.given.clone(), refs: Vec::new() };
     let mut claims_seen = Vec::new();
     // Op-logs checked and ready to move, with their place in the report.
     let mut pending: Vec<(usize, Pending)> = Vec::new();
+    let span = crate::trace::span("pull: check the op-logs");
+    let mut checked = check_logs(repo, &store, &remote.key, &fetched[..fetched.len().min(MAX_REFS_PER_PULL)]);
+    drop(span);
     for (n, f) in fetched.iter().enumerate() {
         if let Some(Target::Claim(s)) = target(&f.remote_ref) {
             claims_seen.push(s);
@@ -371,7 +437,11 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
             continue;
         }
         crate::progress::show(&format!("merging {}/{} {}", n + 1, fetched.len(), f.remote_ref));
-        match take_one(repo, &store, &remote.key, &f.remote_ref, f.id)? {
+        let taken = match checked.remove(&n) {
+            Some(taken) => taken,
+            None => take_one(repo, &store, &remote.key, &f.remote_ref, f.id),
+        };
+        match taken? {
             Taken::Done(Some(o)) => report.refs.push(o),
             Taken::Done(None) => {}
             Taken::Pending(p) => {
@@ -393,10 +463,10 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
         }
     }
     // Claims the remote no longer has were released there.
-    for (key, stream, _) in crate::sync::claim::seen(repo)? {
-        if key == remote.key && !claims_seen.contains(&stream) {
-            crate::sync::claim::forget(repo, &key, &stream)?;
-            report.refs.push(outcome(&crate::sync::claim::tracking_ref(&key, &stream), "claim_released", None));
+    for (stream, _) in claims_before {
+        if !claims_seen.contains(&stream) {
+            crate::sync::claim::forget(repo, &remote.key, &stream)?;
+            report.refs.push(outcome(&crate::sync::claim::tracking_ref(&remote.key, &stream), "claim_released", None));
         }
     }
     crate::progress::done();
