@@ -292,7 +292,9 @@ pub struct FetchedRef {
 /// is the one that knows all of them; it also keeps an HTTP client and TLS stack out of this
 /// binary. The options keep it to exactly the refspecs given: no tags, no `FETCH_HEAD`, no
 /// pruning whatever `fetch.prune` says, no opportunistic updates of configured tracking refs
-/// (`--refmap=`), no submodules, no auto maintenance.
+/// (`--refmap=`), no submodules, no auto maintenance; and when every refspec is forced (`+`, as
+/// pull's are), no check of which updates were forced (`--no-show-forced-updates`: it only
+/// changes how a ref is reported).
 ///
 /// The refs come from `--porcelain -v` (git 2.41 and later: `<flag> <old> <new> <local ref>`, the
 /// up-to-date ones too). An older git, which does not know `--porcelain`, is asked with
@@ -373,9 +375,21 @@ fn fetch_once(dir: &Path, remote: &str, refspecs: &[String], porcelain: bool) ->
 fn fetch_command(dir: &Path, remote: &str, refspecs: &[String], porcelain: bool) -> Command {
     let mut cmd = git(dir);
     // English messages: a missing exact ref is recognized by git's words below.
-    cmd.env("LC_ALL", "C").arg("fetch").args(FETCH_OPTIONS);
+    cmd.env("LC_ALL", "C");
+    // Every ref forced anyway: git's check of which updates were forced (a merge base per
+    // updated ref) would only decide how a ref is reported, which nothing here reads. Only then,
+    // since without the check git takes every update for a fast-forward.
+    let forced = refspecs.iter().all(|s| s.starts_with('+'));
+    if forced {
+        cmd.args(["-c", "advice.fetchShowForcedUpdates=false"]);
+    }
+    cmd.arg("fetch").args(FETCH_OPTIONS);
     if porcelain {
         cmd.args(["--porcelain", "-v"]);
+        // After `--porcelain`: a git too old for it stops there, and is asked without both.
+        if forced {
+            cmd.arg("--no-show-forced-updates");
+        }
     } else {
         cmd.arg("--quiet");
     }
