@@ -719,6 +719,26 @@ mod tests {
     }
 
     #[test]
+    fn the_forced_update_check_is_skipped_only_when_every_refspec_is_forced() {
+        let args = |specs: &[&str], porcelain: bool| -> Vec<String> {
+            let specs: Vec<String> = specs.iter().map(|s| s.to_string()).collect();
+            let cmd = fetch_command(Path::new("."), "origin", &specs, porcelain);
+            cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect()
+        };
+        let forced = args(&["+refs/boulder/*:refs/r/*", "+refs/notes/boulder*:refs/r/n*"], true);
+        let at = |args: &[String], a: &str| args.iter().position(|x| x == a);
+        let skip = at(&forced, "--no-show-forced-updates").expect("skipped for forced refspecs");
+        // After --porcelain: a git that knows neither stops at --porcelain and is asked again.
+        assert!(at(&forced, "--porcelain").is_some_and(|p| p < skip), "{forced:?}");
+        assert!(at(&forced, "--").is_some_and(|d| skip < d), "{forced:?}");
+        assert_eq!(forced[..2], ["-c".to_string(), "advice.fetchShowForcedUpdates=false".to_string()]);
+        // One refspec without `+`: git must check, or it would take a rewind for a fast-forward.
+        let mixed = args(&["+refs/boulder/*:refs/r/*", "refs/heads/main:refs/r/main"], true);
+        assert!(at(&mixed, "--no-show-forced-updates").is_none(), "{mixed:?}");
+        assert!(at(&args(&["+a:b"], false), "--no-show-forced-updates").is_none());
+    }
+
+    #[test]
     fn fetch_porcelain_lines_are_parsed() {
         let z = "0".repeat(40);
         let a = "a".repeat(40);
