@@ -389,7 +389,8 @@ fn post_commit_runs_git_boulder_directly_without_a_shell_or_path() {
 #[test]
 fn a_direct_hook_moved_aside_by_another_manager_still_records() {
     // pre-commit's `install -t post-commit` keeps the hook it replaces as `<name>.legacy` and runs
-    // it by that name; lefthook does the same with `<name>.old`.
+    // it by that name; a wrapper that runs a `<name>.old` copy (lefthook keeps one, though 2.x
+    // does not run it) works the same.
     let repo = with_hooks();
     repo.boulder(&["stream", "init", "auth"]).ok();
     let hooks = repo.dir.join(".git/hooks");
@@ -416,12 +417,24 @@ fn a_direct_hook_moved_aside_by_another_manager_still_records() {
 fn a_direct_hook_whose_binary_is_gone_lets_the_commit_through_and_doctor_names_the_fix() {
     let repo = sample();
     repo.boulder(&["stream", "init", "auth"]).ok();
+    repo.boulder(&["hooks", "uninstall"]).ok();
     // Hooks installed by a copy of git-boulder that is then removed (moved, uninstalled).
     let copy_dir = repo.dir.join("../gone-bin");
     std::fs::create_dir_all(&copy_dir).unwrap();
     let copy = copy_dir.join("git-boulder");
     std::fs::copy(bin(), &copy).unwrap();
-    let out = repo.command(copy.to_str().unwrap()).args(["hooks", "install"]).current_dir(&repo.dir).output().unwrap();
+    // The copy is PATH's git-boulder when it installs: the direct hook names it.
+    let path = std::env::join_paths(std::iter::once(copy_dir.clone()).chain(std::env::split_paths(
+        &repo.command("true").get_envs().find(|(k, _)| *k == "PATH").unwrap().1.unwrap().to_owned(),
+    )))
+    .unwrap();
+    let out = repo
+        .command(copy.to_str().unwrap())
+        .env("PATH", &path)
+        .args(["hooks", "install"])
+        .current_dir(&repo.dir)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let hook = std::fs::read_to_string(repo.dir.join(".git/hooks/post-commit")).unwrap();
     assert!(hook.lines().next().unwrap().contains("gone-bin/git-boulder"), "{hook}");
@@ -442,6 +455,96 @@ fn a_direct_hook_whose_binary_is_gone_lets_the_commit_through_and_doctor_names_t
     assert!(doctor.stdout.contains("gone-bin/git-boulder, which is not there"), "{}", doctor.stdout);
     repo.boulder(&["hooks", "install"]).ok();
     commit_in(&repo, &wt, "src/auth/b.rs", "b\n", "after reinstall").ok();
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 1);
+}
+
+/// A folder holding `git-boulder` as `kind`: a copy of the binary, a symlink to it, or a
+/// wrapper script that runs it (as version managers install).
+fn bin_dir(repo: &TestRepo, folder: &str, kind: &str) -> std::path::PathBuf {
+    let dir = repo.dir.join("..").join(folder);
+    std::fs::create_dir_all(&dir).unwrap();
+    let at = dir.join("git-boulder");
+    match kind {
+        "copy" => {
+            std::fs::copy(bin(), &at).unwrap();
+        }
+        #[cfg(unix)]
+        "symlink" => std::os::unix::fs::symlink(bin(), &at).unwrap(),
+        _ => {
+            std::fs::write(&at, format!("#!/bin/sh\nexec '{}' \"$@\"\n", bin())).unwrap();
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        }
+    }
+    dir
+}
+
+/// `git-boulder ARGS` run as `program`, with `first` first on PATH.
+fn boulder_via(repo: &TestRepo, program: &std::path::Path, first: &std::path::Path, args: &[&str]) -> Run {
+    let mut cmd = repo.command(program);
+    let path: Vec<std::path::PathBuf> = std::iter::once(first.to_path_buf())
+        .chain(std::env::split_paths(&cmd.get_envs().find(|(k, _)| *k == "PATH").unwrap().1.unwrap().to_owned()))
+        .collect();
+    Run::from(cmd.env("PATH", std::env::join_paths(path).unwrap()).args(args).current_dir(&repo.dir).output().unwrap())
+}
+
+fn first_line(repo: &TestRepo) -> String {
+    std::fs::read_to_string(repo.dir.join(".git/hooks/post-commit")).unwrap().lines().next().unwrap().to_string()
+}
+
+#[test]
+fn post_commit_is_direct_only_when_path_finds_the_installing_binary() {
+    // A version manager's wrapper script on PATH: the version's own path would vanish with an
+    // upgrade, so the shell shim, which asks PATH each time.
+    let repo = sample();
+    let wrapper = bin_dir(&repo, "shims", "wrapper");
+    boulder_via(&repo, std::path::Path::new(bin()), &wrapper, &["hooks", "install"]).ok();
+    assert_eq!(first_line(&repo), "#!/bin/sh");
+    // A symlink to the binary on PATH (cargo, a package manager): named by its stable path.
+    let repo = sample();
+    let link = bin_dir(&repo, "links", "symlink");
+    boulder_via(&repo, &link.join("git-boulder"), &link, &["hooks", "install"]).ok();
+    assert_eq!(first_line(&repo), format!("#!{} hook-file", link.join("git-boulder").display()));
+    // Characters some readers of `#!` lines take apart: the shell shim.
+    let repo = sample();
+    let odd = bin_dir(&repo, "odd\\dir", "copy");
+    boulder_via(&repo, &odd.join("git-boulder"), &odd, &["hooks", "install"]).ok();
+    assert_eq!(first_line(&repo), "#!/bin/sh");
+}
+
+#[test]
+fn a_working_direct_hook_is_kept_by_a_git_boulder_run_from_elsewhere() {
+    let repo = sample();
+    let link = bin_dir(&repo, "links", "symlink");
+    boulder_via(&repo, &link.join("git-boulder"), &link, &["hooks", "install"]).ok();
+    let hook = std::fs::read(repo.dir.join(".git/hooks/post-commit")).unwrap();
+    // The same binary by its own path, PATH without it (a harness, CI): installed, kept.
+    let elsewhere = bin_dir(&repo, "elsewhere", "copy");
+    let st = boulder_via(&repo, &elsewhere.join("git-boulder"), &elsewhere, &["hooks", "status", "--json"]).ok().json();
+    assert_eq!(st[0]["state"], "installed", "{st}");
+    boulder_via(&repo, &elsewhere.join("git-boulder"), &elsewhere, &["stream", "init", "auth"]).ok();
+    boulder_via(&repo, &elsewhere.join("git-boulder"), &elsewhere, &["hooks", "install"]).ok();
+    assert_eq!(std::fs::read(repo.dir.join(".git/hooks/post-commit")).unwrap(), hook, "not rewritten");
+    let doctor = boulder_via(&repo, &elsewhere.join("git-boulder"), &elsewhere, &["doctor", "--json"]);
+    assert!(!doctor.stdout.contains("post-commit hook"), "{}", doctor.stdout);
+}
+
+#[test]
+fn direct_hooks_turned_off_make_every_hook_a_shell_shim() {
+    let repo = with_hooks();
+    assert!(first_line(&repo).ends_with(" hook-file"));
+    repo.git(&["config", "boulder.directHooks", "false"]).ok();
+    let st = repo.boulder(&["hooks", "status", "--json"]).ok().json();
+    assert_eq!(st[0]["state"], "outdated", "{st}");
+    repo.boulder(&["hooks", "install"]).ok();
+    assert_eq!(first_line(&repo), "#!/bin/sh");
+    assert_eq!(repo.boulder(&["hooks", "status", "--json"]).ok().json()[0]["state"], "installed");
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    commit_in(&repo, &wt, "src/auth/a.rs", "a\n", "through the shim").ok();
     assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 1);
 }
 

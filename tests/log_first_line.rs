@@ -103,3 +103,15 @@ fn the_first_lines_keep_the_order_by_time_when_clocks_disagree_a_little() {
     let first = repo.boulder(&["log", "prd", "-n", "12"]).ok();
     assert_eq!(printed_ops(&repo, n, &first.stdout), &want[..12]);
 }
+
+#[test]
+fn log_n_gives_the_newest_ops_even_when_many_are_read_late() {
+    let repo = TestRepo::with_files(&[("README.md", "hello\n")]);
+    let n = 300;
+    // The newest 100 ops from a machine a day behind: by time they belong below the other 200,
+    // read 100 places before their place (more than the 64 read ahead for the first lines).
+    let at = |i: u64| 1_700_000_000 + i as i64 - if i > 200 { 86_400 } else { 0 };
+    write_ops(&repo, n, at, None);
+    let first = repo.boulder(&["log", "prd", "-n", "3"]).ok();
+    assert_eq!(printed_ops(&repo, n, &first.stdout), vec![200, 199, 198]);
+}

@@ -80,7 +80,8 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
     // for the first lines (so the first line comes at once) and grows with the lines printed —
     // as many ops as lines printed so far — up to WINDOW: an op read `d` ops after its place is
     // printed at its place when `d` is below the window's size when its line is due (below
-    // FIRST_WINDOW, or below the number of lines before it, and always below WINDOW).
+    // FIRST_WINDOW, or below the number of lines before it, and always below WINDOW); later than
+    // that, it is printed as soon as it is read. With `-n` the window is WINDOW from the start.
     // Kept sorted, newest first: an op read usually belongs at the end (one comparison); one
     // whose time is out of place is inserted where it belongs.
     let mut window: std::collections::VecDeque<Ranked> = std::collections::VecDeque::new();
@@ -89,7 +90,9 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
     let mut done = false;
     let mut ops_read = 0usize;
     while printed < limit {
-        let size = printed.clamp(FIRST_WINDOW, WINDOW);
+        // `-n N` asks for the N newest: the whole window from the first line, so they are the
+        // same as further down.
+        let size = if args.max_count.is_some() { WINDOW } else { printed.clamp(FIRST_WINDOW, WINDOW) };
         while !done && window.len() < size {
             match next_op(&mut logs)? {
                 Some((i, entry)) => {

@@ -41,8 +41,8 @@ pub const NAMES: &[&str] = &["post-commit", "post-rewrite", "pre-push", "pre-com
 const PRE_COMMIT: (&str, bool) = ("pre-commit", false);
 /// Suffix of a previous hook moved aside.
 const ORIG: &str = ".boulder-orig";
-/// Names other hook managers give a hook they move aside to put theirs in its place, and then
-/// run: pre-commit's `.legacy`, lefthook's `.old`.
+/// Names other hook managers give a hook they move aside to put theirs in its place:
+/// pre-commit's `.legacy` (which its hook runs), lefthook's `.old` (which lefthook 2.x does not).
 const MOVED_ASIDE: &[&str] = &[".legacy", ".old"];
 /// Every hook git runs from the hooks folder (githooks(5)), for the pass-throughs.
 const GIT_HOOKS: &[&str] = &[
@@ -133,10 +133,12 @@ fn direct(name: &str, binary: &str) -> String {
     )
 }
 
-/// The path of this binary as a `#!` line can name it: absolute, UTF-8, no blanks or control
-/// characters, and short enough for every kernel (a `#!` line of at most 127 bytes). `PATH`'s
-/// `git-boulder` when it is this very file (a symlink a package manager keeps in place across
-/// upgrades), else the binary's own path.
+/// The path a direct hook names: `PATH`'s `git-boulder`, and only when it is this very binary (a
+/// file, or a symlink a package manager keeps in place across upgrades — never a version's own
+/// folder behind a wrapper script, which an upgrade removes); absolute, of characters every
+/// reader of `#!` lines takes as they are (`[A-Za-z0-9/._+-]`), and short enough for every
+/// kernel (a `#!` line of at most 127 bytes). `None`: the shell shim, which finds git-boulder on
+/// `PATH` each time.
 fn direct_binary() -> Option<String> {
     if !cfg!(unix) {
         return None;
@@ -144,16 +146,37 @@ fn direct_binary() -> Option<String> {
     let exe = std::env::current_exe().ok()?;
     let on_path = std::env::var_os("PATH").and_then(|p| {
         std::env::split_paths(&p).map(|d| d.join("git-boulder")).find(|c| c.is_absolute() && c.is_file())
-    });
-    let path = match on_path {
-        Some(p) if same_file(&p, &exe) => p,
-        _ => exe,
-    };
-    let path = path.to_str()?.to_string();
+    })?;
+    if !same_file(&on_path, &exe) {
+        return None;
+    }
+    let path = on_path.to_str()?.to_string();
     let fits = path.starts_with('/')
-        && !path.chars().any(|c| c.is_whitespace() || c.is_control())
+        && path.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._+-".contains(&b))
         && format!("#!{path} {DIRECT_WORD}").len() <= 127;
     fits.then_some(path)
+}
+
+/// Whether `text`, the hook file `name`, is a direct hook that works: the program on its `#!`
+/// line is an executable `git-boulder` that exists, and the rest is what git-boulder writes for
+/// it. Such a hook is kept as it is, whichever git-boulder looks (one run by another path, from
+/// a harness or CI, would otherwise rewrite it to its own).
+fn working_direct(name: &str, text: &[u8]) -> bool {
+    let Some(program) = direct_program_of(text) else { return false };
+    let executable = {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(&program).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        }
+        #[cfg(not(unix))]
+        {
+            program.is_file()
+        }
+    };
+    executable
+        && program.file_name().is_some_and(|f| f == "git-boulder")
+        && program.to_str().is_some_and(|p| text == direct(name, p).as_bytes())
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -177,15 +200,37 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// refs to a hook that never started), and a pre-commit that cannot start fails every commit.
 const DIRECT: &[&str] = &["post-commit"];
 
-/// The hook git-boulder writes as `dir/name`: direct for [`DIRECT`] when nothing is to run first
-/// (no chain, no `<name>.boulder-orig`) and this binary's path allows, else the shell shim.
-fn wanted_hook(dir: &Path, name: &str, stdin: bool, chain: Option<&Chain>) -> String {
-    if DIRECT.contains(&name) && chain.is_none() && !dir.join(format!("{name}{ORIG}")).exists() {
+/// The git config key that, set to `false`, makes every hook a shell shim: for a repository
+/// whose hooks folder serves machines or containers with git-boulder at different paths.
+const DIRECT_KEY: &str = "boulder.directHooks";
+
+/// Whether [`DIRECT`] hooks may be written in `repo` ([`DIRECT_KEY`]).
+fn directs_allowed(repo: &Repo) -> bool {
+    repo.config_bool(DIRECT_KEY) != Some(false)
+}
+
+/// Whether `dir/name` may be a direct hook: one of [`DIRECT`], allowed, nothing to run first (no
+/// chain, no `<name>.boulder-orig`).
+fn may_be_direct(dir: &Path, name: &str, chain: Option<&Chain>, allowed: bool) -> bool {
+    allowed && DIRECT.contains(&name) && chain.is_none() && !dir.join(format!("{name}{ORIG}")).exists()
+}
+
+/// The hook git-boulder writes as `dir/name`: direct when it [`may_be_direct`] and this binary
+/// is `PATH`'s git-boulder ([`direct_binary`]), else the shell shim.
+fn wanted_hook(dir: &Path, name: &str, stdin: bool, chain: Option<&Chain>, allowed: bool) -> String {
+    if may_be_direct(dir, name, chain, allowed) {
         if let Some(binary) = direct_binary() {
             return direct(name, &binary);
         }
     }
     shim(name, stdin, chain)
+}
+
+/// Whether the hook file `dir/name` holding `current` is git-boulder's, as it should be: what
+/// [`wanted_hook`] writes, or a direct hook that works where one may be.
+fn is_installed(dir: &Path, name: &str, stdin: bool, chain: Option<&Chain>, allowed: bool, current: &[u8]) -> bool {
+    current == wanted_hook(dir, name, stdin, chain, allowed).as_bytes()
+        || (may_be_direct(dir, name, chain, allowed) && working_direct(name, current))
 }
 
 /// The hook a direct hook file stands for, by the name git (or a hook manager that moved it
@@ -198,7 +243,10 @@ pub fn direct_hook_name(path: &Path) -> Option<&'static str> {
 
 /// The program a direct hook file names on its `#!` line.
 fn direct_program(hook: &Path) -> Option<PathBuf> {
-    let text = std::fs::read(hook).ok()?;
+    direct_program_of(&std::fs::read(hook).ok()?)
+}
+
+fn direct_program_of(text: &[u8]) -> Option<PathBuf> {
     let first = String::from_utf8_lossy(text.split(|b| *b == b'\n').next()?).into_owned();
     let program = first.strip_prefix("#!")?.strip_suffix(&format!(" {DIRECT_WORD}"))?;
     Some(PathBuf::from(program))
@@ -366,7 +414,8 @@ impl HookStatus {
             "foreign" => format!("{} is another tool's hook; git-boulder's is not installed beside it", self.path),
             _ => match direct_program(Path::new(&self.path)).filter(|p| !p.exists()) {
                 Some(gone) => format!(
-                    "the {} hook at {} runs {}, which is not there (git-boulder moved or was removed)",
+                    "the {} hook at {} runs {}, which is not there (git-boulder moved or was removed; \
+                     where it lives at different paths, set `git config boulder.directHooks false`)",
                     self.name,
                     self.path,
                     gone.display()
@@ -404,18 +453,18 @@ fn set_executable(path: &Path) -> Result<()> {
 pub fn install(repo: &Repo, pre_commit: bool) -> Result<Report> {
     let wanted: Vec<(&str, bool)> = HOOKS.iter().copied().chain(pre_commit.then_some(PRE_COMMIT)).collect();
     match layout(repo) {
-        Layout::Shared(dir) => install_shared(&dir, &wanted),
+        Layout::Shared(dir) => install_shared(&dir, &wanted, directs_allowed(repo)),
         Layout::Chained { dir, chain, installed } => install_chained(repo, &dir, &chain, installed, &wanted),
     }
 }
 
-fn install_shared(dir: &Path, wanted: &[(&str, bool)]) -> Result<Report> {
+fn install_shared(dir: &Path, wanted: &[(&str, bool)], allowed: bool) -> Result<Report> {
     std::fs::create_dir_all(dir).map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
     let mut lines = Vec::new();
     for &(name, stdin) in wanted {
         let path = dir.join(name);
         let orig = dir.join(format!("{name}{ORIG}"));
-        let text = wanted_hook(dir, name, stdin, None);
+        let text = wanted_hook(dir, name, stdin, None, allowed);
         // A previous hook kept as `<name>.boulder-orig` runs first: that takes the shell shim.
         let chained = shim(name, stdin, None);
         // Another manager that put its hook in place of ours keeps ours under its own name and
@@ -423,7 +472,7 @@ fn install_shared(dir: &Path, wanted: &[(&str, bool)]) -> Result<Report> {
         let ours_aside: Vec<PathBuf> =
             MOVED_ASIDE.iter().map(|s| dir.join(format!("{name}{s}"))).filter(|p| is_ours_at(p)).collect();
         match std::fs::read(&path) {
-            Ok(current) if current == text.as_bytes() => {
+            Ok(current) if is_installed(dir, name, stdin, None, allowed, &current) => {
                 lines.push(format!("{name}: already installed"));
                 continue;
             }
@@ -647,13 +696,14 @@ pub fn status(repo: &Repo) -> Result<Vec<HookStatus>> {
         Layout::Chained { .. } => (hooks_dir(repo), None),
     };
     let worktrees = worktree_dirs(repo)?;
+    let allowed = directs_allowed(repo);
     let mut out = Vec::new();
     for (name, stdin) in HOOKS.iter().copied().chain([PRE_COMMIT]) {
         let path = dir.join(name);
         let orig = dir.join(format!("{name}{ORIG}"));
         let state = match std::fs::read(&path) {
             Err(_) => "missing",
-            Ok(t) if t == wanted_hook(&dir, name, stdin, chain.as_ref()).as_bytes() => "installed",
+            Ok(t) if is_installed(&dir, name, stdin, chain.as_ref(), allowed, &t) => "installed",
             Ok(t) if chain.is_some() && name == PRE_COMMIT.0 && is_ours(&String::from_utf8_lossy(&t)) => "missing",
             Ok(t) if is_ours(&String::from_utf8_lossy(&t)) => "outdated",
             Ok(_) => "foreign",
