@@ -400,13 +400,10 @@ fn a_direct_hook_moved_aside_by_another_manager_still_records() {
         } else {
             std::fs::rename(hooks.join("post-commit.legacy"), hooks.join(aside)).unwrap();
         }
-        let wrapper = format!("#!/bin/sh\nexec \"$(dirname \"$0\")/{aside}\" \"$@\"\n");
-        std::fs::write(hooks.join("post-commit"), wrapper).unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(hooks.join("post-commit"), std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
+        write_executable(
+            &hooks.join("post-commit"),
+            &format!("#!/bin/sh\nexec \"$(dirname \"$0\")/{aside}\" \"$@\"\n"),
+        );
         let wt = repo.dir.join(".boulder/worktrees/auth");
         commit_in(&repo, &wt, &format!("src/auth/{n}.rs"), "x\n", "moved aside").ok();
         assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], n, "run as {aside}");
@@ -458,6 +455,16 @@ fn a_direct_hook_whose_binary_is_gone_lets_the_commit_through_and_doctor_names_t
     assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 1);
 }
 
+/// Write `text` as an executable file (mode 755).
+fn write_executable(path: &std::path::Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
 /// A folder holding `git-boulder` as `kind`: a copy of the binary, a symlink to it, or a
 /// wrapper script that runs it (as version managers install).
 fn bin_dir(repo: &TestRepo, folder: &str, kind: &str) -> std::path::PathBuf {
@@ -470,14 +477,7 @@ fn bin_dir(repo: &TestRepo, folder: &str, kind: &str) -> std::path::PathBuf {
         }
         #[cfg(unix)]
         "symlink" => std::os::unix::fs::symlink(bin(), &at).unwrap(),
-        _ => {
-            std::fs::write(&at, format!("#!/bin/sh\nexec '{}' \"$@\"\n", bin())).unwrap();
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o755)).unwrap();
-            }
-        }
+        _ => write_executable(&at, &format!("#!/bin/sh\nexec '{}' \"$@\"\n", bin())),
     }
     dir
 }
@@ -553,13 +553,10 @@ fn post_commit_with_a_previous_hook_and_without_the_binary_on_path_warns_once_an
     let repo = sample();
     let hooks = repo.dir.join(".git/hooks");
     std::fs::create_dir_all(&hooks).unwrap();
-    let user = "#!/bin/sh\necho ran >> \"$(git rev-parse --git-common-dir)/user.log\"\n";
-    std::fs::write(hooks.join("post-commit"), user).unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(hooks.join("post-commit"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    write_executable(
+        &hooks.join("post-commit"),
+        "#!/bin/sh\necho ran >> \"$(git rev-parse --git-common-dir)/user.log\"\n",
+    );
     repo.boulder(&["hooks", "install"]).ok();
     // A previous hook to run first: the shell shim, which finds git-boulder on PATH.
     let shim = std::fs::read_to_string(hooks.join("post-commit")).unwrap();
