@@ -335,20 +335,17 @@ impl Workspace {
         prd_main: &Prd,
         done: &std::collections::BTreeSet<String>,
     ) -> Result<Vec<Story>> {
-        let own = self.stream_prd(plan, stream)?;
-        let source = own.as_deref().unwrap_or(prd_main);
-        Ok(stream
-            .stories
-            .iter()
-            .filter_map(|id| source.story(id).or_else(|| prd_main.story(id)))
-            .cloned()
-            .map(|mut s| {
-                if done.contains(&s.id) {
-                    s.status = Status::Completed;
-                }
-                s
-            })
-            .collect())
+        self.with_stream_stories(plan, stream, prd_main, |stories| {
+            stories
+                .cloned()
+                .map(|mut s| {
+                    if done.contains(&s.id) {
+                        s.status = Status::Completed;
+                    }
+                    s
+                })
+                .collect()
+        })
     }
 
     /// How many of a stream's stories are done, as [`Workspace::stream_stories`] counts them
@@ -360,14 +357,22 @@ impl Workspace {
         prd_main: &Prd,
         done: &std::collections::BTreeSet<String>,
     ) -> Result<usize> {
+        self.with_stream_stories(plan, stream, prd_main, |stories| {
+            stories.filter(|s| s.status.is_done() || done.contains(&s.id)).count()
+        })
+    }
+
+    /// `f` of a stream's stories as its own copy of the PRD has them (else the main PRD's).
+    fn with_stream_stories<T>(
+        &self,
+        plan: &Plan,
+        stream: &StreamDef,
+        prd_main: &Prd,
+        f: impl FnOnce(&mut dyn Iterator<Item = &Story>) -> T,
+    ) -> Result<T> {
         let own = self.stream_prd(plan, stream)?;
         let source = own.as_deref().unwrap_or(prd_main);
-        Ok(stream
-            .stories
-            .iter()
-            .filter_map(|id| source.story(id).or_else(|| prd_main.story(id)))
-            .filter(|s| s.status.is_done() || done.contains(&s.id))
-            .count())
+        Ok(f(&mut stream.stories.iter().filter_map(|id| source.story(id).or_else(|| prd_main.story(id)))))
     }
 
     /// The PRD as the stream sees it, when its worktree or branch has one.

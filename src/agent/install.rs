@@ -624,7 +624,7 @@ pub fn status(repo: &Repo) -> Result<Status> {
             files: statuses,
         });
     }
-    Ok(Status { on_path: on_path("git-boulder"), harnesses })
+    Ok(Status { on_path: crate::fsutil::on_path("git-boulder"), harnesses })
 }
 
 fn file_status(harness: Harness, wt: &Path, rel: &str, rec: Option<&FileRecord>) -> Result<FileStatus> {
@@ -647,17 +647,6 @@ fn stale_detail(harness: Harness) -> String {
         Harness::Opencode => "the plugin of this git-boulder".to_string(),
         _ => format!("every hook to run `{}`", files::command(harness)),
     }
-}
-
-/// The first executable `name` on `PATH`.
-fn on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| is_executable(p))
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// What `doctor` reports: per installed harness, a worktree whose file is missing, stale or

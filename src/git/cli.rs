@@ -44,6 +44,28 @@ pub fn run(mut cmd: Command, what: &str) -> Result<Output> {
     Ok(out)
 }
 
+/// Start `cmd` with `input` on its stdin and its stderr captured, and wait for it: its output,
+/// whatever its exit status (the caller's stdout setting is kept).
+fn feed(mut cmd: Command, input: &[u8], what: &str) -> Result<Output> {
+    use std::io::Write;
+    cmd.stdin(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| Error::internal(format!("cannot run git to {what}: {e}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A write error shows in git's exit status and stderr.
+        let _ = stdin.write_all(input);
+    }
+    child.wait_with_output().map_err(|e| Error::internal(format!("git failed to {what}: {e}")))
+}
+
+/// [`run`] with `input` on the command's stdin.
+pub fn run_with_input(cmd: Command, input: &[u8], what: &str) -> Result<Output> {
+    let out = feed(cmd, input, what)?;
+    if !out.status.success() {
+        return Err(Error::internal(format!("git failed to {what}: {}", String::from_utf8_lossy(&out.stderr).trim())));
+    }
+    Ok(out)
+}
+
 /// Write the files `paths` (as recorded in the index file `index_file`) into the worktree
 /// `work_dir` whose git dir is `git_dir`: `git checkout-index -f -u -z --stdin`.
 ///
@@ -54,7 +76,6 @@ pub fn run(mut cmd: Command, what: &str) -> Result<Output> {
 /// (`GIT_INDEX_FILE`): `-u` records the written files' stat data there, and the worktree's own
 /// index (whose lock the caller holds) is not touched.
 pub fn checkout_index(git_dir: &Path, work_dir: &Path, index_file: &Path, paths: &[&[u8]]) -> Result<()> {
-    use std::io::Write;
     let mut cmd = git(work_dir);
     for var in ["GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY", "GIT_PREFIX", "GIT_NAMESPACE"] {
         cmd.env_remove(var);
@@ -63,20 +84,13 @@ pub fn checkout_index(git_dir: &Path, work_dir: &Path, index_file: &Path, paths:
         .env("GIT_WORK_TREE", work_dir)
         .env("GIT_INDEX_FILE", index_file)
         .args(["checkout-index", "-f", "-u", "-z", "--stdin"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| Error::internal(format!("cannot run git checkout-index: {e}")))?;
-    let mut stdin = child.stdin.take().expect("piped stdin");
+        .stdout(Stdio::null());
     let mut input = Vec::new();
     for p in paths {
         input.extend_from_slice(p);
         input.push(0);
     }
-    // A write error shows in git's exit status and stderr below.
-    let _ = stdin.write_all(&input);
-    drop(stdin);
-    let out = child.wait_with_output().map_err(|e| Error::internal(format!("git checkout-index: {e}")))?;
+    let out = feed(cmd, &input, "write files with checkout-index")?;
     if !out.status.success() || !out.stderr.is_empty() && String::from_utf8_lossy(&out.stderr).contains("error:") {
         return Err(Error::internal(format!(
             "git checkout-index could not write files into {}: {}",
@@ -580,19 +594,8 @@ fn restore_index(dir: &Path, paths: &[&str], before: &[u8]) -> Result<()> {
     }
     if !before.is_empty() {
         let mut info = as_user(dir);
-        info.args(["update-index", "-z", "--index-info"]).stdin(Stdio::piped()).stdout(Stdio::null());
-        let mut child = info.spawn().map_err(|e| Error::internal(format!("cannot run git update-index: {e}")))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            use std::io::Write;
-            stdin.write_all(before)?;
-        }
-        let out = child.wait_with_output().map_err(|e| Error::internal(format!("git update-index: {e}")))?;
-        if !out.status.success() {
-            return Err(Error::internal(format!(
-                "git failed to restore the index: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
+        info.args(["update-index", "-z", "--index-info"]).stdout(Stdio::null());
+        run_with_input(info, before, "restore the index")?;
     }
     Ok(())
 }
@@ -607,15 +610,11 @@ fn restore_index(dir: &Path, paths: &[&str], before: &[u8]) -> Result<()> {
 /// also exactly what `git gc` does for the same objects, so the result is what git itself reads
 /// best; auto maintenance is left out (this is the maintenance).
 pub fn pack_objects(dir: &Path, objects_dir: &Path, tips: &[String], packed: &[String]) -> Result<usize> {
-    use std::io::Write;
     let mut cmd = git(dir);
     cmd.arg("pack-objects")
         .args(["--revs", "--unpacked", "--quiet", "--non-empty"])
         .arg(objects_dir.join("pack").join("pack"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| Error::internal(format!("cannot run git pack-objects: {e}")))?;
+        .stdout(Stdio::piped());
     let mut input = String::new();
     for t in tips {
         input.push_str(t);
@@ -628,17 +627,7 @@ pub fn pack_objects(dir: &Path, objects_dir: &Path, tips: &[String], packed: &[S
             input.push('\n');
         }
     }
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    // A write error shows in git's exit status and stderr below.
-    let _ = stdin.write_all(input.as_bytes());
-    drop(stdin);
-    let out = child.wait_with_output().map_err(|e| Error::internal(format!("git pack-objects: {e}")))?;
-    if !out.status.success() {
-        return Err(Error::internal(format!(
-            "git failed to pack the state objects: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
+    let out = run_with_input(cmd, input.as_bytes(), "pack the state objects")?;
     // The name of the pack written, if any: then its index says how many objects it holds.
     let name = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let count = if name.is_empty() {
@@ -660,24 +649,10 @@ pub fn pack_objects(dir: &Path, objects_dir: &Path, tips: &[String], packed: &[S
 /// Why the git CLI: gix 0.90 reads commit-graphs but cannot write one. git's own `gc` writes
 /// the same file for every ref, so git and git-boulder read the same graph.
 pub fn write_commit_graph(dir: &Path, tips: &[String]) -> Result<()> {
-    use std::io::Write;
     let mut cmd = git(dir);
     cmd.args(["commit-graph", "write", "--split", "--append", "--stdin-commits", "--no-progress"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| Error::internal(format!("cannot run git commit-graph: {e}")))?;
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    // A write error shows in git's exit status and stderr below.
-    let _ = stdin.write_all(tips.join("\n").as_bytes());
-    drop(stdin);
-    let out = child.wait_with_output().map_err(|e| Error::internal(format!("git commit-graph: {e}")))?;
-    if !out.status.success() {
-        return Err(Error::internal(format!(
-            "git failed to write the commit-graph: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
+        .stdout(Stdio::null());
+    run_with_input(cmd, tips.join("\n").as_bytes(), "write the commit-graph")?;
     Ok(())
 }
 

@@ -144,10 +144,8 @@ fn direct_binary() -> Option<String> {
         return None;
     }
     let exe = std::env::current_exe().ok()?;
-    let on_path = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p).map(|d| d.join("git-boulder")).find(|c| c.is_absolute() && c.is_file())
-    })?;
-    if !same_file(&on_path, &exe) {
+    let on_path = crate::fsutil::on_path("git-boulder")?;
+    if !crate::fsutil::same_file(&on_path, &exe) {
         return None;
     }
     let path = on_path.to_str()?.to_string();
@@ -163,35 +161,9 @@ fn direct_binary() -> Option<String> {
 /// a harness or CI, would otherwise rewrite it to its own).
 fn working_direct(name: &str, text: &[u8]) -> bool {
     let Some(program) = direct_program_of(text) else { return false };
-    let executable = {
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::metadata(&program).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        }
-        #[cfg(not(unix))]
-        {
-            program.is_file()
-        }
-    };
-    executable
+    crate::fsutil::is_executable(&program)
         && program.file_name().is_some_and(|f| f == "git-boulder")
         && program.to_str().is_some_and(|p| text == direct(name, p).as_bytes())
-}
-
-fn same_file(a: &Path, b: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        match (std::fs::metadata(a), std::fs::metadata(b)) {
-            (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-            _ => false,
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        a == b
-    }
 }
 
 /// The hooks written direct when they can be: post-commit, the one that runs on every commit. The
