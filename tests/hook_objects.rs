@@ -1,6 +1,9 @@
 //! The objects the post-commit hook writes (an op's blobs, tree and commit; the note's blob,
-//! notes tree and commit): loose objects git reads and `git fsck --strict` accepts, written as
-//! stored zlib streams (as git writes with `core.looseCompression=0`), none left half-written.
+//! notes tree and commit): one small pack per commit that git reads and `git fsck --strict`
+//! accepts, its objects stored whole (stored zlib streams, as git writes with
+//! `core.looseCompression=0`), none left half-written; small packs rolled up once eight have
+//! gathered; loose objects while a multi-pack-index exists; a lost race or a kill between the
+//! pack and the refs leaves a consistent repository and the record complete.
 
 use crate::common::*;
 
@@ -9,52 +12,212 @@ fn loose_file(repo: &TestRepo, id: &str) -> Option<Vec<u8>> {
     std::fs::read(repo.dir.join(".git/objects").join(&id[..2]).join(&id[2..])).ok()
 }
 
-#[test]
-fn hook_objects_are_stored_loose_objects_git_reads() {
+/// The pack indexes of `repo`, by path.
+fn indexes(repo: &TestRepo) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<_> = std::fs::read_dir(repo.dir.join(".git/objects/pack"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "idx"))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The object ids `git verify-pack -v` lists for the pack of `idx` (which it verifies).
+fn pack_ids(repo: &TestRepo, idx: &std::path::Path) -> Vec<String> {
+    let out = repo.git_out(&["verify-pack", "-v", idx.to_str().unwrap()]);
+    out.lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| w.len() == 40 && w.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The ids of the objects of the last op of `op_ref` and of the last notes commit, the note of
+/// `head` included.
+fn record_ids(repo: &TestRepo, op_ref: &str, head: &str) -> Vec<String> {
+    let op = repo.git_out(&["rev-parse", op_ref]);
+    let notes = repo.git_out(&["rev-parse", "refs/notes/boulder"]);
+    let op_tree = repo.git_out(&["rev-parse", &format!("{op}^{{tree}}")]);
+    vec![
+        repo.git_out(&["rev-parse", &format!("{op_tree}:op.json")]),
+        repo.git_out(&["rev-parse", &format!("{op_tree}:state.json")]),
+        op_tree,
+        op,
+        repo.git_out(&["rev-parse", &format!("refs/notes/boulder:{head}")]),
+        repo.git_out(&["rev-parse", &format!("{notes}^{{tree}}")]),
+        notes,
+    ]
+}
+
+fn hooked_stream() -> (TestRepo, std::path::PathBuf) {
     let repo = sample();
     repo.boulder(&["hooks", "install"]).ok();
     repo.boulder(&["stream", "init", "auth"]).ok();
     let wt = repo.worktree("auth");
+    (repo, wt)
+}
+
+fn head_of(repo: &TestRepo, wt: &std::path::Path) -> String {
+    repo.git_in(wt, &["rev-parse", "HEAD"]).ok().stdout.trim().to_string()
+}
+
+fn note_of(repo: &TestRepo, commit: &str) -> serde_json::Value {
+    let note = repo.git(&["notes", "--ref", "boulder", "show", commit]).ok().stdout;
+    serde_json::from_str(note.trim()).unwrap()
+}
+
+#[test]
+fn hook_objects_are_one_pack_git_reads() {
+    let (repo, wt) = hooked_stream();
     for i in 0..3 {
         commit_in(&repo, &wt, "src/auth/login.rs", format!("// login {i}\n"), &format!("login {i}"));
     }
-    let head = repo.git_in(&wt, &["rev-parse", "HEAD"]).ok().stdout.trim().to_string();
+    let head = head_of(&repo, &wt);
 
     // The note, through plain git.
-    let note = repo.git(&["notes", "--ref", "boulder", "show", &head]).ok().stdout;
-    let note: serde_json::Value = serde_json::from_str(note.trim()).unwrap();
+    let note = note_of(&repo, &head);
     assert_eq!(note["stream"], "auth");
     assert_eq!(note["iteration"], 3);
 
-    // Every object of the last op and of the last notes commit, read back by git, is a stored
-    // zlib stream: header 78 01, then one final stored block (first byte 1).
-    let op = repo.git_out(&["rev-parse", "refs/boulder/boulders/auth"]);
-    let notes = repo.git_out(&["rev-parse", "refs/notes/boulder"]);
-    let note_blob = repo.git_out(&["rev-parse", &format!("refs/notes/boulder:{head}")]);
-    let mut ids =
-        vec![op.clone(), notes.clone(), note_blob, repo.git_out(&["rev-parse", &format!("{notes}^{{tree}}")])];
-    let op_tree = repo.git_out(&["rev-parse", &format!("{op}^{{tree}}")]);
-    ids.push(repo.git_out(&["rev-parse", &format!("{op_tree}:op.json")]));
-    ids.push(repo.git_out(&["rev-parse", &format!("{op_tree}:state.json")]));
-    ids.push(op_tree);
+    // Every object of the last record is in one pack, and none is loose; git verifies the pack.
+    let ids = record_ids(&repo, "refs/boulder/boulders/auth", &head);
     for id in &ids {
-        let bytes = loose_file(&repo, id).unwrap_or_else(|| panic!("{id} is not a loose object"));
-        assert_eq!(&bytes[..3], &[0x78, 0x01, 0x01], "{id}: not one stored block");
+        assert!(loose_file(&repo, id).is_none(), "{id} is loose");
         repo.git(&["cat-file", "-e", id]).ok();
     }
+    let holding: Vec<_> = indexes(&repo).into_iter().filter(|idx| pack_ids(&repo, idx).contains(&ids[3])).collect();
+    assert_eq!(holding.len(), 1, "the op commit is in one pack: {holding:?}");
+    let mut listed = pack_ids(&repo, &holding[0]);
+    let mut want = ids.clone();
+    listed.sort();
+    want.sort();
+    assert_eq!(listed, want, "the pack holds exactly the record's seven objects");
+
+    // Its objects are stored whole: after the pack header and the first entry's type and size,
+    // a zlib stream of stored blocks (78 01, then a block header with BTYPE 00).
+    let pack = std::fs::read(holding[0].with_extension("pack")).unwrap();
+    assert_eq!(&pack[..8], b"PACK\0\0\0\x02");
+    let mut at = 12;
+    while pack[at] & 0x80 != 0 {
+        at += 1;
+    }
+    assert_eq!(&pack[at + 1..at + 3], &[0x78, 0x01]);
+    assert_eq!(pack[at + 3] & 0b110, 0, "not a stored block");
+
     let state: serde_json::Value =
-        serde_json::from_str(&repo.git_out(&["cat-file", "-p", &format!("{op}:state.json")])).unwrap();
+        serde_json::from_str(&repo.git_out(&["cat-file", "-p", "refs/boulder/boulders/auth:state.json"])).unwrap();
     assert_eq!(state["iteration"], 3);
 
-    // Nothing half-written is left in the object folders.
-    for entry in std::fs::read_dir(repo.dir.join(".git/objects")).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_dir() {
-            for f in std::fs::read_dir(entry.path()).unwrap() {
-                let name = f.unwrap().file_name().to_string_lossy().into_owned();
-                assert!(!name.starts_with("tmp_obj_"), "left behind: {name}");
-            }
-        }
+    // Nothing half-written is left behind.
+    for entry in std::fs::read_dir(repo.dir.join(".git/objects/pack")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        assert!(!name.starts_with("tmp_"), "left behind: {name}");
     }
+    repo.assert_fsck();
+}
+
+#[test]
+fn small_packs_are_rolled_up_and_gc_packs_them_all() {
+    let (repo, wt) = hooked_stream();
+    let before = indexes(&repo).len();
+    let mut most = 0;
+    for i in 0..20 {
+        commit_in(&repo, &wt, "src/auth/login.rs", format!("// login {i}\n"), &format!("login {i}"));
+        most = most.max(indexes(&repo).len() - before);
+    }
+    assert!((2..=8).contains(&most), "small packs gather, at most eight before they are rolled up: saw {most}");
+    assert!(indexes(&repo).len() - before < 8);
+    let head = head_of(&repo, &wt);
+    assert_eq!(note_of(&repo, &head)["iteration"], 20);
+    assert_eq!(repo.git_out(&["notes", "--ref=boulder", "list"]).lines().count(), 20);
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 20);
+    let log = repo.boulder_in(&wt, &["log", "auth"]).ok().stdout;
+    assert_eq!(log.lines().filter(|l| l.contains("activity")).count(), 20, "{log}");
+    repo.assert_fsck();
+
+    // `git boulder gc` rolls up every small pack: at most the state pack and the rolled-up one.
+    repo.boulder(&["gc"]).ok();
+    assert!(indexes(&repo).len() <= 2, "{:?}", indexes(&repo));
+    for idx in indexes(&repo) {
+        pack_ids(&repo, &idx);
+    }
+    repo.assert_fsck();
+    // And git's own gc takes them as any pack.
+    repo.git(&["gc", "-q"]).ok();
+    repo.assert_fsck();
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 20);
+    assert_eq!(note_of(&repo, &head)["iteration"], 20);
+}
+
+#[test]
+fn a_multi_pack_index_keeps_hook_objects_loose() {
+    let (repo, wt) = hooked_stream();
+    commit_in(&repo, &wt, "src/auth/login.rs", "// login\n", "login");
+    repo.git(&["repack", "-a", "-d", "-q", "--write-midx"]).ok();
+    assert!(repo.dir.join(".git/objects/pack/multi-pack-index").exists());
+    let packs = indexes(&repo);
+    commit_in(&repo, &wt, "src/auth/login.rs", "// login 2\n", "login 2");
+    let head = head_of(&repo, &wt);
+    for id in record_ids(&repo, "refs/boulder/boulders/auth", &head) {
+        assert!(loose_file(&repo, &id).is_some(), "{id} is not loose");
+    }
+    assert_eq!(indexes(&repo), packs, "no pack is added or removed beside a multi-pack-index");
+    assert_eq!(note_of(&repo, &head)["iteration"], 2);
+    repo.assert_fsck();
+}
+
+/// `git commit` in `wt` with extra environment for its hooks.
+fn commit_with(repo: &TestRepo, wt: &std::path::Path, file: &str, msg: &str, env: &[(&str, &str)]) -> Run {
+    std::fs::write(wt.join(file), format!("// {msg}\n")).unwrap();
+    repo.git_in(wt, &["add", "-A"]).ok();
+    let mut cmd = repo.command("git");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Run::from(cmd.args(["commit", "-q", "-m", msg]).current_dir(wt).output().unwrap())
+}
+
+#[test]
+fn a_ref_moved_between_the_pack_and_the_refs_is_appended_to_again() {
+    let (repo, wt) = hooked_stream();
+    commit_in(&repo, &wt, "src/auth/a.rs", "// a\n", "a");
+    // An unrecorded commit, which `record` records while the next commit's hook has written its
+    // pack and not yet moved a ref: both op-log and notes ref move under it.
+    commit_with(&repo, &wt, "src/auth/b.rs", "b", &[("BOULDER_SKIP_HOOKS", "1")]).ok();
+    let b = head_of(&repo, &wt);
+    let record = format!("BOULDER_FAILPOINT_RUN= '{}' record {b}", bin());
+    commit_with(
+        &repo,
+        &wt,
+        "src/auth/c.rs",
+        "c",
+        &[("BOULDER_FAILPOINT_RUN", "record-packed"), ("BOULDER_FAILPOINT_CMD", &record)],
+    )
+    .ok();
+    let c = head_of(&repo, &wt);
+    assert_eq!(note_of(&repo, &b)["iteration"], 2, "recorded meanwhile");
+    assert_eq!(note_of(&repo, &c)["iteration"], 3, "appended again on the moved tip");
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 3);
+    assert_eq!(repo.git_out(&["notes", "--ref=boulder", "list"]).lines().count(), 3);
+    repo.assert_fsck();
+}
+
+#[test]
+fn a_hook_killed_between_the_pack_and_the_refs_leaves_the_repository_consistent() {
+    let (repo, wt) = hooked_stream();
+    commit_in(&repo, &wt, "src/auth/a.rs", "// a\n", "a");
+    let tip = repo.git_out(&["rev-parse", "refs/boulder/boulders/auth"]);
+    let notes = repo.git_out(&["rev-parse", "refs/notes/boulder"]);
+    // The commit is made; its hook dies with its pack written and no ref moved.
+    commit_with(&repo, &wt, "src/auth/b.rs", "b", &[("BOULDER_FAILPOINT", "record-packed")]).ok();
+    let b = head_of(&repo, &wt);
+    assert_eq!(repo.git_out(&["rev-parse", "refs/boulder/boulders/auth"]), tip);
+    assert_eq!(repo.git_out(&["rev-parse", "refs/notes/boulder"]), notes);
+    repo.assert_fsck();
+    // Rerunning finishes the job: `record` records what the hook did not.
+    repo.boulder_in(&wt, &["record"]).ok();
+    assert_eq!(note_of(&repo, &b)["iteration"], 2);
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 2);
     repo.assert_fsck();
 }

@@ -32,6 +32,7 @@ pub mod merge;
 pub mod notes;
 pub mod objects;
 mod open;
+pub mod packfile;
 pub mod refresh;
 pub mod refs;
 pub mod remote;

@@ -47,26 +47,11 @@ pub fn write(repo: &Repo, commit: ObjectId, note: &Note) -> Result<()> {
     // new objects, written without first asking the store whether it holds them, through one
     // writer.
     let loose = Loose::new(repo);
-    let blob = loose
-        .write_buf(gix::objs::Kind::Blob, text.as_bytes())
-        .map_err(|e| Error::internal(format!("cannot write a note: {e}")))?;
-    let fresh = WriteFresh { repo, loose: &loose };
+    let blob = note_blob(&loose, text)?;
     let who = Signature(committer.clone());
     let written = refs::update_with_retry_in(repo, NOTES_REF, RETRY, |_| {
         let tip = tip(repo)?;
-        let mut state = state_at(repo, tip)?;
-        state.edit(commit, Some(blob), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
-        let tree = state.write(&fresh).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
-        let commit = gix::objs::Commit {
-            tree,
-            parents: tip.into_iter().collect(),
-            author: author.clone(),
-            committer: committer.clone(),
-            encoding: None,
-            message: WRITE_MESSAGE.into(),
-            extra_headers: Vec::new(),
-        };
-        let id = loose.write(&commit).map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")))?;
+        let id = notes_commit_of(repo, &loose, tip, commit, blob, &author, &committer)?;
         Ok(Step::Update {
             expected: Expect::from_tip(tip),
             new: id,
@@ -83,6 +68,72 @@ pub fn write(repo: &Repo, commit: ObjectId, note: &Note) -> Result<()> {
         };
         Error::internal(format!("cannot write the note of {commit}: {last}"))
     })
+}
+
+fn note_blob(loose: &Loose, text: &str) -> Result<ObjectId> {
+    loose
+        .write_buf(gix::objs::Kind::Blob, text.as_bytes())
+        .map_err(|e| Error::internal(format!("cannot write a note: {e}")))
+}
+
+/// The notes commit on `tip` that gives `commit` the note `blob`, its trees and itself written
+/// through `loose`.
+fn notes_commit_of(
+    repo: &gix::Repository,
+    loose: &Loose,
+    tip: Option<ObjectId>,
+    commit: ObjectId,
+    blob: ObjectId,
+    author: &gix::actor::Signature,
+    committer: &gix::actor::Signature,
+) -> Result<ObjectId> {
+    let fresh = WriteFresh { repo, loose };
+    let mut state = state_at(repo, tip)?;
+    state.edit(commit, Some(blob), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+    let tree = state.write(&fresh).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+    let notes_commit = gix::objs::Commit {
+        tree,
+        parents: tip.into_iter().collect(),
+        author: author.clone(),
+        committer: committer.clone(),
+        encoding: None,
+        message: WRITE_MESSAGE.into(),
+        extra_headers: Vec::new(),
+    };
+    loose.write(&notes_commit).map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")))
+}
+
+/// A note [`plan`]ned on the tip of the notes ref, for [`apply`] once its objects are written.
+pub struct Planned {
+    expected: Option<ObjectId>,
+    new: ObjectId,
+    who: Signature,
+}
+
+/// Plan [`write`] on the current tip: the note's objects go into `batch`; `None` when the
+/// identity is one only gix's notes API resolves (then [`write`] it).
+pub fn plan(repo: &Repo, commit: ObjectId, note: &Note, batch: &super::objects::Batch) -> Result<Option<Planned>> {
+    let repo = &repo.repo;
+    let Some((committer, author)) = identity::notes_identity(repo) else { return Ok(None) };
+    let loose = batch.loose();
+    let blob = note_blob(loose, &note.text())?;
+    let expected = tip(repo)?;
+    let new = notes_commit_of(repo, loose, expected, commit, blob, &author, &committer)?;
+    Ok(Some(Planned { expected, new, who: Signature(committer) }))
+}
+
+/// Move the notes ref as `planned` (its objects written), by one compare-and-swap: false when
+/// it moved meanwhile or another writer holds its lock (then [`write`] the note).
+pub fn apply(repo: &Repo, planned: &Planned) -> Result<bool> {
+    let moved = refs::update(
+        repo,
+        NOTES_REF,
+        Expect::from_tip(planned.expected),
+        planned.new,
+        &format!("notes: {WRITE_MESSAGE}"),
+        refs::Writer::As(&planned.who),
+    )?;
+    Ok(moved.is_ok())
 }
 
 /// [`write`] through gix's notes API (which moves the ref itself, failing on a lost race), gix

@@ -323,7 +323,7 @@ pub(crate) fn tree_and_parents(
     Ok((tree, parents))
 }
 
-impl Objects<'_> {
+impl<'r> Objects<'r> {
     /// A reader of commits and one file of each, for walks that read every object once.
     pub fn commit_files(&self) -> CommitFiles {
         let mut odb = self.g.objects.clone();
@@ -501,8 +501,17 @@ impl Objects<'_> {
     /// in-memory layer, to the layer.
     pub fn fresh(&self) -> Fresh<'_, '_> {
         let loose = match &self.g {
-            Cow::Borrowed(g) => Some(Loose::new(g)),
-            Cow::Owned(_) => None,
+            Cow::Borrowed(g) => Sink::Own(Loose::new(g)),
+            Cow::Owned(_) => Sink::Memory,
+        };
+        Fresh { objects: self, loose }
+    }
+
+    /// [`Objects::fresh`] writing into `batch` (over an in-memory layer: to the layer).
+    pub fn fresh_in<'o>(&'o self, batch: &'o Batch) -> Fresh<'o, 'r> {
+        let loose = match &self.g {
+            Cow::Borrowed(_) => Sink::Batch(&batch.loose),
+            Cow::Owned(_) => Sink::Memory,
         };
         Fresh { objects: self, loose }
     }
@@ -593,17 +602,66 @@ impl Objects<'_> {
     }
 }
 
-/// Writes of objects new by construction ([`Objects::fresh`]).
+/// Writes of objects new by construction ([`Objects::fresh`], [`Objects::fresh_in`]).
 pub struct Fresh<'o, 'r> {
     objects: &'o Objects<'r>,
-    /// The writer to disk; `None` over an in-memory layer.
-    loose: Option<Loose>,
+    loose: Sink<'o>,
+}
+
+/// Where a [`Fresh`] writes.
+enum Sink<'o> {
+    /// The in-memory layer.
+    Memory,
+    /// Its own writer to disk.
+    Own(Loose),
+    /// A [`Batch`]'s writer.
+    Batch(&'o Loose),
+}
+
+impl Sink<'_> {
+    fn loose(&self) -> Option<&Loose> {
+        match self {
+            Sink::Memory => None,
+            Sink::Own(l) => Some(l),
+            Sink::Batch(l) => Some(l),
+        }
+    }
+}
+
+/// New objects kept in memory until [`Batch::flush`] writes them: as one pack when the object
+/// folder allows (two files, however many objects; see [`super::packfile`]), else loose. For
+/// the post-commit hook, whose objects all have to be in place only before its refs move.
+pub struct Batch {
+    loose: Loose,
+}
+
+impl Batch {
+    /// Whether the objects go into one pack (else they are written loose, at once).
+    pub fn packs(&self) -> bool {
+        self.loose.pending.is_some()
+    }
+
+    /// Write the objects kept so far, as one pack; loose if the pack cannot be written.
+    pub fn flush(&self) -> Result<()> {
+        self.loose.flush().internal("cannot write the new objects")
+    }
+
+    pub(crate) fn loose(&self) -> &Loose {
+        &self.loose
+    }
+}
+
+impl Repo {
+    /// A [`Batch`] of new objects for this repository's object folder.
+    pub fn batch(&self) -> Batch {
+        Batch { loose: Loose::batch(&self.repo) }
+    }
 }
 
 impl Fresh<'_, '_> {
     /// Write a blob.
     pub fn blob(&self, bytes: &[u8]) -> std::result::Result<ObjectId, Failure> {
-        match &self.loose {
+        match self.loose.loose() {
             Some(loose) => loose.write_buf(gix::objs::Kind::Blob, bytes).map_err(failure),
             None => gix::objs::Write::write_buf(&self.objects.g.objects, gix::objs::Kind::Blob, bytes).map_err(failure),
         }
@@ -615,7 +673,7 @@ impl Fresh<'_, '_> {
     }
 
     fn put(&self, object: &impl gix::objs::WriteTo) -> std::result::Result<ObjectId, Failure> {
-        match &self.loose {
+        match self.loose.loose() {
             Some(loose) => loose.write(object).map_err(failure),
             None => self.objects.put_unchecked(object),
         }
@@ -644,15 +702,56 @@ impl Fresh<'_, '_> {
 /// these objects are a few hundred bytes, a file system block either way, and packing
 /// compresses them. A compressor costs more than the object: gix's makes and zeroes some
 /// 400 KiB of state per object (a page fault per 4 KiB), more than the whole write.
+///
+/// A batch writer ([`Loose::batch`]) keeps the objects instead, for [`Loose::flush`] to write as
+/// one pack.
 pub(crate) struct Loose {
     /// The object directory.
     dir: std::path::PathBuf,
     hash: gix::hash::Kind,
+    /// The objects kept for one pack; `None`: each is written loose at once.
+    pending: Option<std::cell::RefCell<Vec<super::packfile::Object>>>,
 }
 
 impl Loose {
     pub(crate) fn new(g: &gix::Repository) -> Loose {
-        Loose { dir: g.objects.store_ref().path().to_path_buf(), hash: g.object_hash() }
+        Loose { dir: g.objects.store_ref().path().to_path_buf(), hash: g.object_hash(), pending: None }
+    }
+
+    /// A writer that keeps its objects for [`Loose::flush`], where the object folder takes a new
+    /// pack ([`super::packfile::usable`]); else one like [`Loose::new`].
+    pub(crate) fn batch(g: &gix::Repository) -> Loose {
+        let mut loose = Loose::new(g);
+        if super::packfile::usable(&loose.dir) {
+            loose.pending = Some(Default::default());
+        }
+        loose
+    }
+
+    /// Write the objects kept so far as one pack (loose, each, if that fails).
+    pub(crate) fn flush(&self) -> std::io::Result<()> {
+        let Some(pending) = &self.pending else { return Ok(()) };
+        let list = std::mem::take(&mut *pending.borrow_mut());
+        if list.is_empty() {
+            return Ok(());
+        }
+        let copies: Vec<(gix::objs::Kind, Vec<u8>)> = list.iter().map(|o| (o.kind, o.data.clone())).collect();
+        match super::packfile::write(&self.dir, self.hash, list) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                crate::trace::line(&format!("new objects written loose: no pack: {e}"));
+                for (kind, data) in copies {
+                    self.write_loose(kind, &data)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A kept object, by id.
+    pub(crate) fn kept(&self, id: &gix::hash::oid) -> Option<(gix::objs::Kind, Vec<u8>)> {
+        let pending = self.pending.as_ref()?.borrow();
+        pending.iter().find(|o| o.id == id).map(|o| (o.kind, o.data.clone()))
     }
 
     /// Write `object`; its id.
@@ -664,6 +763,15 @@ impl Loose {
 
     /// Write the object of `kind` whose bytes are `data`; its id.
     pub(crate) fn write_buf(&self, kind: gix::objs::Kind, data: &[u8]) -> std::io::Result<ObjectId> {
+        if let Some(pending) = &self.pending {
+            let id = gix::objs::compute_hash(self.hash, kind, data).map_err(std::io::Error::other)?;
+            pending.borrow_mut().push(super::packfile::Object { kind, data: data.to_vec(), id });
+            return Ok(id);
+        }
+        self.write_loose(kind, data)
+    }
+
+    fn write_loose(&self, kind: gix::objs::Kind, data: &[u8]) -> std::io::Result<ObjectId> {
         use std::io::Write;
         let header = gix::objs::encode::loose_header(kind, data.len() as u64);
         let mut hasher = gix::hash::hasher(self.hash);
@@ -705,7 +813,7 @@ impl Loose {
 }
 
 /// `header` then `data` as a zlib stream (RFC 1950) of stored deflate blocks (RFC 1951 §3.2.4).
-fn stored_zlib(header: &[u8], data: &[u8]) -> Vec<u8> {
+pub(crate) fn stored_zlib(header: &[u8], data: &[u8]) -> Vec<u8> {
     const MAX_BLOCK: usize = 0xffff;
     let len = header.len() + data.len();
     let mut input = Vec::with_capacity(len);
@@ -756,6 +864,10 @@ pub(crate) struct WriteFresh<'a> {
 
 impl gix::objs::Find for WriteFresh<'_> {
     fn try_find<'a>(&self, id: &gix::hash::oid, buffer: &'a mut Vec<u8>) -> gix::Result<Option<gix::objs::Data<'a>>> {
+        if let Some((kind, data)) = self.loose.kept(id) {
+            *buffer = data;
+            return Ok(Some(gix::objs::Data { kind, data: buffer, object_hash: self.repo.object_hash() }));
+        }
         gix::objs::Find::try_find(self.repo, id, buffer)
     }
 }

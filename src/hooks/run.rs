@@ -184,12 +184,73 @@ impl RecordedCommit {
 /// and each of the boulder's ancestors (a stream's root boulder is made on first use), then the
 /// commit's note `{stream, boulder, story, iteration, at}`. An activity op for a commit already
 /// counted changes nothing, so recording twice counts once.
+///
+/// Every op and the note are planned on the current tips first, and all their objects written
+/// as one pack ([`crate::git::objects::Batch`]): two files, where loose objects would be seven
+/// or more, each maybe in a fan-out folder of its own. Then each ref moves by one
+/// compare-and-swap; a ref that moved meanwhile (another worktree's hook) is appended to again
+/// the usual way, from the boulder where it happened, with retries.
 pub fn record_commit(repo: &Repo, store: &Store, rec: &RecordedCommit) -> Result<()> {
+    let batch = repo.batch();
+    if !batch.packs() {
+        return record_from(repo, store, rec, rec.boulder.clone(), None);
+    }
+    let activity = rec.activity();
+    // (boulder, its ref, the tip planned on, the entry planned)
+    let mut planned = Vec::new();
+    let mut id = Some(rec.boulder.clone());
+    let mut seen = std::collections::HashSet::new();
+    while let Some(b) = id.take() {
+        if !seen.insert(b.clone()) {
+            break;
+        }
+        let refname = state::boulder_ref(&b);
+        let tip = store.read::<BoulderState>(&refname)?;
+        let expected = tip.as_ref().map(|e| e.commit);
+        let entry = match tip {
+            Some(tip) => store.plan_append(&refname, Some(&tip), activity.clone(), &batch)?,
+            // A root boulder made on first use.
+            None if b == rec.stream => {
+                let created = BoulderOp::Created {
+                    id: Opt::Absent,
+                    stream: Opt::Set(rec.stream.clone()),
+                    parent: Opt::Absent,
+                    depth: Opt::Set(0),
+                };
+                let created = store.plan_append::<BoulderState>(&refname, None, created, &batch)?;
+                store.plan_append(&refname, Some(&created), activity.clone(), &batch)?
+            }
+            None => break,
+        };
+        id = entry.state.parent.clone();
+        planned.push((b, refname, expected, entry));
+    }
+    let iteration = planned.first().map_or(0, |(_, _, _, e)| e.state.iteration);
+    let note = rec.note(iteration);
+    let note_plan = notes::plan(repo, rec.commit, &note, &batch)?;
+    batch.flush()?;
+    crate::failpoint::hit("record-packed");
+    for (i, (b, refname, expected, entry)) in planned.iter().enumerate() {
+        if !store.swap(refname, *expected, entry)? {
+            return record_from(repo, store, rec, b.clone(), (i > 0).then_some(iteration));
+        }
+    }
+    match note_plan {
+        Some(plan) if notes::apply(repo, &plan)? => {}
+        _ => notes::write(repo, rec.commit, &note)?,
+    }
+    repo.roll_up_packs(false);
+    Ok(())
+}
+
+/// [`record_commit`] the usual way, from the boulder `start` up (each op-log append a
+/// compare-and-swap retried on a lost race), then the note; the iteration the note gives is
+/// `iteration`, or, when `None`, the one `start` reaches.
+fn record_from(repo: &Repo, store: &Store, rec: &RecordedCommit, start: String, iteration: Option<u64>) -> Result<()> {
     let activity = rec.activity();
     // The commit counts for the current boulder and each of its ancestors.
-    let mut id = Some(rec.boulder.clone());
-    let mut iteration = 0;
-    let mut first = true;
+    let mut id = Some(start);
+    let mut iteration = iteration;
     let mut seen = std::collections::HashSet::new();
     while let Some(b) = id.take() {
         if !seen.insert(b.clone()) {
@@ -215,13 +276,10 @@ pub fn record_commit(repo: &Repo, store: &Store, rec: &RecordedCommit) -> Result
             Some(e) => e,
             None => break,
         };
-        if first {
-            iteration = e.state.iteration;
-            first = false;
-        }
+        iteration.get_or_insert(e.state.iteration);
         id = e.state.parent.clone();
     }
-    notes::write(repo, rec.commit, &rec.note(iteration))
+    notes::write(repo, rec.commit, &rec.note(iteration.unwrap_or(0)))
 }
 
 fn post_rewrite(args: &[String]) -> Result<()> {

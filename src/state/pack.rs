@@ -1,12 +1,15 @@
 //! Packing the state's objects: `git boulder gc`, and the same on a threshold at the commands
 //! that already talk to a remote or merge (pull, push, sync, stream merge).
 //!
-//! Every op writes a few small objects (two blobs, a tree and a commit; a note adds more), loose,
-//! as git writes the objects of a commit. A long history would leave hundreds of thousands of
-//! loose files, each read with its own `open`. Packing puts the objects reachable from the state
-//! refs (`refs/boulder/*`, `refs/boulder-remotes/*`, `refs/notes/boulder`) that are still loose
-//! into one pack and deletes their loose copies; what the last pack covered (its tips, in
-//! `$GIT_COMMON_DIR/boulder/packed-tips`) is not walked again, so a pack costs what is new since.
+//! Every op writes a few small objects (two blobs, a tree and a commit; a note adds more): loose,
+//! as git writes the objects of a commit, except in the post-commit hook, which writes the
+//! objects of one record as one small pack and rolls small packs up once several have gathered
+//! (`crate::git::packfile`). A long history would leave hundreds of thousands of loose files,
+//! each read with its own `open`. Packing puts the objects reachable from the state refs
+//! (`refs/boulder/*`, `refs/boulder-remotes/*`, `refs/notes/boulder`) that are still loose into
+//! one pack and deletes their loose copies, and rolls up every small pack the hook wrote; what
+//! the last pack covered (its tips, in `$GIT_COMMON_DIR/boulder/packed-tips`) is not walked
+//! again, so a pack costs what is new since.
 //!
 //! The commits of the op-logs also go into git's commit-graph (a new layer of a split graph, as
 //! `git gc` writes it for every ref; not when `core.commitGraph` or `gc.writeCommitGraph` is
@@ -69,12 +72,14 @@ pub fn pack(repo: &Repo) -> Result<Packed> {
     let before = packed_tips(repo);
     let hex = |v: &[ObjectId]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
     let objects = cli::pack_objects(repo.run_dir(), &repo.objects_dir(), &hex(&ids), &hex(&before))?;
+    // The small packs the post-commit hook writes, rolled up into one.
+    let rolled = repo.roll_up_packs(true);
     // The op-log commits go into git's commit-graph too, as `git gc` does for every ref: a walk
     // of a long history (`log`) then takes each commit's tree and parents from there without
     // reading the commit. Best effort: without it the commits are read, as before.
     let graphs =
         repo.config_bool("core.commitGraph").unwrap_or(true) && repo.config_bool("gc.writeCommitGraph").unwrap_or(true);
-    if objects > 0 && graphs {
+    if (objects > 0 || rolled > 0) && graphs {
         let commits: Vec<ObjectId> = tips
             .iter()
             .filter(|(name, _)| name.as_str() != refs::NOTES)

@@ -24,7 +24,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::git::chain::ChainReader;
 use crate::git::identity;
-use crate::git::objects::{CommitFiles, EntryKind, Failure, Kind, Objects, TreeEntry};
+use crate::git::objects::{Batch, CommitFiles, EntryKind, Failure, Fresh, Kind, Objects, TreeEntry};
 use crate::git::refs::{self, Backoff, Expect, GaveUp, Odd, Retry, Step};
 use crate::git::{ObjectId, Repo};
 use crate::state::op::{self, MergeData, Op, OpError, Payload, State, StateError, MERGE_ACTOR, MERGE_KIND};
@@ -425,26 +425,15 @@ impl<'r> Store<'r> {
         // that op is theirs, and `decide` is asked again on the fresh state.
         let appended = refs::update_with_retry(self.repo, refname, retry, |_| {
             let tip = self.read::<S>(refname)?;
-            let Some(mut typed) = decide(tip.as_ref().map(|e| &e.state))? else { return Ok(Step::Done(None)) };
-            S::complete_op(leaf(refname), &mut typed);
-            let (kind, data) = (typed.kind().to_string(), typed.data());
-            let lamport = tip.as_ref().map_or(0, |e| e.op.lamport.max(e.state.lamport())) + 1;
-            let op = Op { v: 1, kind, lamport, at: crate::time::now_rfc3339(), actor: self.actor.clone(), data };
-            op.validate().map_err(|e| Error::usage(format!("{refname}: {e}")).with_source(e))?;
-            let mut state = tip.as_ref().map(|e| e.state.clone()).unwrap_or_default();
-            state.apply(&op).map_err(|e| Error::usage(format!("{refname}: {e}")).with_source(e))?;
-            state.set_lamport(op.lamport);
-            state.validate().map_err(|e| {
-                Error::internal(format!("{refname}: {} op made an invalid state: {e}", op.kind)).with_source(e)
-            })?;
-            let parents: Vec<ObjectId> = tip.as_ref().map(|e| e.commit).into_iter().collect();
-            let commit = self.write_op_commit(&op, &state, &parents, true)?;
+            let Some(typed) = decide(tip.as_ref().map(|e| &e.state))? else { return Ok(Step::Done(None)) };
+            let objects = self.git();
+            let entry = self.next_entry(refname, tip.as_ref(), typed, &objects.fresh())?;
             Ok(Step::Update {
                 expected: Expect::from_tip(tip.as_ref().map(|e| e.commit)),
-                new: commit,
-                message: format!("boulder: {}", op.kind),
-                writer: Some(identity::state_signature(&op.at)),
-                moved: Some(Entry { commit, op, state }),
+                new: entry.commit,
+                message: format!("boulder: {}", entry.op.kind),
+                writer: Some(identity::state_signature(&entry.op.at)),
+                moved: Some(entry),
                 already: None,
             })
         })?;
@@ -457,6 +446,75 @@ impl<'r> Store<'r> {
         })
     }
 
+    /// The entry `typed` makes on top of `tip` of the op-log `refname`: the op completed, clocked
+    /// and checked, the state after it, and its commit, whose objects go through `fresh`.
+    ///
+    /// An op the state refuses (bad data) is a usage error and nothing is written.
+    fn next_entry<S: State>(
+        &self,
+        refname: &str,
+        tip: Option<&Entry<S>>,
+        mut typed: S::Op,
+        fresh: &Fresh,
+    ) -> Result<Entry<S>> {
+        S::complete_op(leaf(refname), &mut typed);
+        let (kind, data) = (typed.kind().to_string(), typed.data());
+        let lamport = tip.map_or(0, |e| e.op.lamport.max(e.state.lamport())) + 1;
+        let op = Op { v: 1, kind, lamport, at: crate::time::now_rfc3339(), actor: self.actor.clone(), data };
+        op.validate().map_err(|e| Error::usage(format!("{refname}: {e}")).with_source(e))?;
+        let mut state = tip.map(|e| e.state.clone()).unwrap_or_default();
+        state.apply(&op).map_err(|e| Error::usage(format!("{refname}: {e}")).with_source(e))?;
+        state.set_lamport(op.lamport);
+        state.validate().map_err(|e| {
+            Error::internal(format!("{refname}: {} op made an invalid state: {e}", op.kind)).with_source(e)
+        })?;
+        let parents: Vec<ObjectId> = tip.map(|e| e.commit).into_iter().collect();
+        let commit = Self::fresh_op_commit(fresh, &op, &state, &parents)?;
+        Ok(Entry { commit, op, state })
+    }
+
+    /// Plan appending `op` to the op-log `refname` whose tip is `tip` (read with [`Store::read`]):
+    /// the entry it makes, whose objects go into `batch`. Nothing moves until [`Store::swap`].
+    pub fn plan_append<S: State>(
+        &self,
+        refname: &str,
+        tip: Option<&Entry<S>>,
+        op: S::Op,
+        batch: &Batch,
+    ) -> Result<Entry<S>> {
+        let objects = self.git();
+        self.next_entry(refname, tip, op, &objects.fresh_in(batch))
+    }
+
+    /// Move the op-log `refname` from `expected` to `entry` (planned with [`Store::plan_append`],
+    /// its objects written), by one compare-and-swap: false when it moved meanwhile or another
+    /// writer holds its lock (then append again with [`Store::append_if`]).
+    pub fn swap<S: State>(&self, refname: &str, expected: Option<ObjectId>, entry: &Entry<S>) -> Result<bool> {
+        let moved = refs::update(
+            self.repo,
+            refname,
+            Expect::from_tip(expected),
+            entry.commit,
+            &format!("boulder: {}", entry.op.kind),
+            refs::Writer::As(&identity::state_signature(&entry.op.at)),
+        )?;
+        Ok(moved.is_ok())
+    }
+
+    /// Write the blobs, tree and commit of one new op through `fresh`; returns the commit id.
+    fn fresh_op_commit<S: State>(fresh: &Fresh, op: &Op, state: &S, parents: &[ObjectId]) -> Result<ObjectId> {
+        let (op_json, state_json) = (Self::json(op, "op.json")?, Self::json(state, "state.json")?);
+        let put = |bytes: &[u8], name: &str| -> Result<ObjectId> {
+            fresh.blob(bytes).map_err(|e| internal(format_args!("cannot write {name}"), e))
+        };
+        let files = [("op.json", put(&op_json, "op.json")?), ("state.json", put(&state_json, "state.json")?)];
+        let tree_id = fresh.flat_tree(&files).map_err(|e| internal("cannot write a state object", e))?;
+        let sig = identity::state_signature(&op.at);
+        fresh
+            .commit(tree_id, parents, &sig, &sig, &Self::message(op))
+            .map_err(|e| internal("cannot write a state object", e))
+    }
+
     /// Build (and when `write`, store) the blobs, tree and commit of one op; returns the commit id.
     /// An appended op's objects are new by construction (its time and clock are fresh), so they
     /// are written without asking the store first; a merge commit, the same on every machine,
@@ -464,15 +522,7 @@ impl<'r> Store<'r> {
     fn write_op_commit<S: State>(&self, op: &Op, state: &S, parents: &[ObjectId], write: bool) -> Result<ObjectId> {
         let repo = self.git();
         if write && !op.is_merge() {
-            let (op_json, state_json) = (Self::json(op, "op.json")?, Self::json(state, "state.json")?);
-            let fresh = repo.fresh();
-            let put = |bytes: &[u8], name: &str| -> Result<ObjectId> {
-                fresh.blob(bytes).map_err(|e| internal(format_args!("cannot write {name}"), e))
-            };
-            let files = [("op.json", put(&op_json, "op.json")?), ("state.json", put(&state_json, "state.json")?)];
-            let tree_id = fresh.flat_tree(&files).map_err(|e| self.put_error(true, e))?;
-            let sig = identity::state_signature(&op.at);
-            return fresh.commit(tree_id, parents, &sig, &sig, &Self::message(op)).map_err(|e| self.put_error(true, e));
+            return Self::fresh_op_commit(&repo.fresh(), op, state, parents);
         }
         let (op_json, state_json) = (Self::json(op, "op.json")?, Self::json(state, "state.json")?);
         let blob = |bytes: &[u8], name: &str| -> Result<ObjectId> {
