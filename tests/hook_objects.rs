@@ -109,10 +109,10 @@ fn hook_objects_are_one_pack_git_reads() {
         serde_json::from_str(&repo.git_out(&["cat-file", "-p", "refs/boulder/boulders/auth:state.json"])).unwrap();
     assert_eq!(state["iteration"], 3);
 
-    // Nothing half-written is left behind.
+    // Nothing half-written is left behind, and no `.keep` once the refs have moved.
     for entry in std::fs::read_dir(repo.dir.join(".git/objects/pack")).unwrap() {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        assert!(!name.starts_with("tmp_"), "left behind: {name}");
+        assert!(!name.starts_with("tmp_") && !name.ends_with(".keep"), "left behind: {name}");
     }
     repo.assert_fsck();
 }
@@ -219,5 +219,104 @@ fn a_hook_killed_between_the_pack_and_the_refs_leaves_the_repository_consistent(
     repo.boulder_in(&wt, &["record"]).ok();
     assert_eq!(note_of(&repo, &b)["iteration"], 2);
     assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 2);
+    repo.assert_fsck();
+}
+
+#[test]
+fn a_repack_between_the_pack_and_the_refs_drops_nothing_the_refs_name() {
+    let (repo, wt) = hooked_stream();
+    commit_in(&repo, &wt, "src/auth/a.rs", "// a\n", "a");
+    // `git repack -a -d` drops unreachable objects in packs; the hook's pack keeps a `.keep`
+    // until its refs have moved, as a fetch's pack does.
+    commit_with(
+        &repo,
+        &wt,
+        "src/auth/b.rs",
+        "b",
+        &[("BOULDER_FAILPOINT_RUN", "record-packed"), ("BOULDER_FAILPOINT_CMD", "git repack -a -d -q")],
+    )
+    .ok();
+    let b = head_of(&repo, &wt);
+    repo.assert_fsck();
+    assert_eq!(note_of(&repo, &b)["iteration"], 2);
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 2);
+    repo.git(&["log", "--oneline", "refs/boulder/boulders/auth"]).ok();
+    let keeps: Vec<_> = std::fs::read_dir(repo.dir.join(".git/objects/pack"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".keep"))
+        .collect();
+    assert!(keeps.is_empty(), "{keeps:?}");
+}
+
+#[test]
+fn an_incremental_multi_pack_index_keeps_hook_objects_loose() {
+    let (repo, wt) = hooked_stream();
+    for i in 0..3 {
+        commit_in(&repo, &wt, "src/auth/login.rs", format!("// login {i}\n"), &format!("login {i}"));
+    }
+    if repo.git(&["multi-pack-index", "write", "--incremental"]).code != 0 {
+        eprintln!("this git writes no incremental multi-pack-index; nothing to check");
+        return;
+    }
+    let packs = indexes(&repo);
+    for i in 3..12 {
+        commit_in(&repo, &wt, "src/auth/login.rs", format!("// login {i}\n"), &format!("login {i}"));
+    }
+    assert_eq!(indexes(&repo), packs, "no pack is added or removed beside a multi-pack-index chain");
+    let head = head_of(&repo, &wt);
+    assert_eq!(note_of(&repo, &head)["iteration"], 12);
+    repo.git(&["multi-pack-index", "verify"]).ok();
+    repo.assert_fsck();
+}
+
+#[test]
+fn a_pack_of_deltas_git_wrote_is_never_rolled_up() {
+    let (repo, wt) = hooked_stream();
+    // A pack git wrote uncompressed (as `pack.compression=0` does), of deltas: it looks like the
+    // hook's at its first bytes, and would come out many times larger rolled up.
+    repo.git(&["config", "core.compression", "0"]).ok();
+    let body: String = (0..2000).map(|i| format!("line {i}\n")).collect();
+    for i in 0..30 {
+        repo.write("docs/big.md", &format!("{body}edit {i}\n"));
+        repo.commit_all(&format!("edit {i}"));
+    }
+    repo.git(&["repack", "-a", "-d", "-q"]).ok();
+    let theirs = indexes(&repo);
+    assert_eq!(theirs.len(), 1);
+    let stats = repo.git_out(&["verify-pack", "-v", theirs[0].to_str().unwrap()]);
+    assert!(stats.contains("chain length"), "the pack holds deltas:\n{stats}");
+    for i in 0..10 {
+        commit_in(&repo, &wt, "src/auth/login.rs", format!("// login {i}\n"), &format!("login {i}"));
+    }
+    repo.boulder(&["gc"]).ok();
+    assert!(indexes(&repo).contains(&theirs[0]), "git's pack is left as it was");
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 10);
+    repo.assert_fsck();
+}
+
+#[test]
+fn what_a_killed_writer_leaves_in_the_pack_folder_is_cleaned_up() {
+    let (repo, wt) = hooked_stream();
+    for i in 0..3 {
+        commit_in(&repo, &wt, "src/auth/login.rs", format!("// login {i}\n"), &format!("login {i}"));
+    }
+    let pack = repo.dir.join(".git/objects/pack");
+    // A pack whose index never came, and a hook's `.keep` whose refs never moved, an hour old.
+    let orphan = pack.join(format!("pack-{}.pack", "1".repeat(40)));
+    std::fs::write(&orphan, b"PACK\0\0\0\x02\0\0\0\0").unwrap();
+    let first = indexes(&repo)[0].with_extension("keep");
+    std::fs::write(&first, "git-boulder: the objects of a record whose refs are moving\n").unwrap();
+    let theirs = pack.join(format!("pack-{}.keep", "2".repeat(40)));
+    std::fs::write(&theirs, "kept by someone else\n").unwrap();
+    for f in [&orphan, &first, &theirs] {
+        repo.command("touch").args(["-d", "1 hour ago"]).arg(f).status().unwrap();
+    }
+    repo.boulder(&["gc"]).ok();
+    assert!(!orphan.exists(), "the pack without an index is removed");
+    assert!(!first.exists(), "the hook's stale .keep is removed");
+    assert!(theirs.exists(), "a .keep of someone else's stays");
+    let count = repo.git_out(&["count-objects", "-v"]);
+    assert!(count.contains("garbage: 1"), "only the other .keep is left:\n{count}");
     repo.assert_fsck();
 }

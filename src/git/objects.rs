@@ -631,8 +631,13 @@ impl Sink<'_> {
 /// New objects kept in memory until [`Batch::flush`] writes them: as one pack when the object
 /// folder allows (two files, however many objects; see [`super::packfile`]), else loose. For
 /// the post-commit hook, whose objects all have to be in place only before its refs move.
+///
+/// The pack has a `.keep` beside it from [`Batch::flush`] until [`Batch::settle`] (or the batch
+/// is dropped), as a fetch keeps its pack until its refs are updated: until refs name the
+/// objects, `git repack -a -d` would drop them as unreachable.
 pub struct Batch {
     loose: Loose,
+    keep: std::cell::RefCell<Option<std::path::PathBuf>>,
 }
 
 impl Batch {
@@ -643,7 +648,19 @@ impl Batch {
 
     /// Write the objects kept so far, as one pack; loose if the pack cannot be written.
     pub fn flush(&self) -> Result<()> {
-        self.loose.flush().internal("cannot write the new objects")
+        let keep = self.loose.flush().internal("cannot write the new objects")?;
+        if let Some(keep) = keep {
+            self.settle();
+            *self.keep.borrow_mut() = Some(keep);
+        }
+        Ok(())
+    }
+
+    /// Refs name the objects now (or never will): the pack needs its `.keep` no more.
+    pub fn settle(&self) {
+        if let Some(keep) = self.keep.borrow_mut().take() {
+            let _ = std::fs::remove_file(keep);
+        }
     }
 
     pub(crate) fn loose(&self) -> &Loose {
@@ -651,10 +668,16 @@ impl Batch {
     }
 }
 
+impl Drop for Batch {
+    fn drop(&mut self) {
+        self.settle();
+    }
+}
+
 impl Repo {
     /// A [`Batch`] of new objects for this repository's object folder.
     pub fn batch(&self) -> Batch {
-        Batch { loose: Loose::batch(&self.repo) }
+        Batch { loose: Loose::batch(&self.repo), keep: Default::default() }
     }
 }
 
@@ -728,22 +751,24 @@ impl Loose {
         loose
     }
 
-    /// Write the objects kept so far as one pack (loose, each, if that fails).
-    pub(crate) fn flush(&self) -> std::io::Result<()> {
-        let Some(pending) = &self.pending else { return Ok(()) };
+    /// Write the objects kept so far as one pack (loose, each, if that fails); the pack's `.keep`,
+    /// for the caller to remove once refs name its objects.
+    pub(crate) fn flush(&self) -> std::io::Result<Option<std::path::PathBuf>> {
+        let Some(pending) = &self.pending else { return Ok(None) };
         let list = std::mem::take(&mut *pending.borrow_mut());
         if list.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let copies: Vec<(gix::objs::Kind, Vec<u8>)> = list.iter().map(|o| (o.kind, o.data.clone())).collect();
-        match super::packfile::write(&self.dir, self.hash, list) {
-            Ok(_) => Ok(()),
+        let options = super::packfile::Options { keep: true, sync: false };
+        match super::packfile::write(&self.dir, self.hash, list, options) {
+            Ok((_, keep)) => Ok(keep),
             Err(e) => {
                 crate::trace::line(&format!("new objects written loose: no pack: {e}"));
                 for (kind, data) in copies {
                     self.write_loose(kind, &data)?;
                 }
-                Ok(())
+                Ok(None)
             }
         }
     }
@@ -791,15 +816,20 @@ impl Loose {
             std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o444);
             options.open(&tmp)
         };
-        let mut file = match create() {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                match std::fs::create_dir(&folder) {
-                    Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-                    _ => {}
+        // The fan-out folder may be missing, or go between making it and using it
+        // (`git prune-packed` removes empty ones): make it and try again, a few times.
+        let mut tries = 0;
+        let mut file = loop {
+            match create() {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 5 => {
+                    tries += 1;
+                    match std::fs::create_dir(&folder) {
+                        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+                        _ => {}
+                    }
                 }
-                create()?
+                other => break other?,
             }
-            other => other?,
         };
         let written = file.write_all(&bytes).and_then(|()| {
             drop(file);

@@ -7,16 +7,21 @@
 //! depending on what the disk just freed). So the hook writes them as one pack: a pack file and
 //! its index, two files however many objects ([`write`]).
 //!
-//! A pack per commit would leave a pack per commit: every lookup probes each pack's index, and
-//! git's `gc --auto` repacks the whole repository once there are more than `gc.autoPackLimit`
-//! (50). So, once [`ROLL_UP_AT`] small packs have gathered, the next hook rolls them up into one
-//! ([`roll_up`]), as `git repack --geometric` rolls up small packs; a rolled-up pack past
-//! [`SMALL`] is left to git's own maintenance.
+//! A pack per commit would leave a pack per commit: a lookup that misses loads each pack's index
+//! in turn (gix takes the biggest first, so the newest state, in the smallest packs, is found
+//! last), and git's `gc --auto` repacks the whole repository once there are more than
+//! `gc.autoPackLimit` (50). So the hook rolls small packs up as they gather, by size tiers
+//! ([`roll_up`]): a pack under 16 KiB is in tier 0, under 64 KiB tier 1, and so on by fours; once
+//! [`ROLL_UP_AT`] packs share a tier, that tier and every tier below are rolled up into one pack
+//! (and the tier above with it, when that makes it [`ROLL_UP_AT`] too). Each object is rewritten
+//! once per tier it climbs (a handful of times), a roll-up happens every few commits, and at most
+//! three packs per tier remain: about ten packs for thousands of commits. Packs of more than
+//! [`ROLL_UP_MAX`] are left to git's own maintenance (one per thousand commits or so).
 //!
-//! Only packs that look like these are rolled up: small, their objects stored whole (not as
-//! deltas, not compressed), with no `.keep`, `.promisor`, `.mtimes` (cruft) or `.bitmap` beside
-//! them; and none while a `multi-pack-index` exists (it would name packs that are gone: then
-//! [`usable`] is false and the hook writes loose objects, as before).
+//! Only packs that look like these are rolled up: their objects stored whole (not as deltas, not
+//! compressed), with no `.keep`, `.promisor`, `.mtimes` (cruft) or `.bitmap` beside them; and
+//! none while a `multi-pack-index` exists (it would name packs that are gone: then [`usable`] is
+//! false and the hook writes loose objects, as before).
 //!
 //! Safety, as git's own pack writers: a pack and its index are written under temporary names
 //! (`tmp_pack_*`, `tmp_idx_*`, which `git gc` cleans up if a writer is killed) and renamed into
@@ -35,17 +40,24 @@ use std::path::{Path, PathBuf};
 
 use super::ObjectId;
 
-/// A pack no larger than this (bytes) is small: it is rolled up.
-pub const SMALL: u64 = 256 * 1024;
+/// A pack larger than this (bytes) is not rolled up: rewriting it would cost a commit more than
+/// it saves.
+pub const ROLL_UP_MAX: u64 = 4 * 1024 * 1024;
 
-/// Small packs that trigger a roll-up.
-pub const ROLL_UP_AT: usize = 8;
+/// Packs in one size tier that trigger a roll-up.
+pub const ROLL_UP_AT: usize = 4;
+
+/// The size tier of a pack of `size` bytes: 0 under 16 KiB, then one more for each factor of 4.
+fn tier(size: u64) -> u32 {
+    let units = (size / 4096).max(1);
+    (63 - units.leading_zeros()) / 2
+}
 
 /// Whether new objects may go into a new pack in the object folder `objects`: there is a pack
-/// folder and no multi-pack-index.
+/// folder and no multi-pack-index (neither one file nor an incremental chain).
 pub(crate) fn usable(objects: &Path) -> bool {
     let pack = objects.join("pack");
-    pack.is_dir() && !pack.join("multi-pack-index").exists()
+    pack.is_dir() && !pack.join("multi-pack-index").exists() && !pack.join("multi-pack-index.d").exists()
 }
 
 /// One object for [`write`].
@@ -130,39 +142,98 @@ fn digest(hash: gix::hash::Kind, bytes: &[u8]) -> std::io::Result<ObjectId> {
     hasher.try_finalize().map_err(std::io::Error::other)
 }
 
-/// Create `path` (which must not exist) read-only with `bytes`.
-fn create(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Create `path` (which must not exist) read-only with `bytes`; `sync`: on disk before this
+/// returns.
+fn create(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o444);
     let mut file = options.open(path)?;
-    file.write_all(bytes)
+    file.write_all(bytes)?;
+    if sync {
+        file.sync_all()?;
+    }
+    Ok(())
+}
+
+/// What a `.keep` file [`write`] leaves says: whose it is (a roll-up removes one a killed hook
+/// left behind).
+const KEEP_TEXT: &str = "git-boulder: the objects of a record whose refs are moving\n";
+
+/// How [`write`] writes.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Options {
+    /// Leave a `.keep` beside the pack, for the caller to remove once refs name its objects
+    /// (as `git fetch` does): until then `git repack -a -d` would drop them as unreachable.
+    pub keep: bool,
+    /// Flush the pack and its index to disk before they are renamed into place, and the pack
+    /// folder after (as git does for packs): for a roll-up that deletes packs already on disk.
+    pub sync: bool,
 }
 
 /// Write `objects` as one pack (and its index) into the object folder `objects`; the path of
-/// its index. Nothing is left behind on an error but what `git gc` cleans up.
-pub(crate) fn write(objects: &Path, hash: gix::hash::Kind, mut list: Vec<Object>) -> std::io::Result<PathBuf> {
+/// its index, and of its `.keep` when asked for. On an error nothing is left but what was there.
+pub(crate) fn write(
+    objects: &Path,
+    hash: gix::hash::Kind,
+    mut list: Vec<Object>,
+    options: Options,
+) -> std::io::Result<(PathBuf, Option<PathBuf>)> {
     let (pack, idx, name) = encode(hash, &mut list)?;
     let dir = objects.join("pack");
     let tag = format!("{:016x}", fastrand::u64(..));
     let (tmp_pack, tmp_idx) = (dir.join(format!("tmp_pack_{tag}")), dir.join(format!("tmp_idx_{tag}")));
     let base = dir.join(format!("pack-{name}"));
-    let (pack_path, idx_path) = (base.with_extension("pack"), base.with_extension("idx"));
-    let written = create(&tmp_pack, &pack)
-        .and_then(|()| create(&tmp_idx, &idx))
-        .and_then(|()| std::fs::rename(&tmp_pack, &pack_path))
-        .and_then(|()| std::fs::rename(&tmp_idx, &idx_path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp_pack);
-        let _ = std::fs::remove_file(&tmp_idx);
+    let (pack_path, idx_path, keep_path) =
+        (base.with_extension("pack"), base.with_extension("idx"), base.with_extension("keep"));
+    // A pack of this very name holds these very objects (its name is their checksum): it stays.
+    let renamed_pack = std::cell::Cell::new(false);
+    let kept = std::cell::Cell::new(false);
+    let written = (|| {
+        create(&tmp_pack, &pack, options.sync)?;
+        create(&tmp_idx, &idx, options.sync)?;
+        if options.keep {
+            std::fs::write(&keep_path, KEEP_TEXT)?;
+            kept.set(true);
+        }
+        if !pack_path.exists() {
+            std::fs::rename(&tmp_pack, &pack_path)?;
+            renamed_pack.set(true);
+        }
+        if !idx_path.exists() {
+            std::fs::rename(&tmp_idx, &idx_path)?;
+        }
+        if options.sync {
+            std::fs::File::open(&dir)?.sync_all()?;
+        }
+        Ok(())
+    })();
+    let _ = std::fs::remove_file(&tmp_pack);
+    let _ = std::fs::remove_file(&tmp_idx);
+    if let Err(e) = written {
+        if renamed_pack.get() && !idx_path.exists() {
+            let _ = std::fs::remove_file(&pack_path);
+        }
+        if kept.get() {
+            let _ = std::fs::remove_file(&keep_path);
+        }
+        return Err(e);
     }
-    written.map(|()| idx_path)
+    Ok((idx_path, options.keep.then_some(keep_path)))
 }
 
-/// The small packs of the pack folder `dir` a roll-up may take, by the path of their index.
-fn small_packs(dir: &Path, names: &[String]) -> Vec<PathBuf> {
+/// A pack a roll-up may take: the path of its index, its size and when it was written.
+#[derive(Debug, Clone)]
+struct Candidate {
+    idx: PathBuf,
+    size: u64,
+    written: std::time::SystemTime,
+}
+
+/// The packs of the pack folder `dir` (whose entries are `names`) a roll-up may take.
+fn candidates(dir: &Path, names: &[String]) -> Vec<Candidate> {
     let has = |name: &str| names.iter().any(|n| n == name);
     let mut out = Vec::new();
     for name in names {
@@ -172,62 +243,146 @@ fn small_packs(dir: &Path, names: &[String]) -> Vec<PathBuf> {
         {
             continue;
         }
-        let pack = dir.join(format!("{stem}.pack"));
-        match std::fs::metadata(&pack) {
-            Ok(m) if m.is_file() && m.len() <= SMALL && stored_whole(&pack) => out.push(dir.join(name)),
+        match std::fs::metadata(dir.join(format!("{stem}.pack"))) {
+            Ok(m) if m.is_file() && m.len() <= ROLL_UP_MAX => out.push(Candidate {
+                idx: dir.join(name),
+                size: m.len(),
+                written: m.modified().unwrap_or(std::time::UNIX_EPOCH),
+            }),
             _ => {}
         }
     }
     out
 }
 
-/// Whether the first object of the pack at `path` is stored whole, as [`write`] stores objects:
-/// not a delta, and a zlib stream of stored blocks.
-fn stored_whole(path: &Path) -> bool {
-    use std::io::Read;
-    let mut head = [0u8; 32];
-    let Ok(mut file) = std::fs::File::open(path) else { return false };
-    let Ok(n) = file.read(&mut head) else { return false };
-    let head = &head[..n];
-    if head.len() < 16 || &head[..4] != b"PACK" {
-        return false;
+/// Which of `packs` (index, size) to roll up: every tier up to the highest that has gathered
+/// [`ROLL_UP_AT`] packs, counting the pack a roll-up of the tiers below adds to it; `all`: every
+/// one. Empty: none.
+fn chosen(packs: &[Candidate], all: bool) -> Vec<Candidate> {
+    let mut counts = [0usize; 32];
+    for p in packs {
+        counts[tier(p.size) as usize] += 1;
     }
-    let mut at = 12;
-    let kind = (head[at] >> 4) & 7;
-    if !(1..=4).contains(&kind) {
-        return false;
+    let top = if all {
+        Some(31)
+    } else {
+        let mut top = None;
+        let mut carried = 0;
+        for (t, n) in counts.iter().enumerate() {
+            if n + carried >= ROLL_UP_AT {
+                top = Some(t);
+                carried = 1;
+            } else if top.is_some() {
+                break;
+            }
+        }
+        top
+    };
+    let Some(top) = top else { return Vec::new() };
+    let picked: Vec<Candidate> = packs.iter().filter(|p| tier(p.size) as usize <= top).cloned().collect();
+    if picked.len() < 2 {
+        return Vec::new();
     }
-    while head.get(at).is_some_and(|b| b & 0x80 != 0) {
-        at += 1;
-    }
-    at += 1;
-    // The zlib header of the fastest level, then a stored block (BTYPE 00).
-    head.get(at..at + 3).is_some_and(|z| z[0] == 0x78 && z[1] == 0x01 && z[2] & 0b110 == 0)
+    picked
 }
 
-/// Roll the small packs of the object folder `objects` up into one once there are at least
-/// `at` of them; how many packs were rolled up (0: none). Best effort for the caller: an error
-/// leaves every pack in place.
-pub(crate) fn roll_up(objects: &Path, hash: gix::hash::Kind, at: usize) -> std::io::Result<usize> {
+/// Whether every object of the pack `pack`, at `offsets`, is stored whole, as [`write`] stores
+/// objects: not a delta, and a zlib stream of stored blocks. Only such packs are rolled up: a
+/// pack of deltas or compressed objects (git's own) would come out many times larger.
+fn stored_whole(pack: &[u8], offsets: impl Iterator<Item = u64>) -> bool {
+    if pack.len() < 12 || &pack[..4] != b"PACK" {
+        return false;
+    }
+    for offset in offsets {
+        let Some(entry) = usize::try_from(offset).ok().and_then(|o| pack.get(o..)) else { return false };
+        let Some(first) = entry.first() else { return false };
+        if !(1..=4).contains(&((first >> 4) & 7)) {
+            return false;
+        }
+        let Some(header) = entry.iter().position(|b| b & 0x80 == 0) else { return false };
+        // The zlib header of the fastest level, then a stored block (BTYPE 00).
+        if !entry.get(header + 1..header + 4).is_some_and(|z| z[0] == 0x78 && z[1] == 0x01 && z[2] & 0b110 == 0) {
+            return false;
+        }
+    }
+    true
+}
+
+/// Remove what killed writers leave in the pack folder `dir` (entries `names`) and git does not
+/// clean up: a pack without its index, and a `.keep` a hook wrote, once older than ten minutes.
+fn clean_up(dir: &Path, names: &[String]) {
+    let old = |path: &Path| {
+        std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > std::time::Duration::from_secs(600)))
+    };
+    for name in names {
+        if let Some(stem) = name.strip_suffix(".pack") {
+            if stem.starts_with("pack-") && !names.iter().any(|n| *n == format!("{stem}.idx")) && old(&dir.join(name)) {
+                let _ = std::fs::remove_file(dir.join(name));
+            }
+        } else if name.starts_with("pack-") && name.ends_with(".keep") {
+            let path = dir.join(name);
+            if std::fs::read_to_string(&path).is_ok_and(|t| t == KEEP_TEXT) && old(&path) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
+/// Roll up the small packs of the object folder `objects` whose tiers have gathered (`all`:
+/// every small pack, when there are two or more); how many packs were rolled up (0: none).
+/// Best effort for the caller: an error leaves every pack in place.
+pub(crate) fn roll_up(objects: &Path, hash: gix::hash::Kind, all: bool) -> std::io::Result<usize> {
     if !usable(objects) {
         return Ok(0);
     }
     let dir = objects.join("pack");
     let names: Vec<String> =
         std::fs::read_dir(&dir)?.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).collect();
-    // Cheap first: fewer indexes than `at` in all.
-    if names.iter().filter(|n| n.ends_with(".idx")).count() < at.max(2) {
+    // Cheap first: too few indexes in all.
+    let least = if all { 2 } else { ROLL_UP_AT };
+    if names.iter().filter(|n| n.ends_with(".idx")).count() < least {
         return Ok(0);
     }
-    let small = small_packs(&dir, &names);
-    if small.len() < at.max(2) {
+    let mut packs = candidates(&dir, &names);
+    let mut picked = chosen(&packs, all);
+    if picked.is_empty() {
         return Ok(0);
+    }
+    clean_up(&dir, &names);
+    // Read the packs due; one that is not all stored objects is not taken, and the choice made
+    // again without it.
+    let mut read = Vec::new();
+    loop {
+        let mut foreign = Vec::new();
+        for p in &picked {
+            if read.iter().any(|(idx, _): &(PathBuf, _)| *idx == p.idx) {
+                continue;
+            }
+            let bundle = gix::odb::pack::Bundle::at(&p.idx, hash).map_err(std::io::Error::other)?;
+            let bytes = std::fs::read(p.idx.with_extension("pack"))?;
+            let offsets = (0..bundle.index.num_objects()).map(|i| bundle.index.pack_offset_at_index(i));
+            if stored_whole(&bytes, offsets) {
+                read.push((p.idx.clone(), bundle));
+            } else {
+                foreign.push(p.idx.clone());
+            }
+        }
+        if foreign.is_empty() {
+            break;
+        }
+        packs.retain(|p| !foreign.contains(&p.idx));
+        picked = chosen(&packs, all);
+        if picked.is_empty() {
+            return Ok(0);
+        }
     }
     let mut list = Vec::new();
     let mut inflate = gix::zlib::Inflate::default();
     let mut buf = Vec::new();
-    for idx in &small {
-        let bundle = gix::odb::pack::Bundle::at(idx, hash).map_err(std::io::Error::other)?;
+    for p in &picked {
+        let Some((_, bundle)) = read.iter().find(|(idx, _)| *idx == p.idx) else { continue };
         for i in 0..bundle.index.num_objects() {
             let id = bundle.index.oid_at_index(i).to_owned();
             let (data, _) = bundle
@@ -236,23 +391,33 @@ pub(crate) fn roll_up(objects: &Path, hash: gix::hash::Kind, at: usize) -> std::
             list.push(Object { kind: data.kind, data: data.data.to_vec(), id });
         }
     }
-    let new = write(objects, hash, list)?;
-    for idx in small.iter().filter(|i| **i != new) {
-        // The index first: from then on no reader finds the pack.
-        std::fs::remove_file(idx)?;
-        let _ = std::fs::remove_file(idx.with_extension("rev"));
-        let _ = std::fs::remove_file(idx.with_extension("pack"));
+    // Packs older than the kernel's writeback delay are on disk: the new one has to be too
+    // before they go. A roll-up of packs just written (loose objects' durability) needs not.
+    let settled = std::time::Duration::from_secs(30);
+    let sync = picked.iter().any(|p| p.written.elapsed().is_ok_and(|age| age > settled));
+    let (new, _) = write(objects, hash, list, Options { keep: false, sync })?;
+    // A multi-pack-index written meanwhile would name the packs about to go.
+    if !usable(objects) {
+        return Ok(0);
     }
-    Ok(small.len())
+    for p in picked.iter().filter(|p| p.idx != new) {
+        // The index first: from then on no reader finds the pack.
+        match std::fs::remove_file(&p.idx) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let _ = std::fs::remove_file(p.idx.with_extension("rev"));
+        let _ = std::fs::remove_file(p.idx.with_extension("pack"));
+    }
+    Ok(picked.len())
 }
 
 impl super::Repo {
-    /// Roll up the small packs of the object folder once [`ROLL_UP_AT`] have gathered (`all`:
-    /// any two or more); how many were rolled up. Best effort: a failure leaves every pack in
-    /// place, and is only traced.
+    /// Roll up the small packs of the object folder whose tiers have gathered (`all`: every
+    /// small pack); how many were rolled up. Best effort: a failure leaves every pack in place,
+    /// and is only traced.
     pub fn roll_up_packs(&self, all: bool) -> usize {
-        let at = if all { 2 } else { ROLL_UP_AT };
-        match roll_up(&self.objects_dir(), self.repo.object_hash(), at) {
+        match roll_up(&self.objects_dir(), self.repo.object_hash(), all) {
             Ok(n) => n,
             Err(e) => {
                 crate::trace::line(&format!("small packs not rolled up: {e}"));
@@ -265,6 +430,37 @@ impl super::Repo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tiers_go_by_fours_from_16_kib() {
+        assert_eq!([0, 4095, 16383, 16384, 65535, 65536, 262144].map(tier), [0, 0, 0, 1, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_tier_rolls_up_at_four_with_the_tiers_below_and_carries_up() {
+        let p = |sizes: &[u64]| -> Vec<Candidate> {
+            sizes
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Candidate {
+                    idx: PathBuf::from(format!("p{i}")),
+                    size: *s,
+                    written: std::time::UNIX_EPOCH,
+                })
+                .collect()
+        };
+        let names = |v: Vec<Candidate>| v.into_iter().map(|p| p.idx.display().to_string()).collect::<Vec<_>>();
+        // Three small packs: nothing yet.
+        assert!(chosen(&p(&[3000, 3000, 3000]), false).is_empty());
+        // Four in tier 0: they go, the big one stays.
+        assert_eq!(names(chosen(&p(&[3000, 3000, 3000, 3000, 3_000_000]), false)), ["p0", "p1", "p2", "p3"]);
+        // Tier 0 full and tier 1 at three: the roll-up of tier 0 makes tier 1 four, so both go.
+        assert_eq!(chosen(&p(&[3000, 3000, 3000, 3000, 20_000, 20_000, 20_000]), false).len(), 7);
+        // Tier 1 at four with one pack below: all five go.
+        assert_eq!(chosen(&p(&[3000, 20_000, 20_000, 20_000, 20_000]), false).len(), 5);
+        // `all`: any two.
+        assert_eq!(chosen(&p(&[3000, 3_000_000]), true).len(), 2);
+    }
 
     fn id_of(hash: gix::hash::Kind, kind: gix::objs::Kind, data: &[u8]) -> ObjectId {
         gix::objs::compute_hash(hash, kind, data).unwrap()
@@ -280,7 +476,8 @@ mod tests {
             .into_iter()
             .map(|data| Object { kind: gix::objs::Kind::Blob, id: id_of(hash, gix::objs::Kind::Blob, &data), data })
             .collect();
-        let idx = write(dir.path(), hash, objects).unwrap();
+        let (idx, keep) = write(dir.path(), hash, objects, Options { keep: true, sync: true }).unwrap();
+        assert_eq!(std::fs::read_to_string(keep.unwrap()).unwrap(), KEEP_TEXT);
         let bundle = gix::odb::pack::Bundle::at(&idx, hash).unwrap();
         assert_eq!(bundle.index.num_objects(), 3, "the duplicate is stored once");
         let mut buf = Vec::new();
@@ -289,6 +486,13 @@ mod tests {
         let found = bundle.find(&want, &mut buf, &mut inflate, &mut gix::odb::pack::cache::Never).unwrap();
         assert_eq!(found.map(|(d, _)| d.data.to_vec()), Some(big));
         bundle.index.verify_checksum(&mut gix::progress::Discard, &Default::default()).unwrap();
-        assert!(stored_whole(&idx.with_extension("pack")));
+        let bytes = std::fs::read(idx.with_extension("pack")).unwrap();
+        let offsets = (0..3).map(|i| bundle.index.pack_offset_at_index(i));
+        assert!(stored_whole(&bytes, offsets));
+        let names: Vec<String> = std::fs::read_dir(dir.path().join("pack"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(names.iter().all(|n| !n.starts_with("tmp_")), "{names:?}");
     }
 }

@@ -239,6 +239,7 @@ pub fn record_commit(repo: &Repo, store: &Store, rec: &RecordedCommit) -> Result
         Some(plan) if notes::apply(repo, &plan)? => {}
         _ => notes::write(repo, rec.commit, &note)?,
     }
+    batch.settle();
     repo.roll_up_packs(false);
     Ok(())
 }
