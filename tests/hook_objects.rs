@@ -1,8 +1,8 @@
 //! The objects the post-commit hook writes (an op's blobs, tree and commit; the note's blob,
 //! notes tree and commit): one small pack per commit that git reads and `git fsck --strict`
 //! accepts, its objects stored whole (stored zlib streams, as git writes with
-//! `core.looseCompression=0`), none left half-written; small packs rolled up once eight have
-//! gathered; loose objects while a multi-pack-index exists; a lost race or a kill between the
+//! `core.looseCompression=0`), none left half-written; small packs rolled up by size tiers as
+//! they gather; loose objects while a multi-pack-index exists; a lost race or a kill between the
 //! pack and the refs leaves a consistent repository and the record complete.
 
 use crate::common::*;
@@ -126,7 +126,7 @@ fn small_packs_are_rolled_up_and_gc_packs_them_all() {
         commit_in(&repo, &wt, "src/auth/login.rs", format!("// login {i}\n"), &format!("login {i}"));
         most = most.max(indexes(&repo).len() - before);
     }
-    assert!((2..=8).contains(&most), "small packs gather, at most eight before they are rolled up: saw {most}");
+    assert!((2..=8).contains(&most), "small packs gather, and are rolled up before there are many: saw {most}");
     assert!(indexes(&repo).len() - before < 8);
     let head = head_of(&repo, &wt);
     assert_eq!(note_of(&repo, &head)["iteration"], 20);
@@ -302,21 +302,36 @@ fn what_a_killed_writer_leaves_in_the_pack_folder_is_cleaned_up() {
         commit_in(&repo, &wt, "src/auth/login.rs", format!("// login {i}\n"), &format!("login {i}"));
     }
     let pack = repo.dir.join(".git/objects/pack");
-    // A pack whose index never came, and a hook's `.keep` whose refs never moved, an hour old.
+    let ours = "git-boulder: the objects of a record whose refs are moving\n";
+    // A hook killed between renaming its pack and its index: the pack and its `.keep`.
     let orphan = pack.join(format!("pack-{}.pack", "1".repeat(40)));
     std::fs::write(&orphan, b"PACK\0\0\0\x02\0\0\0\0").unwrap();
-    let first = indexes(&repo)[0].with_extension("keep");
-    std::fs::write(&first, "git-boulder: the objects of a record whose refs are moving\n").unwrap();
+    let orphan_keep = orphan.with_extension("keep");
+    std::fs::write(&orphan_keep, ours).unwrap();
+    // A hook killed before its refs moved: a whole pack and its `.keep`.
+    let stale = indexes(&repo)[0].with_extension("keep");
+    std::fs::write(&stale, ours).unwrap();
+    // Somebody else's `.keep`, and a pack without an index and without our `.keep` (git's own,
+    // between its renames, for all a roll-up can tell).
     let theirs = pack.join(format!("pack-{}.keep", "2".repeat(40)));
     std::fs::write(&theirs, "kept by someone else\n").unwrap();
-    for f in [&orphan, &first, &theirs] {
+    let unknown = pack.join(format!("pack-{}.pack", "3".repeat(40)));
+    std::fs::write(&unknown, b"PACK\0\0\0\x02\0\0\0\0").unwrap();
+    for f in [&orphan, &orphan_keep, &stale, &theirs, &unknown] {
         repo.command("touch").args(["-d", "1 hour ago"]).arg(f).status().unwrap();
     }
-    repo.boulder(&["gc"]).ok();
-    assert!(!orphan.exists(), "the pack without an index is removed");
-    assert!(!first.exists(), "the hook's stale .keep is removed");
+    // The next commit's hook cleans up; so would `git boulder gc`.
+    commit_in(&repo, &wt, "src/auth/login.rs", "// login 3\n", "login 3");
+    assert!(!orphan.exists() && !orphan_keep.exists(), "the killed hook's pack without an index goes, with its .keep");
+    assert!(!stale.exists(), "the hook's stale .keep is removed");
     assert!(theirs.exists(), "a .keep of someone else's stays");
+    assert!(unknown.exists(), "a pack that may be git's own stays");
+    let head = head_of(&repo, &wt);
+    assert_eq!(note_of(&repo, &head)["iteration"], 4);
+    std::fs::remove_file(&theirs).unwrap();
+    std::fs::remove_file(&unknown).unwrap();
+    repo.boulder(&["gc"]).ok();
     let count = repo.git_out(&["count-objects", "-v"]);
-    assert!(count.contains("garbage: 1"), "only the other .keep is left:\n{count}");
+    assert!(count.contains("garbage: 0"), "{count}");
     repo.assert_fsck();
 }

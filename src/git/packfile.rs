@@ -15,8 +15,9 @@
 //! [`ROLL_UP_AT`] packs share a tier, that tier and every tier below are rolled up into one pack
 //! (and the tier above with it, when that makes it [`ROLL_UP_AT`] too). Each object is rewritten
 //! once per tier it climbs (a handful of times), a roll-up happens every few commits, and at most
-//! three packs per tier remain: about ten packs for thousands of commits. Packs of more than
-//! [`ROLL_UP_MAX`] are left to git's own maintenance (one per thousand commits or so).
+//! three packs per tier remain: about ten small packs for thousands of commits. Packs of more
+//! than [`ROLL_UP_MAX`] are left to `git boulder gc` and git's own maintenance (one per few
+//! hundred commits, by the size of a record).
 //!
 //! Only packs that look like these are rolled up: their objects stored whole (not as deltas, not
 //! compressed), with no `.keep`, `.promisor`, `.mtimes` (cruft) or `.bitmap` beside them; and
@@ -40,9 +41,12 @@ use std::path::{Path, PathBuf};
 
 use super::ObjectId;
 
-/// A pack larger than this (bytes) is not rolled up: rewriting it would cost a commit more than
-/// it saves.
-pub const ROLL_UP_MAX: u64 = 4 * 1024 * 1024;
+/// A pack larger than this (bytes) is not rolled up by the hook: rewriting it would cost a commit
+/// more than it saves (four of these and the tiers below are about 5 MiB, some 30 ms).
+pub const ROLL_UP_MAX: u64 = 1024 * 1024;
+
+/// The same for `git boulder gc`, asked for.
+pub const ROLL_UP_MAX_ALL: u64 = 64 * 1024 * 1024;
 
 /// Packs in one size tier that trigger a roll-up.
 pub const ROLL_UP_AT: usize = 4;
@@ -158,9 +162,10 @@ fn create(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     Ok(())
 }
 
-/// What a `.keep` file [`write`] leaves says: whose it is (a roll-up removes one a killed hook
-/// left behind).
+/// What a `.keep` file [`write`] leaves says: whose it is (a roll-up removes one a killed writer
+/// left behind, by its first words [`KEEP_MARK`]).
 const KEEP_TEXT: &str = "git-boulder: the objects of a record whose refs are moving\n";
+const KEEP_MARK: &str = "git-boulder:";
 
 /// How [`write`] writes.
 #[derive(Debug, Clone, Copy, Default)]
@@ -195,8 +200,12 @@ pub(crate) fn write(
         create(&tmp_pack, &pack, options.sync)?;
         create(&tmp_idx, &idx, options.sync)?;
         if options.keep {
-            std::fs::write(&keep_path, KEEP_TEXT)?;
-            kept.set(true);
+            match create(&keep_path, KEEP_TEXT.as_bytes(), false) {
+                Ok(()) => kept.set(true),
+                // The very same pack, being written by another writer: its `.keep` will do.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e),
+            }
         }
         if !pack_path.exists() {
             std::fs::rename(&tmp_pack, &pack_path)?;
@@ -221,7 +230,7 @@ pub(crate) fn write(
         }
         return Err(e);
     }
-    Ok((idx_path, options.keep.then_some(keep_path)))
+    Ok((idx_path, kept.get().then_some(keep_path)))
 }
 
 /// A pack a roll-up may take: the path of its index, its size and when it was written.
@@ -232,8 +241,9 @@ struct Candidate {
     written: std::time::SystemTime,
 }
 
-/// The packs of the pack folder `dir` (whose entries are `names`) a roll-up may take.
-fn candidates(dir: &Path, names: &[String]) -> Vec<Candidate> {
+/// The packs of the pack folder `dir` (whose entries are `names`) a roll-up may take: no larger
+/// than `max` bytes.
+fn candidates(dir: &Path, names: &[String], max: u64) -> Vec<Candidate> {
     let has = |name: &str| names.iter().any(|n| n == name);
     let mut out = Vec::new();
     for name in names {
@@ -244,7 +254,7 @@ fn candidates(dir: &Path, names: &[String]) -> Vec<Candidate> {
             continue;
         }
         match std::fs::metadata(dir.join(format!("{stem}.pack"))) {
-            Ok(m) if m.is_file() && m.len() <= ROLL_UP_MAX => out.push(Candidate {
+            Ok(m) if m.is_file() && m.len() <= max => out.push(Candidate {
                 idx: dir.join(name),
                 size: m.len(),
                 written: m.modified().unwrap_or(std::time::UNIX_EPOCH),
@@ -308,8 +318,20 @@ fn stored_whole(pack: &[u8], offsets: impl Iterator<Item = u64>) -> bool {
     true
 }
 
-/// Remove what killed writers leave in the pack folder `dir` (entries `names`) and git does not
-/// clean up: a pack without its index, and a `.keep` a hook wrote, once older than ten minutes.
+/// Whether the first object of the pack at `path` is stored whole: a cheap first look (32 bytes)
+/// that tells git's own packs (compressed, or deltas first) from these without reading them.
+fn first_stored(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 32];
+    let Ok(mut file) = std::fs::File::open(path) else { return false };
+    let Ok(n) = file.read(&mut head) else { return false };
+    n >= 16 && stored_whole(&head[..n], std::iter::once(12))
+}
+
+/// Remove what a killed writer of these packs leaves in the pack folder `dir` (entries `names`),
+/// once ten minutes old: its `.keep` (which says it is git-boulder's), and the pack beside it
+/// when that pack never got its index. Nothing else: a pack without an index and without such a
+/// `.keep` may be git's own, between renames.
 fn clean_up(dir: &Path, names: &[String]) {
     let old = |path: &Path| {
         std::fs::metadata(path)
@@ -317,16 +339,16 @@ fn clean_up(dir: &Path, names: &[String]) {
             .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > std::time::Duration::from_secs(600)))
     };
     for name in names {
-        if let Some(stem) = name.strip_suffix(".pack") {
-            if stem.starts_with("pack-") && !names.iter().any(|n| *n == format!("{stem}.idx")) && old(&dir.join(name)) {
-                let _ = std::fs::remove_file(dir.join(name));
-            }
-        } else if name.starts_with("pack-") && name.ends_with(".keep") {
-            let path = dir.join(name);
-            if std::fs::read_to_string(&path).is_ok_and(|t| t == KEEP_TEXT) && old(&path) {
-                let _ = std::fs::remove_file(path);
-            }
+        let Some(stem) = name.strip_suffix(".keep").filter(|s| s.starts_with("pack-")) else { continue };
+        let keep = dir.join(name);
+        if !std::fs::read_to_string(&keep).is_ok_and(|t| t.starts_with(KEEP_MARK)) || !old(&keep) {
+            continue;
         }
+        let (pack, idx) = (dir.join(format!("{stem}.pack")), dir.join(format!("{stem}.idx")));
+        if !idx.exists() {
+            let _ = std::fs::remove_file(pack);
+        }
+        let _ = std::fs::remove_file(keep);
     }
 }
 
@@ -334,50 +356,55 @@ fn clean_up(dir: &Path, names: &[String]) {
 /// every small pack, when there are two or more); how many packs were rolled up (0: none).
 /// Best effort for the caller: an error leaves every pack in place.
 pub(crate) fn roll_up(objects: &Path, hash: gix::hash::Kind, all: bool) -> std::io::Result<usize> {
+    let dir = objects.join("pack");
+    let names: Vec<String> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    clean_up(&dir, &names);
     if !usable(objects) {
         return Ok(0);
     }
-    let dir = objects.join("pack");
-    let names: Vec<String> =
-        std::fs::read_dir(&dir)?.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).collect();
     // Cheap first: too few indexes in all.
     let least = if all { 2 } else { ROLL_UP_AT };
     if names.iter().filter(|n| n.ends_with(".idx")).count() < least {
         return Ok(0);
     }
-    let mut packs = candidates(&dir, &names);
-    let mut picked = chosen(&packs, all);
-    if picked.is_empty() {
-        return Ok(0);
-    }
-    clean_up(&dir, &names);
-    // Read the packs due; one that is not all stored objects is not taken, and the choice made
-    // again without it.
-    let mut read = Vec::new();
-    loop {
+    let mut packs = candidates(&dir, &names, if all { ROLL_UP_MAX_ALL } else { ROLL_UP_MAX });
+    // The packs due, each read and checked whole; one that is not all stored objects is left
+    // out, and the choice made again without it: first by its first bytes, then whole.
+    let mut read: Vec<(PathBuf, gix::odb::pack::Bundle)> = Vec::new();
+    let picked = loop {
+        let picked = chosen(&packs, all);
+        if picked.is_empty() {
+            return Ok(0);
+        }
         let mut foreign = Vec::new();
         for p in &picked {
-            if read.iter().any(|(idx, _): &(PathBuf, _)| *idx == p.idx) {
+            if read.iter().any(|(idx, _)| *idx == p.idx) {
+                continue;
+            }
+            if !first_stored(&p.idx.with_extension("pack")) {
+                foreign.push(p.idx.clone());
                 continue;
             }
             let bundle = gix::odb::pack::Bundle::at(&p.idx, hash).map_err(std::io::Error::other)?;
-            let bytes = std::fs::read(p.idx.with_extension("pack"))?;
-            let offsets = (0..bundle.index.num_objects()).map(|i| bundle.index.pack_offset_at_index(i));
-            if stored_whole(&bytes, offsets) {
+            let whole = {
+                let data = bundle.pack.entry_slice(0..bundle.pack.data_len() as u64).unwrap_or_default();
+                stored_whole(data, (0..bundle.index.num_objects()).map(|i| bundle.index.pack_offset_at_index(i)))
+            };
+            if whole {
                 read.push((p.idx.clone(), bundle));
             } else {
                 foreign.push(p.idx.clone());
             }
         }
         if foreign.is_empty() {
-            break;
+            break picked;
         }
         packs.retain(|p| !foreign.contains(&p.idx));
-        picked = chosen(&packs, all);
-        if picked.is_empty() {
-            return Ok(0);
-        }
-    }
+    };
     let mut list = Vec::new();
     let mut inflate = gix::zlib::Inflate::default();
     let mut buf = Vec::new();
@@ -391,11 +418,16 @@ pub(crate) fn roll_up(objects: &Path, hash: gix::hash::Kind, all: bool) -> std::
             list.push(Object { kind: data.kind, data: data.data.to_vec(), id });
         }
     }
-    // Packs older than the kernel's writeback delay are on disk: the new one has to be too
-    // before they go. A roll-up of packs just written (loose objects' durability) needs not.
-    let settled = std::time::Duration::from_secs(30);
+    drop(read);
+    // Packs older than a minute are likely on disk (writeback takes up to 30 s by default): the
+    // new one has to be too before they go. A roll-up of packs just written (as durable as loose
+    // objects are) needs not.
+    let settled = std::time::Duration::from_secs(60);
     let sync = picked.iter().any(|p| p.written.elapsed().is_ok_and(|age| age > settled));
-    let (new, _) = write(objects, hash, list, Options { keep: false, sync })?;
+    let (new, keep) = write(objects, hash, list, Options { keep: true, sync })?;
+    if let Some(keep) = keep {
+        let _ = std::fs::remove_file(keep);
+    }
     // A multi-pack-index written meanwhile would name the packs about to go.
     if !usable(objects) {
         return Ok(0);
