@@ -168,6 +168,16 @@ impl RecordedCommit {
         }
     }
 
+    /// The op that makes the stream's root boulder, on its first recorded commit.
+    fn root_created(&self) -> BoulderOp {
+        BoulderOp::Created {
+            id: Opt::Absent,
+            stream: Opt::Set(self.stream.clone()),
+            parent: Opt::Absent,
+            depth: Opt::Set(0),
+        }
+    }
+
     /// The note of the commit, once its boulder is at `iteration`.
     pub fn note(&self, iteration: u64) -> Note {
         Note {
@@ -211,13 +221,7 @@ pub fn record_commit(repo: &Repo, store: &Store, rec: &RecordedCommit) -> Result
             Some(tip) => store.plan_append(&refname, Some(&tip), activity.clone(), &batch)?,
             // A root boulder made on first use.
             None if b == rec.stream => {
-                let created = BoulderOp::Created {
-                    id: Opt::Absent,
-                    stream: Opt::Set(rec.stream.clone()),
-                    parent: Opt::Absent,
-                    depth: Opt::Set(0),
-                };
-                let created = store.plan_append::<BoulderState>(&refname, None, created, &batch)?;
+                let created = store.plan_append::<BoulderState>(&refname, None, rec.root_created(), &batch)?;
                 store.plan_append(&refname, Some(&created), activity.clone(), &batch)?
             }
             None => break,
@@ -263,12 +267,7 @@ fn record_from(repo: &Repo, store: &Store, rec: &RecordedCommit, start: String, 
             Ok(Some(match cur {
                 Some(_) => activity.clone(),
                 // A root boulder made on first use.
-                None if b == rec.stream => BoulderOp::Created {
-                    id: Opt::Absent,
-                    stream: Opt::Set(rec.stream.clone()),
-                    parent: Opt::Absent,
-                    depth: Opt::Set(0),
-                },
+                None if b == rec.stream => rec.root_created(),
                 None => return Ok(None),
             }))
         })?;
