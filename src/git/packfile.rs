@@ -297,25 +297,44 @@ fn chosen(packs: &[Candidate], all: bool) -> Vec<Candidate> {
 }
 
 /// Whether every object of the pack `pack`, at `offsets`, is stored whole, as [`write`] stores
-/// objects: not a delta, and a zlib stream of stored blocks. Only such packs are rolled up: a
-/// pack of deltas or compressed objects (git's own) would come out many times larger.
+/// objects: not a delta, a zlib stream of stored blocks, and no larger than the bytes it takes
+/// in the pack (what stored blocks make sure of: so decoding holds no more than the pack, whatever
+/// a pack that only looks like these declares). Only such packs are rolled up: a pack of deltas
+/// or compressed objects (git's own) would come out many times larger.
 fn stored_whole(pack: &[u8], offsets: impl Iterator<Item = u64>) -> bool {
     if pack.len() < 12 || &pack[..4] != b"PACK" {
         return false;
     }
-    for offset in offsets {
-        let Some(entry) = usize::try_from(offset).ok().and_then(|o| pack.get(o..)) else { return false };
-        let Some(first) = entry.first() else { return false };
-        if !(1..=4).contains(&((first >> 4) & 7)) {
-            return false;
-        }
-        let Some(header) = entry.iter().position(|b| b & 0x80 == 0) else { return false };
-        // The zlib header of the fastest level, then a stored block (BTYPE 00).
-        if !entry.get(header + 1..header + 4).is_some_and(|z| z[0] == 0x78 && z[1] == 0x01 && z[2] & 0b110 == 0) {
-            return false;
+    let mut offsets: Vec<u64> = offsets.collect();
+    offsets.sort_unstable();
+    for (i, offset) in offsets.iter().enumerate() {
+        let end = offsets.get(i + 1).copied().unwrap_or(pack.len() as u64);
+        let Some(entry) = usize::try_from(*offset).ok().and_then(|o| pack.get(o..)) else { return false };
+        match entry_stored(entry) {
+            Some(size) if size < end.saturating_sub(*offset) => {}
+            _ => return false,
         }
     }
     true
+}
+
+/// The size the pack entry starting `entry` declares, when it is an object stored whole (not a
+/// delta; the zlib header of the fastest level, then a stored block, BTYPE 00).
+fn entry_stored(entry: &[u8]) -> Option<u64> {
+    let first = *entry.first()?;
+    if !(1..=4).contains(&((first >> 4) & 7)) {
+        return None;
+    }
+    let header = entry.iter().position(|b| b & 0x80 == 0)?;
+    if header > 8 {
+        return None;
+    }
+    let mut size = u64::from(first & 0x0f);
+    for (k, b) in entry[1..=header].iter().enumerate() {
+        size |= u64::from(b & 0x7f) << (4 + 7 * k);
+    }
+    let z = entry.get(header + 1..header + 4)?;
+    (z[0] == 0x78 && z[1] == 0x01 && z[2] & 0b110 == 0).then_some(size)
 }
 
 /// Whether the first object of the pack at `path` is stored whole: a cheap first look (32 bytes)
@@ -325,7 +344,7 @@ fn first_stored(path: &Path) -> bool {
     let mut head = [0u8; 32];
     let Ok(mut file) = std::fs::File::open(path) else { return false };
     let Ok(n) = file.read(&mut head) else { return false };
-    n >= 16 && stored_whole(&head[..n], std::iter::once(12))
+    n >= 16 && &head[..4] == b"PACK" && entry_stored(&head[12..n]).is_some()
 }
 
 /// Remove what a killed writer of these packs leaves in the pack folder `dir` (entries `names`),
@@ -462,6 +481,21 @@ impl super::Repo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_declaring_more_than_it_takes_is_not_stored_whole() {
+        let data = b"hello\n".to_vec();
+        let id = id_of(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &data);
+        let mut list = vec![Object { kind: gix::objs::Kind::Blob, data, id }];
+        let (mut pack, _, _) = encode(gix::hash::Kind::Sha1, &mut list).unwrap();
+        assert_eq!(entry_stored(&pack[12..]), Some(6));
+        assert!(stored_whole(&pack, std::iter::once(12)));
+        // The same entry declaring 32 MiB (a stream that goes on compressed could inflate to it).
+        pack[12] = (3 << 4) | 0x80;
+        pack.splice(13..13, [0x80, 0x80, 0x80, 0x01]);
+        assert_eq!(entry_stored(&pack[12..]), Some(1 << 25));
+        assert!(!stored_whole(&pack, std::iter::once(12)));
+    }
 
     #[test]
     fn tiers_go_by_fours_from_16_kib() {
