@@ -26,6 +26,24 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Read a file of a worktree, looking again a few times (within about 50 ms) when it is not
+/// there: `git checkout`, and a merge writing files the way it does, replaces a file by removing
+/// it and writing it anew, so a reader in between finds nothing (a stream run reading the PRD
+/// while another stream's merge updates the main worktree). A file really missing is reported as
+/// missing, 50 ms later.
+pub fn read_settled(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut tries = 0;
+    loop {
+        match std::fs::read(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 5 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// The first executable `name` on `PATH`, as a shell finds it.
 pub fn on_path(name: &str) -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -64,5 +82,22 @@ mod tests {
         std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o750)).unwrap();
         super::write_atomic(&old, b"y").unwrap();
         assert_eq!(std::fs::metadata(&old).unwrap().permissions().mode() & 0o777, 0o750);
+    }
+
+    #[test]
+    fn a_file_replaced_meanwhile_is_read_once_back_and_a_missing_one_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("prd.md");
+        let writer = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(15));
+                std::fs::write(path, b"# PRD\n").unwrap();
+            })
+        };
+        assert_eq!(super::read_settled(&path).unwrap(), b"# PRD\n");
+        writer.join().unwrap();
+        let missing = dir.path().join("missing.md");
+        assert_eq!(super::read_settled(&missing).unwrap_err().kind(), std::io::ErrorKind::NotFound);
     }
 }

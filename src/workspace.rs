@@ -399,7 +399,17 @@ impl Workspace {
 
 /// Read and parse a PRD file; errors name the file and line.
 pub fn load_prd(path: &Path) -> Result<(String, Prd)> {
-    let bytes = std::fs::read(path).map_err(|e| {
+    load_prd_with(path, |p| std::fs::read(p))
+}
+
+/// [`load_prd`] for a stream run, where another stream's merge may be rewriting the main
+/// worktree's PRD at that moment ([`crate::fsutil::read_settled`]).
+pub fn load_prd_settled(path: &Path) -> Result<(String, Prd)> {
+    load_prd_with(path, crate::fsutil::read_settled)
+}
+
+fn load_prd_with(path: &Path, read: impl Fn(&Path) -> std::io::Result<Vec<u8>>) -> Result<(String, Prd)> {
+    let bytes = read(path).map_err(|e| {
         let err = Error::usage(format!("cannot read the PRD {}: {e}", path.display()));
         if e.kind() == std::io::ErrorKind::NotFound {
             err.hint("set `prd:` in .boulder/streams.yaml to your PRD's path, or pass --prd PATH")

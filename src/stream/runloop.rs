@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::plan::{Plan, StreamDef};
 use crate::state::{self, Opt, Store, StreamOp, StreamState, StreamStatus};
-use crate::workspace::{load_prd, Workspace};
+use crate::workspace::{load_prd_settled, Workspace};
 
 /// How the loop runs.
 #[derive(Debug, Clone)]
@@ -153,7 +153,7 @@ fn run_loop(
                 iterations: iteration,
             });
         }
-        let (_, prd) = load_prd(&prd_path)?;
+        let (_, prd) = load_prd_settled(&prd_path)?;
         let done = ws.recorded_done()?;
         let stories = ws.stream_stories(plan, stream, &prd, &done)?;
         let open = stories.iter().filter(|s| !s.status.is_done()).count();
@@ -226,7 +226,7 @@ fn run_loop(
             return Ok(Outcome { status: StreamStatus::Stopped, reason: "interrupted".into(), iterations: iteration });
         }
         let tip_after = ws.repo.branch_tip(&stream.branch)?;
-        let (_, prd) = load_prd(&prd_path)?;
+        let (_, prd) = load_prd_settled(&prd_path)?;
         let done = ws.recorded_done()?;
         let after = ws.stream_stories(plan, stream, &prd, &done)?;
         let done_after = after.iter().filter(|s| s.status.is_done()).count();
