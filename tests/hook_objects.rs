@@ -137,7 +137,9 @@ fn small_packs_are_rolled_up_and_gc_packs_them_all() {
     repo.assert_fsck();
 
     // `git boulder gc` rolls up every small pack: at most the state pack and the rolled-up one.
-    repo.boulder(&["gc"]).ok();
+    let small = indexes(&repo).len() - before;
+    let gc = repo.boulder(&["gc", "--json"]).ok().json();
+    assert_eq!(gc["rolled_up"].as_u64(), Some(small as u64), "{gc}");
     assert!(indexes(&repo).len() <= 2, "{:?}", indexes(&repo));
     for idx in indexes(&repo) {
         pack_ids(&repo, &idx);

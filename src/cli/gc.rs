@@ -1,5 +1,5 @@
-//! `git boulder gc [--auto]`: pack the state's loose objects, and add the op-logs to git's
-//! commit-graph.
+//! `git boulder gc [--auto]`: pack the state's loose objects, roll up the small packs the
+//! post-commit hook writes, and add the op-logs to git's commit-graph.
 
 use std::io::Write;
 
@@ -13,7 +13,8 @@ pub struct GcArgs {
     /// `gc.auto`, else 6700), as pull, push and merge do by themselves.
     #[arg(long)]
     pub auto: bool,
-    /// Print {"refs": N, "objects": N, "packed": bool}.
+    /// Print {"refs": N, "objects": N, "rolled_up": N, "packed": bool} (`rolled_up`: small packs
+    /// the post-commit hook wrote, rolled up into one).
     #[arg(long)]
     pub json: bool,
 }
@@ -25,13 +26,17 @@ pub fn run(ws: &Workspace, args: GcArgs) -> Result<()> {
         let p = done.unwrap_or_default();
         return super::output::json(
             &mut out,
-            &serde_json::json!({"refs": p.refs, "objects": p.objects, "packed": done.is_some()}),
+            &serde_json::json!({"refs": p.refs, "objects": p.objects, "rolled_up": p.rolled_up, "packed": done.is_some()}),
         );
     }
+    let rolled = |p: &pack::Packed| match p.rolled_up {
+        0 => String::new(),
+        n => format!("; rolled up {n} small packs into one"),
+    };
     match done {
         None => writeln!(out, "nothing to pack: {} loose objects (estimated)", pack::loose_estimate(&ws.repo))?,
-        Some(p) if p.objects == 0 => writeln!(out, "the state of {} refs is packed already", p.refs)?,
-        Some(p) => writeln!(out, "packed {} objects of {} state refs", p.objects, p.refs)?,
+        Some(p) if p.objects == 0 => writeln!(out, "the state of {} refs is packed already{}", p.refs, rolled(&p))?,
+        Some(p) => writeln!(out, "packed {} objects of {} state refs{}", p.objects, p.refs, rolled(&p))?,
     }
     Ok(())
 }

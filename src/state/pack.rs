@@ -36,6 +36,8 @@ pub struct Packed {
     pub refs: usize,
     /// Objects put into the new pack (0: everything was packed already).
     pub objects: usize,
+    /// Small packs the post-commit hook wrote, rolled up into one (0: none).
+    pub rolled_up: usize,
 }
 
 fn tips_path(repo: &Repo) -> PathBuf {
@@ -93,7 +95,7 @@ pub fn pack(repo: &Repo) -> Result<Packed> {
     // Remember what is packed now; a lost write only means the next pack walks a little more.
     std::fs::create_dir_all(repo.boulder_dir())?;
     crate::fsutil::write_atomic(&tips_path(repo), hex(&ids).join("\n").as_bytes())?;
-    Ok(Packed { refs: tips.len(), objects })
+    Ok(Packed { refs: tips.len(), objects, rolled_up: rolled })
 }
 
 /// The loose objects of the repository, estimated from one fan-out folder as `git gc --auto` does.
