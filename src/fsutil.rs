@@ -91,8 +91,11 @@ mod tests {
         let writer = {
             let path = path.clone();
             std::thread::spawn(move || {
-                std::thread::sleep(std::time::Duration::from_millis(15));
-                std::fs::write(path, b"# PRD\n").unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                // Whole at once, as a test cannot wait for a write in progress.
+                let tmp = path.with_extension("tmp");
+                std::fs::write(&tmp, b"# PRD\n").unwrap();
+                std::fs::rename(tmp, path).unwrap();
             })
         };
         assert_eq!(super::read_settled(&path).unwrap(), b"# PRD\n");

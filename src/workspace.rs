@@ -403,9 +403,23 @@ pub fn load_prd(path: &Path) -> Result<(String, Prd)> {
 }
 
 /// [`load_prd`] for a stream run, where another stream's merge may be rewriting the main
-/// worktree's PRD at that moment ([`crate::fsutil::read_settled`]).
+/// worktree's PRD at that moment, as `git checkout` does (removing the file, creating it empty,
+/// writing it): read until the file is there and two reads in a row agree, within about 50 ms
+/// ([`crate::fsutil::read_settled`]), so a run never takes a half-written PRD for one with fewer
+/// stories.
 pub fn load_prd_settled(path: &Path) -> Result<(String, Prd)> {
-    load_prd_with(path, crate::fsutil::read_settled)
+    load_prd_with(path, |p| {
+        let mut last = crate::fsutil::read_settled(p)?;
+        for _ in 0..5 {
+            let again = crate::fsutil::read_settled(p)?;
+            if again == last && !again.is_empty() {
+                break;
+            }
+            last = again;
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Ok(last)
+    })
 }
 
 fn load_prd_with(path: &Path, read: impl Fn(&Path) -> std::io::Result<Vec<u8>>) -> Result<(String, Prd)> {

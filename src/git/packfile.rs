@@ -460,7 +460,8 @@ pub(crate) fn roll_up(objects: &Path, hash: gix::hash::Kind, all: bool) -> std::
         let _ = std::fs::remove_file(p.idx.with_extension("rev"));
         let _ = std::fs::remove_file(p.idx.with_extension("pack"));
     }
-    Ok(picked.len())
+    // A picked pack that held every object already is the new one, and stays.
+    Ok(picked.iter().filter(|p| p.idx != new).count())
 }
 
 impl super::Repo {
