@@ -421,18 +421,7 @@ fn a_direct_hook_whose_binary_is_gone_lets_the_commit_through_and_doctor_names_t
     let copy = copy_dir.join("git-boulder");
     std::fs::copy(bin(), &copy).unwrap();
     // The copy is PATH's git-boulder when it installs: the direct hook names it.
-    let path = std::env::join_paths(std::iter::once(copy_dir.clone()).chain(std::env::split_paths(
-        &repo.command("true").get_envs().find(|(k, _)| *k == "PATH").unwrap().1.unwrap().to_owned(),
-    )))
-    .unwrap();
-    let out = repo
-        .command(copy.to_str().unwrap())
-        .env("PATH", &path)
-        .args(["hooks", "install"])
-        .current_dir(&repo.dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    boulder_via(&repo, &copy, &copy_dir, &["hooks", "install"]).ok();
     let hook = std::fs::read_to_string(repo.dir.join(".git/hooks/post-commit")).unwrap();
     assert!(hook.lines().next().unwrap().contains("gone-bin/git-boulder"), "{hook}");
     std::fs::remove_file(&copy).unwrap();
@@ -488,7 +477,19 @@ fn boulder_via(repo: &TestRepo, program: &std::path::Path, first: &std::path::Pa
     let path: Vec<std::path::PathBuf> = std::iter::once(first.to_path_buf())
         .chain(std::env::split_paths(&cmd.get_envs().find(|(k, _)| *k == "PATH").unwrap().1.unwrap().to_owned()))
         .collect();
-    Run::from(cmd.env("PATH", std::env::join_paths(path).unwrap()).args(args).current_dir(&repo.dir).output().unwrap())
+    cmd.env("PATH", std::env::join_paths(path).unwrap()).args(args).current_dir(&repo.dir);
+    // A binary copied a moment ago may still be open for writing in a child another test's
+    // thread has forked and not yet exec'd: exec then fails with "Text file busy" for a moment.
+    let mut tries = 0;
+    loop {
+        match cmd.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            out => return Run::from(out.unwrap()),
+        }
+    }
 }
 
 fn first_line(repo: &TestRepo) -> String {
