@@ -54,15 +54,23 @@ fn forge_tip(repo: &TestRepo, i: usize) -> String {
     forged
 }
 
-#[test]
-fn forged_and_misnamed_op_logs_among_many_are_refused_by_name_and_the_rest_taken() {
+/// A remote and a machine `far` that has pushed [`BOULDERS`] op-logs of one op each to it, after
+/// `edit` changed its refs.
+fn far_with_boulders(edit: impl FnOnce(&TestRepo)) -> (Remote, TestRepo) {
     lib_env();
     let remote = Remote::new(&[("README.md", "hello\n")]);
     let far = remote.machine("far");
     for i in 1..=BOULDERS {
         append(&far, "far", i, true, "first");
     }
+    edit(&far);
     far.git(&["push", "-q", "origin", "refs/boulder/*:refs/boulder/*"]).ok();
+    (remote, far)
+}
+
+#[test]
+fn forged_and_misnamed_op_logs_among_many_are_refused_by_name_and_the_rest_taken() {
+    let (remote, far) = far_with_boulders(|_| {});
 
     let near = remote.machine("near");
     let first = pull(&near, 0);
@@ -118,14 +126,9 @@ fn forged_and_misnamed_op_logs_among_many_are_refused_by_name_and_the_rest_taken
 
 #[test]
 fn a_misnamed_op_log_already_held_is_still_refused_when_nothing_is_new() {
-    lib_env();
-    let remote = Remote::new(&[("README.md", "hello\n")]);
-    let far = remote.machine("far");
-    for i in 1..=BOULDERS {
-        append(&far, "far", i, true, "first");
-    }
-    far.git(&["update-ref", &boulder_ref(5), &boulder_ref(6)]).ok();
-    far.git(&["push", "-q", "origin", "refs/boulder/*:refs/boulder/*"]).ok();
+    let (remote, _far) = far_with_boulders(|far| {
+        far.git(&["update-ref", &boulder_ref(5), &boulder_ref(6)]).ok();
+    });
 
     // near got b05 past any check (plain git), as the remote has it.
     let near = remote.machine("near");

@@ -60,6 +60,16 @@ fn answer(dir: &Path, token: &str, changed: &[&str]) {
     std::fs::write(dir.join("changed"), changed.iter().map(|p| format!("{p}\n")).collect::<String>()).unwrap();
 }
 
+/// The sample with stream `auth`'s worktree and a monitor hook that answers at once, its first
+/// answer (token `t1`) given.
+fn auth_with_a_monitor() -> (TestRepo, PathBuf) {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let hook = answering_hook(&repo, "0");
+    answer(&hook, "t1", &[]);
+    (repo, hook)
+}
+
 #[test]
 fn a_slow_monitor_is_waited_for_and_a_change_made_while_it_runs_is_seen_next_time() {
     let repo = sample();
@@ -120,11 +130,8 @@ fn a_monitor_that_fails_after_a_while_means_the_full_check() {
 
 #[test]
 fn untracked_files_the_monitor_reports_are_found_at_any_depth() {
-    let repo = sample();
-    repo.boulder(&["stream", "init", "auth"]).ok();
+    let (repo, hook) = auth_with_a_monitor();
     let wt = repo.worktree("auth");
-    let hook = answering_hook(&repo, "0");
-    answer(&hook, "t1", &[]);
     assert_eq!(dirty(&repo, "auth"), false);
     answer(&hook, "t2", &[]);
     assert_eq!(dirty(&repo, "auth"), false);
@@ -167,10 +174,7 @@ fn untracked_files_the_monitor_reports_are_found_at_any_depth() {
 
 #[test]
 fn the_monitor_is_asked_before_the_state_is_read() {
-    let repo = sample();
-    repo.boulder(&["stream", "init", "auth"]).ok();
-    let hook = answering_hook(&repo, "0");
-    answer(&hook, "t1", &[]);
+    let (repo, hook) = auth_with_a_monitor();
     let run = repo.boulder(&["-v", "status"]).ok();
     let lines: Vec<&str> = run.stderr.lines().collect();
     let pos = |needle: &str| {
@@ -223,35 +227,30 @@ fn a_plan_that_does_not_parse_waits_for_the_monitor_it_started() {
 
 #[test]
 fn worktrees_outside_the_plans_folder_ask_the_monitor_once() {
-    let repo = sample();
-    repo.boulder(&["stream", "init", "auth"]).ok();
-    let hook = answering_hook(&repo, "0");
-    answer(&hook, "t1", &[]);
+    let (repo, hook) = auth_with_a_monitor();
     // Outside the main worktree (as `git worktree add` elsewhere leaves it): asked in it alone.
     let away = repo.dir.parent().unwrap().join("elsewhere").join("auth");
-    std::fs::create_dir_all(away.parent().unwrap()).unwrap();
-    repo.git(&["worktree", "move", ".boulder/worktrees/auth", away.to_str().unwrap()]).ok();
-    let before = calls(&hook).len();
-    assert_eq!(dirty(&repo, "auth"), false);
-    let asked = calls(&hook)[before..].to_vec();
-    assert_eq!(asked.len(), 1, "one question for one worktree: {asked:?}");
-    std::fs::write(away.join("src/auth/mod.rs"), "// changed\n").unwrap();
-    answer(&hook, "t2", &["src/auth/mod.rs"]);
-    assert_eq!(dirty(&repo, "auth"), true);
-    assert!(porcelain_dirty(&repo, &away));
+    moved_and_asked_once(&repo, &hook, &repo.worktree("auth"), &away, "src/auth/mod.rs", "t2");
     std::fs::write(away.join("src/auth/mod.rs"), "// auth\n").unwrap();
     answer(&hook, "t3", &["src/auth/mod.rs"]);
 
     // Below the main worktree, outside the plan's folder: the question in the main worktree serves it.
     let below = repo.dir.join("elsewhere/auth");
-    std::fs::create_dir_all(repo.dir.join("elsewhere")).unwrap();
-    repo.git(&["worktree", "move", away.to_str().unwrap(), below.to_str().unwrap()]).ok();
-    let before = calls(&hook).len();
-    assert_eq!(dirty(&repo, "auth"), false);
-    let asked = calls(&hook)[before..].to_vec();
-    assert_eq!(asked.len(), 1, "one question for the worktree below the main one: {asked:?}");
-    std::fs::write(below.join("src/auth/mod.rs"), "// changed\n").unwrap();
-    answer(&hook, "t4", &["elsewhere/auth/src/auth/mod.rs"]);
-    assert_eq!(dirty(&repo, "auth"), true);
-    assert!(porcelain_dirty(&repo, &below));
+    moved_and_asked_once(&repo, &hook, &away, &below, "elsewhere/auth/src/auth/mod.rs", "t4");
+}
+
+/// Move the worktree of stream `auth` from `from` to `to`; `status` asks the monitor `hook` one
+/// question for it, then sees a change the monitor reports (as `changed`, token `token`) as git
+/// does.
+fn moved_and_asked_once(repo: &TestRepo, hook: &Path, from: &Path, to: &Path, changed: &str, token: &str) {
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    repo.git(&["worktree", "move", from.to_str().unwrap(), to.to_str().unwrap()]).ok();
+    let before = calls(hook).len();
+    assert_eq!(dirty(repo, "auth"), false);
+    let asked = calls(hook)[before..].to_vec();
+    assert_eq!(asked.len(), 1, "one question for the worktree at {}: {asked:?}", to.display());
+    std::fs::write(to.join("src/auth/mod.rs"), "// changed\n").unwrap();
+    answer(hook, token, &[changed]);
+    assert_eq!(dirty(repo, "auth"), true);
+    assert!(porcelain_dirty(repo, to));
 }

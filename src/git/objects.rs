@@ -755,18 +755,17 @@ impl Loose {
     /// for the caller to remove once refs name its objects.
     pub(crate) fn flush(&self) -> std::io::Result<Option<std::path::PathBuf>> {
         let Some(pending) = &self.pending else { return Ok(None) };
-        let list = std::mem::take(&mut *pending.borrow_mut());
+        let mut list = std::mem::take(&mut *pending.borrow_mut());
         if list.is_empty() {
             return Ok(None);
         }
-        let copies: Vec<(gix::objs::Kind, Vec<u8>)> = list.iter().map(|o| (o.kind, o.data.clone())).collect();
         let options = super::packfile::Options { keep: true, sync: false };
-        match super::packfile::write(&self.dir, self.hash, list, options) {
+        match super::packfile::write(&self.dir, self.hash, &mut list, options) {
             Ok((_, keep)) => Ok(keep),
             Err(e) => {
                 crate::trace::line(&format!("new objects written loose: no pack: {e}"));
-                for (kind, data) in copies {
-                    self.write_loose(kind, &data)?;
+                for o in &list {
+                    self.write_loose(o.kind, &o.data)?;
                 }
                 Ok(None)
             }

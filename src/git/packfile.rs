@@ -14,8 +14,9 @@
 //! ([`roll_up`]): a pack under 16 KiB is in tier 0, under 64 KiB tier 1, and so on by fours; once
 //! [`ROLL_UP_AT`] packs share a tier, that tier and every tier below are rolled up into one pack
 //! (and the tier above with it, when that makes it [`ROLL_UP_AT`] too). Each object is rewritten
-//! once per tier it climbs (a handful of times), a roll-up happens every few commits, and at most
-//! three packs per tier remain: about ten small packs for thousands of commits. Packs of more
+//! a handful of times as it climbs (the hook writes about four times each record's size in all),
+//! a roll-up happens every few commits, and at most three packs per tier remain: about ten small
+//! packs for thousands of commits. Packs of more
 //! than [`ROLL_UP_MAX`] are left to `git boulder gc` and git's own maintenance (one per few
 //! hundred commits, by the size of a record).
 //!
@@ -27,7 +28,8 @@
 //! Safety, as git's own pack writers: a pack and its index are written under temporary names
 //! (`tmp_pack_*`, `tmp_idx_*`, which `git gc` cleans up if a writer is killed) and renamed into
 //! place pack first, index last, so a reader sees a pack only once it is whole; the objects a
-//! ref will name are in place before the ref moves. A roll-up deletes a small pack only after
+//! ref will name are in place before the ref moves, with a `.keep` beside their pack until it has
+//! moved (as a fetch keeps its pack), so `git repack -a -d` does not drop them meanwhile. A roll-up deletes a small pack only after
 //! the pack holding all of its objects is in place, and deletes its index first; a reader that
 //! misses an object looks at the pack folder again (git and gix both do), and finds it in the
 //! new pack. Two roll-ups at once each write a whole pack before deleting what it holds.
@@ -57,11 +59,14 @@ fn tier(size: u64) -> u32 {
     (63 - units.leading_zeros()) / 2
 }
 
+/// A pack folder's entries that name a multi-pack-index: one file, or an incremental chain.
+const MULTI_PACK_INDEX: [&str; 2] = ["multi-pack-index", "multi-pack-index.d"];
+
 /// Whether new objects may go into a new pack in the object folder `objects`: there is a pack
-/// folder and no multi-pack-index (neither one file nor an incremental chain).
+/// folder and no multi-pack-index ([`MULTI_PACK_INDEX`]).
 pub(crate) fn usable(objects: &Path) -> bool {
     let pack = objects.join("pack");
-    pack.is_dir() && !pack.join("multi-pack-index").exists() && !pack.join("multi-pack-index.d").exists()
+    pack.is_dir() && !MULTI_PACK_INDEX.iter().any(|name| pack.join(name).exists())
 }
 
 /// One object for [`write`].
@@ -178,15 +183,16 @@ pub(crate) struct Options {
     pub sync: bool,
 }
 
-/// Write `objects` as one pack (and its index) into the object folder `objects`; the path of
-/// its index, and of its `.keep` when asked for. On an error nothing is left but what was there.
+/// Write `list` as one pack (and its index) into the object folder `objects`; the path of its
+/// index, and of its `.keep` when asked for. On an error nothing is left but what was there, and
+/// `list` still holds the objects (sorted by id, each once).
 pub(crate) fn write(
     objects: &Path,
     hash: gix::hash::Kind,
-    mut list: Vec<Object>,
+    list: &mut Vec<Object>,
     options: Options,
 ) -> std::io::Result<(PathBuf, Option<PathBuf>)> {
-    let (pack, idx, name) = encode(hash, &mut list)?;
+    let (pack, idx, name) = encode(hash, list)?;
     let dir = objects.join("pack");
     let tag = format!("{:016x}", fastrand::u64(..));
     let (tmp_pack, tmp_idx) = (dir.join(format!("tmp_pack_{tag}")), dir.join(format!("tmp_idx_{tag}")));
@@ -244,7 +250,8 @@ struct Candidate {
 /// The packs of the pack folder `dir` (whose entries are `names`) a roll-up may take: no larger
 /// than `max` bytes.
 fn candidates(dir: &Path, names: &[String], max: u64) -> Vec<Candidate> {
-    let has = |name: &str| names.iter().any(|n| n == name);
+    let listed: std::collections::HashSet<&str> = names.iter().map(String::as_str).collect();
+    let has = |name: &str| listed.contains(name);
     let mut out = Vec::new();
     for name in names {
         let Some(stem) = name.strip_suffix(".idx") else { continue };
@@ -382,7 +389,9 @@ pub(crate) fn roll_up(objects: &Path, hash: gix::hash::Kind, all: bool) -> std::
         Err(e) => return Err(e),
     };
     clean_up(&dir, &names);
-    if !usable(objects) {
+    // The listing says whether a multi-pack-index is there ([`usable`] asks the disk again
+    // before anything is deleted).
+    if names.iter().any(|n| MULTI_PACK_INDEX.contains(&n.as_str())) {
         return Ok(0);
     }
     // Cheap first: too few indexes in all.
@@ -443,7 +452,7 @@ pub(crate) fn roll_up(objects: &Path, hash: gix::hash::Kind, all: bool) -> std::
     // objects are) needs not.
     let settled = std::time::Duration::from_secs(60);
     let sync = picked.iter().any(|p| p.written.elapsed().is_ok_and(|age| age > settled));
-    let (new, keep) = write(objects, hash, list, Options { keep: true, sync })?;
+    let (new, keep) = write(objects, hash, &mut list, Options { keep: true, sync })?;
     if let Some(keep) = keep {
         let _ = std::fs::remove_file(keep);
     }
@@ -539,11 +548,11 @@ mod tests {
         std::fs::create_dir(dir.path().join("pack")).unwrap();
         let hash = gix::hash::Kind::Sha1;
         let big = vec![b'x'; 70_000];
-        let objects: Vec<Object> = [b"one\n".to_vec(), Vec::new(), big.clone(), b"one\n".to_vec()]
+        let mut objects: Vec<Object> = [b"one\n".to_vec(), Vec::new(), big.clone(), b"one\n".to_vec()]
             .into_iter()
             .map(|data| Object { kind: gix::objs::Kind::Blob, id: id_of(hash, gix::objs::Kind::Blob, &data), data })
             .collect();
-        let (idx, keep) = write(dir.path(), hash, objects, Options { keep: true, sync: true }).unwrap();
+        let (idx, keep) = write(dir.path(), hash, &mut objects, Options { keep: true, sync: true }).unwrap();
         assert_eq!(std::fs::read_to_string(keep.unwrap()).unwrap(), KEEP_TEXT);
         let bundle = gix::odb::pack::Bundle::at(&idx, hash).unwrap();
         assert_eq!(bundle.index.num_objects(), 3, "the duplicate is stored once");

@@ -516,14 +516,11 @@ impl<'r> Store<'r> {
     }
 
     /// Build (and when `write`, store) the blobs, tree and commit of one op; returns the commit id.
-    /// An appended op's objects are new by construction (its time and clock are fresh), so they
-    /// are written without asking the store first; a merge commit, the same on every machine,
-    /// may already be there and is looked up first.
+    /// For a merge commit, the same on every machine, which may already be there and is looked up
+    /// first, and for checking a fetched op's commit; an appended op's objects, new by
+    /// construction, go through [`Store::fresh_op_commit`].
     fn write_op_commit<S: State>(&self, op: &Op, state: &S, parents: &[ObjectId], write: bool) -> Result<ObjectId> {
         let repo = self.git();
-        if write && !op.is_merge() {
-            return Self::fresh_op_commit(&repo.fresh(), op, state, parents);
-        }
         let (op_json, state_json) = (Self::json(op, "op.json")?, Self::json(state, "state.json")?);
         let blob = |bytes: &[u8], name: &str| -> Result<ObjectId> {
             if write {
