@@ -612,9 +612,10 @@ fn follow_base(ws: &Workspace, plan: &Plan, remote: &RemoteName, say: &dyn Fn(Op
         }
         let spec = format!("+{}:{}", refs::branch_ref(base), refs::remote_branch_ref(&remote.given, base));
         let fetched = crate::git::remote::fetch(&ws.repo, &remote.given, &[spec])?;
-        let (Some(tip), Some(local)) = (fetched.first().map(|f| f.id), ws.repo.branch_tip(base)?) else {
-            return Ok(());
-        };
+        let Some(tip) = fetched.first().map(|f| f.id) else { return Ok(()) };
+        // Merges write the base's worktree too (and first check it is clean): not while one runs.
+        let _merging = crate::lock::acquire(&ws.repo, "merge", true, "git boulder work: following the remote")?;
+        let Some(local) = ws.repo.branch_tip(base)? else { return Ok(()) };
         if local == tip || !ws.repo.objects().is_ancestor(local, tip)? {
             return Ok(());
         }
