@@ -13,15 +13,15 @@ use git_boulder::state::{BoulderState, Store};
 use crate::common::{lib_env, Remote, TestRepo};
 
 /// Boulders written here: more than a pull checks on one thread.
-const BOULDERS: usize = 24;
+pub(crate) const BOULDERS: usize = 24;
 
-fn boulder_ref(i: usize) -> String {
+pub(crate) fn boulder_ref(i: usize) -> String {
     format!("refs/boulder/boulders/b{i:02}")
 }
 
 /// Append an `activity` op to boulder `i` of `repo` as `actor` (creating the boulder first when
 /// `create`).
-fn append(repo: &TestRepo, actor: &str, i: usize, create: bool, what: &str) {
+pub(crate) fn append(repo: &TestRepo, actor: &str, i: usize, create: bool, what: &str) {
     let r = Repo::open(&repo.dir).expect("open");
     let store = Store { repo: &r, actor: actor.to_string() };
     if create {
@@ -32,7 +32,7 @@ fn append(repo: &TestRepo, actor: &str, i: usize, create: bool, what: &str) {
 }
 
 /// Every fetched ref's outcome of a `pull --json` that exits `code`, by local ref name.
-fn pull(repo: &TestRepo, code: i32) -> std::collections::BTreeMap<String, serde_json::Value> {
+pub(crate) fn pull(repo: &TestRepo, code: i32) -> std::collections::BTreeMap<String, serde_json::Value> {
     let j = repo.boulder(&["pull", "origin", "--json"]).code(code).json();
     j["refs"].as_array().unwrap().iter().map(|r| (r["name"].as_str().unwrap().to_string(), r.clone())).collect()
 }
@@ -56,7 +56,7 @@ fn forge_tip(repo: &TestRepo, i: usize) -> String {
 
 /// A remote and a machine `far` that has pushed [`BOULDERS`] op-logs of one op each to it, after
 /// `edit` changed its refs.
-fn far_with_boulders(edit: impl FnOnce(&TestRepo)) -> (Remote, TestRepo) {
+pub(crate) fn far_with_boulders(edit: impl FnOnce(&TestRepo)) -> (Remote, TestRepo) {
     lib_env();
     let remote = Remote::new(&[("README.md", "hello\n")]);
     let far = remote.machine("far");

@@ -39,6 +39,7 @@ mod prd_scale;
 mod pre_push_pushed;
 mod project_boulder;
 mod pull_overlap;
+mod pull_packed;
 mod pull_scale;
 mod record;
 mod refusals;

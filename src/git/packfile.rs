@@ -171,6 +171,8 @@ fn create(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
 /// left behind, by its first words [`KEEP_MARK`]).
 const KEEP_TEXT: &str = "git-boulder: the objects of a record whose refs are moving\n";
 const KEEP_MARK: &str = "git-boulder:";
+/// What [`keep_new`]'s `.keep` files say.
+const KEEP_FETCHED: &str = "git-boulder: fetched objects whose refs are moving\n";
 
 /// How [`write`] writes.
 #[derive(Debug, Clone, Copy, Default)]
@@ -352,6 +354,57 @@ fn first_stored(path: &Path) -> bool {
     let Ok(mut file) = std::fs::File::open(path) else { return false };
     let Ok(n) = file.read(&mut head) else { return false };
     n >= 16 && &head[..4] == b"PACK" && entry_stored(&head[12..n]).is_some()
+}
+
+/// The packs in the object folder `objects` now, by file name (`pack-<id>.pack`).
+pub(crate) fn pack_names(objects: &Path) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(objects.join("pack")) else { return Vec::new() };
+    let mut names: Vec<String> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with("pack-") && n.ends_with(".pack"))
+        .collect();
+    names.sort_unstable();
+    names
+}
+
+/// `.keep` files this process wrote beside packs that another process (a `git fetch` that wrote
+/// no ref) left unreachable; removed when dropped, once refs name their objects.
+#[derive(Debug, Default)]
+pub(crate) struct Kept(Vec<PathBuf>);
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        for keep in &self.0 {
+            let _ = std::fs::remove_file(keep);
+        }
+    }
+}
+
+/// Keep every pack of `objects` that is not among `before` ([`pack_names`] of an earlier moment)
+/// until the returned [`Kept`] is dropped: a fetch that wrote no ref no longer keeps the pack it
+/// brought, and `git repack -a -d` would drop its objects as unreachable meanwhile. A pack that
+/// already has a `.keep` is left to whoever wrote it; one left by a killed process is removed by a
+/// later roll-up, as [`write`]'s are.
+pub(crate) fn keep_new(objects: &Path, before: &[String]) -> Kept {
+    let dir = objects.join("pack");
+    let mut kept = Vec::new();
+    for name in pack_names(objects) {
+        if before.binary_search(&name).is_ok() {
+            continue;
+        }
+        let Some(stem) = name.strip_suffix(".pack") else { continue };
+        let keep = dir.join(format!("{stem}.keep"));
+        let made = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&keep)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, KEEP_FETCHED.as_bytes()));
+        if made.is_ok() {
+            kept.push(keep);
+        }
+    }
+    Kept(kept)
 }
 
 /// Remove what a killed writer of these packs leaves in the pack folder `dir` (entries `names`),

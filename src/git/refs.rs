@@ -390,6 +390,193 @@ pub fn update_all(repo: &Repo, swaps: &[Swap], writer: &Signature) -> Result<std
     })
 }
 
+/// The first line of `packed-refs` as git writes it (and the traits it must name for
+/// [`update_packed`] to rewrite the file).
+const PACKED_HEADER: &[u8] = b"# pack-refs with: peeled fully-peeled sorted \n";
+
+/// What [`update_packed`] did: the indexes of the swaps it left to [`update_all`] (`left`: a loose
+/// file, a lock or a reflog), and of those it wrote that a loose writer touched meanwhile (`raced`).
+#[derive(Debug, Default)]
+pub struct PackedMove {
+    pub left: Vec<usize>,
+    pub raced: Vec<usize>,
+}
+
+/// [`update_all`] without a lock file per ref, for the refs that only `packed-refs` holds: under
+/// `packed-refs.lock` alone (the one lock `git pack-refs` takes), each checked against what it was
+/// expected to hold, the file rewritten whole — one file created where [`update_all`] creates one
+/// per ref (on this kind of disk the creations are most of its time).
+///
+/// Why that is still a compare-and-swap against git-boulder's other writers: a gix ref transaction
+/// holds `packed-refs.lock` from before it reads the loose refs it moves until it has written
+/// them, whenever `packed-refs` or its lock exists when it starts — so it cannot write between
+/// this check and this write. A writer that started while neither existed (or git's own CLI,
+/// which never takes that lock for a loose ref) can slip in, and its loose file would hide the
+/// packed value; so a ref with a loose file or lock is left out (`left`, with a ref that has a
+/// reflog, which is owed an entry), and each written ref is looked at again after the write
+/// (`raced`): the caller redoes those through [`update`], on top of whatever that writer wrote.
+/// One hole is gix's own and as old as its transactions: it reads `packed-refs` just before it
+/// takes that lock, so a writer that read it before this rewrite and then waited for the lock
+/// compares against the old value — as it would after any other transaction's rewrite. For an
+/// op-log the next pull brings back what such a write hid, from the tracking ref.
+///
+/// A ref git keeps a reflog of is left too: one that has a reflog, and under
+/// `core.logAllRefUpdates` the branches, remote-tracking branches and notes.
+///
+/// `None`, with nothing written, when this cannot be done and [`update_all`] must: a ref is not
+/// where it was expected, a new value is not a commit (a tag would need its peeled value
+/// written), or a name clashes with another as file and folder (`a/b` beside `a/b/c`); `packed-refs` was written by something that does not sort and peel it (its header
+/// says so); its lock is held past git's wait (`core.packedRefsTimeout`, a second); or every ref
+/// update is to be logged (`core.logAllRefUpdates=always`).
+pub fn update_packed(repo: &Repo, swaps: &[Swap]) -> Result<Option<PackedMove>> {
+    use gix::lock::acquire::Fail;
+    let common = &repo.common_dir;
+    let objects = repo.objects();
+    let mut moved = PackedMove::default();
+    let mut edits: Vec<(&str, ObjectId, usize)> = Vec::with_capacity(swaps.len());
+    // The refs git gives a reflog of their own (`core.logAllRefUpdates`, on by default where
+    // there is a worktree): branches, remote-tracking branches, notes.
+    let logs = repo.config_string("core.logAllRefUpdates").map(|v| v.trim().to_ascii_lowercase());
+    let logged = match logs.as_deref() {
+        Some("always") => return Ok(None),
+        Some("false" | "no" | "off" | "0" | "") => false,
+        Some(_) => true,
+        None => !repo.is_bare(),
+    };
+    let owed_a_log = |name: &str| {
+        logged && ["refs/heads/", "refs/remotes/", "refs/notes/"].iter().any(|p| name.starts_with(p))
+            || std::fs::symlink_metadata(common.join("logs").join(name)).is_ok()
+    };
+    for (i, s) in swaps.iter().enumerate() {
+        full_name(&s.name)?;
+        if loose_or_locked(common, &s.name) || owed_a_log(&s.name) {
+            moved.left.push(i);
+        } else if !matches!(objects.header(s.new), Ok((super::objects::Kind::Commit, _))) {
+            return Ok(None);
+        } else {
+            edits.push((s.name.as_str(), s.new, i));
+        }
+    }
+    if edits.is_empty() {
+        return Ok(Some(moved));
+    }
+    let path = common.join("packed-refs");
+    let failed = |e: &dyn std::fmt::Display| Error::internal(format!("cannot update {}: {e}", path.display()));
+    let wait = Fail::AfterDurationWithBackoff(Duration::from_millis(1000));
+    let Ok(mut lock) = gix::lock::File::acquire_to_update_resource(&path, wait, None, 0) else { return Ok(None) };
+    // Read under the lock: what every other writer of packed-refs has finished writing.
+    let buffer = match std::fs::read(&path) {
+        Ok(bytes) if bytes.is_empty() => None,
+        Ok(bytes) => {
+            let header = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+            let traits: Vec<&[u8]> = header.split(|&b| b == b' ').collect();
+            if !header.starts_with(b"# pack-refs with:")
+                || !traits.contains(&&b"fully-peeled"[..])
+                || !traits.contains(&&b"sorted"[..])
+            {
+                return Ok(None);
+            }
+            Some(gix::refs::packed::Buffer::from_bytes(&bytes, repo.repo.object_hash()).map_err(|e| failed(&e))?)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(failed(&e)),
+    };
+    for &(name, _, i) in &edits {
+        let now = match &buffer {
+            Some(b) => b.try_find(name).map_err(|e| failed(&e))?.map(|r| r.target()),
+            None => None,
+        };
+        let as_expected = match swaps[i].expected {
+            Expect::Absent => now.is_none(),
+            Expect::At(id) => now == Some(id),
+            Expect::Anything => true,
+        };
+        // A loose writer that came since the first look is refused too, before anything is written.
+        if !as_expected || loose_or_locked(common, name) {
+            return Ok(None);
+        }
+    }
+    edits.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    if edits.windows(2).any(|w| w[0].0 == w[1].0) {
+        return Ok(None);
+    }
+    // Names that clash with another as file and folder (`a/b` beside `a/b/c`) are left to a ref
+    // transaction, which refuses them as git does.
+    let edited = |n: &str| edits.binary_search_by(|(e, ..)| (*e).cmp(n)).is_ok();
+    let named = |n: &str| -> Result<bool> {
+        let packed = match &buffer {
+            Some(b) => b.try_find(n).map_err(|e| failed(&e))?.is_some(),
+            None => false,
+        };
+        Ok(packed || edited(n) || common.join(n).is_file())
+    };
+    for &(name, ..) in &edits {
+        for (slash, _) in name.match_indices('/').skip(1) {
+            if named(&name[..slash])? {
+                return Ok(None);
+            }
+        }
+        let folder = format!("{name}/");
+        let below = match &buffer {
+            Some(b) => b.iter_prefixed(folder.as_str().into()).map_err(|e| failed(&e))?.next().is_some(),
+            None => false,
+        };
+        let first_below = edits.partition_point(|(e, ..)| *e < folder.as_str());
+        if below || edits.get(first_below).is_some_and(|(e, ..)| e.starts_with(&folder)) {
+            return Ok(None);
+        }
+    }
+    let mut out = Vec::with_capacity(buffer.as_ref().map_or(0, |b| b.as_ref().len()) + 64 * edits.len() + 64);
+    out.extend_from_slice(PACKED_HEADER);
+    let line = |out: &mut Vec<u8>, id: &dyn std::fmt::Display, name: &[u8]| {
+        out.extend_from_slice(id.to_string().as_bytes());
+        out.push(b' ');
+        out.extend_from_slice(name);
+        out.push(b'\n');
+    };
+    let mut next = edits.iter().peekable();
+    if let Some(b) = &buffer {
+        for r in b.iter().map_err(|e| failed(&e))? {
+            let r = r.map_err(|e| failed(&e))?;
+            let name = r.name.as_bstr().as_bytes();
+            while let Some((n, id, _)) = next.next_if(|(n, ..)| n.as_bytes() < name) {
+                line(&mut out, id, n.as_bytes());
+            }
+            if let Some((n, id, _)) = next.next_if(|(n, ..)| n.as_bytes() == name) {
+                line(&mut out, id, n.as_bytes());
+                continue;
+            }
+            line(&mut out, &r.target, name);
+            if let Some(peeled) = r.object {
+                out.push(b'^');
+                out.extend_from_slice(peeled);
+                out.push(b'\n');
+            }
+        }
+    }
+    for (n, id, _) in next {
+        line(&mut out, id, n.as_bytes());
+    }
+    std::io::Write::write_all(&mut lock, &out).map_err(|e| failed(&e))?;
+    lock.commit().map_err(|e| failed(&e))?;
+    // gix keeps the file it read last and rereads it only when its modification time differs,
+    // which a rewrite within the same clock tick does not change: read it again now, or the next
+    // transaction here would rewrite packed-refs from the old copy and drop these refs.
+    repo.repo.refs.force_refresh_packed_buffer().map_err(|e| failed(&e))?;
+    crate::failpoint::hit("packed-refs-written");
+    moved.raced = edits.iter().filter(|(name, ..)| loose_or_locked(common, name)).map(|&(.., i)| i).collect();
+    moved.raced.sort_unstable();
+    Ok(Some(moved))
+}
+
+/// Whether the ref `name` has a loose file or a loose lock in the common git dir `common`.
+fn loose_or_locked(common: &std::path::Path, name: &str) -> bool {
+    let path = common.join(name);
+    let mut lock = path.clone().into_os_string();
+    lock.push(".lock");
+    std::fs::symlink_metadata(&path).is_ok() || std::fs::symlink_metadata(lock).is_ok()
+}
+
 /// Delete a ref only if it still points at `expected` (compare-and-swap).
 pub fn delete(repo: &Repo, name: &str, expected: ObjectId) -> Result<()> {
     use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};

@@ -1,13 +1,15 @@
 //! Talking to remotes. Both directions go through the git CLI ([`super::cli::fetch`],
 //! [`super::cli::push`]), so every transport, credential helper, ssh and proxy setting and
-//! `insteadOf` rewrite of the user's git applies unchanged; this module names remotes and maps
-//! what git reports back to the remote's own ref names.
+//! `insteadOf` rewrite of the user's git applies unchanged; this module names remotes, maps
+//! what git reports back to the remote's own ref names, and writes the refs a fetch brought
+//! (git brings only the objects: its ref updates, one transaction per ref, were a third of the
+//! fetch).
 
 use gix::bstr::ByteSlice;
 use gix::ObjectId;
 
 use crate::error::{Error, Result};
-use crate::git::{cli, Repo};
+use crate::git::{cli, identity, packfile, refs, Repo};
 
 /// A remote as the user named it: a configured remote's name, or a URL or path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,30 +65,98 @@ pub struct Fetched {
 /// `remote` (a configured name or a URL/path), no tags, through the git CLI ([`cli::fetch`] says
 /// why). Returns every remote ref the specs matched, so callers know exactly what the remote holds
 /// (also refs it no longer has: absent).
+///
+/// git brings the objects; the local refs are then written here in one ref transaction, each a
+/// compare-and-swap from what it held before the fetch (see [`write_fetched`]).
 pub fn fetch(repo: &Repo, remote: &str, refspecs: &[String]) -> Result<Vec<Fetched>> {
-    start_fetch(repo, remote, refspecs)?.finish()
+    start_fetch(repo, remote, refspecs)?.finish(repo)
 }
 
 /// A [`fetch`] under way (see [`cli::RunningFetch`]).
 pub struct RunningFetch {
     running: cli::RunningFetch,
+    /// The packs there were before (see [`packfile::keep_new`]).
+    packs: Vec<String>,
+    remote: String,
     refspecs: Vec<String>,
 }
 
 /// Start [`fetch`]; `git fetch` runs until [`RunningFetch::finish`] waits for it.
 pub fn start_fetch(repo: &Repo, remote: &str, refspecs: &[String]) -> Result<RunningFetch> {
-    Ok(RunningFetch { running: cli::start_fetch(repo.run_dir(), remote, refspecs)?, refspecs: refspecs.to_vec() })
+    let packs = packfile::pack_names(&repo.objects_dir());
+    Ok(RunningFetch {
+        running: cli::start_fetch(repo.run_dir(), remote, refspecs, true)?,
+        packs,
+        remote: remote.to_string(),
+        refspecs: refspecs.to_vec(),
+    })
 }
 
 impl RunningFetch {
-    /// Wait for the fetch: what [`fetch`] returns.
-    pub fn finish(self) -> Result<Vec<Fetched>> {
-        let refspecs = self.refspecs;
-        fetched(self.running.finish()?, &refspecs)
+    /// Wait for the fetch and write the local refs: what [`fetch`] returns.
+    pub fn finish(self, repo: &Repo) -> Result<Vec<Fetched>> {
+        let RunningFetch { running, packs, remote, refspecs } = self;
+        let got = fetched(running.finish()?, &refspecs)?;
+        let _span = crate::trace::span(format!("fetch: write {} refs", got.len()));
+        // Until the refs name them, nothing else keeps the objects git just brought.
+        let _kept = packfile::keep_new(&repo.objects_dir(), &packs);
+        crate::failpoint::hit("fetch-objects");
+        if write_fetched(repo, &remote, &got)? {
+            return Ok(got.into_iter().map(|(f, _)| f).collect());
+        }
+        // git writes them itself, the way a plain `git fetch` does (the objects are here by now).
+        let again = fetched(cli::fetch(repo.run_dir(), &remote, &refspecs)?, &refspecs)?;
+        Ok(again.into_iter().map(|(f, _)| f).collect())
     }
 }
 
-fn fetched(fetched: Vec<cli::FetchedRef>, refspecs: &[String]) -> Result<Vec<Fetched>> {
+/// Write the local refs of `fetched` that git left as they were (a dry run: it brought their
+/// objects and wrote no ref) — into `packed-refs` in one rewrite where only it holds them, the
+/// others in one ref transaction ([`refs::update_packed`], [`refs::update_all`]) — each a
+/// compare-and-swap from what it held when git read it, as git's own fetch moves each. `false`,
+/// with nothing written, when that cannot be done and git must write them: an object is missing
+/// (a git whose dry run does not fetch), or a ref moved meanwhile (a plain `git fetch` with the
+/// same refspecs) or cannot be written as named.
+///
+/// Nothing is lost if the command is killed before: the objects sit in the object store until the
+/// next fetch names them again (or `git gc` prunes them, weeks later); the refs are unchanged.
+fn write_fetched(repo: &Repo, remote: &str, fetched: &[(Fetched, cli::Local)]) -> Result<bool> {
+    let objects = repo.objects();
+    let mut swaps = Vec::new();
+    for (f, local) in fetched {
+        let (Some(name), cli::Local::Left(before)) = (&f.local_ref, local) else { continue };
+        let before = match before {
+            Some(hex) => Some(ObjectId::from_hex(hex.as_bytes()).map_err(|e| bad_id(hex, e))?),
+            None => None,
+        };
+        if before == Some(f.id) {
+            continue;
+        }
+        if !objects.has(f.id) {
+            return Ok(false);
+        }
+        swaps.push(refs::Swap {
+            name: name.clone(),
+            expected: refs::Expect::from_tip(before),
+            new: f.id,
+            message: format!("fetch {remote}"),
+        });
+    }
+    // A plain `git fetch` that wrote one of them meanwhile (`raced`) wrote what the remote had.
+    // What update_packed cannot do (a ref that moved meanwhile, a name that clashes with a folder
+    // of refs, which gix's transaction would write where git refuses it) is left to git.
+    let Some(moved) = refs::update_packed(repo, &swaps)? else { return Ok(false) };
+    let left: Vec<refs::Swap> = moved.left.iter().map(|&i| swaps[i].clone()).collect();
+    let writer = identity::state_signature(&crate::time::now_rfc3339());
+    Ok(refs::update_all(repo, &left, &writer)?.is_ok())
+}
+
+fn bad_id(hex: &str, e: impl std::fmt::Display) -> Error {
+    Error::internal(format!("git fetch printed a bad id {hex:?}: {e}"))
+}
+
+/// The fetched refs the refspecs map back to a remote ref, with what git did with each local ref.
+fn fetched(fetched: Vec<cli::FetchedRef>, refspecs: &[String]) -> Result<Vec<(Fetched, cli::Local)>> {
     fetched
         .into_iter()
         .filter_map(|f| {
@@ -94,9 +164,8 @@ fn fetched(fetched: Vec<cli::FetchedRef>, refspecs: &[String]) -> Result<Vec<Fet
             Some((remote_ref, f))
         })
         .map(|(remote_ref, f)| {
-            let id = ObjectId::from_hex(f.id.as_bytes())
-                .map_err(|e| Error::internal(format!("git fetch printed a bad id {:?}: {e}", f.id)))?;
-            Ok(Fetched { remote_ref, id, local_ref: Some(f.local_ref) })
+            let id = ObjectId::from_hex(f.id.as_bytes()).map_err(|e| bad_id(&f.id, e))?;
+            Ok((Fetched { remote_ref, id, local_ref: Some(f.local_ref) }, f.local))
         })
         .collect()
 }

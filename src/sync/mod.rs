@@ -1,7 +1,8 @@
 //! Sharing state through any git remote (DESIGN §9): `push`, `pull`, `sync`, and the refspecs
 //! of `remote setup`.
 //!
-//! * **pull** fetches (git CLI) `refs/boulder/*` and `refs/notes/boulder` into
+//! * **pull** fetches (git CLI, which brings the objects; the refs are written here, see
+//!   [`remote::fetch`]) `refs/boulder/*` and `refs/notes/boulder` into
 //!   `refs/boulder-remotes/<remote>/…`, then brings each op-log in: created, fast-forwarded, kept
 //!   (local ahead) or merged deterministically ([`crate::state::Store::absorb`]); notes merge by
 //!   union; claims are kept as the remote's last word. Everything fetched is validated before it
@@ -417,7 +418,7 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
         repo.settle_committer();
         Ok((store, claims_before))
     })();
-    let fetched = running.finish()?;
+    let fetched = running.finish(repo)?;
     let (store, claims_before) = prepared?;
     drop(span);
     let _span = crate::trace::span(format!("pull: check and take in {} refs", fetched.len()));
@@ -450,17 +451,26 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
             }
         }
     }
-    // Every op-log ref moves in one transaction. If it fails (a local writer moved one of them
-    // meanwhile, or holds its lock), each is taken in on its own, with retries.
+    // Every op-log ref moves at once: those only packed-refs holds in one rewrite of it, the
+    // others (a hook wrote them loose) in one transaction. One that fails (a local writer moved it
+    // meanwhile, or holds its lock) is taken in on its own, with retries.
     let swaps: Vec<refs::Swap> = pending.iter().map(|(_, p)| p.swap.clone()).collect();
     let writer = Store::absorb_writer();
     let span = crate::trace::span(format!("pull: move {} op-log refs in one transaction", swaps.len()));
-    let moved = refs::update_all(repo, &swaps, &writer)?;
+    // Without a lock file per ref where only packed-refs holds them (see refs::update_packed);
+    // one a local writer took meanwhile is taken in again on its own, on top of what it wrote.
+    let (left, mut redo) = match refs::update_packed(repo, &swaps)? {
+        Some(moved) => (moved.left, moved.raced),
+        None => ((0..swaps.len()).collect(), Vec::new()),
+    };
+    let rest: Vec<refs::Swap> = left.iter().map(|&n| swaps[n].clone()).collect();
+    if refs::update_all(repo, &rest, &writer)?.is_err() {
+        redo.extend(left);
+    }
     drop(span);
-    if moved.is_err() {
-        for (i, p) in &pending {
-            report.refs[*i] = absorb_kind(&store, p.kind, &p.swap.name, p.id);
-        }
+    for n in redo {
+        let (i, p) = &pending[n];
+        report.refs[*i] = absorb_kind(&store, p.kind, &p.swap.name, p.id);
     }
     // Claims the remote no longer has were released there.
     for (stream, _) in claims_before {
