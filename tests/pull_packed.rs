@@ -259,8 +259,115 @@ fn refs_git_keeps_a_reflog_of_are_left_to_a_ref_transaction() {
     assert_eq!(moved.left, [0, 2, 3], "branches, remote-tracking branches and notes get a reflog");
     assert_eq!(repo.refs("refs/boulder-queue"), ["refs/boulder-queue/o/heads/x"]);
     assert_eq!(repo.refs("refs/remotes/origin/x"), Vec::<String>::new());
-    // Where every update is logged, none is written here.
+    // Where every update is logged, all are left to the transaction (which writes the logs).
     repo.git(&["config", "core.logAllRefUpdates", "always"]).ok();
     let r = Repo::open(&repo.dir).expect("open");
-    assert!(refs::update_packed(&r, &[swap("refs/boulder-queue/o/heads/y")]).unwrap().is_none());
+    let moved = refs::update_packed(&r, &[swap("refs/boulder-queue/o/heads/y")]).unwrap().expect("nothing refused");
+    assert_eq!(moved.left, [0]);
+
+    // git's default, as git reads it: a bare repository logs nothing unless the key is set (a bare
+    // key is true), and a linked worktree of one is not bare.
+    let bare = repo.dir.with_extension("bare.git");
+    repo.git(&["clone", "-q", "--bare", ".", bare.to_str().unwrap()]).ok();
+    let r = Repo::open(&bare).expect("open");
+    assert_eq!(
+        refs::update_packed(&r, &[swap("refs/remotes/o/a")]).unwrap().expect("written").left,
+        Vec::<usize>::new()
+    );
+    let config = bare.join("config");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replacen("[core]\n", "[core]\n\tlogAllRefUpdates\n", 1)).unwrap();
+    let r = Repo::open(&bare).expect("open");
+    assert_eq!(refs::update_packed(&r, &[swap("refs/remotes/o/b")]).unwrap().expect("written").left, [0]);
+    std::fs::write(&config, text).unwrap();
+    let linked = repo.dir.with_extension("linked");
+    let ok = std::process::Command::new("git")
+        .args(["-C", bare.to_str().unwrap(), "worktree", "add", "-q", linked.to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let r = Repo::open(&linked).expect("open");
+    assert_eq!(refs::update_packed(&r, &[swap("refs/remotes/o/c")]).unwrap().expect("written").left, [0]);
+}
+
+/// Swaps creating `names`, each at `id`.
+fn creations(names: &[String], id: gix::ObjectId) -> Vec<git_boulder::git::refs::Swap> {
+    let swap = |name: &String| git_boulder::git::refs::Swap {
+        name: name.clone(),
+        expected: git_boulder::git::refs::Expect::Absent,
+        new: id,
+        message: "test".into(),
+    };
+    names.iter().map(swap).collect()
+}
+
+#[test]
+fn a_ref_deleted_in_another_process_while_refs_are_packed_takes_none_of_them_with_it() {
+    use git_boulder::git::{refs, Repo};
+    crate::common::lib_env();
+    let repo = TestRepo::with_files(&[("a.txt", "a\n")]);
+    let head = gix::ObjectId::from_hex(repo.git_out(&["rev-parse", "HEAD"]).as_bytes()).unwrap();
+    let doomed: Vec<String> = (0..300).map(|k| format!("refs/boulder/claims/o/d{k}")).collect();
+    let r = Repo::open(&repo.dir).expect("open");
+    refs::update_packed(&r, &creations(&doomed, head)).unwrap().expect("written");
+    // Another process deletes them one by one (a handle of its own each time, as each command
+    // is), while this one packs new refs, one rewrite each.
+    let dir = repo.dir.clone();
+    let deleter = std::thread::spawn(move || {
+        for name in &doomed {
+            let r = Repo::open(&dir).expect("open");
+            refs::delete(&r, name, head).expect("deleted");
+        }
+    });
+    let mut written = Vec::new();
+    for j in 0..300 {
+        let name = vec![format!("refs/boulder/boulders/y{j}")];
+        let moved = refs::update_packed(&r, &creations(&name, head)).unwrap().expect("written");
+        assert!(moved.left.is_empty() && moved.raced.is_empty());
+        written.extend(name);
+    }
+    deleter.join().unwrap();
+    let there = repo.refs("refs/boulder/boulders");
+    let lost: Vec<&String> = written.iter().filter(|w| !there.contains(w)).collect();
+    assert!(lost.is_empty(), "{} of {} packed refs lost to a deletion: {lost:?}", lost.len(), written.len());
+    assert_eq!(repo.refs("refs/boulder/claims"), Vec::<String>::new());
+    repo.assert_fsck();
+}
+
+#[test]
+fn a_deletion_takes_the_packed_line_the_loose_file_and_the_reflog_and_only_from_what_it_expected() {
+    use git_boulder::git::{refs, Repo};
+    crate::common::lib_env();
+    let repo = TestRepo::with_files(&[("a.txt", "a\n")]);
+    let first = repo.git_out(&["rev-parse", "HEAD"]);
+    repo.git(&["commit", "-q", "--allow-empty", "-m", "two"]).ok();
+    let second = repo.git_out(&["rev-parse", "HEAD"]);
+    let id = |hex: &str| gix::ObjectId::from_hex(hex.as_bytes()).unwrap();
+    // Packed at `first`, loose at `second` on top, with a reflog: deleting it must not let the
+    // packed value show through.
+    repo.git(&["update-ref", "refs/boulder/claims/o/both", &first]).ok();
+    repo.git(&["pack-refs", "--all"]).ok();
+    repo.git(&["update-ref", "--create-reflog", "refs/boulder/claims/o/both", &second]).ok();
+    repo.git(&["update-ref", "refs/boulder/claims/o/packed", &first]).ok();
+    repo.git(&["pack-refs", "--all"]).ok();
+    let git_dir = repo.dir.join(".git");
+    assert!(git_dir.join("logs/refs/boulder/claims/o/both").is_file());
+    let r = Repo::open(&repo.dir).expect("open");
+
+    // Not what it holds: refused, nothing changed.
+    assert!(refs::delete(&r, "refs/boulder/claims/o/both", id(&first)).is_err());
+    assert!(refs::delete(&r, "refs/boulder/claims/o/gone", id(&first)).is_err());
+    assert_eq!(repo.git_out(&["rev-parse", "refs/boulder/claims/o/both"]), second);
+
+    refs::delete(&r, "refs/boulder/claims/o/both", id(&second)).expect("deleted");
+    assert_eq!(repo.refs("refs/boulder/claims"), ["refs/boulder/claims/o/packed"]);
+    assert!(!std::fs::read_to_string(git_dir.join("packed-refs")).unwrap().contains("claims/o/both"));
+    assert!(!git_dir.join("logs/refs/boulder/claims/o/both").exists(), "its reflog goes with it");
+    refs::delete(&r, "refs/boulder/claims/o/packed", id(&first)).expect("deleted");
+    assert_eq!(repo.refs("refs/boulder/claims"), Vec::<String>::new());
+    // No lock, no empty folder left behind; git and gix agree.
+    assert!(!git_dir.join("refs/boulder/claims").exists() && !git_dir.join("logs/refs/boulder/claims").exists());
+    assert!(!git_dir.join("packed-refs.lock").exists());
+    assert_eq!(r.ref_id("refs/boulder/claims/o/packed").unwrap(), None);
+    repo.assert_fsck();
 }

@@ -407,41 +407,48 @@ pub struct PackedMove {
 /// expected to hold, the file rewritten whole — one file created where [`update_all`] creates one
 /// per ref (on this kind of disk the creations are most of its time).
 ///
-/// Why that is still a compare-and-swap against git-boulder's other writers: a gix ref transaction
-/// holds `packed-refs.lock` from before it reads the loose refs it moves until it has written
-/// them, whenever `packed-refs` or its lock exists when it starts — so it cannot write between
-/// this check and this write. A writer that started while neither existed (or git's own CLI,
-/// which never takes that lock for a loose ref) can slip in, and its loose file would hide the
-/// packed value; so a ref with a loose file or lock is left out (`left`, with a ref that has a
-/// reflog, which is owed an entry), and each written ref is looked at again after the write
-/// (`raced`): the caller redoes those through [`update`], on top of whatever that writer wrote.
-/// One hole is gix's own and as old as its transactions: it reads `packed-refs` just before it
-/// takes that lock, so a writer that read it before this rewrite and then waited for the lock
-/// compares against the old value — as it would after any other transaction's rewrite. For an
-/// op-log the next pull brings back what such a write hid, from the tracking ref.
+/// Why that is still a compare-and-swap against git-boulder's other writers: a gix ref
+/// transaction that updates refs holds `packed-refs.lock` from before it reads the loose refs it
+/// moves until it has written them, whenever `packed-refs` or its lock exists when it starts — so
+/// it cannot write between this check and this write — and [`delete`] reads and rewrites
+/// `packed-refs` under that lock, as git does. A writer that started while neither existed (or
+/// git's own CLI, which never takes that lock for a loose ref) can slip in, and its loose file
+/// would hide the packed value; so a ref with a loose file or lock is left out (`left`, with a ref
+/// that has a reflog, which is owed an entry), and each written ref is looked at again after the
+/// write (`raced`): the caller redoes those through [`update`], on top of whatever that writer
+/// wrote. One hole is gix's own and as old as its transactions: it reads `packed-refs` just
+/// before it takes that lock, so a writer that read it before this rewrite and then waited for the
+/// lock compares against the old value — as it would after any other transaction's rewrite. For
+/// an op-log the next pull brings back what such a write hid.
 ///
-/// A ref git keeps a reflog of is left too: one that has a reflog, and under
-/// `core.logAllRefUpdates` the branches, remote-tracking branches and notes.
+/// Also left to the transaction: a ref git keeps a reflog of (one that has a reflog, and under
+/// `core.logAllRefUpdates`, read as git reads it, the branches, remote-tracking branches and
+/// notes; every ref when it is `always`), a new value that is not a commit (a tag needs its
+/// peeled value written), and all of them when `packed-refs` was written by something that does
+/// not sort and peel it (its header says so).
 ///
-/// `None`, with nothing written, when this cannot be done and [`update_all`] must: a ref is not
-/// where it was expected, a new value is not a commit (a tag would need its peeled value
-/// written), or a name clashes with another as file and folder (`a/b` beside `a/b/c`); `packed-refs` was written by something that does not sort and peel it (its header
-/// says so); its lock is held past git's wait (`core.packedRefsTimeout`, a second); or every ref
-/// update is to be logged (`core.logAllRefUpdates=always`).
+/// `None`, with nothing written, when this cannot be done and a ref transaction would not do it
+/// the way git does: a ref is not where it was expected, a name clashes with another as file and
+/// folder (`a/b` beside `a/b/c`), or the lock is held past git's wait (`core.packedRefsTimeout`,
+/// a second).
 pub fn update_packed(repo: &Repo, swaps: &[Swap]) -> Result<Option<PackedMove>> {
-    use gix::lock::acquire::Fail;
     let common = &repo.common_dir;
     let objects = repo.objects();
     let mut moved = PackedMove::default();
     let mut edits: Vec<(&str, ObjectId, usize)> = Vec::with_capacity(swaps.len());
     // The refs git gives a reflog of their own (`core.logAllRefUpdates`, on by default where
     // there is a worktree): branches, remote-tracking branches, notes.
-    let logs = repo.config_string("core.logAllRefUpdates").map(|v| v.trim().to_ascii_lowercase());
-    let logged = match logs.as_deref() {
-        Some("always") => return Ok(None),
-        Some("false" | "no" | "off" | "0" | "") => false,
-        Some(_) => true,
-        None => !repo.is_bare(),
+    // Every ref update logged (`core.logAllRefUpdates=always`): all of them to the transaction.
+    let all_left = || Ok(Some(PackedMove { left: (0..swaps.len()).collect(), raced: Vec::new() }));
+    let logged = match repo.config_string("core.logAllRefUpdates").map(|v| v.to_ascii_lowercase()).as_deref() {
+        Some("always") => return all_left(),
+        // As git reads it: a boolean (a bare key is true); unset, true where there is a worktree —
+        // in a linked worktree of a bare repository too.
+        _ => match repo.repo.config_snapshot().try_boolean("core.logAllRefUpdates") {
+            Ok(Some(on)) => on,
+            Err(_) => true,
+            Ok(None) => repo.repo.workdir().is_some(),
+        },
     };
     let owed_a_log = |name: &str| {
         logged && ["refs/heads/", "refs/remotes/", "refs/notes/"].iter().any(|p| name.starts_with(p))
@@ -449,10 +456,12 @@ pub fn update_packed(repo: &Repo, swaps: &[Swap]) -> Result<Option<PackedMove>> 
     };
     for (i, s) in swaps.iter().enumerate() {
         full_name(&s.name)?;
-        if loose_or_locked(common, &s.name) || owed_a_log(&s.name) {
+        // A value other than a commit (a tag) would need its peeled value written: gix does that.
+        if loose_or_locked(common, &s.name)
+            || owed_a_log(&s.name)
+            || !matches!(objects.header(s.new), Ok((super::objects::Kind::Commit, _)))
+        {
             moved.left.push(i);
-        } else if !matches!(objects.header(s.new), Ok((super::objects::Kind::Commit, _))) {
-            return Ok(None);
         } else {
             edits.push((s.name.as_str(), s.new, i));
         }
@@ -461,26 +470,12 @@ pub fn update_packed(repo: &Repo, swaps: &[Swap]) -> Result<Option<PackedMove>> 
         return Ok(Some(moved));
     }
     let path = common.join("packed-refs");
-    let failed = |e: &dyn std::fmt::Display| Error::internal(format!("cannot update {}: {e}", path.display()));
-    let wait = Fail::AfterDurationWithBackoff(Duration::from_millis(1000));
-    let Ok(mut lock) = gix::lock::File::acquire_to_update_resource(&path, wait, None, 0) else { return Ok(None) };
-    // Read under the lock: what every other writer of packed-refs has finished writing.
-    let buffer = match std::fs::read(&path) {
-        Ok(bytes) if bytes.is_empty() => None,
-        Ok(bytes) => {
-            let header = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
-            let traits: Vec<&[u8]> = header.split(|&b| b == b' ').collect();
-            if !header.starts_with(b"# pack-refs with:")
-                || !traits.contains(&&b"fully-peeled"[..])
-                || !traits.contains(&&b"sorted"[..])
-            {
-                return Ok(None);
-            }
-            Some(gix::refs::packed::Buffer::from_bytes(&bytes, repo.repo.object_hash()).map_err(|e| failed(&e))?)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(failed(&e)),
+    let Some((lock, packed)) = lock_packed(repo)? else { return Ok(None) };
+    let buffer = match packed {
+        Packed::Read(buffer) => buffer,
+        Packed::Unsorted => return all_left(),
     };
+    let failed = |e: &dyn std::fmt::Display| Error::internal(format!("cannot update {}: {e}", path.display()));
     for &(name, _, i) in &edits {
         let now = match &buffer {
             Some(b) => b.try_find(name).map_err(|e| failed(&e))?.map(|r| r.target()),
@@ -526,7 +521,69 @@ pub fn update_packed(repo: &Repo, swaps: &[Swap]) -> Result<Option<PackedMove>> 
             return Ok(None);
         }
     }
-    let mut out = Vec::with_capacity(buffer.as_ref().map_or(0, |b| b.as_ref().len()) + 64 * edits.len() + 64);
+    let lines: Vec<(&str, Option<ObjectId>)> = edits.iter().map(|&(n, id, _)| (n, Some(id))).collect();
+    write_packed(repo, lock, buffer.as_ref(), &lines)?;
+    crate::failpoint::hit("packed-refs-written");
+    moved.raced = edits.iter().filter(|(name, ..)| loose_or_locked(common, name)).map(|&(.., i)| i).collect();
+    moved.raced.sort_unstable();
+    Ok(Some(moved))
+}
+
+/// `packed-refs` as read under its lock ([`lock_packed`]).
+enum Packed {
+    /// Its refs (`None`: no file, or an empty one).
+    Read(Option<gix::refs::packed::Buffer>),
+    /// Written by something that does not sort and peel it (its header says so): left to gix,
+    /// which reads it as git does.
+    Unsorted,
+}
+
+/// Take `packed-refs.lock` — waiting as git does, `core.packedRefsTimeout` (a second); `None`
+/// past that — and read `packed-refs` under it: what every other writer of it has finished
+/// writing, never a copy read before.
+fn lock_packed(repo: &Repo) -> Result<Option<(gix::lock::File, Packed)>> {
+    use gix::lock::acquire::Fail;
+    let path = repo.common_dir.join("packed-refs");
+    let wait = Fail::AfterDurationWithBackoff(Duration::from_millis(1000));
+    let Ok(lock) = gix::lock::File::acquire_to_update_resource(&path, wait, None, 0) else { return Ok(None) };
+    let packed = match std::fs::read(&path) {
+        Ok(bytes) if bytes.is_empty() => Packed::Read(None),
+        Ok(bytes) => {
+            let header = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+            let traits: Vec<&[u8]> = header.split(|&b| b == b' ').collect();
+            if !header.starts_with(b"# pack-refs with:")
+                || !traits.contains(&&b"fully-peeled"[..])
+                || !traits.contains(&&b"sorted"[..])
+            {
+                Packed::Unsorted
+            } else {
+                let buffer = gix::refs::packed::Buffer::from_bytes(&bytes, repo.repo.object_hash())
+                    .map_err(|e| packed_failed(&path, &e))?;
+                Packed::Read(Some(buffer))
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Packed::Read(None),
+        Err(e) => return Err(packed_failed(&path, &e)),
+    };
+    Ok(Some((lock, packed)))
+}
+
+fn packed_failed(path: &std::path::Path, e: &dyn std::fmt::Display) -> Error {
+    Error::internal(format!("cannot update {}: {e}", path.display()))
+}
+
+/// Write `packed-refs` through its `lock`: what `buffer` (read under that lock) holds with the
+/// `edits` (sorted by name, each name once) applied — `Some` a new value, `None` the ref gone —
+/// then have gix read it again.
+fn write_packed(
+    repo: &Repo,
+    mut lock: gix::lock::File,
+    buffer: Option<&gix::refs::packed::Buffer>,
+    edits: &[(&str, Option<ObjectId>)],
+) -> Result<()> {
+    let path = repo.common_dir.join("packed-refs");
+    let failed = |e: &dyn std::fmt::Display| packed_failed(&path, e);
+    let mut out = Vec::with_capacity(buffer.map_or(0, |b| b.as_ref().len()) + 64 * edits.len() + 64);
     out.extend_from_slice(PACKED_HEADER);
     let line = |out: &mut Vec<u8>, id: &dyn std::fmt::Display, name: &[u8]| {
         out.extend_from_slice(id.to_string().as_bytes());
@@ -535,15 +592,19 @@ pub fn update_packed(repo: &Repo, swaps: &[Swap]) -> Result<Option<PackedMove>> 
         out.push(b'\n');
     };
     let mut next = edits.iter().peekable();
-    if let Some(b) = &buffer {
+    if let Some(b) = buffer {
         for r in b.iter().map_err(|e| failed(&e))? {
             let r = r.map_err(|e| failed(&e))?;
             let name = r.name.as_bstr().as_bytes();
-            while let Some((n, id, _)) = next.next_if(|(n, ..)| n.as_bytes() < name) {
-                line(&mut out, id, n.as_bytes());
+            while let Some((n, id)) = next.next_if(|(n, _)| n.as_bytes() < name) {
+                if let Some(id) = id {
+                    line(&mut out, id, n.as_bytes());
+                }
             }
-            if let Some((n, id, _)) = next.next_if(|(n, ..)| n.as_bytes() == name) {
-                line(&mut out, id, n.as_bytes());
+            if let Some((n, id)) = next.next_if(|(n, _)| n.as_bytes() == name) {
+                if let Some(id) = id {
+                    line(&mut out, id, n.as_bytes());
+                }
                 continue;
             }
             line(&mut out, &r.target, name);
@@ -554,19 +615,19 @@ pub fn update_packed(repo: &Repo, swaps: &[Swap]) -> Result<Option<PackedMove>> 
             }
         }
     }
-    for (n, id, _) in next {
-        line(&mut out, id, n.as_bytes());
+    for (n, id) in next {
+        if let Some(id) = id {
+            line(&mut out, id, n.as_bytes());
+        }
     }
     std::io::Write::write_all(&mut lock, &out).map_err(|e| failed(&e))?;
+    // Renamed into place whole, as git and gix write it.
     lock.commit().map_err(|e| failed(&e))?;
     // gix keeps the file it read last and rereads it only when its modification time differs,
     // which a rewrite within the same clock tick does not change: read it again now, or the next
     // transaction here would rewrite packed-refs from the old copy and drop these refs.
     repo.repo.refs.force_refresh_packed_buffer().map_err(|e| failed(&e))?;
-    crate::failpoint::hit("packed-refs-written");
-    moved.raced = edits.iter().filter(|(name, ..)| loose_or_locked(common, name)).map(|&(.., i)| i).collect();
-    moved.raced.sort_unstable();
-    Ok(Some(moved))
+    Ok(())
 }
 
 /// Whether the ref `name` has a loose file or a loose lock in the common git dir `common`.
@@ -577,8 +638,79 @@ fn loose_or_locked(common: &std::path::Path, name: &str) -> bool {
     std::fs::symlink_metadata(&path).is_ok() || std::fs::symlink_metadata(lock).is_ok()
 }
 
-/// Delete a ref only if it still points at `expected` (compare-and-swap).
+/// Delete a ref only if it still points at `expected` (compare-and-swap), with its reflog, the
+/// way git's own `update-ref -d` does: under the ref's lock, its `packed-refs` line goes first —
+/// that file read and rewritten under its own lock — then the loose file, so the old packed value
+/// never shows through. (A gix transaction that only deletes reads `packed-refs` before it takes
+/// that file's lock, and would write back a copy without the refs another writer packed
+/// meanwhile — as a pull does.)
 pub fn delete(repo: &Repo, name: &str, expected: ObjectId) -> Result<()> {
+    use gix::lock::acquire::Fail;
+    let full = full_name(name)?;
+    let moved = || Error::refused(format!("cannot delete {name}: it moved meanwhile")).hint("look again");
+    let common = &repo.common_dir;
+    let path = common.join(name);
+    let refs_dir = common.join("refs");
+    let wait = Fail::AfterDurationWithBackoff(Duration::from_millis(1000));
+    let held = gix::lock::Marker::acquire_to_hold_resource(&path, wait, Some(refs_dir.clone()), 0).map_err(|e| {
+        Error::refused(format!("cannot delete {name}: {e}")).hint("another command is moving it; rerun")
+    })?;
+    let loose = match repo.repo.refs.try_find_loose(full.as_ref()) {
+        Ok(Some(r)) => match r.target {
+            gix::refs::Target::Object(id) => Some(id),
+            gix::refs::Target::Symbolic(_) => return Err(moved()),
+        },
+        Ok(None) => None,
+        Err(e) => return Err(Error::internal(format!("cannot read {name}: {e}"))),
+    };
+    let Some((lock, packed)) = lock_packed(repo)? else {
+        return Err(locked(name, &common.join("packed-refs.lock")));
+    };
+    let buffer = match packed {
+        Packed::Read(buffer) => buffer,
+        Packed::Unsorted => {
+            drop((lock, held));
+            return delete_in_transaction(repo, name, expected);
+        }
+    };
+    let in_packed = match &buffer {
+        Some(b) => b.try_find(name).map_err(|e| packed_failed(&common.join("packed-refs"), &e))?.map(|r| r.target()),
+        None => None,
+    };
+    if loose.or(in_packed) != Some(expected) {
+        return Err(moved());
+    }
+    if in_packed.is_some() {
+        write_packed(repo, lock, buffer.as_ref(), &[(name, None)])?;
+    } else {
+        drop(lock);
+    }
+    crate::failpoint::hit("ref-unpacked");
+    let logs = common.join("logs").join(name);
+    for file in [&path, &logs] {
+        match std::fs::remove_file(file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::internal(format!("cannot delete {}: {e}", file.display())))
+            }
+            _ => {}
+        }
+    }
+    drop(held);
+    // The folders the ref and its log leave empty go too, as git removes them (`refs/` stays).
+    for (file, top) in [(&path, refs_dir), (&logs, common.join("logs").join("refs"))] {
+        let mut dir = file.parent();
+        while let Some(d) = dir.filter(|d| d.starts_with(&top) && *d != top.as_path()) {
+            if std::fs::remove_dir(d).is_err() {
+                break;
+            }
+            dir = d.parent();
+        }
+    }
+    Ok(())
+}
+
+/// [`delete`] through a gix ref transaction, for a `packed-refs` that is not sorted and peeled.
+fn delete_in_transaction(repo: &Repo, name: &str, expected: ObjectId) -> Result<()> {
     use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
     let full = full_name(name)?;
     repo.repo
