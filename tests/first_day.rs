@@ -193,6 +193,13 @@ fn the_demo_reaches_a_pipe_and_its_commands_paste() {
     let dir = tmp.path().join("demo");
     let mut cmd = std::process::Command::new(bin());
     fixed_env(&mut cmd, &home);
+    // As `cargo run -- demo` runs it on a machine where git-boulder is not installed: no
+    // git-boulder on PATH (the agents' `git boulder …` and the hooks still find this binary).
+    let bin_dir = std::path::Path::new(bin()).parent().unwrap().to_path_buf();
+    let path: Vec<_> = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .filter(|d| *d != bin_dir && !d.join("git-boulder").exists())
+        .collect();
+    cmd.env("PATH", std::env::join_paths(path).unwrap());
     let out = cmd.args(["demo", dir.to_str().unwrap()]).current_dir(tmp.path()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");

@@ -197,6 +197,8 @@ impl Demo {
     fn boulder_output(&self, dir: &std::path::Path, args: &[&str]) -> Result<std::process::Output> {
         let mut run = Command::new(self_exe()?);
         run.args(args).current_dir(dir).stdin(std::process::Stdio::null());
+        // What it runs (the agent's `git boulder …`, git's hooks) finds this binary.
+        crate::git::cli::self_on_path(&mut run);
         crate::context::export(&mut run);
         identity(&mut run);
         Ok(run.output()?)
@@ -322,6 +324,8 @@ impl Demo {
         self.line(&self.typed(dir, "boulder", args))?;
         let mut run = Command::new(self_exe()?);
         run.args(args).current_dir(dir).stdin(std::process::Stdio::null());
+        // What it runs (the agent's `git boulder …`, git's hooks) finds this binary.
+        crate::git::cli::self_on_path(&mut run);
         crate::context::export(&mut run);
         identity(&mut run);
         let out = run.output()?;

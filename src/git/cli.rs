@@ -23,6 +23,16 @@ pub fn git(dir: &Path) -> Command {
 pub fn as_user(dir: &Path) -> Command {
     let mut cmd = Command::new("git");
     cmd.current_dir(dir).stdin(Stdio::null());
+    self_on_path(&mut cmd);
+    cmd.env_remove("BOULDER_SKIP_HOOKS");
+    crate::context::export(&mut cmd);
+    cmd
+}
+
+/// Put the folder of this very binary first on `cmd`'s `PATH`, so that what it runs — git's hooks,
+/// an agent's `git boulder …` — finds this git-boulder even where none is installed (the demo,
+/// run with `cargo run`).
+pub fn self_on_path(cmd: &mut Command) {
     if let Some(bin_dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(|d| d.to_path_buf())) {
         let mut paths = vec![bin_dir];
         paths.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
@@ -30,9 +40,6 @@ pub fn as_user(dir: &Path) -> Command {
             cmd.env("PATH", joined);
         }
     }
-    cmd.env_remove("BOULDER_SKIP_HOOKS");
-    crate::context::export(&mut cmd);
-    cmd
 }
 
 /// Run a prepared command and return its output, failing on a non-zero exit with git's stderr.
