@@ -5,8 +5,27 @@
 
 use std::path::Path;
 
+use git_boulder::git::refs::{self, Expect, Swap};
+use git_boulder::git::Repo;
+
 use crate::common::TestRepo;
 use crate::pull_overlap::{append, boulder_ref, far_with_boulders, pull, BOULDERS};
+
+/// A swap creating `name` at `id`.
+fn creation(name: impl Into<String>, id: gix::ObjectId) -> Swap {
+    Swap { name: name.into(), expected: Expect::Absent, new: id, message: "test".into() }
+}
+
+/// A repository of two commits, for the library's own ref writes, with the two commits' ids.
+fn two_commits() -> (TestRepo, gix::ObjectId, gix::ObjectId) {
+    crate::common::lib_env();
+    let repo = TestRepo::with_files(&[("a.txt", "a\n")]);
+    let id = |repo: &TestRepo| gix::ObjectId::from_hex(repo.git_out(&["rev-parse", "HEAD"]).as_bytes()).unwrap();
+    let first = id(&repo);
+    repo.git(&["commit", "-q", "--allow-empty", "-m", "two"]).ok();
+    let second = id(&repo);
+    (repo, first, second)
+}
 
 /// Files under `dir` (recursively), by path relative to it.
 fn files_under(dir: &Path) -> Vec<String> {
@@ -193,34 +212,27 @@ fn a_packed_refs_file_git_did_not_sort_is_left_to_a_ref_transaction_and_peeled_t
 
 #[test]
 fn a_ref_transaction_right_after_a_packed_rewrite_in_the_same_process_keeps_what_it_wrote() {
-    use git_boulder::git::refs::{self, Expect, Swap};
-    use git_boulder::git::Repo;
-    crate::common::lib_env();
-    let repo = TestRepo::with_files(&[("a.txt", "a\n")]);
-    let head = repo.git_out(&["rev-parse", "HEAD"]);
-    repo.git(&["commit", "-q", "--allow-empty", "-m", "two"]).ok();
-    let next = repo.git_out(&["rev-parse", "HEAD"]);
+    let (repo, head, next) = two_commits();
     repo.git(&["pack-refs", "--all"]).ok();
     let r = Repo::open(&repo.dir).expect("open");
     let writer = git_boulder::state::Store::absorb_writer();
-    let swap = |name: String, expected, new| Swap { name, expected, new, message: "test".into() };
-    let id = |hex: &str| gix::ObjectId::from_hex(hex.as_bytes()).unwrap();
     // Many rounds of: a packed rewrite, a read (gix keeps the file it read), another packed
     // rewrite, a transaction of another ref — within one clock tick the file's modification
     // time does not change between the two rewrites.
     for round in 0..40 {
-        let first = swap(format!("refs/boulder/boulders/p{round}"), Expect::Absent, id(&head));
+        let first = creation(format!("refs/boulder/boulders/p{round}"), head);
         refs::update_packed(&r, &[first]).unwrap().expect("written packed");
-        assert_eq!(r.ref_id(&format!("refs/boulder/boulders/p{round}")).unwrap(), Some(id(&head)));
-        let second = swap(format!("refs/boulder/boulders/q{round}"), Expect::Absent, id(&next));
+        assert_eq!(r.ref_id(&format!("refs/boulder/boulders/p{round}")).unwrap(), Some(head));
+        let second = creation(format!("refs/boulder/boulders/q{round}"), next);
         let moved = refs::update_packed(&r, &[second]).unwrap().expect("written packed");
         assert!(moved.left.is_empty() && moved.raced.is_empty());
-        let other = swap(format!("refs/boulder/boulders/t{round}"), Expect::Absent, id(&next));
+        let other = creation(format!("refs/boulder/boulders/t{round}"), next);
         refs::update_all(&r, &[other], &writer).unwrap().unwrap();
     }
     for n in 0..40 {
-        for (name, want) in [("p", &head), ("q", &next), ("t", &next)] {
-            assert_eq!(&repo.git_out(&["rev-parse", &format!("refs/boulder/boulders/{name}{n}")]), want, "{name}{n}");
+        for (name, want) in [("p", head), ("q", next), ("t", next)] {
+            let got = repo.git_out(&["rev-parse", &format!("refs/boulder/boulders/{name}{n}")]);
+            assert_eq!(got, want.to_string(), "{name}{n}");
         }
     }
     repo.assert_fsck();
@@ -246,13 +258,9 @@ fn a_fetched_ref_that_clashes_with_a_folder_of_refs_is_never_written_beside_it()
 
 #[test]
 fn refs_git_keeps_a_reflog_of_are_left_to_a_ref_transaction() {
-    use git_boulder::git::refs::{self, Expect, Swap};
-    use git_boulder::git::Repo;
-    crate::common::lib_env();
-    let repo = TestRepo::with_files(&[("a.txt", "a\n")]);
-    let head = gix::ObjectId::from_hex(repo.git_out(&["rev-parse", "HEAD"]).as_bytes()).unwrap();
+    let (repo, _, head) = two_commits();
     let r = Repo::open(&repo.dir).expect("open");
-    let swap = |name: &str| Swap { name: name.into(), expected: Expect::Absent, new: head, message: "test".into() };
+    let swap = |name: &str| creation(name, head);
     let names = ["refs/remotes/origin/x", "refs/boulder-queue/o/heads/x", "refs/notes/x", "refs/heads/x"];
     let swaps: Vec<Swap> = names.iter().map(|n| swap(n)).collect();
     let moved = refs::update_packed(&r, &swaps).unwrap().expect("written");
@@ -291,22 +299,13 @@ fn refs_git_keeps_a_reflog_of_are_left_to_a_ref_transaction() {
 }
 
 /// Swaps creating `names`, each at `id`.
-fn creations(names: &[String], id: gix::ObjectId) -> Vec<git_boulder::git::refs::Swap> {
-    let swap = |name: &String| git_boulder::git::refs::Swap {
-        name: name.clone(),
-        expected: git_boulder::git::refs::Expect::Absent,
-        new: id,
-        message: "test".into(),
-    };
-    names.iter().map(swap).collect()
+fn creations(names: &[String], id: gix::ObjectId) -> Vec<Swap> {
+    names.iter().map(|n| creation(n.as_str(), id)).collect()
 }
 
 #[test]
 fn a_ref_deleted_in_another_process_while_refs_are_packed_takes_none_of_them_with_it() {
-    use git_boulder::git::{refs, Repo};
-    crate::common::lib_env();
-    let repo = TestRepo::with_files(&[("a.txt", "a\n")]);
-    let head = gix::ObjectId::from_hex(repo.git_out(&["rev-parse", "HEAD"]).as_bytes()).unwrap();
+    let (repo, _, head) = two_commits();
     let doomed: Vec<String> = (0..300).map(|k| format!("refs/boulder/claims/o/d{k}")).collect();
     let r = Repo::open(&repo.dir).expect("open");
     refs::update_packed(&r, &creations(&doomed, head)).unwrap().expect("written");
@@ -336,12 +335,8 @@ fn a_ref_deleted_in_another_process_while_refs_are_packed_takes_none_of_them_wit
 
 #[test]
 fn a_deletion_takes_the_packed_line_the_loose_file_and_the_reflog_and_only_from_what_it_expected() {
-    use git_boulder::git::{refs, Repo};
-    crate::common::lib_env();
-    let repo = TestRepo::with_files(&[("a.txt", "a\n")]);
-    let first = repo.git_out(&["rev-parse", "HEAD"]);
-    repo.git(&["commit", "-q", "--allow-empty", "-m", "two"]).ok();
-    let second = repo.git_out(&["rev-parse", "HEAD"]);
+    let (repo, first, second) = two_commits();
+    let (first, second) = (first.to_string(), second.to_string());
     let id = |hex: &str| gix::ObjectId::from_hex(hex.as_bytes()).unwrap();
     // Packed at `first`, loose at `second` on top, with a reflog: deleting it must not let the
     // packed value show through.

@@ -436,8 +436,6 @@ pub fn update_packed(repo: &Repo, swaps: &[Swap]) -> Result<Option<PackedMove>> 
     let objects = repo.objects();
     let mut moved = PackedMove::default();
     let mut edits: Vec<(&str, ObjectId, usize)> = Vec::with_capacity(swaps.len());
-    // The refs git gives a reflog of their own (`core.logAllRefUpdates`, on by default where
-    // there is a worktree): branches, remote-tracking branches, notes.
     // Every ref update logged (`core.logAllRefUpdates=always`): all of them to the transaction.
     let all_left = || Ok(Some(PackedMove { left: (0..swaps.len()).collect(), raced: Vec::new() }));
     let logged = match repo.config_string("core.logAllRefUpdates").map(|v| v.to_ascii_lowercase()).as_deref() {
@@ -450,6 +448,7 @@ pub fn update_packed(repo: &Repo, swaps: &[Swap]) -> Result<Option<PackedMove>> 
             Ok(None) => repo.repo.workdir().is_some(),
         },
     };
+    // The refs git gives a reflog of their own: branches, remote-tracking branches, notes.
     let owed_a_log = |name: &str| {
         logged && ["refs/heads/", "refs/remotes/", "refs/notes/"].iter().any(|p| name.starts_with(p))
             || std::fs::symlink_metadata(common.join("logs").join(name)).is_ok()
@@ -469,13 +468,13 @@ pub fn update_packed(repo: &Repo, swaps: &[Swap]) -> Result<Option<PackedMove>> 
     if edits.is_empty() {
         return Ok(Some(moved));
     }
-    let path = common.join("packed-refs");
     let Some((lock, packed)) = lock_packed(repo)? else { return Ok(None) };
     let buffer = match packed {
         Packed::Read(buffer) => buffer,
         Packed::Unsorted => return all_left(),
     };
-    let failed = |e: &dyn std::fmt::Display| Error::internal(format!("cannot update {}: {e}", path.display()));
+    let path = common.join("packed-refs");
+    let failed = |e: &dyn std::fmt::Display| packed_failed(&path, e);
     for &(name, _, i) in &edits {
         let now = match &buffer {
             Some(b) => b.try_find(name).map_err(|e| failed(&e))?.map(|r| r.target()),
