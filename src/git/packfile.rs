@@ -381,16 +381,46 @@ impl Drop for Kept {
     }
 }
 
-/// Keep every pack of `objects` that is not among `before` ([`pack_names`] of an earlier moment)
-/// until the returned [`Kept`] is dropped: a fetch that wrote no ref no longer keeps the pack it
-/// brought, and `git repack -a -d` would drop its objects as unreachable meanwhile. A pack that
-/// already has a `.keep` is left to whoever wrote it; one left by a killed process is removed by a
-/// later roll-up, as [`write`]'s are.
-pub(crate) fn keep_new(objects: &Path, before: &[String]) -> Kept {
+/// Keep the pack git's fetch just brought — a pack of `objects` not among `before` ([`pack_names`]
+/// of the moment the fetch started) that holds one of `tips` (the ids the caller's refs will
+/// name) — until the returned [`Kept`] is dropped: a fetch that wrote no ref no longer keeps its
+/// pack, and `git repack -a -d` would drop its objects as unreachable meanwhile.
+///
+/// Only that pack. Any other new pack (a concurrent `git repack`'s, a finished fetch's) holds
+/// objects refs already name; a `.keep` put on it and taken off again while a repack runs makes
+/// that repack leave its objects out of the pack it writes (the `.keep` is there) and then delete
+/// it (it was not kept when listed): reachable objects lost. So a tip counts only when it was in
+/// none of the packs `before` nor loose — brought by this fetch, not packed by someone else — and
+/// when a pack of `before` can no longer be read (a repack removed it), nothing is kept. A pack
+/// that already has a `.keep` is left to whoever wrote it; one left by a killed process is removed
+/// by a later roll-up, as [`write`]'s are.
+pub(crate) fn keep_new(objects: &Path, before: &[String], tips: &[gix::ObjectId], hash: gix::hash::Kind) -> Kept {
     let dir = objects.join("pack");
+    let index = |name: &str| {
+        let stem = name.strip_suffix(".pack")?;
+        gix::odb::pack::index::File::at(dir.join(format!("{stem}.idx")), hash).ok()
+    };
+    let loose = |id: &gix::ObjectId| {
+        let hex = id.to_hex().to_string();
+        objects.join(&hex[..2]).join(&hex[2..]).exists()
+    };
+    let mut fresh: Vec<gix::ObjectId> = tips.iter().filter(|id| !loose(id)).copied().collect();
+    fresh.sort_unstable();
+    fresh.dedup();
+    for name in before {
+        if fresh.is_empty() {
+            return Kept::default();
+        }
+        let Some(idx) = index(name) else { return Kept::default() };
+        fresh.retain(|id| idx.lookup(id).is_none());
+    }
     let mut kept = Vec::new();
     for name in pack_names(objects) {
-        if before.binary_search(&name).is_ok() {
+        if fresh.is_empty() || before.binary_search(&name).is_ok() {
+            continue;
+        }
+        let Some(idx) = index(&name) else { continue };
+        if !fresh.iter().any(|id| idx.lookup(id).is_some()) {
             continue;
         }
         let Some(stem) = name.strip_suffix(".pack") else { continue };
@@ -593,6 +623,52 @@ mod tests {
 
     fn id_of(hash: gix::hash::Kind, kind: gix::objs::Kind, data: &[u8]) -> ObjectId {
         gix::objs::compute_hash(hash, kind, data).unwrap()
+    }
+
+    #[test]
+    fn only_the_pack_a_fetch_brought_is_kept_never_one_another_process_packed_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("pack")).unwrap();
+        let hash = gix::hash::Kind::Sha1;
+        let blob = |text: &str| {
+            let data = text.as_bytes().to_vec();
+            Object { kind: gix::objs::Kind::Blob, id: id_of(hash, gix::objs::Kind::Blob, &data), data }
+        };
+        let pack = |list: Vec<Object>| {
+            let (idx, _) = write(dir.path(), hash, &mut { list }, Options::default()).unwrap();
+            idx.with_extension("pack").file_name().unwrap().to_str().unwrap().to_string()
+        };
+        let (old, fetched, loose) = ("old\n", "fetched\n", "loose\n");
+        let before_pack = pack(vec![blob(old)]);
+        let before = pack_names(dir.path());
+        // Meanwhile: a repack's pack of what refs already name, the fetch's pack, a fetched tip
+        // that came loose (and is in a pack of someone else's too).
+        let repacked = pack(vec![blob(old), blob(loose)]);
+        let brought = pack(vec![blob(fetched)]);
+        let (old, fetched, loose) = (blob(old), blob(fetched), blob(loose));
+        let hex = loose.id.to_hex().to_string();
+        std::fs::create_dir_all(dir.path().join(&hex[..2])).unwrap();
+        std::fs::write(dir.path().join(&hex[..2]).join(&hex[2..]), b"").unwrap();
+        let keeps = |kept: &Kept| {
+            kept.0.iter().map(|k| k.file_stem().unwrap().to_str().unwrap().to_string()).collect::<Vec<_>>()
+        };
+        let stem = |name: &str| name.strip_suffix(".pack").unwrap().to_string();
+
+        let tips = [old.id, fetched.id, loose.id];
+        let kept = keep_new(dir.path(), &before, &tips, hash);
+        assert_eq!(keeps(&kept), vec![stem(&brought)], "not {repacked}");
+        drop(kept);
+        assert!(pack_names(dir.path()).iter().all(|n| !dir
+            .path()
+            .join("pack")
+            .join(format!("{}.keep", stem(n)))
+            .exists()));
+        // Nothing brought: nothing kept.
+        assert!(keep_new(dir.path(), &before, &[old.id, loose.id], hash).0.is_empty());
+        // A pack of before gone (a repack removed it): which objects are new cannot be told.
+        let gone = dir.path().join("pack").join(format!("{}.idx", stem(&before_pack)));
+        std::fs::remove_file(gone).unwrap();
+        assert!(keep_new(dir.path(), &before, &tips, hash).0.is_empty());
     }
 
     #[test]

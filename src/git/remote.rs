@@ -99,7 +99,8 @@ impl RunningFetch {
         let got = fetched(running.finish()?, &refspecs)?;
         let _span = crate::trace::span(format!("fetch: write {} refs", got.len()));
         // Until the refs name them, nothing else keeps the objects git just brought.
-        let _kept = packfile::keep_new(&repo.objects_dir(), &packs);
+        let tips: Vec<ObjectId> = got.iter().map(|(f, _)| f.id).collect();
+        let _kept = packfile::keep_new(&repo.objects_dir(), &packs, &tips, repo.repo.object_hash());
         crate::failpoint::hit("fetch-objects");
         if write_fetched(repo, &remote, &got)? {
             return Ok(got.into_iter().map(|(f, _)| f).collect());
