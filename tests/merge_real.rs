@@ -375,3 +375,51 @@ fn a_file_replacing_a_checked_out_submodule_is_refused_and_the_submodule_kept() 
     assert_eq!(rev(&repo, "main"), before);
     assert_eq!(std::fs::read_to_string(repo.dir.join("src/auth/vendor/lib.txt")).unwrap(), "v1\n");
 }
+
+#[test]
+fn a_branch_being_rebased_or_bisected_is_not_moved_as_git_refuses_to() {
+    let repo = setup_with(&[("src/auth/mod.rs", "// auth\n")], PLAN);
+    let w = repo.worktree("auth");
+    commit_in(&repo, &w, "src/auth/login.rs", b"fn login() {}\n", "login");
+    commit_in(&repo, &w, "src/auth/logout.rs", b"fn logout() {}\n", "logout");
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    base_moves(&repo);
+    base_moves_again(&repo);
+    let (main_before, auth_before) = (rev(&repo, "main"), rev(&repo, "boulder/auth"));
+    let refused = |what: &str, hint: &str| {
+        let r = repo.boulder(&["stream", "merge", "auth"]);
+        assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+        assert!(r.stderr.contains(what) && r.stderr.contains(hint), "{}", r.stderr);
+        assert_eq!((rev(&repo, "main"), rev(&repo, "boulder/auth")), (main_before.clone(), auth_before.clone()));
+    };
+
+    // The base, stopped in an interactive rebase in the main worktree: git's `branch -f` refuses.
+    let rebase = |dir: &Path| {
+        let mut git = repo.command("git");
+        git.args(["rebase", "-q", "-i", "HEAD~2"]).current_dir(dir).env("GIT_SEQUENCE_EDITOR", "sed -i 1s/^pick/edit/");
+        Run::from(git.output().unwrap()).ok();
+    };
+    rebase(&repo.dir);
+    assert_ne!(repo.git(&["branch", "-f", "main", "boulder/auth"]).code, 0);
+    refused("branch main is being rebased in the worktree", "git rebase --abort");
+    repo.git(&["rebase", "--abort"]).ok();
+
+    // The stream's branch, in its own worktree.
+    rebase(&w);
+    refused("branch boulder/auth is being rebased", "git rebase --continue");
+    repo.git_in(&w, &["rebase", "--abort"]).ok();
+
+    // A bisection started from the base.
+    repo.git(&["bisect", "start", "HEAD", "HEAD~2"]).ok();
+    refused("branch main is being bisected", "git bisect reset");
+    repo.git(&["bisect", "reset"]).ok();
+
+    repo.boulder(&["stream", "merge", "auth"]).ok();
+    assert_eq!(repo.read("src/auth/logout.rs"), "fn logout() {}\n");
+    repo.assert_fsck();
+}
+
+fn base_moves_again(repo: &TestRepo) {
+    repo.write("NOTES.md", "moved on again\n");
+    repo.commit_all("main moves on again");
+}

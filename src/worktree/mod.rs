@@ -833,6 +833,42 @@ pub fn refuse_uncommitted(repo: &Repo, branch: &str, overwriting: Option<&str>) 
     .hint(format!("commit or stash them in {}, then rerun", wt.display())))
 }
 
+/// Refuse to move `branch` while a worktree is rebasing it or bisecting from it, as git refuses
+/// (`git branch -f`, `git worktree add`): the rebase would end by moving the branch from where it
+/// started — away from what was merged — or fail to (git's `is_worktree_being_rebased` and
+/// `is_worktree_being_bisected`: `rebase-merge/head-name`, `rebase-apply/head-name` unless `am`
+/// is applying, `BISECT_START`).
+pub fn refuse_busy(repo: &Repo, branch: &str) -> Result<()> {
+    let full = crate::git::refs::branch_ref(branch);
+    let mut worktrees: Vec<(PathBuf, String)> = Vec::new();
+    if let Some(main) = &repo.main_work_dir {
+        worktrees.push((repo.common_dir.clone(), main.display().to_string()));
+    }
+    for r in registrations(repo)? {
+        let shown = r.base.as_ref().map_or_else(|| r.id.clone(), |b| b.display().to_string());
+        worktrees.push((r.admin, shown));
+    }
+    for (git_dir, shown) in worktrees {
+        let rebasing = ["rebase-merge", "rebase-apply"].iter().any(|d| {
+            let dir = git_dir.join(d);
+            !(*d == "rebase-apply" && dir.join("applying").exists())
+                && read_trimmed(&dir.join("head-name")).as_deref() == Some(full.as_str())
+        });
+        let bisecting = read_trimmed(&git_dir.join("BISECT_START")).as_deref() == Some(branch);
+        if !(rebasing || bisecting) {
+            continue;
+        }
+        let (what, finish) = if rebasing {
+            ("being rebased", "finish it (`git rebase --continue`) or abort it (`git rebase --abort`)")
+        } else {
+            ("being bisected", "end it with `git bisect reset`")
+        };
+        return Err(Error::refused(format!("branch {branch} is {what} in the worktree {shown}; nothing was changed"))
+            .hint(format!("{finish} there, then rerun")));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
