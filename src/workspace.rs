@@ -291,6 +291,16 @@ impl Workspace {
         let dir = root.join(&plan.settings.worktree_dir);
         let real = resolve(&dir);
         let real_root = resolve(root);
+        // Never inside the repository's git folder: files checked out there would be git's own
+        // (hooks, config) — a plan with `worktree_dir: .git` and a stream named `hooks`.
+        if [&self.repo.common_dir, &self.repo.git_dir].iter().any(|g| real.starts_with(resolve(g))) {
+            return Err(Error::usage(format!(
+                "settings.worktree_dir {:?} resolves to {}, inside the repository's git folder: what a worktree checks out there would be git's own files (hooks, config)",
+                crate::text::inert(&plan.settings.worktree_dir),
+                real.display()
+            ))
+            .hint("use a folder outside .git (default .boulder/worktrees)"));
+        }
         if real.starts_with(&real_root) {
             return Ok(real);
         }

@@ -40,6 +40,66 @@ fn worktree_dir_outside_is_a_validation_error_and_nothing_is_created() {
 }
 
 #[test]
+fn worktree_dir_in_the_git_folder_is_refused_so_no_checkout_becomes_git_hooks() {
+    for dir in [".git", ".git/hooks/..", "./.git/worktrees"] {
+        // A stream named `hooks` would be checked out as .git/hooks: its files, git's hooks.
+        let repo = sample_with(&format!("  worktree_dir: '{dir}'\n"));
+        let plan = repo.read(".boulder/streams.yaml").replacen("  auth:", "  hooks:", 1);
+        repo.write(".boulder/streams.yaml", &plan);
+        repo.commit_all("hooks");
+        let hooks_before = files_in(&repo.dir.join(".git/hooks"));
+        let r = repo.boulder(&["stream", "init", "hooks"]).code(2);
+        assert!(r.stderr.contains("inside the repository's git folder"), "{dir}: {}", r.stderr);
+        nothing_created(&repo);
+        assert_eq!(files_in(&repo.dir.join(".git/hooks")), hooks_before, "{dir}");
+        let v = repo.boulder(&["stream", "validate"]).code(2);
+        assert!(
+            v.stdout.contains("inside the repository's git folder") || v.stderr.contains("git folder"),
+            "{}",
+            v.stdout
+        );
+    }
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_plan_names_only_remotes_configured_here_never_a_path_whose_hooks_git_would_run() {
+    let repo = sample();
+    // A bare repository committed in the project, with a hook git runs on a push to it.
+    let bare = repo.dir.join("tools/r.git");
+    repo.git(&["init", "-q", "--bare", bare.to_str().unwrap()]).ok();
+    let pwned = repo.tmp.path().join("PWNED");
+    let hook = bare.join("hooks/pre-receive");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch '{}'\n", pwned.display())).unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    repo.with_settings("  claim_remote: tools/r.git\n  merge_remote: tools/r.git\n");
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    for args in
+        [&["stream", "claim", "auth"][..], &["stream", "run", "auth", "--", "true"], &["stream", "merge", "auth"]]
+    {
+        let r = repo.boulder(args).code(2);
+        assert!(r.stderr.contains("is not a remote of this repository"), "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains("git remote add"), "{}", r.stderr);
+        assert!(!pwned.exists(), "{args:?} ran the committed hook");
+    }
+    // A remote the user configured, under that name: used.
+    let far = Remote::new(&[("README.md", "far\n")]);
+    repo.git(&["remote", "add", "team", far.bare.to_str().unwrap()]).ok();
+    let plan = repo.read(".boulder/streams.yaml").replace("claim_remote: tools/r.git", "claim_remote: team");
+    repo.write(".boulder/streams.yaml", &plan);
+    repo.commit_all("team");
+    let r = repo.boulder(&["stream", "claim", "auth"]).ok();
+    assert!(r.stdout.contains("claimed stream auth on team"), "{}", r.stdout);
+}
+
+#[test]
 fn worktree_dir_through_a_symlink_out_is_refused() {
     let elsewhere = tempfile::tempdir().unwrap();
     let repo = sample_with("  worktree_dir: wtlink/trees\n");

@@ -74,7 +74,18 @@ pub fn run(ws: &Workspace, ctx: &Context, args: MergeArgs) -> Result<()> {
             dry_run: args.dry_run,
             force: args.force,
             wait: args.wait,
-            remote: if args.no_remote { None } else { args.remote.or(plan.settings.merge_remote.clone()) },
+            remote: if args.no_remote {
+                None
+            } else {
+                match args.remote {
+                    Some(r) => Some(r),
+                    None => crate::git::remote::of_plan(
+                        &ws.repo,
+                        "settings.merge_remote",
+                        plan.settings.merge_remote.as_deref(),
+                    )?,
+                }
+            },
         },
     };
     let mut out = std::io::stdout().lock();

@@ -185,7 +185,10 @@ pub fn remote(ws: &Workspace, cmd: RemoteCommand) -> Result<()> {
 /// The remote a claim lives on: --remote, else settings.claim_remote, else the default remote.
 fn claim_remote(ws: &Workspace, given: Option<String>) -> Result<crate::git::remote::RemoteName> {
     let plan = ws.plan()?;
-    let given = given.or(plan.settings.claim_remote.clone());
+    let given = match given {
+        Some(g) => Some(g),
+        None => crate::git::remote::of_plan(&ws.repo, "settings.claim_remote", plan.settings.claim_remote.as_deref())?,
+    };
     sync::resolve(&ws.repo, given.as_deref(), &plan.settings.base_branch)
 }
 

@@ -41,6 +41,25 @@ impl RemoteName {
     }
 }
 
+/// The remote a plan's `setting` (`settings.claim_remote`, `settings.merge_remote`) names, when it
+/// names one: only a remote configured in this repository (`git remote -v`). The plan is
+/// committed content, written by whoever can push the branch, and git runs the hooks of a
+/// repository reached by path (its `pre-receive` on a push): a URL or path there would let a
+/// cloned plan run code nobody trusted (DESIGN §11). A remote's URL is the user's own choice.
+pub fn of_plan(repo: &Repo, setting: &str, value: Option<&str>) -> Result<Option<String>> {
+    let Some(value) = value else { return Ok(None) };
+    if repo.repo.remote_names().iter().any(|n| n.as_bytes() == value.as_bytes()) {
+        return Ok(Some(value.to_string()));
+    }
+    let shown = crate::text::inert(value);
+    Err(Error::usage(format!(
+        "{setting} is {shown:?}, which is not a remote of this repository; a plan names remotes, not URLs or paths, so that a cloned plan cannot reach a repository of its choosing"
+    ))
+    .hint(format!(
+        "add the remote yourself (`git remote add NAME URL`) and name it in {setting}, or pass --remote URL on the command line"
+    )))
+}
+
 /// The remote to use when none is named: the base branch's upstream remote, else `origin`.
 pub fn default_remote(repo: &Repo, base_branch: &str) -> Result<String> {
     if let Some(r) = repo.config_string(&format!("branch.{base_branch}.remote")).filter(|r| !r.is_empty() && r != ".") {

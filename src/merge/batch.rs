@@ -105,7 +105,8 @@ pub fn auto(
         false,
         &format!("git boulder stream merge {} (auto_merge)", stream.name),
     )?;
-    let opts = Options { remote: plan.settings.merge_remote.clone(), ..Options::default() };
+    let remote = crate::git::remote::of_plan(&ws.repo, "settings.merge_remote", plan.settings.merge_remote.as_deref())?;
+    let opts = Options { remote, ..Options::default() };
     let report = merge(ws, plan, stream, &opts, say)?;
     shown(&report)?;
     if !report.conflicts.is_empty() {

@@ -70,9 +70,10 @@ pub fn run(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, say:
     crate::trust::require(&ws.repo, plan, "stream run", &keys)?;
     // One run per stream on this machine (the lock), then one per stream anywhere (the claim).
     let _lock = crate::lock::try_acquire(&ws.repo, &format!("stream-{}", stream.name), "stream run")?;
-    let claim_remote = plan.settings.claim_remote.as_ref().filter(|_| !opts.claim_held);
+    let claim_remote = plan.settings.claim_remote.as_deref().filter(|_| !opts.claim_held);
+    let claim_remote = crate::git::remote::of_plan(&ws.repo, "settings.claim_remote", claim_remote)?;
     let Some(remote) = claim_remote else { return run_loop(ws, plan, stream, opts, &say, None) };
-    let remote = crate::sync::resolve(&ws.repo, Some(remote), &plan.settings.base_branch)?;
+    let remote = crate::sync::resolve(&ws.repo, Some(&remote), &plan.settings.base_branch)?;
     let actor = Store::new(&ws.repo)?.actor;
     let (claim, _) = crate::sync::claim::take(&ws.repo, &remote, &stream.name, &actor, CLAIM_TTL)?;
     say(&format!("claimed stream {} on {} until {}", stream.name, remote.given, claim.expires));
