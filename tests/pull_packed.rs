@@ -366,3 +366,24 @@ fn a_deletion_takes_the_packed_line_the_loose_file_and_the_reflog_and_only_from_
     assert_eq!(r.ref_id("refs/boulder/claims/o/packed").unwrap(), None);
     repo.assert_fsck();
 }
+
+#[test]
+fn a_packed_refs_lock_a_killed_writer_left_stops_the_pull_at_once_with_the_fix() {
+    let (remote, far) = far_with_boulders(|_| {});
+    let near = remote.machine("near");
+    near.git(&["pack-refs", "--all"]).ok();
+    let lock = near.dir.join(".git/packed-refs.lock");
+    std::fs::write(&lock, b"").unwrap();
+    near.command("touch").args(["-d", "-1 minute"]).arg(&lock).status().unwrap();
+    let started = std::time::Instant::now();
+    let r = near.boulder(&["pull", "origin"]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("packed-refs.lock exists") && r.stderr.contains("remove"), "{}", r.stderr);
+    assert!(!r.stderr.contains("failed validation"), "{}", r.stderr);
+    // Once, not a wait per ref (git's one-second timeout each, 10 refs here).
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "{:?}", started.elapsed());
+    assert_eq!(near.refs("refs/boulder"), Vec::<String>::new());
+    std::fs::remove_file(&lock).unwrap();
+    pull(&near, 0);
+    same_as_far(&near, &far);
+}

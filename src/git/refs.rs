@@ -739,6 +739,12 @@ pub(crate) fn packed_lock(g: &gix::Repository, fresh: bool) -> Option<std::path:
     (fresh || age > STALE_LOCK).then_some(path)
 }
 
+/// The refusal for updating `what` while a `packed-refs.lock` a killed writer left behind (see
+/// [`packed_lock`]) blocks every ref update: `None` when there is none.
+pub fn stale_packed_lock(repo: &Repo, what: &str) -> Option<Error> {
+    packed_lock(&repo.repo, false).map(|lock| locked(what, &lock))
+}
+
 /// The refusal for an update of `name` blocked by the lock file `lock`, with git's advice.
 pub(crate) fn locked(name: &str, lock: &std::path::Path) -> Error {
     Error::refused(format!(

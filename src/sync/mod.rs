@@ -406,6 +406,11 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
     // One fetch into refs/boulder-remotes/<remote>/ at a time on this machine: two at once (a
     // worker and the merge it started) fail on each other's ref locks.
     let _fetching = fetch_lock(repo, remote, "git boulder pull")?;
+    // A `packed-refs.lock` a killed writer left blocks every ref this pull would write (each
+    // waiting out git's timeout): say so once, up front, with the fix.
+    if let Some(e) = refs::stale_packed_lock(repo, &format!("the refs of {}", remote.given)) {
+        return Err(e);
+    }
     crate::progress::show(&format!("fetching git-boulder state from {}", remote.given));
     let span = crate::trace::span("pull: git fetch");
     let running = remote::start_fetch(repo, &remote.given, &fetch_specs(&remote.key))?;
