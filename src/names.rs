@@ -44,7 +44,7 @@ pub fn problem(name: &str) -> Option<&'static str> {
             '/' | '\\' => "it contains a path separator",
             c if c.is_whitespace() => "it contains whitespace",
             c if c.is_control() => "it contains a control character",
-            _ => "it contains a character other than letters, digits, '.', '_' or '-'",
+            _ => "it contains a character other than ASCII letters, digits, '.', '_' or '-'",
         });
     }
     if name.starts_with('.') {
