@@ -512,3 +512,20 @@ fn a_pull_goes_where_the_users_git_goes_and_prunes_nothing_of_its_own() {
     // Nothing outside the refspecs was written: no FETCH_HEAD, no tags.
     assert!(!b.dir.join(".git/FETCH_HEAD").exists());
 }
+
+#[test]
+fn a_remote_configured_as_a_mirror_still_takes_the_state_and_nothing_else() {
+    let n = net(PLAN);
+    let a = n.machine("alpha");
+    a.git(&["config", "remote.origin.mirror", "true"]).ok();
+    a.boulder(&["stream", "init"]).ok();
+    a.boulder(&["prd", "done", "US-003"]).ok();
+    // git refuses refspecs for a mirror remote; the state's refs are pushed by name all the same.
+    let r = a.boulder(&["push"]).ok();
+    assert!(r.stdout.contains("pushed to origin"), "{}", r.stdout);
+    let remote_refs = a.git_out(&["ls-remote", n.bare.to_str().unwrap()]);
+    assert!(remote_refs.contains("refs/boulder/prd"), "{remote_refs}");
+    // Only the state: not the stream branches a mirror push would have sent.
+    assert!(!remote_refs.contains("refs/heads/boulder/"), "{remote_refs}");
+    a.boulder(&["sync"]).ok();
+}

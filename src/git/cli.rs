@@ -216,6 +216,11 @@ pub fn parse_porcelain(stdout: &str) -> Vec<PushedRef> {
 /// back with the refs.
 pub fn push(dir: &Path, remote: &str, options: &[String], refspecs: &[String]) -> Result<Pushed> {
     let mut cmd = git(dir);
+    // A remote configured as a mirror (`remote.NAME.mirror`) makes git refuse any refspec
+    // ("--mirror can't be combined with refspecs"): these pushes name exactly their refs.
+    if !remote.is_empty() && !remote.contains(['/', ':', '=', '\\']) {
+        cmd.arg("-c").arg(format!("remote.{remote}.mirror=false"));
+    }
     cmd.args(["push", "--porcelain", "--no-verify"]).args(options).arg("--").arg(remote).args(refspecs);
     let out = cmd.output().map_err(|e| Error::internal(format!("cannot run git push: {e}")))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
