@@ -379,9 +379,10 @@ fn a_pull_that_meets_a_50_mb_state_stays_small() {
 fn a_pull_takes_in_at_most_10000_refs() {
     let origin = sample();
     origin.boulder(&["stream", "init", "auth"]).ok();
-    // 10 001 stream refs (all the auth op-log, so each is refused as misnamed, cheaply).
+    // 10 001 boulder refs (all the auth op-log, so each is refused as misnamed, cheaply), sorting
+    // before the stream's and the PRD's state.
     let tip = origin.git_out(&["rev-parse", "refs/boulder/streams/auth"]);
-    let lines: String = (0..10_001).map(|i| format!("create refs/boulder/streams/s{i:05} {tip}\n")).collect();
+    let lines: String = (0..10_001).map(|i| format!("create refs/boulder/boulders/j{i:05} {tip}\n")).collect();
     let input = origin.tmp.path().join("refs.txt");
     std::fs::write(&input, lines).unwrap();
     let mut cmd = origin.command("git");
@@ -401,6 +402,13 @@ fn a_pull_takes_in_at_most_10000_refs() {
         .collect();
     assert_eq!(refs.len(), 10_001 + 2, "every fetched ref is reported");
     assert_eq!(over.len(), 10_001 + 2 - 10_000, "{over:?}");
+    // The state this machine needs is never what is left out, and the refusal stays readable.
+    for name in ["refs/boulder/streams/auth"] {
+        let o = refs.iter().find(|o| o["name"] == name).unwrap_or_else(|| panic!("{name} not reported"));
+        assert_ne!(o["result"], "refused", "{o}");
+    }
+    assert!(r.stderr.len() < 2_000, "{}", &r.stderr[..2_000.min(r.stderr.len())]);
+    assert!(r.stderr.contains("…and ") && r.stderr.contains("--delete"), "{}", r.stderr);
 }
 
 #[test]

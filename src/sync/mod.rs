@@ -423,8 +423,20 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
         repo.settle_committer();
         Ok((store, claims_before))
     })();
-    let fetched = running.finish(repo)?;
+    let mut fetched = running.finish(repo)?;
     let (store, claims_before) = prepared?;
+    if fetched.len() > MAX_REFS_PER_PULL {
+        // Past the limit, what this machine already holds is taken first — the notes, the PRD's
+        // and streams' state, boulders it knows — so refs others pushed by the thousand cannot
+        // crowd it out.
+        let known: std::collections::HashSet<String> =
+            store.list(refs::BOULDERS)?.into_iter().map(|(name, _)| name).collect();
+        fetched.sort_by_key(|f| match target(&f.remote_ref) {
+            Some(Target::Notes | Target::Prd | Target::Stream(_)) => 0,
+            _ if known.contains(&f.remote_ref) => 1,
+            _ => 2,
+        });
+    }
     drop(span);
     let _span = crate::trace::span(format!("pull: check and take in {} refs", fetched.len()));
     let mut report = PullReport { remote: remote.given.clone(), refs: Vec::new() };

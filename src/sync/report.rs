@@ -3,20 +3,37 @@
 use super::{PullReport, PushReport};
 use crate::error::Error;
 
+/// How many refs a refusal names.
+const SHOWN: usize = 10;
+
 impl PullReport {
     /// The refusal a pull ends with: the refs that failed validation and were not taken.
     pub fn refusal(&self) -> Option<Error> {
         let r = self;
         let bad = r.refused();
         (!bad.is_empty()).then(|| {
-            let names: Vec<&str> = bad.iter().map(|x| x.name.as_str()).collect();
-            Error::refused(format!(
+            // Named up to a screenful: a remote can hold refs by the ten thousand.
+            let mut names: Vec<&str> = bad.iter().take(SHOWN).map(|x| x.name.as_str()).collect();
+            let more = format!("…and {} more", bad.len().saturating_sub(SHOWN));
+            if bad.len() > SHOWN {
+                names.push(&more);
+            }
+            let over = bad.iter().filter(|x| x.why.as_deref().is_some_and(|w| w.starts_with("more than"))).count();
+            let error = Error::refused(format!(
                 "{} ref(s) from {} failed validation and were not taken: {}",
                 bad.len(),
                 r.remote,
                 names.join(", ")
-            ))
-            .hint("the local state of those refs is unchanged; fix or delete them on the remote")
+            ));
+            if over > 0 {
+                return error.hint(format!(
+                    "{} holds more than {} refs of git-boulder's state; {over} were left: delete those that should not be there (`git push {} --delete REF…`), then pull again",
+                    r.remote,
+                    super::MAX_REFS_PER_PULL,
+                    r.remote
+                ));
+            }
+            error.hint("the local state of those refs is unchanged; fix or delete them on the remote")
         })
     }
 }
