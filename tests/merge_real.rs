@@ -423,3 +423,33 @@ fn base_moves_again(repo: &TestRepo) {
     repo.write("NOTES.md", "moved on again\n");
     repo.commit_all("main moves on again");
 }
+
+#[test]
+fn the_base_worktree_runs_its_post_merge_hook_as_under_git_merge() {
+    let repo = setup_with(&[("src/auth/mod.rs", "// auth\n")], PLAN);
+    let w = repo.worktree("auth");
+    commit_in(&repo, &w, "src/auth/login.rs", b"fn login() {}\n", "login");
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    base_moves(&repo);
+    // The user's hook, where git looks for it (a hook manager's core.hooksPath here).
+    let hooks = repo.dir.join(".husky");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let seen = repo.tmp.path().join("post-merge.txt");
+    let hook = hooks.join("post-merge");
+    std::fs::write(
+        &hook,
+        format!("#!/bin/sh\necho \"$1 $(pwd) $(cat src/auth/login.rs)\" >> '{}'\nexit 3\n", seen.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    repo.git(&["config", "core.hooksPath", ".husky"]).ok();
+    repo.boulder(&["stream", "merge", "auth"]).ok();
+    let root = std::fs::canonicalize(&repo.dir).unwrap();
+    // Once, with git's argument (not a squash), in the base's worktree, after its files moved;
+    // its failure changes nothing, as under git.
+    assert_eq!(std::fs::read_to_string(&seen).unwrap(), format!("0 {} fn login() {{}}\n", root.display()));
+    assert_eq!(status(&repo, &repo.dir), "?? .husky/\n");
+    // A dry run and a merge with nothing to bring run nothing.
+    repo.boulder(&["stream", "merge", "auth", "--dry-run"]).ok();
+    assert_eq!(std::fs::read_to_string(&seen).unwrap().lines().count(), 1);
+}

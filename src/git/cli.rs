@@ -29,6 +29,19 @@ pub fn as_user(dir: &Path) -> Command {
     cmd
 }
 
+/// `git hook run --ignore-missing post-merge -- 0` in the worktree `dir` a merge just moved, as
+/// `git merge` runs it once it has updated a worktree (`0`: not a squash merge); its exit status
+/// is ignored, as git ignores it. Its output goes to stderr, as under `git merge`.
+///
+/// Why the git CLI: the hook is the user's own (a hook manager's `npm install`, git-lfs's file
+/// locking), and which file it is — `core.hooksPath`, a manager's folder — is git's to say. A git
+/// older than 2.36 has no `git hook run`, and nothing runs.
+pub fn post_merge(dir: &Path) {
+    let mut cmd = as_user(dir);
+    cmd.args(["hook", "run", "--ignore-missing", "post-merge", "--", "0"]).stdout(Stdio::null());
+    let _ = cmd.status();
+}
+
 /// Put the folder of this very binary first on `cmd`'s `PATH`, so that what it runs — git's hooks,
 /// an agent's `git boulder …` — finds this git-boulder even where none is installed (the demo,
 /// run with `cargo run`).

@@ -647,6 +647,12 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
     }
     failpoint::hit("merge-prd-worktree");
     crate::progress::done();
+    // The base's worktree moved as under `git merge`: its post-merge hook runs, as git runs it.
+    if b_old != b_new || prd_to.is_some() {
+        if let Some(wt) = crate::worktree::checked_out(repo, &j.base_branch)? {
+            crate::git::cli::post_merge(&wt);
+        }
+    }
     // 5. Record MERGED with the final commit (once).
     let prd_commit = j.prd_to.as_deref().map(journal::id).transpose()?;
     record_merged(ws, &j, prd_commit.unwrap_or(b_new))?;
