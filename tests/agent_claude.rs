@@ -278,6 +278,29 @@ fn undeclared_paths_error_denies_a_path_no_stream_owns() {
 }
 
 #[test]
+fn a_plan_that_does_not_parse_is_an_error_of_every_hook_never_a_pass() {
+    let repo = initialized("");
+    let wt = repo.worktree("auth");
+    let plan = repo.read(".boulder/streams.yaml").replacen("paths:", "pahts:", 1);
+    repo.write(".boulder/streams.yaml", &plan);
+    let other = wt.join("src/api/list.rs");
+    let payloads = [
+        fixture("claude/pre_tool_use_write", &wt, |v| v["tool_input"]["file_path"] = other.to_str().unwrap().into()),
+        fixture("claude/stop", &wt, |_| {}),
+        fixture("claude/session_start", &wt, |_| {}),
+    ];
+    for payload in payloads {
+        let r = feed(&repo, "claude", &payload).code(1);
+        assert_eq!(r.stdout, "", "{payload}");
+        assert!(r.stderr.starts_with("git-boulder agent hook claude: ") && r.stderr.contains("pahts"), "{}", r.stderr);
+        assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    }
+    // `check` names the plan, not the branch.
+    let r = repo.boulder_in(&wt, &["check", "--message", "All done"]).code(2);
+    assert!(r.stderr.contains("pahts") && !r.stderr.contains("not on a stream's branch"), "{}", r.stderr);
+}
+
+#[test]
 fn a_payload_it_cannot_read_is_exit_1_never_2() {
     let repo = initialized("");
     let wt = repo.worktree("auth");
