@@ -94,3 +94,15 @@ fn a_stream_named_project_keeps_its_boulder() {
     let j = repo.boulder_in(&repo.worktree("project"), &["check", "--json"]).ok().json();
     assert_eq!(j["boulder"], "project");
 }
+
+#[test]
+fn an_empty_checkpoint_is_refused_before_anything_is_written() {
+    let repo = TestRepo::with_files(&[("README.md", "# solo\n")]);
+    for message in ["", "  \n"] {
+        let r = repo.boulder(&["checkpoint", "-m", message]).code(2);
+        assert!(r.stderr.contains("the checkpoint message is empty") && r.stderr.contains("hint:"), "{}", r.stderr);
+    }
+    assert!(repo.refs("refs/boulder").is_empty(), "{:?}", repo.refs("refs/boulder"));
+    repo.boulder(&["checkpoint", "-m", "login done"]).ok();
+    assert_eq!(repo.refs("refs/boulder"), vec!["refs/boulder/boulders/project".to_string()]);
+}

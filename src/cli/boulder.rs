@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::boulder::enforce::Overrides;
 use crate::boulder::tree;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::workspace::Workspace;
 
 #[derive(Debug, clap::Args)]
@@ -168,6 +168,11 @@ pub fn check(ws: &Workspace, args: CheckArgs) -> Result<()> {
 }
 
 pub fn checkpoint(ws: &Workspace, args: CheckpointArgs) -> Result<()> {
+    // Refused before anything is written (the project boulder is made on first use).
+    if args.message.trim().is_empty() {
+        return Err(Error::usage("the checkpoint message is empty")
+            .hint("say where work stands: git boulder checkpoint -m \"login form done; tests next\""));
+    }
     let id = tree::target(ws, args.boulder.as_deref())?;
     tree::checkpoint(ws, &id, &args.message)?;
     eprintln!("checkpoint recorded on boulder {id}");
