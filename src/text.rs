@@ -7,6 +7,8 @@
 //!   visible escapes: `\e`, `\n`, `\t`, `\r`, `\x07`, `\u{9b}`, `\u{202e}`.
 //! * [`inert_lines`] is for text printed as several lines (a story's body, an error message): the
 //!   same, but newlines and tabs stay.
+//! * [`quote_path`] is for a path in a repository (raw bytes, not always UTF-8): quoted exactly as
+//!   git quotes it by default (`core.quotePath` true), so the name shown is the name git shows.
 
 use std::borrow::Cow;
 
@@ -53,6 +55,44 @@ pub fn inert_lines(text: &str) -> Cow<'_, str> {
     escape(text, true)
 }
 
+/// `path` as git prints it by default (`quote_c_style` with `core.quotePath` true): as it is
+/// when no byte needs quoting, else in double quotes with `\a \b \t \n \v \f \r \" \\` and
+/// three-digit octal for every other control byte, DEL and every byte from 0x80 (`é` is
+/// `\303\251`). The result is printable ASCII and one line, whatever the bytes.
+pub fn quote_path(path: &[u8]) -> Cow<'_, str> {
+    fn must_quote(b: u8) -> bool {
+        !(0x20..0x7f).contains(&b) || b == b'"' || b == b'\\'
+    }
+    if !path.iter().any(|&b| must_quote(b)) {
+        return Cow::Borrowed(std::str::from_utf8(path).expect("printable ASCII"));
+    }
+    let mut out = String::with_capacity(path.len() + 8);
+    out.push('"');
+    for &b in path {
+        let named = match b {
+            0x07 => Some('a'),
+            0x08 => Some('b'),
+            b'\t' => Some('t'),
+            b'\n' => Some('n'),
+            0x0b => Some('v'),
+            0x0c => Some('f'),
+            b'\r' => Some('r'),
+            b'"' | b'\\' => Some(char::from(b)),
+            _ => None,
+        };
+        match named {
+            Some(c) => {
+                out.push('\\');
+                out.push(c);
+            }
+            None if must_quote(b) => out.push_str(&format!("\\{b:03o}")),
+            None => out.push(char::from(b)),
+        }
+    }
+    out.push('"');
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,6 +116,70 @@ mod tests {
         let all: String = (0u32..0x300).filter_map(char::from_u32).collect();
         for (s, keep) in [(inert(&all), false), (inert_lines(&all), true)] {
             assert!(!s.chars().any(|c| is_active(c, keep)), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn paths_are_quoted_as_git_shows_them() {
+        for (name, shown) in [
+            (&b"src/a.rs"[..], "src/a.rs"),
+            (b"sp ace, it's ~!#$%&()*+-.:;<=>?@[]^_`{|}", "sp ace, it's ~!#$%&()*+-.:;<=>?@[]^_`{|}"),
+            (b"src/b/\x1b[2J\x1b[31mesc", "\"src/b/\\033[2J\\033[31mesc\""),
+            (b"a\nb", "\"a\\nb\""),
+            (b"bell\x07\x08\x0b\x0c\r\tx", "\"bell\\a\\b\\v\\f\\r\\tx\""),
+            (b"\x01\x1f\x7f", "\"\\001\\037\\177\""),
+            (b"q\"uote\\", "\"q\\\"uote\\\\\""),
+            (b"src/b/\xffbad", "\"src/b/\\377bad\""),
+            ("é".as_bytes(), "\"\\303\\251\""),
+        ] {
+            assert_eq!(quote_path(name), shown, "{}", name.escape_ascii());
+        }
+        assert!(matches!(quote_path(b"src/a.rs"), Cow::Borrowed(_)));
+    }
+
+    /// Every byte a path can hold, alone and among others, quoted as `git ls-files` (core.quotePath
+    /// true, git's default) quotes it: names go into an index without files, so any byte fits.
+    #[test]
+    fn paths_are_quoted_byte_for_byte_as_git_ls_files_quotes_them() {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let git = |args: &[&str], input: &[u8]| -> Vec<u8> {
+            let mut child = Command::new("git")
+                .current_dir(tmp.path())
+                .args(args)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("git runs");
+            child.stdin.take().expect("stdin").write_all(input).expect("write stdin");
+            let out = child.wait_with_output().expect("git runs");
+            assert!(out.status.success(), "git {args:?}");
+            out.stdout
+        };
+        git(&["init", "-q"], b"");
+        let blob = String::from_utf8(git(&["hash-object", "-w", "--stdin"], b"x")).expect("an id");
+        let mut names: Vec<Vec<u8>> = (1..=255u8).filter(|&b| b != b'/').map(|b| vec![b'x', b, b'y']).collect();
+        names.extend(["é", "dir/ü 1.rs", "\u{202e}txt.exe"].map(|n| n.as_bytes().to_vec()));
+        names.push(b"src/\x1b]0;title\x07\"q\"\\\x80\xff\r\n".to_vec());
+        let mut input = Vec::new();
+        for name in &names {
+            input.extend_from_slice(format!("100644 {}\t", blob.trim()).as_bytes());
+            input.extend_from_slice(name);
+            input.push(0);
+        }
+        git(&["update-index", "--add", "-z", "--index-info"], &input);
+        let raw = git(&["ls-files", "-z"], b"");
+        let quoted = String::from_utf8(git(&["-c", "core.quotePath=true", "ls-files"], b"")).expect("ASCII");
+        let raw: Vec<&[u8]> = raw.split(|&b| b == 0).filter(|n| !n.is_empty()).collect();
+        let quoted: Vec<&str> = quoted.lines().collect();
+        assert_eq!(raw.len(), names.len());
+        assert_eq!(quoted.len(), names.len());
+        for (name, shown) in raw.iter().zip(quoted) {
+            assert_eq!(quote_path(name), shown, "{}", name.escape_ascii());
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Hooks: install/uninstall beside user hooks and under core.hooksPath, notes and iterations from
 //! commits in stream worktrees, notes kept through amend and rebase, pushes refused and allowed
-//! for each ownership rule, and parallel commits that lose nothing.
+//! for each ownership rule (with file names shown as git shows them), and parallel commits that
+//! lose nothing.
 
 use crate::common::*;
 
@@ -630,4 +631,58 @@ fn hooks_run_from_the_library() {
     assert!(err.message.contains("no-such-hook"), "{}", err.message);
     let r = repo.boulder(&["hook", "no-such-hook"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
+}
+
+/// Files whose names hold an escape sequence, a newline that would spoof a report line, and a
+/// byte that is not UTF-8: pre-commit, pre-push and `stream merge` name them quoted exactly as git
+/// does (`core.quotePath`), one line each, and no raw escape or lossy name reaches the terminal.
+#[cfg(unix)]
+#[test]
+fn reports_quote_file_names_as_git_does() {
+    use std::os::unix::ffi::OsStrExt;
+
+    let repo = sample();
+    repo.boulder(&["hooks", "install", "--pre-commit"]).ok();
+    bare_remote(&repo);
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    let names: [&[u8]; 3] =
+        [b"src/api/\x1b[2J\x1b[31mesc", b"src/api/ok\n  0000000000  spoofed.rs  owned by nobody", b"src/api/\xffbad"];
+    std::fs::create_dir_all(wt.join("src/api")).unwrap();
+    for name in names {
+        std::fs::write(wt.join(std::ffi::OsStr::from_bytes(name)), "x\n").unwrap();
+    }
+    repo.git_in(&wt, &["add", "-A"]).ok();
+    // git's own names for them, and the report lines that must say so.
+    let quoted = repo.git_in(&wt, &["diff", "--cached", "--name-only"]).ok().stdout;
+    let quoted: Vec<&str> = quoted.lines().collect();
+    assert_eq!(
+        quoted,
+        [
+            "\"src/api/\\033[2J\\033[31mesc\"",
+            "\"src/api/ok\\n  0000000000  spoofed.rs  owned by nobody\"",
+            "\"src/api/\\377bad\"",
+        ]
+    );
+    let assert_names = |what: &str, r: &Run, commit: &str| {
+        assert!(!r.stderr.contains('\u{1b}') && !r.stderr.contains('\u{fffd}'), "{what}: {:?}", r.stderr);
+        for name in &quoted {
+            let line = format!("  {commit}  {name}  owned by api");
+            assert!(r.stderr.lines().any(|l| l == line), "{what}: no line {line:?} in {:?}", r.stderr);
+        }
+        let listed = r.stderr.lines().filter(|l| l.starts_with("  ")).count();
+        assert_eq!(listed, quoted.len(), "{what}: {:?}", r.stderr);
+    };
+
+    let r = repo.git_in(&wt, &["commit", "-q", "-m", "odd names"]);
+    assert_ne!(r.code, 0);
+    assert_names("pre-commit", &r, "staged");
+    repo.git_in(&wt, &["commit", "-q", "--no-verify", "-m", "odd names"]).ok();
+    let head = repo.git_in(&wt, &["rev-parse", "--short=10", "HEAD"]).ok().stdout.trim().to_string();
+    let r = repo.git_in(&wt, &["push", "-q", "origin", "boulder/auth"]);
+    assert_ne!(r.code, 0);
+    assert_names("pre-push", &r, &head);
+    repo.boulder(&["prd", "done", "US-001", "US-002"]).ok();
+    let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
+    assert_names("stream merge", &r, &head);
 }

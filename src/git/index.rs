@@ -11,11 +11,11 @@ use crate::error::{Error, Result, ResultExt};
 use crate::git::{ObjectId, Repo};
 
 impl Repo {
-    /// Every entry of this worktree's index: path (UTF-8-lossy) and blob id; none when there is
-    /// no index yet.
-    pub fn index_entries(&self) -> Result<Vec<(String, ObjectId)>> {
+    /// Every entry of this worktree's index: path (git's bytes, not always UTF-8) and blob id;
+    /// none when there is no index yet.
+    pub fn index_entries(&self) -> Result<Vec<(Vec<u8>, ObjectId)>> {
         let index = self.repo.index_or_empty().map_err(|e| Error::internal(format!("cannot read the index: {e}")))?;
-        Ok(index.entries().iter().map(|e| (e.path(&index).to_str_lossy().into_owned(), e.id)).collect())
+        Ok(index.entries().iter().map(|e| (e.path(&index).to_vec(), e.id)).collect())
     }
 }
 

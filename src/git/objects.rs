@@ -420,17 +420,13 @@ impl<'r> Objects<'r> {
         }
     }
 
-    /// Every file (blobs and links, recursively) in `tree`: path (UTF-8-lossy) and id.
-    pub fn files(&self, tree: ObjectId) -> std::result::Result<Vec<(String, ObjectId)>, Failure> {
+    /// Every file (blobs and links, recursively) in `tree`: path (git's bytes, not always UTF-8)
+    /// and id.
+    pub fn files(&self, tree: ObjectId) -> std::result::Result<Vec<(Vec<u8>, ObjectId)>, Failure> {
         let tree = self.g.find_tree(tree).map_err(failure)?;
         let mut rec = gix::traverse::tree::Recorder::default();
         tree.traverse().breadthfirst(&mut rec).map_err(failure)?;
-        Ok(rec
-            .records
-            .into_iter()
-            .filter(|e| !e.mode.is_tree())
-            .map(|e| (e.filepath.to_str_lossy().into_owned(), e.oid))
-            .collect())
+        Ok(rec.records.into_iter().filter(|e| !e.mode.is_tree()).map(|e| (e.filepath.into(), e.oid)).collect())
     }
 
     /// The commits reachable from `tips` but not from `hidden`, newest first.

@@ -35,8 +35,9 @@ use crate::error::{Error, Result};
 impl super::Repo {
     /// The paths changed by each commit reachable from `tip` but not from `hidden`, in walk order
     /// (newest first), as `(commit, path)` pairs: the same paths as
-    /// `git diff-tree -r --no-renames --name-only` against each commit's first parent.
-    pub fn changed_paths(&self, tip: ObjectId, hidden: Vec<ObjectId>) -> Result<Vec<(String, String)>> {
+    /// `git diff-tree -r --no-renames --name-only` against each commit's first parent. Paths are
+    /// git's bytes, which need not be UTF-8.
+    pub fn changed_paths(&self, tip: ObjectId, hidden: Vec<ObjectId>) -> Result<Vec<(String, Vec<u8>)>> {
         changed_paths(&self.repo, tip, hidden)
     }
 }
@@ -61,7 +62,7 @@ pub(crate) fn changed_paths(
     repo: &gix::Repository,
     tip: ObjectId,
     hidden: Vec<ObjectId>,
-) -> Result<Vec<(String, String)>> {
+) -> Result<Vec<(String, Vec<u8>)>> {
     let walk = repo
         .rev_walk([tip])
         .with_hidden(hidden)
@@ -90,7 +91,7 @@ pub(crate) fn changed_paths(
     if oldest_first(repo, &pairs) {
         order.reverse();
     }
-    let mut paths: Vec<Vec<String>> = vec![Vec::new(); commits.len()];
+    let mut paths: Vec<Vec<Vec<u8>>> = vec![Vec::new(); commits.len()];
     let mut trees = Trees::new(repo);
     let mut path = Vec::new();
     for i in order {
@@ -167,7 +168,7 @@ impl<'r> Trees<'r> {
         old: Option<ObjectId>,
         new: Option<ObjectId>,
         path: &mut Vec<u8>,
-        out: &mut Vec<String>,
+        out: &mut Vec<Vec<u8>>,
     ) -> Result<()> {
         let old = old.map(|id| self.get(id)).transpose()?;
         let new = new.map(|id| self.get(id)).transpose()?;
@@ -224,7 +225,7 @@ impl<'r> Trees<'r> {
         old: Option<ObjectId>,
         new: Option<ObjectId>,
         path: &mut Vec<u8>,
-        out: &mut Vec<String>,
+        out: &mut Vec<Vec<u8>>,
     ) -> Result<()> {
         let len = path.len();
         if len > 0 {
@@ -234,7 +235,7 @@ impl<'r> Trees<'r> {
         if e.is_tree() {
             self.diff(old, new, path, out)?;
         } else {
-            out.push(path.to_str_lossy().into_owned());
+            out.push(path.clone());
         }
         path.truncate(len);
         Ok(())
@@ -443,7 +444,8 @@ mod tests {
     fn actual(dir: &Path, tip: &str) -> Vec<(String, String)> {
         let repo = gix::open(dir).expect("open");
         let tip = ObjectId::from_hex(git(dir, &["rev-parse", tip]).trim().as_bytes()).expect("an id");
-        changed_paths(&repo, tip, Vec::new()).expect("changed paths")
+        let changes = changed_paths(&repo, tip, Vec::new()).expect("changed paths");
+        changes.into_iter().map(|(c, p)| (c, String::from_utf8(p).expect("UTF-8 names"))).collect()
     }
 
     fn sorted(mut v: Vec<(String, String)>) -> Vec<(String, String)> {

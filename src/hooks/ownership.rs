@@ -1,8 +1,12 @@
 //! Path ownership (DESIGN §7): which paths a stream may change. Pure: a plan and paths in,
-//! verdicts out. One compiled glob set serves every stream.
+//! verdicts out. One compiled glob set serves every stream. Reported paths are shown as git shows
+//! them ([`RepoPath`]), so a file's name can neither reach the terminal as control codes nor pass
+//! for another name or an extra report line.
+
+use std::fmt;
 
 use globset::GlobSet;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use crate::plan::{Level, Plan};
 
@@ -38,11 +42,28 @@ pub enum Verdict {
     Warning(Rule),
 }
 
+/// A path in the repository as git stores it: bytes, not always UTF-8. Shown (`Display`) quoted
+/// as git quotes it by default ([`crate::text::quote_path`]); in JSON, a string (UTF-8-lossy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoPath(pub Vec<u8>);
+
+impl fmt::Display for RepoPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&crate::text::quote_path(&self.0))
+    }
+}
+
+impl Serialize for RepoPath {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&String::from_utf8_lossy(&self.0))
+    }
+}
+
 /// One reported path.
 #[derive(Debug, Clone, Serialize)]
 pub struct Violation {
     pub commit: String,
-    pub path: String,
+    pub path: RepoPath,
     pub rule: Rule,
     /// The owning stream, for [`Rule::OtherStream`].
     pub owner: Option<String>,
@@ -121,19 +142,20 @@ impl<'p> Checker<'p> {
     }
 }
 
-/// Check `(commit, path)` pairs changed by `stream`; returns what to report.
-pub fn check_paths(plan: &Plan, stream: &str, changes: &[(String, String)]) -> Vec<Violation> {
+/// Check `(commit, path)` pairs changed by `stream` (paths as git's bytes, or as text); returns
+/// what to report. A path that is not UTF-8 is matched against the globs UTF-8-lossy.
+pub fn check_paths<P: AsRef<[u8]>>(plan: &Plan, stream: &str, changes: &[(String, P)]) -> Vec<Violation> {
     let checker = Checker::new(plan);
     changes
         .iter()
-        .filter_map(|(commit, path)| match checker.verdict(stream, path) {
-            Verdict::Allowed => None,
-            Verdict::Violation(rule, owner) => {
-                Some(Violation { commit: commit.clone(), path: path.clone(), rule, owner, refused: true })
-            }
-            Verdict::Warning(rule) => {
-                Some(Violation { commit: commit.clone(), path: path.clone(), rule, owner: None, refused: false })
-            }
+        .filter_map(|(commit, path)| {
+            let path = path.as_ref();
+            let (rule, owner, refused) = match checker.verdict(stream, &String::from_utf8_lossy(path)) {
+                Verdict::Allowed => return None,
+                Verdict::Violation(rule, owner) => (rule, owner, true),
+                Verdict::Warning(rule) => (rule, None, false),
+            };
+            Some(Violation { commit: commit.clone(), path: RepoPath(path.to_vec()), rule, owner, refused })
         })
         .collect()
 }
@@ -196,9 +218,23 @@ mod tests {
     #[test]
     fn report_names_commit_path_rule_owner_and_bypass() {
         let p = plan("");
-        let found = check_paths(&p, "auth", &[("0123456789abcdef".into(), "src/api/a.rs".into())]);
+        let found = check_paths(&p, "auth", &[("0123456789abcdef".into(), "src/api/a.rs")]);
         let text = report("auth", &found, true);
         assert!(text.contains("0123456789  src/api/a.rs  owned by api"), "{text}");
         assert!(text.contains("git push --no-verify"), "{text}");
+    }
+
+    #[test]
+    fn reported_paths_are_quoted_as_git_shows_them_and_json_keeps_a_string() {
+        let p = plan("");
+        let name = b"src/api/\x1b[2J\xffbad\n  0000000000  src/x  owned by nobody".to_vec();
+        let found = check_paths(&p, "auth", &[("0123456789abcdef".into(), name)]);
+        assert_eq!(found.len(), 1, "a name that is not UTF-8 is still judged by its folder");
+        let text = report("auth", &found, true);
+        let line = "  0123456789  \"src/api/\\033[2J\\377bad\\n  0000000000  src/x  owned by nobody\"  owned by api\n";
+        assert!(text.contains(line), "{text}");
+        assert_eq!(text.lines().filter(|l| l.starts_with("  ")).count(), 1, "{text}");
+        let json = serde_json::to_value(&found[0]).expect("serializes");
+        assert_eq!(json["path"], "src/api/\u{1b}[2J\u{fffd}bad\n  0000000000  src/x  owned by nobody");
     }
 }
