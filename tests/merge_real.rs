@@ -453,3 +453,26 @@ fn the_base_worktree_runs_its_post_merge_hook_as_under_git_merge() {
     repo.boulder(&["stream", "merge", "auth", "--dry-run"]).ok();
     assert_eq!(std::fs::read_to_string(&seen).unwrap().lines().count(), 1);
 }
+
+#[test]
+fn a_skip_worktree_file_with_local_changes_is_not_hidden_behind_the_merge() {
+    let repo = setup_with(&[("src/auth/mod.rs", "// auth\n")], PLAN);
+    let w = repo.worktree("auth");
+    commit_in(&repo, &w, "src/auth/mod.rs", b"// auth, changed by the stream\n", "auth");
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    base_moves(&repo);
+    // The user marked it skip-worktree and edited it: `git merge --ff-only` would refuse.
+    repo.git(&["update-index", "--skip-worktree", "src/auth/mod.rs"]).ok();
+    repo.write("src/auth/mod.rs", "// my local version\n");
+    let main_before = rev(&repo, "main");
+    let r = repo.boulder(&["stream", "merge", "auth"]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("src/auth/mod.rs (it has local changes)"), "{}", r.stderr);
+    assert_eq!(rev(&repo, "main"), main_before);
+    assert_eq!(repo.read("src/auth/mod.rs"), "// my local version\n");
+    // Back to what the index holds: the merge goes ahead, the entry stays skip-worktree.
+    repo.write("src/auth/mod.rs", "// auth\n");
+    repo.boulder(&["stream", "merge", "auth"]).ok();
+    assert!(repo.git_out(&["ls-files", "-v", "src/auth/mod.rs"]).starts_with("S "));
+    repo.assert_fsck();
+}

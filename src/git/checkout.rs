@@ -145,8 +145,20 @@ impl Worktree {
             mv.before.iter().map(|(p, e)| (p.clone(), (e.id, e.stat))).collect();
         let mut found = Vec::new();
         for c in &mv.changes {
-            let sparse = mv.before.get(&c.path).is_some_and(|e| e.skip_worktree);
-            if sparse || is_gitlink(c) {
+            if is_gitlink(c) {
+                continue;
+            }
+            // A skip-worktree entry is not written; its file, when there, is checked as git
+            // checks it (`verify_uptodate` ignores the bit): one holding something else than
+            // either side would be hidden behind the new index entry — git refuses that.
+            if mv.before.get(&c.path).is_some_and(|e| e.skip_worktree) {
+                let full = in_worktree(work_dir, c.path.as_bstr());
+                if std::fs::symlink_metadata(&full).is_ok()
+                    && !holds(&self.repo, work_dir, &c.path, c.old, &ids)
+                    && !holds(&self.repo, work_dir, &c.path, c.new, &ids)
+                {
+                    found.push((c.path.to_str_lossy().into_owned(), Obstacle::LocalChanges));
+                }
                 continue;
             }
             if submodule_in_the_way(work_dir, c) {
