@@ -26,15 +26,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Read a file of a worktree, looking again a few times (within about 50 ms) when it is not
+/// Read a file of a worktree with `read` (`std::fs::read`, or a bounded reader such as
+/// [`crate::prd::read_file`]), looking again a few times (within about 50 ms) when it is not
 /// there: `git checkout`, and a merge writing files the way it does, replaces a file by removing
 /// it and writing it anew, so a reader in between finds nothing (a stream run reading the PRD
 /// while another stream's merge updates the main worktree). A file really missing is reported as
 /// missing, 50 ms later.
-pub fn read_settled(path: &Path) -> std::io::Result<Vec<u8>> {
+pub fn read_settled(path: &Path, read: impl Fn(&Path) -> std::io::Result<Vec<u8>>) -> std::io::Result<Vec<u8>> {
     let mut tries = 0;
     loop {
-        match std::fs::read(path) {
+        match read(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 5 => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(10));
@@ -98,9 +99,12 @@ mod tests {
                 std::fs::rename(tmp, path).unwrap();
             })
         };
-        assert_eq!(super::read_settled(&path).unwrap(), b"# PRD\n");
+        assert_eq!(super::read_settled(&path, |p| std::fs::read(p)).unwrap(), b"# PRD\n");
         writer.join().unwrap();
         let missing = dir.path().join("missing.md");
-        assert_eq!(super::read_settled(&missing).unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        assert_eq!(
+            super::read_settled(&missing, |p| std::fs::read(p)).unwrap_err().kind(),
+            std::io::ErrorKind::NotFound
+        );
     }
 }

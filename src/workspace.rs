@@ -165,14 +165,29 @@ impl Workspace {
         })
     }
 
-    /// Absolute path of the PRD: `explicit` (relative to the current directory) or the plan's
-    /// `prd` relative to the main worktree.
+    /// Absolute path of the PRD: `explicit` (relative to the current directory: the user's own
+    /// choice, any file) or the plan's `prd` relative to the main worktree, which must stay inside
+    /// it: an absolute path or a `..` component ([`plan::prd_problem`]), or a symlink resolving
+    /// outside the main worktree (`prd.md -> /dev/zero`, `-> ~/.ssh/id_ed25519`), is refused.
     pub fn prd_path(&self, plan: Option<&Plan>, explicit: Option<&Path>) -> Result<PathBuf> {
         if let Some(p) = explicit {
             return Ok(std::env::current_dir()?.join(p));
         }
-        let rel = plan.map(|p| p.prd.as_str()).unwrap_or(plan::DEFAULT_PRD);
-        Ok(self.root()?.join(rel))
+        let rel = plan_prd(plan)?;
+        let root = self.root()?;
+        let path = root.join(rel);
+        let (real, real_root) = (resolve(&path), resolve(root));
+        if !real.starts_with(&real_root) {
+            return Err(Error::usage(format!(
+                "the PRD {} resolves to {}, outside the repository {}",
+                path.display(),
+                real.display(),
+                real_root.display()
+            ))
+            .hint("commit the PRD itself at that path, not a symlink leading out of the repository")
+            .hint(plan::PRD_HINT));
+        }
+        Ok(path)
     }
 
     /// `stream suggest`: a plan proposed from the PRD (the one `explicit` names, else the one an
@@ -213,6 +228,8 @@ impl Workspace {
         let mut findings = Vec::new();
         let ids = match self.load_prd(Some(&plan), None) {
             Ok((_, prd)) => Some(prd.stories.iter().map(|s| s.id.clone()).collect::<Vec<_>>()),
+            // A `prd:` that leaves the repository as written is plan::validate's finding.
+            Err(_) if plan::prd_problem(&plan.prd).is_some() => None,
             Err(e) => {
                 findings.push(plan::Finding {
                     severity: plan::Severity::Error,
@@ -246,7 +263,7 @@ impl Workspace {
         if explicit.is_some() || !self.repo.is_bare() {
             return load_prd(&self.prd_path(plan, explicit)?);
         }
-        let rel = plan.map(|p| p.prd.as_str()).unwrap_or(plan::DEFAULT_PRD);
+        let rel = plan_prd(plan)?;
         let tip = match plan {
             Some(p) => self.tree_commit(p)?,
             None => self.bare_source()?.map(|(t, _)| t),
@@ -387,9 +404,17 @@ impl Workspace {
 
     /// The PRD as the stream sees it, when its worktree or branch has one.
     fn stream_prd(&self, plan: &Plan, stream: &StreamDef) -> Result<Option<std::sync::Arc<Prd>>> {
+        if plan::prd_problem(&plan.prd).is_some() {
+            return Ok(None);
+        }
         // A bare repository has no worktrees: only the branch tip.
         if let Ok(wt) = self.worktree_path(plan, &stream.name) {
-            if let Ok(bytes) = std::fs::read(wt.join(&plan.prd)) {
+            // Only a PRD inside the worktree (no symlink leading out), read within bounds.
+            let bytes = std::fs::canonicalize(wt.join(&plan.prd))
+                .ok()
+                .filter(|real| real.starts_with(&wt))
+                .and_then(|real| prd::read_file(&real).ok());
+            if let Some(bytes) = bytes {
                 let id = self
                     .repo
                     .objects()
@@ -407,9 +432,10 @@ impl Workspace {
     }
 }
 
-/// Read and parse a PRD file; errors name the file and line.
+/// Read ([`prd::read_file`]: a regular file of at most [`prd::MAX_BYTES`]) and parse a PRD
+/// file; errors name the file and line.
 pub fn load_prd(path: &Path) -> Result<(String, Prd)> {
-    load_prd_with(path, |p| std::fs::read(p))
+    load_prd_with(path, prd::read_file)
 }
 
 /// [`load_prd`] for a stream run, where another stream's merge may be rewriting the main
@@ -419,9 +445,9 @@ pub fn load_prd(path: &Path) -> Result<(String, Prd)> {
 /// stories.
 pub fn load_prd_settled(path: &Path) -> Result<(String, Prd)> {
     load_prd_with(path, |p| {
-        let mut last = crate::fsutil::read_settled(p)?;
+        let mut last = crate::fsutil::read_settled(p, prd::read_file)?;
         for _ in 0..5 {
-            let again = crate::fsutil::read_settled(p)?;
+            let again = crate::fsutil::read_settled(p, prd::read_file)?;
             if again == last && !again.is_empty() {
                 break;
             }
@@ -435,14 +461,32 @@ pub fn load_prd_settled(path: &Path) -> Result<(String, Prd)> {
 fn load_prd_with(path: &Path, read: impl Fn(&Path) -> std::io::Result<Vec<u8>>) -> Result<(String, Prd)> {
     let bytes = read(path).map_err(|e| {
         let err = Error::usage(format!("cannot read the PRD {}: {e}", path.display()));
-        if e.kind() == std::io::ErrorKind::NotFound {
-            err.hint("set `prd:` in .boulder/streams.yaml to your PRD's path, or pass --prd PATH")
-        } else {
-            err
+        match prd::ReadRefusal::of(&e) {
+            Some(prd::ReadRefusal::NotRegular(_)) => err.hint(
+                "commit the PRD itself at that path (not a symlink to a device, FIFO or folder), or set `prd:` in \
+                 .boulder/streams.yaml to your PRD's path, or pass --prd PATH",
+            ),
+            Some(prd::ReadRefusal::TooLarge) => err.hint(
+                "split the PRD into smaller files, or set `prd:` in .boulder/streams.yaml to your PRD's path, or pass --prd PATH",
+            ),
+            None if e.kind() == std::io::ErrorKind::NotFound => {
+                err.hint("set `prd:` in .boulder/streams.yaml to your PRD's path, or pass --prd PATH")
+            }
+            None => err,
         }
     })?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     parse_prd(bytes, &path.display().to_string(), &name)
+}
+
+/// The plan's `prd` (without a plan, the default), refused when it leaves the repository as
+/// written ([`plan::prd_problem`]).
+fn plan_prd(plan: Option<&Plan>) -> Result<&str> {
+    let rel = plan.map(|p| p.prd.as_str()).unwrap_or(plan::DEFAULT_PRD);
+    match plan::prd_problem(rel) {
+        Some(message) => Err(Error::usage(message).hint(plan::PRD_HINT)),
+        None => Ok(rel),
+    }
 }
 
 /// Parse PRD bytes read from `label` (a path, or `branch:path`); `name` is the file's name.

@@ -1,7 +1,13 @@
 //! The PRD and the plan at scale: `prd show` (table and JSON) keeps its exact bytes — key order,
 //! both kinds of story position, escaped controls — now that it is written straight from the
 //! parsed stories, and a PRD of thousands of stories shared out over a hundred streams reads the
-//! same through `prd show`, `prd next`, `status`, `stream validate` and `stream suggest`.
+//! same through `prd show`, `prd next`, `status`, `stream validate` and `stream suggest`. And the
+//! PRD a repository names is bounded: a regular file of at most 64 MiB (`prd.md -> /dev/zero` is
+//! refused at once), inside the repository (`prd: ../x.md`, an absolute path, a symlink out).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
 
 use crate::common::*;
 
@@ -188,4 +194,146 @@ fn thousands_of_stories_over_a_hundred_streams() {
         bad.stdout
     );
     assert!(bad.stdout.contains("3002 stories assigned, 1 errors, 1 warnings"), "{}", bad.stdout);
+}
+
+// ---- a PRD that is not a bounded file inside the repository ---------------------------------
+
+/// `git-boulder ARGS` in `dir` with `stdin`, under a 2 GiB address-space limit (`ulimit -v`) and
+/// a 60 s deadline: a PRD read without bounds fails here, and fast, instead of filling the
+/// machine's memory. How long it took comes back too.
+fn bounded(repo: &TestRepo, dir: &Path, args: &[&str], stdin: &str) -> (Run, std::time::Duration) {
+    let mut cmd = repo.command("sh");
+    cmd.arg("-c").arg("ulimit -v 2097152 && exec \"$0\" \"$@\"").arg(bin()).args(args).current_dir(dir);
+    let mut child =
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run git-boulder");
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    let start = std::time::Instant::now();
+    let deadline = std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > deadline {
+            let _ = child.kill();
+            panic!("git-boulder {args:?} still running after {deadline:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    (Run::from(child.wait_with_output().unwrap()), start.elapsed())
+}
+
+/// The sample with its PRD replaced by a committed symlink to `target`.
+fn prd_linked_to(target: &str) -> TestRepo {
+    let repo = sample();
+    let prd = repo.dir.join(".agents/tasks/prd.md");
+    std::fs::remove_file(&prd).unwrap();
+    std::os::unix::fs::symlink(target, &prd).unwrap();
+    repo.commit_all("the PRD is a link");
+    repo
+}
+
+#[test]
+fn a_prd_symlink_to_dev_zero_is_refused_at_once() {
+    let repo = prd_linked_to("/dev/zero");
+    let dir = repo.dir.clone();
+    for args in [&["prd", "show"][..], &["prd", "next"], &["stream", "validate"]] {
+        let (r, took) = bounded(&repo, &dir, args, "");
+        let r = r.code(2);
+        assert!(took < std::time::Duration::from_secs(20), "{args:?} took {took:?}");
+        assert!(r.stderr.contains(".agents/tasks/prd.md") || r.stdout.contains(".agents/tasks/prd.md"), "{r:?}");
+        assert!(
+            r.stderr.contains("resolves to /dev/zero, outside the repository")
+                || r.stdout.contains("resolves to /dev/zero, outside the repository"),
+            "{args:?}: {r:?}"
+        );
+    }
+    // status goes on without the PRD, saying why.
+    let (r, _) = bounded(&repo, &dir, &["status"], "");
+    assert!(r.ok().stderr.contains("outside the repository"));
+    // The SessionStart hook: a non-blocking error naming the problem, not a process eating memory.
+    let payload = format!(r#"{{"cwd":"{}","hook_event_name":"SessionStart","source":"startup"}}"#, dir.display());
+    let (r, took) = bounded(&repo, &dir, &["agent", "hook", "claude"], &payload);
+    let r = r.code(1);
+    assert!(took < std::time::Duration::from_secs(20), "the hook took {took:?}");
+    assert!(r.stderr.contains("outside the repository"), "{}", r.stderr);
+    // Named by the user with --prd, it is refused for what it is.
+    let (r, _) = bounded(&repo, &dir, &["prd", "show", "--prd", "/dev/zero"], "");
+    let r = r.code(2);
+    assert!(
+        r.stderr.contains("cannot read the PRD /dev/zero: it is a character device, not a regular file"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_prd_larger_than_64_mib_is_refused_before_it_is_read() {
+    let repo = sample();
+    // Sparse: 64 MiB and one byte of nothing, written in no time.
+    let big = repo.dir.join(".agents/tasks/prd.md");
+    std::fs::File::create(&big).unwrap().set_len((64 << 20) + 1).unwrap();
+    let dir = repo.dir.clone();
+    for args in [&["prd", "show"][..], &["prd", "show", "--prd", ".agents/tasks/prd.md"]] {
+        let (r, _) = bounded(&repo, &dir, args, "");
+        let r = r.code(2);
+        assert!(r.stderr.contains("prd.md: it is larger than 64 MiB, the most a PRD may be"), "{}", r.stderr);
+        assert!(r.stderr.contains("split the PRD"), "{}", r.stderr);
+    }
+    let (r, _) = bounded(&repo, &dir, &["stream", "validate", "--json"], "");
+    let findings = r.code(2).json()["findings"].clone();
+    let prd: Vec<&serde_json::Value> = findings.as_array().unwrap().iter().filter(|f| f["code"] == "prd").collect();
+    assert_eq!(prd.len(), 1, "{findings}");
+    assert!(prd[0]["message"].as_str().unwrap().contains("larger than 64 MiB"), "{findings}");
+}
+
+/// A file beside the repository that reads as a PRD, and the sample with `prd:` set to `prd`.
+fn prd_outside(prd: impl Fn(&Path) -> String) -> (TestRepo, std::path::PathBuf) {
+    let repo = sample();
+    let notes = repo.dir.parent().unwrap().join("private-notes.md");
+    std::fs::write(&notes, "### [ ] US-001: secret outside the repo\nthe contents of a private file\n").unwrap();
+    let plan = repo.read(".boulder/streams.yaml");
+    repo.write(".boulder/streams.yaml", &plan.replace("prd: .agents/tasks/prd.md", &format!("prd: '{}'", prd(&notes))));
+    repo.commit_all("prd outside");
+    (repo, notes)
+}
+
+#[test]
+fn a_prd_path_leaving_the_repository_is_refused() {
+    for (prd, why) in [
+        (&(|_: &Path| "../private-notes.md".to_string()) as &dyn Fn(&Path) -> String, "contains a `..` component"),
+        (&|n: &Path| n.display().to_string(), "it is absolute"),
+    ] {
+        let (repo, notes) = prd_outside(prd);
+        let v = repo.boulder(&["stream", "validate", "--json"]).code(2).json();
+        let findings: Vec<&serde_json::Value> =
+            v["findings"].as_array().unwrap().iter().filter(|f| f["code"] == "prd").collect();
+        assert_eq!(findings.len(), 1, "{v}");
+        assert!(findings[0]["message"].as_str().unwrap().contains(why), "{v}");
+        assert!(findings[0]["hint"].as_str().unwrap().contains("--prd PATH"), "{v}");
+        let human = repo.boulder(&["stream", "validate"]).code(2);
+        assert!(human.stdout.contains(why), "{}", human.stdout);
+        for args in [&["prd", "next"][..], &["prd", "show"], &["prd", "show", "--stream", "auth"]] {
+            let r = repo.boulder(args).code(2);
+            assert!(!r.stdout.contains("secret"), "{args:?} printed the outside file: {}", r.stdout);
+            assert!(r.stderr.contains(why) && r.stderr.contains("prd:"), "{args:?}: {}", r.stderr);
+        }
+        // The user naming the file is the user's choice.
+        let own = repo.boulder(&["prd", "next", "--prd", notes.to_str().unwrap()]).ok();
+        assert!(own.stdout.contains("secret outside the repo"), "{}", own.stdout);
+    }
+}
+
+#[test]
+fn a_prd_symlink_out_of_the_repository_is_refused_and_one_inside_is_read() {
+    let repo = sample();
+    let outside = repo.dir.parent().unwrap().join("outside-prd.md");
+    std::fs::write(&outside, "### [ ] US-001: secret outside the repo\n").unwrap();
+    let prd = repo.dir.join(".agents/tasks/prd.md");
+    std::fs::rename(&prd, repo.dir.join("docs/prd.md")).unwrap();
+    std::os::unix::fs::symlink(&outside, &prd).unwrap();
+    let r = repo.boulder(&["prd", "next"]).code(2);
+    assert!(!r.stdout.contains("secret"), "{}", r.stdout);
+    assert!(r.stderr.contains("outside the repository"), "{}", r.stderr);
+    // A link that stays inside is followed.
+    std::fs::remove_file(&prd).unwrap();
+    std::os::unix::fs::symlink("../../docs/prd.md", &prd).unwrap();
+    let r = repo.boulder(&["prd", "next"]).ok();
+    assert!(r.stdout.contains("US-001"), "{}", r.stdout);
 }

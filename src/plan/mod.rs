@@ -25,7 +25,9 @@ pub mod suggest;
 mod validate;
 
 pub use parse::parse;
-pub use validate::{compile_globs, literal_prefix, topo_order, validate, GlobError, GlobProblem};
+pub use validate::{
+    compile_globs, literal_prefix, prd_problem, topo_order, validate, GlobError, GlobProblem, PRD_HINT,
+};
 
 /// Where the plan lives inside a work tree.
 pub const PLAN_PATH: &str = ".boulder/streams.yaml";

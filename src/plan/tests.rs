@@ -712,6 +712,26 @@ fn invalid_globs() {
 }
 
 #[test]
+fn a_prd_path_leaving_the_repository_is_an_error() {
+    for (prd, why) in
+        [("../notes.md", "`..`"), ("docs/../../x.md", "`..`"), ("/etc/passwd", "absolute"), ("C:/prd.md", "absolute")]
+    {
+        let mut p = plan_of(vec![stream("a", &["1"], &["a/**"])]);
+        p.prd = prd.into();
+        let f = validate(&p, None, &[]);
+        let found = only(&f, "prd");
+        assert_eq!(found.len(), 1, "{prd}: {f:#?}");
+        assert_eq!(found[0].severity, Severity::Error);
+        assert!(found[0].message.starts_with(&format!("prd {prd:?}: ")) && found[0].message.contains(why), "{found:?}");
+        assert_eq!(found[0].hint.as_deref(), Some(PRD_HINT));
+        assert!(prd_problem(prd).is_some());
+    }
+    for fine in [DEFAULT_PRD, "docs/prd..v2.md", "./prd.json"] {
+        assert_eq!(prd_problem(fine), None, "{fine}");
+    }
+}
+
+#[test]
 fn dependencies_and_cycles() {
     let mut p = plan_of(vec![
         stream("auth", &["1"], &[]),

@@ -69,20 +69,54 @@ pub enum GlobError {
     Set(#[source] globset::Error),
 }
 
+/// How a path written in the plan (a glob, the PRD) reaches outside the repository as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outside {
+    /// `/x`, `\x` or `C:x`.
+    Absolute,
+    /// A `..` component.
+    Parent,
+}
+
+/// Whether `path`, relative to the repository root, leaves the repository as written.
+fn outside(path: &str) -> Option<Outside> {
+    let bytes = path.as_bytes();
+    if path.starts_with('/')
+        || path.starts_with('\\')
+        || (bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':')
+    {
+        return Some(Outside::Absolute);
+    }
+    if path.split(['/', '\\']).any(|c| c == "..") {
+        return Some(Outside::Parent);
+    }
+    None
+}
+
+/// Why the plan's `prd:` path cannot be used: it is relative to the repository root and must
+/// stay inside the repository (a symlink leading out is refused where the PRD is read, see
+/// [`crate::workspace::Workspace::prd_path`]). The message names the path; [`PRD_HINT`] says the fix.
+pub fn prd_problem(prd: &str) -> Option<String> {
+    let why = match outside(prd)? {
+        Outside::Absolute => "it is absolute; the PRD path is relative to the repository root",
+        Outside::Parent => "it contains a `..` component; the PRD must be inside the repository",
+    };
+    Some(format!("prd {}: {why}", quote(prd)))
+}
+
+/// The fix for a `prd:` path that leaves the repository.
+pub const PRD_HINT: &str = "set `prd:` in .boulder/streams.yaml to the PRD's path inside the repository (default \
+     .agents/tasks/prd.md); to read a file elsewhere, pass it yourself with --prd PATH";
+
 /// Why a glob cannot be used, or the compiled glob.
 fn build_glob(glob: &str) -> Result<Glob, GlobProblem> {
     if glob.trim().is_empty() {
         return Err(GlobProblem::Empty);
     }
-    let bytes = glob.as_bytes();
-    if glob.starts_with('/')
-        || glob.starts_with('\\')
-        || (bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':')
-    {
-        return Err(GlobProblem::Absolute);
-    }
-    if glob.split(['/', '\\']).any(|c| c == "..") {
-        return Err(GlobProblem::Parent);
+    match outside(glob) {
+        Some(Outside::Absolute) => return Err(GlobProblem::Absolute),
+        Some(Outside::Parent) => return Err(GlobProblem::Parent),
+        None => {}
     }
     GlobBuilder::new(&normalize(glob))
         .literal_separator(true)
@@ -269,9 +303,12 @@ impl Check<'_> {
 
 /// Validate a parsed plan. `story_ids` are the PRD's ids (`None` when there is no PRD to check
 /// against); `tree_paths` are the files of HEAD's tree for concrete overlap. Findings come in a
-/// fixed order: names, branches, stories, globs, dependencies, agents, overlap.
+/// fixed order: the PRD's path, names, branches, stories, globs, dependencies, agents, overlap.
 pub fn validate(plan: &Plan, story_ids: Option<&[String]>, tree_paths: &[String]) -> Vec<Finding> {
     let mut c = Check { plan, out: Vec::new() };
+    if let Some(message) = prd_problem(&plan.prd) {
+        c.error("prd", message, PRD_HINT);
+    }
     if plan.streams.is_empty() {
         c.warn(
             "no_streams",

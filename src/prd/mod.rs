@@ -1,14 +1,17 @@
 //! The PRD: stories in Ralph markdown, the wave form, or Ralph JSON, behind one [`Story`] model,
 //! and a status rewrite that changes only status marks; next-story selection ([`next_open`]).
 //!
-//! Parsing is pure (text in, [`Prd`] or [`PrdError`] out) so property tests can hammer it.
+//! Parsing is pure (text in, [`Prd`] or [`PrdError`] out) so property tests can hammer it; the
+//! file itself is read by [`read_file`] (a regular file of bounded size).
 
+mod file;
 mod json;
 mod markdown;
 mod next;
 #[cfg(test)]
 mod tests;
 
+pub use file::{read_file, ReadRefusal, MAX_BYTES};
 pub use next::next_open;
 
 use serde::{Deserialize, Serialize};
