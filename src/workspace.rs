@@ -116,14 +116,14 @@ impl Workspace {
     /// branch's tip ([`Workspace::bare_source`]).
     pub fn plan_text(&self) -> Result<(String, PlanSource)> {
         if let Some(path) = &self.config_override {
-            let bytes = std::fs::read(path)
+            let bytes = read_plan(path)
                 .map_err(|e| Error::usage(format!("cannot read the stream plan {}: {e}", path.display())))?;
             let label = path.display().to_string();
             return Ok((utf8(bytes, &label)?, PlanSource { label }));
         }
         if let Some(root) = &self.repo.main_work_dir {
             let path = root.join(plan::PLAN_PATH);
-            return match std::fs::read(&path) {
+            return match read_plan(&path) {
                 Ok(bytes) => Ok((utf8(bytes, plan::PLAN_PATH)?, PlanSource { label: plan::PLAN_PATH.into() })),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(no_plan(&path.display().to_string())),
                 Err(e) => Err(Error::usage(format!("cannot read {}: {e}", path.display()))),
@@ -430,6 +430,18 @@ impl Workspace {
         }
         Ok(None)
     }
+}
+
+/// The bytes of a stream plan file: read as a PRD is ([`prd::read_file`]: a regular file, bounded),
+/// so a plan symlinked to `/dev/zero` is refused rather than read until memory runs out.
+fn read_plan(path: &Path) -> std::io::Result<Vec<u8>> {
+    prd::read_file(path).map_err(|e| match prd::ReadRefusal::of(&e) {
+        Some(prd::ReadRefusal::TooLarge) => std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("it is larger than {} MiB; a plan is at most 8 MiB of text", prd::MAX_BYTES >> 20),
+        ),
+        _ => e,
+    })
 }
 
 /// Read ([`prd::read_file`]: a regular file of at most [`prd::MAX_BYTES`]) and parse a PRD

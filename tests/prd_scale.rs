@@ -337,3 +337,17 @@ fn a_prd_symlink_out_of_the_repository_is_refused_and_one_inside_is_read() {
     let r = repo.boulder(&["prd", "next"]).ok();
     assert!(r.stdout.contains("US-001"), "{}", r.stdout);
 }
+
+#[test]
+fn a_plan_symlink_to_dev_zero_is_refused_at_once() {
+    let repo = TestRepo::with_files(&[("README.md", "# x\n")]);
+    std::fs::create_dir_all(repo.dir.join(".boulder")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", repo.dir.join(".boulder/streams.yaml")).unwrap();
+    let dir = repo.dir.clone();
+    for args in [&["status"][..], &["stream", "validate"], &["stream", "init"]] {
+        let (r, took) = bounded(&repo, &dir, args, "");
+        let r = r.code(2);
+        assert!(took < std::time::Duration::from_secs(20), "{args:?} took {took:?}");
+        assert!(r.stderr.contains("streams.yaml: it is a character device, not a regular file"), "{args:?}: {r:?}");
+    }
+}
