@@ -28,12 +28,15 @@ fn escape(text: &str, keep_lines: bool) -> Cow<'_, str> {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
         if !is_active(c, keep_lines) {
             out.push(c);
             continue;
         }
         match c {
+            // A CRLF line ending (a PRD saved on Windows) ends the line as LF does.
+            '\r' if keep_lines && chars.peek() == Some(&'\n') => {}
             '\u{1b}' => out.push_str("\\e"),
             '\n' => out.push_str("\\n"),
             '\t' => out.push_str("\\t"),
@@ -109,6 +112,9 @@ mod tests {
         assert_eq!(inert("\u{9b}31m\u{7f}"), "\\u{9b}31m\\x7f");
         assert_eq!(inert("abc\u{202e}def"), "abc\\u{202e}def");
         assert_eq!(inert_lines("line 1\n\tline 2\u{1b}[2J\n"), "line 1\n\tline 2\\e[2J\n");
+        // A CRLF ending is a line ending; a lone CR (which would overwrite the line) shows.
+        assert_eq!(inert_lines("a\r\nb\rc\r\r\n"), "a\nb\\rc\\r\n");
+        assert_eq!(inert("a\r\n"), "a\\r\\n");
     }
 
     #[test]
