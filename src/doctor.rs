@@ -23,7 +23,13 @@ pub struct Problem {
 pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
     let mut problems = Vec::new();
     let store = Store::new(&ws.repo)?;
-    let plan = ws.plan().ok();
+    let plan = match ws.plan() {
+        Ok(plan) => Some(plan),
+        Err(e) => {
+            plan_problem(ws, &store, &e, &mut problems)?;
+            None
+        }
+    };
 
     invalid_refs(&store, &mut problems)?;
     interrupted_merges(ws, &mut problems);
@@ -76,6 +82,44 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
         });
     }
     Ok(problems)
+}
+
+/// The plan cannot be read: one that does not parse is a problem; a missing one is, when the
+/// state records streams (deleted, or outside a sparse checkout's cone — git removes files there).
+fn plan_problem(ws: &Workspace, store: &Store, e: &crate::error::Error, problems: &mut Vec<Problem>) -> Result<()> {
+    if ws.plan_text().is_ok() {
+        problems.push(Problem {
+            area: "plan",
+            message: format!("the stream plan cannot be used: {}", crate::text::inert(&e.message)),
+            fix: "fix .boulder/streams.yaml, then run `git boulder stream validate`".into(),
+        });
+        return Ok(());
+    }
+    let streams: Vec<String> = store
+        .list(state::STREAMS)?
+        .into_iter()
+        .filter_map(|(name, _)| name.strip_prefix(state::STREAMS).map(str::to_owned))
+        .collect();
+    if streams.is_empty() {
+        return Ok(());
+    }
+    let sparse = ws.repo.sparse_checkout();
+    let why = if sparse { ", and this worktree is a sparse checkout: .boulder/ may be outside its cone" } else { "" };
+    problems.push(Problem {
+        area: "plan",
+        message: format!(
+            "{} is missing, but the state records {} stream(s) ({}){why}",
+            crate::plan::PLAN_PATH,
+            streams.len(),
+            streams.iter().take(10).map(|s| crate::text::inert(s).into_owned()).collect::<Vec<_>>().join(", ")
+        ),
+        fix: if sparse {
+            "git sparse-checkout add .boulder   (or restore it: git checkout HEAD -- .boulder/streams.yaml)".into()
+        } else {
+            "git checkout HEAD -- .boulder/streams.yaml   (or pass --config PATH)".into()
+        },
+    });
+    Ok(())
 }
 
 /// A lock's age, coarse: `42s`, `5m`, `3h`, `2d`.

@@ -125,7 +125,21 @@ impl Workspace {
             let path = root.join(plan::PLAN_PATH);
             return match read_plan(&path) {
                 Ok(bytes) => Ok((utf8(bytes, plan::PLAN_PATH)?, PlanSource { label: plan::PLAN_PATH.into() })),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(no_plan(&path.display().to_string())),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    let err = no_plan(&root.display().to_string());
+                    // Committed, but gone from the worktree: say how it comes back.
+                    let committed = self
+                        .repo
+                        .ref_id("HEAD")
+                        .ok()
+                        .flatten()
+                        .is_some_and(|head| self.repo.file_at(head, plan::PLAN_PATH).is_ok_and(|f| f.is_some()));
+                    Err(match (committed, self.repo.sparse_checkout()) {
+                        (false, _) => err,
+                        (true, true) => err.hint("the plan is committed, outside this sparse checkout's cone: git sparse-checkout add .boulder"),
+                        (true, false) => err.hint("the plan is committed but gone from here: git checkout HEAD -- .boulder/streams.yaml"),
+                    })
+                }
                 Err(e) => Err(Error::usage(format!("cannot read {}: {e}", path.display()))),
             };
         }

@@ -66,3 +66,30 @@ fn doctor_names_each_stale_git_lock_file_with_its_age_and_leaves_it_there() {
     let r = repo.boulder(&["doctor"]).ok();
     assert!(r.stdout.contains("locks agree"), "{}", r.stdout);
 }
+
+#[test]
+fn a_missing_or_broken_plan_is_a_problem_while_the_state_has_streams() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let plan = repo.read(".boulder/streams.yaml");
+    // Outside the cone of a sparse checkout, git removes the plan (and the worktrees in .boulder).
+    repo.git(&["sparse-checkout", "set", "--cone", "src", ".agents"]).ok();
+    assert!(!repo.dir.join(".boulder/streams.yaml").exists());
+    let r = repo.boulder(&["doctor"]).code(1);
+    assert!(
+        r.stdout.contains(".boulder/streams.yaml is missing, but the state records 1 stream(s) (auth)"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("git sparse-checkout add .boulder"), "{}", r.stdout);
+    let r = repo.boulder(&["status"]).code(2);
+    assert!(r.stderr.contains("outside this sparse checkout's cone: git sparse-checkout add .boulder"), "{}", r.stderr);
+    repo.git(&["sparse-checkout", "disable"]).ok();
+    // A plan that does not parse.
+    repo.write(".boulder/streams.yaml", &plan.replacen("paths:", "pahts:", 1));
+    let r = repo.boulder(&["doctor"]).code(1);
+    assert!(r.stdout.contains("the stream plan cannot be used") && r.stdout.contains("pahts"), "{}", r.stdout);
+    repo.write(".boulder/streams.yaml", &plan);
+    let r = repo.boulder(&["doctor"]);
+    assert!(!r.stdout.contains("plan"), "{}", r.stdout);
+}

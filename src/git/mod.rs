@@ -177,6 +177,12 @@ impl Repo {
     pub fn config_string(&self, key: &str) -> Option<String> {
         self.repo.config_snapshot().string(key).map(|v| v.to_str_lossy().trim().to_owned())
     }
+
+    /// Whether this worktree is a sparse checkout (`core.sparseCheckout`, which `git
+    /// sparse-checkout` sets): git removes files outside its cone.
+    pub fn sparse_checkout(&self) -> bool {
+        self.repo.config_snapshot().boolean("core.sparseCheckout").unwrap_or(false)
+    }
 }
 
 /// Create an empty repository at `path` (as `git init` would, without running git).
