@@ -423,3 +423,49 @@ fn a_hand_written_hook_survives_another_manager_and_a_reinstall() {
     repo.commit_all("a commit");
     assert_eq!(std::fs::read_to_string(&mine).unwrap_or_default(), "mine\n", "the user's hook did not run");
 }
+
+/// `core.hooksPath` in the user's global config (one folder of hooks for every repository):
+/// git-boulder writes nothing there, chains to it from its own folder in this repository only,
+/// and uninstall leaves the global setting in force, with no local copy of it.
+#[test]
+fn a_global_hooks_path_is_chained_from_this_repository_and_never_written() {
+    let repo = stream_repo();
+    let global_hooks = repo.tmp.path().join("global-hooks");
+    std::fs::create_dir_all(&global_hooks).unwrap();
+    let user_hook = global_hooks.join("post-commit");
+    std::fs::write(&user_hook, format!("#!/bin/sh\n{}", user_script(&repo, "post-commit"))).unwrap();
+    chmod_x(&user_hook);
+    let global = repo.tmp.path().join("global.gitconfig");
+    std::fs::write(&global, format!("[core]\n\thooksPath = {}\n", global_hooks.display())).unwrap();
+    let env = [("GIT_CONFIG_GLOBAL", global.to_str().unwrap())];
+    let local_config = || std::fs::read_to_string(repo.dir.join(".git/config")).unwrap();
+    let before = local_config();
+
+    repo.boulder_env(&repo.dir, &["stream", "init", "auth"], &env).ok();
+    let own = repo.git_out(&["config", "--local", "core.hooksPath"]);
+    assert!(own.ends_with(".git/boulder/hooks"), "{own}");
+    let mut names: Vec<String> = std::fs::read_dir(&global_hooks)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, vec!["post-commit".to_string()], "nothing written into the global folder");
+
+    // A commit in the stream's worktree: recorded, and the user's global hook ran too.
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    clear_log(&repo);
+    let p = wt.join("src/auth/g.rs");
+    std::fs::write(&p, "g\n").unwrap();
+    let git = |args: &[&str]| {
+        let mut cmd = repo.command("git");
+        cmd.args(args).current_dir(&wt).env("GIT_CONFIG_GLOBAL", &global);
+        Run::from(cmd.output().unwrap()).ok()
+    };
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "-m", "g"]);
+    assert_eq!(iteration(&repo, "auth"), 1);
+    assert_eq!(log(&repo), vec!["post-commit auth".to_string()]);
+
+    repo.boulder_env(&repo.dir, &["hooks", "uninstall"], &env).ok();
+    assert_eq!(local_config(), before, "the repository's config is as it was");
+}

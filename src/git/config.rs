@@ -44,10 +44,19 @@ impl ConfigFile {
         self.file.set_raw_value_by(section, None, key, value).map(|_| ()).map_err(failure)
     }
 
-    /// Remove every `section.key` value, if the section exists.
+    /// Remove every `section.key` value, if the section exists; a section left with no value (and
+    /// nothing else: no comment) goes too, so that setting a key and removing it again leaves the
+    /// file as it was.
     pub fn remove_all(&mut self, section: &str, key: &str) {
-        if let Ok(mut s) = self.file.section_mut(section, None) {
-            while s.remove(key).is_some() {}
+        let emptied = match self.file.section_mut(section, None) {
+            Ok(mut s) => {
+                while s.remove(key).is_some() {}
+                s.num_values() == 0 && s.to_bstring().lines().skip(1).all(|l| l.trim().is_empty())
+            }
+            Err(_) => false,
+        };
+        if emptied {
+            self.file.remove_section(section, None);
         }
     }
 

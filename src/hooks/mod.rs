@@ -272,6 +272,13 @@ fn layout(repo: &Repo) -> Layout {
             }
             _ => Layout::Shared(own),
         },
+        // Set in the user's global (or system) config, for every repository: git-boulder's shims
+        // do not go there — its own folder chains to it, in this repository only.
+        Some(p) if !set_here(repo) && repo.main_work_dir.is_some() => Layout::Chained {
+            dir: own,
+            chain: Chain { rel: p.to_string_lossy().into_owned(), main: repo.main_work_dir.clone().expect("checked") },
+            installed: false,
+        },
         Some(p) if p.is_absolute() => Layout::Shared(p),
         Some(p) => match &repo.main_work_dir {
             Some(main) => Layout::Chained {
@@ -284,6 +291,19 @@ fn layout(repo: &Repo) -> Layout {
         },
     }
 }
+
+/// Whether `core.hooksPath` is set in this repository's own config (or a worktree's), rather than
+/// inherited from the user's global or the system config.
+fn set_here(repo: &Repo) -> bool {
+    let local = ConfigFile::read(&repo.common_dir.join("config")).ok().and_then(|f| f.string("core.hooksPath"));
+    let worktree =
+        ConfigFile::read_worktree(&repo.git_dir.join("config.worktree")).and_then(|f| f.string("core.hooksPath"));
+    local.is_some() || worktree.is_some()
+}
+
+/// The config key that says the chained `core.hooksPath` was inherited (global or system config):
+/// uninstall then removes the repository's own setting instead of writing the old value into it.
+const INHERITED_KEY: (&str, &str) = ("boulder", "hooksPathInherited");
 
 /// The hooks directory git uses for this repository in the current worktree.
 pub fn hooks_dir(repo: &Repo) -> PathBuf {
@@ -574,12 +594,28 @@ fn install_chained(repo: &Repo, dir: &Path, chain: &Chain, installed: bool, want
             lines.push(format!("removed the shims an earlier install wrote into {}", earlier.display()));
         }
         let own = dir.to_string_lossy().into_owned();
-        set_config(repo, &[("boulder", "hooksPath", Some(&chain.rel)), ("core", "hooksPath", Some(&own))])?;
-        lines.push(format!(
-            "core.hooksPath was {} (relative: a different folder in each worktree); it is now {own}, \
-             whose hooks run {}'s first in every worktree (uninstall puts it back)",
-            chain.rel, chain.rel
-        ));
+        let inherited = !set_here(repo);
+        set_config(
+            repo,
+            &[
+                ("boulder", "hooksPath", Some(&chain.rel)),
+                (INHERITED_KEY.0, INHERITED_KEY.1, inherited.then_some("true")),
+                ("core", "hooksPath", Some(&own)),
+            ],
+        )?;
+        lines.push(if inherited {
+            format!(
+                "core.hooksPath is {} in your global config, for every repository; this repository's is now {own}, \
+                 whose hooks run {}'s first (uninstall removes this repository's setting)",
+                chain.rel, chain.rel
+            )
+        } else {
+            format!(
+                "core.hooksPath was {} (relative: a different folder in each worktree); it is now {own}, \
+                 whose hooks run {}'s first in every worktree (uninstall puts it back)",
+                chain.rel, chain.rel
+            )
+        });
     }
     Ok(Report { dir: dir.display().to_string(), lines })
 }
@@ -596,8 +632,21 @@ pub fn uninstall(repo: &Repo) -> Result<Report> {
             }
         }
         let _ = std::fs::remove_dir(&dir);
-        set_config(repo, &[("core", "hooksPath", Some(&chain.rel)), ("boulder", "hooksPath", None)])?;
-        lines.push(format!("removed git-boulder's hooks folder; core.hooksPath is {} again", chain.rel));
+        let inherited =
+            repo.config_string(&format!("{}.{}", INHERITED_KEY.0, INHERITED_KEY.1)).is_some_and(|v| v == "true");
+        set_config(
+            repo,
+            &[
+                ("core", "hooksPath", if inherited { None } else { Some(&chain.rel) }),
+                ("boulder", "hooksPath", None),
+                (INHERITED_KEY.0, INHERITED_KEY.1, None),
+            ],
+        )?;
+        lines.push(if inherited {
+            format!("removed git-boulder's hooks folder; core.hooksPath is your global {} again", chain.rel)
+        } else {
+            format!("removed git-boulder's hooks folder; core.hooksPath is {} again", chain.rel)
+        });
         return Ok(Report { dir: dir.display().to_string(), lines });
     }
     let dir = hooks_dir(repo);
