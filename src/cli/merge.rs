@@ -74,18 +74,7 @@ pub fn run(ws: &Workspace, ctx: &Context, args: MergeArgs) -> Result<()> {
             dry_run: args.dry_run,
             force: args.force,
             wait: args.wait,
-            remote: if args.no_remote {
-                None
-            } else {
-                match args.remote {
-                    Some(r) => Some(r),
-                    None => crate::git::remote::of_plan(
-                        &ws.repo,
-                        "settings.merge_remote",
-                        plan.settings.merge_remote.as_deref(),
-                    )?,
-                }
-            },
+            remote: crate::git::remote::for_merge(&ws.repo, &plan, args.remote, args.no_remote)?,
         },
     };
     let mut out = std::io::stdout().lock();

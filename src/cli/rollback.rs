@@ -61,16 +61,7 @@ pub fn rollback(ws: &Workspace, args: RollbackArgs) -> Result<()> {
 pub fn unmerge(ws: &Workspace, ctx: &Context, args: UnmergeArgs) -> Result<()> {
     let plan = ws.plan()?;
     let stream = ws.stream(&plan, &args.name)?;
-    let remote = if args.no_remote {
-        None
-    } else {
-        match args.remote {
-            Some(r) => Some(r),
-            None => {
-                crate::git::remote::of_plan(&ws.repo, "settings.merge_remote", plan.settings.merge_remote.as_deref())?
-            }
-        }
-    };
+    let remote = crate::git::remote::for_merge(&ws.repo, &plan, args.remote, args.no_remote)?;
     let say = |line: &str| {
         if !ctx.quiet {
             eprintln!("{}", crate::text::inert_lines(line));

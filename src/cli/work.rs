@@ -47,18 +47,7 @@ pub fn run(ws: &Workspace, ctx: &Context, args: WorkArgs) -> Result<()> {
         child_flags.push(crate::git::absolute(c).display().to_string());
     }
     let opts = work::Options {
-        remote: if args.no_remote {
-            None
-        } else {
-            match args.remote {
-                Some(r) => Some(r),
-                None => crate::git::remote::of_plan(
-                    &ws.repo,
-                    "settings.merge_remote",
-                    plan.settings.merge_remote.as_deref(),
-                )?,
-            }
-        },
+        remote: crate::git::remote::for_merge(&ws.repo, &plan, args.remote, args.no_remote)?,
         parallel: args.parallel.unwrap_or(plan.settings.boulder.parallel_limit).max(1) as usize,
         command: args.command,
         exe,

@@ -60,6 +60,21 @@ pub fn of_plan(repo: &Repo, setting: &str, value: Option<&str>) -> Result<Option
     )))
 }
 
+/// The remote a merge lands on: `--remote` as given, none with `--no-remote`, else the plan's
+/// `settings.merge_remote` ([`of_plan`]).
+pub fn for_merge(
+    repo: &Repo,
+    plan: &crate::plan::Plan,
+    given: Option<String>,
+    no_remote: bool,
+) -> Result<Option<String>> {
+    match (no_remote, given) {
+        (true, _) => Ok(None),
+        (false, Some(r)) => Ok(Some(r)),
+        (false, None) => of_plan(repo, "settings.merge_remote", plan.settings.merge_remote.as_deref()),
+    }
+}
+
 /// The remote to use when none is named: the base branch's upstream remote, else `origin`.
 pub fn default_remote(repo: &Repo, base_branch: &str) -> Result<String> {
     if let Some(r) = repo.config_string(&format!("branch.{base_branch}.remote")).filter(|r| !r.is_empty() && r != ".") {
