@@ -334,3 +334,16 @@ fn history_views_leave_the_state_out() {
     repo.boulder(&["remote", "setup", "origin", "--undo"]).ok();
     assert_eq!(repo.git(&["config", "--get-all", "log.excludeDecoration"]).code, 1);
 }
+
+#[test]
+fn stream_add_never_writes_a_plan_validate_would_refuse() {
+    let repo = ralph_repo();
+    repo.boulder(&["stream", "add", "one", "--story", "US-001", "--path", "src/one/**"]).ok();
+    let plan = repo.read(".boulder/streams.yaml");
+    let r = repo.boulder(&["stream", "add", "two", "--story", "US-001", "--path", "src/two/**"]).code(2);
+    assert!(r.stderr.contains("story US-001 is already stream one's"), "{}", r.stderr);
+    let r = repo.boulder(&["stream", "add", "two", "--story", "US-999", "--path", "src/two/**"]).code(2);
+    assert!(r.stderr.contains("story US-999 is not in the PRD"), "{}", r.stderr);
+    assert_eq!(repo.read(".boulder/streams.yaml"), plan);
+    repo.boulder(&["stream", "validate"]).ok();
+}

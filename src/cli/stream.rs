@@ -388,9 +388,38 @@ fn add(ws: &Workspace, args: AddArgs) -> Result<()> {
             })?
             .join(plan::PLAN_PATH),
     };
+    stories_free(ws, &args.stories)?;
     let stream = plan::edit::NewStream { name: &args.name, stories: &args.stories, paths: &args.paths };
     plan::edit::add_stream(&path, &stream)?;
     eprintln!("added stream {} to {}; check it with `git boulder stream validate`", args.name, path.display());
+    Ok(())
+}
+
+/// The stories a new stream takes must be in the PRD (when it can be read) and no other stream's:
+/// `stream validate` refuses a plan otherwise, so `stream add` does not write one.
+fn stories_free(ws: &Workspace, stories: &[String]) -> Result<()> {
+    if stories.is_empty() {
+        return Ok(());
+    }
+    let plan = crate::boulder::tree::plan_if_any(ws)?;
+    if let Some(plan) = &plan {
+        for id in stories {
+            if let Some(owner) = plan.streams.iter().find(|s| s.stories.contains(id)) {
+                return Err(Error::usage(format!(
+                    "story {} is already stream {}'s; a story belongs to one stream",
+                    crate::text::inert(id),
+                    crate::text::inert(&owner.name)
+                ))
+                .hint("leave it out, or move it in .boulder/streams.yaml"));
+            }
+        }
+    }
+    if let Ok((_, prd)) = ws.load_prd(plan.as_ref(), None) {
+        if let Some(id) = stories.iter().find(|id| prd.story(id).is_none()) {
+            return Err(Error::usage(format!("story {} is not in the PRD", crate::text::inert(id)))
+                .hint("`git boulder prd show` lists the story ids"));
+        }
+    }
     Ok(())
 }
 
