@@ -347,3 +347,16 @@ fn stream_add_never_writes_a_plan_validate_would_refuse() {
     assert_eq!(repo.read(".boulder/streams.yaml"), plan);
     repo.boulder(&["stream", "validate"]).ok();
 }
+
+#[test]
+fn the_demo_refuses_a_place_that_is_no_directory_as_a_usage_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    for (dir, said) in [(file.clone(), "is not a directory"), (file.join("below"), "cannot create")] {
+        let out = std::process::Command::new(bin()).arg("demo").arg(&dir).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(said) && stderr.contains(&dir.display().to_string()), "{stderr}");
+    }
+}

@@ -30,11 +30,15 @@ pub fn run(args: DemoArgs, ctx: &Context) -> Result<()> {
     let quiet = ctx.quiet;
     let dir = match args.dir {
         Some(d) => {
-            if d.exists() && std::fs::read_dir(&d)?.next().is_some() {
-                return Err(Error::usage(format!("{} is not empty", d.display()))
-                    .hint("give the demo an empty or new directory, or none for a temporary one"));
+            let hint = "give the demo an empty or new directory, or none for a temporary one";
+            if d.exists() && !d.is_dir() {
+                return Err(Error::usage(format!("{} is not a directory", d.display())).hint(hint));
             }
-            std::fs::create_dir_all(&d)?;
+            if d.exists() && std::fs::read_dir(&d)?.next().is_some() {
+                return Err(Error::usage(format!("{} is not empty", d.display())).hint(hint));
+            }
+            std::fs::create_dir_all(&d)
+                .map_err(|e| Error::usage(format!("cannot create {}: {e}", d.display())).hint(hint))?;
             std::fs::canonicalize(&d)?
         }
         None => tempfile::Builder::new().prefix("git-boulder-demo-").tempdir()?.keep(),
