@@ -161,6 +161,17 @@ impl Workspace {
         })
     }
 
+    /// The plan, when the repository has one: `None` without a plan file, an error when the file is
+    /// there and does not parse — which hooks and gates must say rather than act as if there were
+    /// no plan (every edit allowed, every stop let through, no commit counted).
+    pub fn plan_if_any(&self) -> Result<Option<Plan>> {
+        match self.plan() {
+            Ok(plan) => Ok(Some(plan)),
+            Err(_) if self.plan_text().is_err() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The stream whose branch this worktree's HEAD is on, if any.
     pub fn here_stream<'p>(&self, plan: &'p Plan) -> Option<&'p StreamDef> {
         self.repo.head_branch().and_then(|b| plan.stream_for_branch(&b))

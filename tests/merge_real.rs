@@ -34,6 +34,17 @@ fn status(repo: &TestRepo, dir: &Path) -> String {
     repo.git_in(dir, &["status", "--porcelain"]).ok().stdout
 }
 
+/// Stream auth with one commit (`src/auth/login.rs`) and its story done, the base moved on: a
+/// merge that replays.
+fn auth_done() -> TestRepo {
+    let repo = setup_with(&[("src/auth/mod.rs", "// auth\n")], PLAN);
+    let w = repo.worktree("auth");
+    commit_in(&repo, &w, "src/auth/login.rs", b"fn login() {}\n", "login");
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    base_moves(&repo);
+    repo
+}
+
 /// The base moves on, so the merge really replays and writes files into the base worktree.
 fn base_moves(repo: &TestRepo) {
     repo.write("README.md", "moved on\n");
@@ -227,11 +238,7 @@ fn a_commit_landing_between_plan_and_change_stops_the_merge_and_keeps_it() {
 
 #[test]
 fn a_commit_on_the_base_between_plan_and_change_stops_before_the_base_moves() {
-    let repo = setup_with(&[("src/auth/mod.rs", "// auth\n")], PLAN);
-    let w = repo.worktree("auth");
-    commit_in(&repo, &w, "src/auth/login.rs", b"fn login() {}\n", "login");
-    repo.boulder(&["prd", "done", "US-001"]).ok();
-    base_moves(&repo);
+    let repo = auth_done();
     let late = format!(
         "cd '{}' && echo late > late.txt && git add late.txt && git commit -q -m 'late on main'",
         repo.dir.display()
@@ -426,11 +433,7 @@ fn base_moves_again(repo: &TestRepo) {
 
 #[test]
 fn the_base_worktree_runs_its_post_merge_hook_as_under_git_merge() {
-    let repo = setup_with(&[("src/auth/mod.rs", "// auth\n")], PLAN);
-    let w = repo.worktree("auth");
-    commit_in(&repo, &w, "src/auth/login.rs", b"fn login() {}\n", "login");
-    repo.boulder(&["prd", "done", "US-001"]).ok();
-    base_moves(&repo);
+    let repo = auth_done();
     // The user's hook, where git looks for it (a hook manager's core.hooksPath here).
     let hooks = repo.dir.join(".husky");
     std::fs::create_dir_all(&hooks).unwrap();

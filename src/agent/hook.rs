@@ -14,7 +14,7 @@ use std::path::{Component, Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::boulder::enforce::{check, Overrides};
-use crate::boulder::tree::{self, plan_if_any};
+use crate::boulder::tree;
 use crate::error::{Error, Result};
 use crate::git::Repo;
 use crate::hooks::{check_paths, Rule};
@@ -108,7 +108,7 @@ fn has_state(ws: &Workspace) -> bool {
 /// back to work with; `None` to let it stop (no boulder here, or a gate said so).
 pub fn stop(ws: &Workspace, message: Option<&str>) -> Result<Option<String>> {
     // A plan that does not parse is an error, never a reason to let the agent stop unchecked.
-    plan_if_any(ws)?;
+    ws.plan_if_any()?;
     let Ok(id) = tree::target(ws, None) else { return Ok(None) };
     if tree::read(&Store::new(&ws.repo)?, &id)?.is_none() {
         return Ok(None);
@@ -122,7 +122,7 @@ pub fn stop(ws: &Workspace, message: Option<&str>) -> Result<Option<String>> {
 /// in the main worktree or without a plan, the project boulder's view (the PRD, its waves, the
 /// current story). Text from the PRD and the op-log is kept, terminal controls made inert.
 pub fn session_context(ws: &Workspace) -> Result<String> {
-    let plan = plan_if_any(ws)?;
+    let plan = ws.plan_if_any()?;
     let r = crate::boulder::resume::resume(ws)?;
     let here = plan.as_ref().and_then(|p| ws.here_stream(p));
     let clean = |t: &str| crate::text::inert_lines(t).into_owned();
@@ -222,7 +222,7 @@ pub fn session_context(ws: &Workspace) -> Result<String> {
 /// is recorded on the worktree's boulder; `None` for everything else.
 pub fn edit(ws: &Workspace, cwd: &Path, file: &Path) -> Result<Option<String>> {
     // No plan: nothing is owned. A plan that does not parse: an error, never every edit allowed.
-    let Some(plan) = plan_if_any(ws)? else { return Ok(None) };
+    let Some(plan) = ws.plan_if_any()? else { return Ok(None) };
     let Some(stream) = ws.here_stream(&plan) else { return Ok(None) };
     if plan.settings.ownership != Level::Error {
         return Ok(None);

@@ -28,7 +28,7 @@ fn locate(ws: &Workspace, named: Option<&str>) -> Result<(String, bool)> {
         crate::names::validate("boulder", id)?;
         return Ok((id.to_string(), false));
     }
-    let plan = plan_if_any(ws)?;
+    let plan = ws.plan_if_any()?;
     let stream = ws.repo.head_branch().and_then(|b| plan.as_ref()?.stream_for_branch(&b).map(|s| s.name.clone()));
     if let Some(s) = stream {
         return Ok((crate::hooks::current_boulder(&ws.repo, &s), false));
@@ -46,17 +46,6 @@ fn locate(ws: &Workspace, named: Option<&str>) -> Result<(String, bool)> {
             .hint("pass --boulder ID, or run `git boulder switch ID`"));
     }
     Ok((crate::hooks::project_id(plan.as_ref()).to_string(), true))
-}
-
-/// The stream plan, when the repository has one: `None` without a plan file, an error when the
-/// file is there and does not parse — which hooks and gates must say rather than act as if there
-/// were no plan (every edit allowed, every stop let through).
-pub fn plan_if_any(ws: &Workspace) -> Result<Option<crate::plan::Plan>> {
-    match ws.plan() {
-        Ok(plan) => Ok(Some(plan)),
-        Err(_) if ws.plan_text().is_err() => Ok(None),
-        Err(e) => Err(e),
-    }
 }
 
 /// Create the project boulder `id` when it does not exist yet.

@@ -401,7 +401,7 @@ fn stories_free(ws: &Workspace, stories: &[String]) -> Result<()> {
     if stories.is_empty() {
         return Ok(());
     }
-    let plan = crate::boulder::tree::plan_if_any(ws)?;
+    let plan = ws.plan_if_any()?;
     if let Some(plan) = &plan {
         for id in stories {
             if let Some(owner) = plan.streams.iter().find(|s| s.stories.contains(id)) {

@@ -90,6 +90,9 @@ struct Chain {
     rel: String,
     /// The main worktree.
     main: PathBuf,
+    /// `rel` comes from the user's global (or the system) config, not the repository's: uninstall
+    /// removes the repository's own setting rather than writing `rel` into it.
+    inherited: bool,
 }
 
 fn quote(s: &str) -> String {
@@ -268,27 +271,26 @@ fn layout(repo: &Repo) -> Layout {
         None => Layout::Shared(repo.common_dir.join("hooks")),
         Some(p) if p == own => match (recorded, &repo.main_work_dir) {
             (Some(rel), Some(main)) => {
-                Layout::Chained { dir: own, chain: Chain { rel, main: main.clone() }, installed: true }
+                let inherited = repo.config_string(INHERITED_KEY).is_some_and(|v| v == "true");
+                Layout::Chained { dir: own, chain: Chain { rel, main: main.clone(), inherited }, installed: true }
             }
             _ => Layout::Shared(own),
         },
-        // Set in the user's global (or system) config, for every repository: git-boulder's shims
-        // do not go there — its own folder chains to it, in this repository only.
-        Some(p) if !set_here(repo) && repo.main_work_dir.is_some() => Layout::Chained {
-            dir: own,
-            chain: Chain { rel: p.to_string_lossy().into_owned(), main: repo.main_work_dir.clone().expect("checked") },
-            installed: false,
-        },
-        Some(p) if p.is_absolute() => Layout::Shared(p),
-        Some(p) => match &repo.main_work_dir {
-            Some(main) => Layout::Chained {
-                dir: own,
-                chain: Chain { rel: p.to_string_lossy().into_owned(), main: main.clone() },
-                installed: false,
-            },
-            // Hooks of a bare repository run in its git dir.
-            None => Layout::Shared(repo.git_dir.join(p)),
-        },
+        Some(p) => {
+            // Set in the user's global (or system) config, for every repository, git-boulder's
+            // shims do not go there: its own folder chains to it, in this repository only.
+            let inherited = !set_here(repo);
+            match &repo.main_work_dir {
+                Some(main) if inherited || p.is_relative() => Layout::Chained {
+                    dir: own,
+                    chain: Chain { rel: p.to_string_lossy().into_owned(), main: main.clone(), inherited },
+                    installed: false,
+                },
+                _ if p.is_absolute() => Layout::Shared(p),
+                // Hooks of a bare repository run in its git dir.
+                _ => Layout::Shared(repo.git_dir.join(p)),
+            }
+        }
     }
 }
 
@@ -301,9 +303,8 @@ fn set_here(repo: &Repo) -> bool {
     local.is_some() || worktree.is_some()
 }
 
-/// The config key that says the chained `core.hooksPath` was inherited (global or system config):
-/// uninstall then removes the repository's own setting instead of writing the old value into it.
-const INHERITED_KEY: (&str, &str) = ("boulder", "hooksPathInherited");
+/// The git config key that records a chained `core.hooksPath` as inherited ([`Chain::inherited`]).
+const INHERITED_KEY: &str = "boulder.hooksPathInherited";
 
 /// The hooks directory git uses for this repository in the current worktree.
 pub fn hooks_dir(repo: &Repo) -> PathBuf {
@@ -594,16 +595,15 @@ fn install_chained(repo: &Repo, dir: &Path, chain: &Chain, installed: bool, want
             lines.push(format!("removed the shims an earlier install wrote into {}", earlier.display()));
         }
         let own = dir.to_string_lossy().into_owned();
-        let inherited = !set_here(repo);
         set_config(
             repo,
             &[
                 ("boulder", "hooksPath", Some(&chain.rel)),
-                (INHERITED_KEY.0, INHERITED_KEY.1, inherited.then_some("true")),
+                ("boulder", "hooksPathInherited", chain.inherited.then_some("true")),
                 ("core", "hooksPath", Some(&own)),
             ],
         )?;
-        lines.push(if inherited {
+        lines.push(if chain.inherited {
             format!(
                 "core.hooksPath is {} in your global config, for every repository; this repository's is now {own}, \
                  whose hooks run {}'s first (uninstall removes this repository's setting)",
@@ -632,17 +632,15 @@ pub fn uninstall(repo: &Repo) -> Result<Report> {
             }
         }
         let _ = std::fs::remove_dir(&dir);
-        let inherited =
-            repo.config_string(&format!("{}.{}", INHERITED_KEY.0, INHERITED_KEY.1)).is_some_and(|v| v == "true");
         set_config(
             repo,
             &[
-                ("core", "hooksPath", if inherited { None } else { Some(&chain.rel) }),
+                ("core", "hooksPath", if chain.inherited { None } else { Some(&chain.rel) }),
                 ("boulder", "hooksPath", None),
-                (INHERITED_KEY.0, INHERITED_KEY.1, None),
+                ("boulder", "hooksPathInherited", None),
             ],
         )?;
-        lines.push(if inherited {
+        lines.push(if chain.inherited {
             format!("removed git-boulder's hooks folder; core.hooksPath is your global {} again", chain.rel)
         } else {
             format!("removed git-boulder's hooks folder; core.hooksPath is {} again", chain.rel)

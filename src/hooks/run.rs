@@ -101,11 +101,7 @@ fn post_commit() -> Result<()> {
     let Some((branch, head_id)) = repo.head_branch_and_id() else { return Ok(()) };
     let ws = Workspace::from_repo(repo, None);
     // No plan is no stream (the project boulder's repository); a plan that does not parse is an error.
-    let plan = match ws.plan() {
-        Ok(plan) => Some(plan),
-        Err(_) if ws.plan_text().is_err() => None,
-        Err(e) => return Err(e),
-    };
+    let plan = ws.plan_if_any()?;
     let stream = plan.as_ref().and_then(|p| p.stream_for_branch(&branch)).map(|s| s.name.clone());
     // Outside a stream, only the main worktree's commits count: for the project boulder.
     if stream.is_none() && ws.repo.git_dir != ws.repo.common_dir {

@@ -160,8 +160,7 @@ fn preflight(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options) ->
         }
     }
     for branch in [&stream.branch, &plan.settings.base_branch] {
-        worktree::refuse_busy(&ws.repo, branch)?;
-        worktree::refuse_uncommitted(&ws.repo, branch, None)?;
+        worktree::refuse_move(&ws.repo, branch, None)?;
     }
     if !plan.settings.verify.trim().is_empty() && worktree::checked_out(&ws.repo, &stream.branch)?.is_none() {
         return Err(Error::usage(format!(

@@ -163,8 +163,7 @@ pub fn unmerge(
         crate::stream::rollback::finish_interrupted(repo, branch, &ours);
     }
     for branch in [&stream.branch, &base] {
-        worktree::refuse_busy(&ws.repo, branch)?;
-        worktree::refuse_uncommitted(&ws.repo, branch, None)?;
+        worktree::refuse_move(&ws.repo, branch, None)?;
     }
     let mut out = Unmerged {
         stream: stream.name.clone(),

@@ -79,8 +79,7 @@ fn move_to(ws: &Workspace, stream: &StreamDef, from: ObjectId, to: ObjectId, res
     let repo = &ws.repo;
     let word = if restored { "restore" } else { "rollback" };
     let what = format!("the {word}");
-    worktree::refuse_busy(repo, &stream.branch)?;
-    worktree::refuse_uncommitted(repo, &stream.branch, Some(&what))?;
+    worktree::refuse_move(repo, &stream.branch, Some(&what))?;
     // Kept before anything moves: the old tip is never lost, whatever happens next.
     let reachable_from_to = repo.objects().is_ancestor(from, to)?;
     let backup = if reachable_from_to {

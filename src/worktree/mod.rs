@@ -815,10 +815,12 @@ pub fn prune_missing(repo: &Repo) -> Result<Vec<String>> {
     Ok(removed)
 }
 
-/// Refuse (exit 1) when the worktree that has `branch` checked out holds uncommitted changes to
+/// Refuse (exit 1) to move `branch` while a worktree is rebasing or bisecting it
+/// ([`refuse_busy`]), or while the worktree that has it checked out holds uncommitted changes to
 /// tracked files, naming up to 10 of them; `overwriting` says what would overwrite them
 /// ("the rollback"). Merge, unmerge and rollback ask this before they move a branch.
-pub fn refuse_uncommitted(repo: &Repo, branch: &str, overwriting: Option<&str>) -> Result<()> {
+pub fn refuse_move(repo: &Repo, branch: &str, overwriting: Option<&str>) -> Result<()> {
+    refuse_busy(repo, branch)?;
     let Some(wt) = checked_out(repo, branch)? else { return Ok(()) };
     let dirt = tracked_dirt_for_merge(&wt, 10)?;
     if dirt.modified.is_empty() {
@@ -838,7 +840,7 @@ pub fn refuse_uncommitted(repo: &Repo, branch: &str, overwriting: Option<&str>) 
 /// started — away from what was merged — or fail to (git's `is_worktree_being_rebased` and
 /// `is_worktree_being_bisected`: `rebase-merge/head-name`, `rebase-apply/head-name` unless `am`
 /// is applying, `BISECT_START`).
-pub fn refuse_busy(repo: &Repo, branch: &str) -> Result<()> {
+fn refuse_busy(repo: &Repo, branch: &str) -> Result<()> {
     let full = crate::git::refs::branch_ref(branch);
     let mut worktrees: Vec<(PathBuf, String)> = Vec::new();
     if let Some(main) = &repo.main_work_dir {
