@@ -23,6 +23,10 @@ pub struct Context {
     pub colour: bool,
     /// Trust the plan's commands for this run (`--trust`, or `BOULDER_TRUST` = 1, true or yes).
     pub trust: bool,
+    /// Trust the plan's commands for this run only when their fingerprint is this one: what a
+    /// worker run with `--trust` gives its children, so that a plan a pull changed meanwhile is
+    /// not run on the strength of the one the user read.
+    pub trust_fingerprint: Option<&'static str>,
 }
 
 static CURRENT: OnceLock<Context> = OnceLock::new();
@@ -35,6 +39,7 @@ impl Context {
             trace: std::env::var("BOULDER_TRACE").is_ok_and(|v| !v.is_empty() && v != "0"),
             colour: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal(),
             trust: std::env::var("BOULDER_TRUST").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes")),
+            trust_fingerprint: None,
         }
     }
 
@@ -42,6 +47,11 @@ impl Context {
     pub fn new(quiet: bool, verbose: bool, trust: bool) -> Context {
         let env = Context::from_env();
         Context { quiet: quiet || env.quiet, trace: verbose || env.trace, trust: trust || env.trust, ..env }
+    }
+
+    /// This context, trusting only the plan whose commands have the fingerprint `fp`.
+    pub fn trusting_only(self, fp: Option<String>) -> Context {
+        Context { trust_fingerprint: fp.map(|f| &*Box::leak(f.into_boxed_str())), ..self }
     }
 
     /// Make this the context of the process (the first one installed stays); returns the one in
@@ -65,5 +75,30 @@ pub fn export(cmd: &mut Command) {
     }
     if ctx.quiet {
         cmd.env("BOULDER_QUIET", "1");
+    }
+}
+
+/// `color.ui` of the repository at hand: 0 unset or `auto`, 1 `never`, 2 `always`.
+static COLOR_UI: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Follow the repository's `color.ui` (`never`/`false`, `always`, `auto`/`true`) as git does.
+pub fn set_color_ui(value: &str) {
+    let v = match value.trim().to_ascii_lowercase().as_str() {
+        "never" | "false" | "no" | "off" | "0" => 1,
+        "always" => 2,
+        _ => 0,
+    };
+    COLOR_UI.store(v, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether stdout is coloured: never under `NO_COLOR`; else as `color.ui` says, on a terminal
+/// when it says `auto` or nothing.
+pub fn colour() -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    match COLOR_UI.load(std::sync::atomic::Ordering::Relaxed) {
+        _ if no_color => false,
+        1 => false,
+        2 => true,
+        _ => current().colour,
     }
 }

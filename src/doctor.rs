@@ -177,6 +177,7 @@ fn interrupted_merges(ws: &Workspace, problems: &mut Vec<Problem>) {
 /// Worktrees: what git knows under worktree_dir against what state records, and leftovers.
 fn worktrees(ws: &Workspace, plan: &crate::plan::Plan, store: &Store, problems: &mut Vec<Problem>) -> Result<()> {
     let known = crate::worktree::list(&ws.repo)?;
+    let actor = store.known_actor();
     for stream in &plan.streams {
         let Ok(path) = ws.worktree_path(plan, &stream.name) else { continue };
         let git_has = known.iter().find(|w| w.path == path);
@@ -188,7 +189,8 @@ fn worktrees(ws: &Workspace, plan: &crate::plan::Plan, store: &Store, problems: 
         // An invalid ref is reported above; read it here as "nothing recorded".
         let entry = store.read::<StreamState>(&state::stream_ref(&stream.name)).ok().flatten();
         // A worktree is expected only on the machine that initialized the stream.
-        let here = entry.as_ref().is_none_or(|e| e.state.initialized_by.as_ref().is_none_or(|a| *a == store.actor));
+        let here =
+            entry.as_ref().is_none_or(|e| e.state.initialized_by.as_ref().is_none_or(|a| Some(a) == actor.as_ref()));
         let recorded = entry.map(|e| e.state.status);
         let live = recorded.is_some_and(StreamStatus::is_live);
         match (git_has, elsewhere) {
@@ -259,9 +261,10 @@ fn interrupted_runs(
     held: &[(String, crate::lock::Holder)],
     problems: &mut Vec<Problem>,
 ) {
+    let actor = store.known_actor();
     for stream in &plan.streams {
         let Some(e) = store.read::<StreamState>(&state::stream_ref(&stream.name)).ok().flatten() else { continue };
-        let mine = e.state.initialized_by.as_ref().is_none_or(|a| *a == store.actor);
+        let mine = e.state.initialized_by.as_ref().is_none_or(|a| Some(a) == actor.as_ref());
         let running = held.iter().any(|(n, _)| *n == format!("stream-{}", stream.name));
         if e.state.status == StreamStatus::Running && mine && !running {
             problems.push(Problem {

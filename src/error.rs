@@ -23,6 +23,10 @@ pub enum Kind {
     Internal,
     /// Stdout was closed by its reader: nothing to say, exit 0.
     BrokenPipe,
+    /// A move interrupted half-way (the branch moved, its worktree not all) cannot be finished as
+    /// the worktree is now: exit 1, and whatever records the unfinished command is kept, so that
+    /// rerunning it once the paths named are dealt with finishes it.
+    Unfinished,
 }
 
 /// An error with its kind, hints (`Hint: …` lines printed after the message) and cause.
@@ -73,7 +77,7 @@ impl Error {
     }
     pub fn exit_code(&self) -> u8 {
         match self.kind {
-            Kind::Refused => 1,
+            Kind::Refused | Kind::Unfinished => 1,
             Kind::Usage => 2,
             Kind::Internal => 3,
             Kind::BrokenPipe => 0,

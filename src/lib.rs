@@ -1,6 +1,24 @@
 //! git-boulder: parallel, persistent streams of work in one git repository, with all state kept
 //! in git refs and notes.
 
+/// `eprintln!` that never panics. Standard error can be a pipe whose reader has gone (`2>&1 |
+/// head -1`); std's macro panics then. The line is lost instead, as git's messages are, and the
+/// command ends as it would have. Defined before the modules, so it is the `eprintln!` of all.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `eprint!` that never panics (see `eprintln!` above).
+macro_rules! eprint {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod agent;
 pub mod boulder;
 pub mod cli;

@@ -134,12 +134,22 @@ fn read_holder(path: &Path) -> Option<Holder> {
     serde_json::from_str(line).ok()
 }
 
-/// False only when `holder` is known to be dead: a process of this host that no longer exists.
+/// False only when `holder` is known to be dead: a process of this host that no longer runs.
 fn maybe_alive(holder: &Holder) -> bool {
     if holder.pid == 0 || holder.host != hostname() || !Path::new("/proc/self").exists() {
         return true;
     }
-    Path::new("/proc").join(holder.pid.to_string()).exists()
+    running(holder.pid)
+}
+
+/// Whether process `pid` of this host runs (where `/proc` tells): it exists and is not a zombie —
+/// killed, and not yet reaped by a parent that does not wait; it holds nothing any more.
+pub fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // `pid (comm) S …`: the state follows the last `)` (the name may hold one).
+        Ok(stat) => stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()) != Some('Z'),
+        Err(_) => Path::new("/proc").join(pid.to_string()).exists(),
+    }
 }
 
 /// Take the exclusive lock on `file`, blocking or not. `Ok(None)`: busy (non-blocking only).
@@ -255,6 +265,20 @@ pub fn holders(repo: &Repo) -> Vec<(String, Holder)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zombie_does_not_run() {
+        assert!(running(std::process::id()));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        // Exited, not yet reaped: a zombie, which holds nothing.
+        let start = std::time::Instant::now();
+        while running(child.id()) && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!running(child.id()));
+        child.wait().unwrap();
+        assert!(!running(child.id()));
+    }
 
     fn tmp_lock() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();

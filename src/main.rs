@@ -30,9 +30,13 @@ fn finish(outcome: git_boulder::Result<u8>) -> ExitCode {
         Err(err) if err.is_broken_pipe() => ExitCode::SUCCESS,
         Err(err) => {
             // Messages quote titles, names and remote text: print them inert.
-            eprintln!("error: {}", git_boulder::text::inert_lines(&err.message));
+            // Written as std's `eprintln!` would, but a standard error closed early loses the
+            // lines instead of ending in a panic.
+            use std::io::Write as _;
+            let mut stderr = std::io::stderr().lock();
+            let _ = writeln!(stderr, "error: {}", git_boulder::text::inert_lines(&err.message));
             for hint in &err.hints {
-                eprintln!("hint: {}", git_boulder::text::inert_lines(hint));
+                let _ = writeln!(stderr, "hint: {}", git_boulder::text::inert_lines(hint));
             }
             ExitCode::from(err.exit_code())
         }

@@ -30,3 +30,11 @@ pub fn done() {
         eprint!("\r\x1b[2K");
     }
 }
+
+/// A note on stderr of what a command did (`recorded done: US-001`), left out under `--quiet`
+/// (`BOULDER_QUIET`); printed inert. Warnings and errors are not notes: they always show.
+pub fn note(line: &str) {
+    if !crate::context::current().quiet {
+        eprintln!("{}", crate::text::inert_lines(line));
+    }
+}

@@ -58,38 +58,64 @@ pub fn inert_lines(text: &str) -> Cow<'_, str> {
     escape(text, true)
 }
 
-/// `path` as git prints it by default (`quote_c_style` with `core.quotePath` true): as it is
-/// when no byte needs quoting, else in double quotes with `\a \b \t \n \v \f \r \" \\` and
-/// three-digit octal for every other control byte, DEL and every byte from 0x80 (`é` is
-/// `\303\251`). The result is printable ASCII and one line, whatever the bytes.
+/// `core.quotePath` of the repository at hand (see [`quote_path`]); set when it is opened.
+static QUOTE_NON_ASCII: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Follow the repository's `core.quotePath` (default true) in [`quote_path`].
+pub fn set_quote_path(quote_non_ascii: bool) {
+    QUOTE_NON_ASCII.store(quote_non_ascii, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// `path` as git prints it (`quote_c_style`): as it is when no byte needs quoting, else in double
+/// quotes with `\a \b \t \n \v \f \r \" \\` and three-digit octal for every other control byte,
+/// DEL and — under `core.quotePath` true, git's default — every byte from 0x80 (`é` is
+/// `\303\251`). With `core.quotePath` false, characters past ASCII are shown as they are, as git
+/// shows them; bytes that are not UTF-8 are still octal. The result is one line of printable
+/// characters, whatever the bytes.
 pub fn quote_path(path: &[u8]) -> Cow<'_, str> {
-    fn must_quote(b: u8) -> bool {
-        !(0x20..0x7f).contains(&b) || b == b'"' || b == b'\\'
-    }
-    if !path.iter().any(|&b| must_quote(b)) {
-        return Cow::Borrowed(std::str::from_utf8(path).expect("printable ASCII"));
+    quote_path_as(path, QUOTE_NON_ASCII.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// [`quote_path`] under `core.quotePath` = `quote_non_ascii`.
+pub fn quote_path_as(path: &[u8], quote_non_ascii: bool) -> Cow<'_, str> {
+    let control = |b: u8| b < 0x20 || b == 0x7f || b == b'"' || b == b'\\';
+    let plain = path.iter().all(|&b| !control(b) && b < 0x80)
+        || (!quote_non_ascii && !path.iter().any(|&b| control(b)) && std::str::from_utf8(path).is_ok());
+    if plain {
+        return Cow::Borrowed(std::str::from_utf8(path).expect("printable"));
     }
     let mut out = String::with_capacity(path.len() + 8);
     out.push('"');
-    for &b in path {
-        let named = match b {
-            0x07 => Some('a'),
-            0x08 => Some('b'),
-            b'\t' => Some('t'),
-            b'\n' => Some('n'),
-            0x0b => Some('v'),
-            0x0c => Some('f'),
-            b'\r' => Some('r'),
-            b'"' | b'\\' => Some(char::from(b)),
-            _ => None,
-        };
-        match named {
-            Some(c) => {
-                out.push('\\');
-                out.push(c);
+    let octal = |out: &mut String, b: u8| out.push_str(&format!("\\{b:03o}"));
+    for chunk in path.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            let named = match c {
+                '\x07' => Some('a'),
+                '\x08' => Some('b'),
+                '\t' => Some('t'),
+                '\n' => Some('n'),
+                '\x0b' => Some('v'),
+                '\x0c' => Some('f'),
+                '\r' => Some('r'),
+                '"' | '\\' => Some(c),
+                _ => None,
+            };
+            match named {
+                Some(n) => {
+                    out.push('\\');
+                    out.push(n);
+                }
+                None if c.is_ascii() && control(c as u8) => octal(&mut out, c as u8),
+                None if !c.is_ascii() && quote_non_ascii => {
+                    for b in c.to_string().bytes() {
+                        octal(&mut out, b);
+                    }
+                }
+                None => out.push(c),
             }
-            None if must_quote(b) => out.push_str(&format!("\\{b:03o}")),
-            None => out.push(char::from(b)),
+        }
+        for &b in chunk.invalid() {
+            octal(&mut out, b);
         }
     }
     out.push('"');
@@ -187,5 +213,15 @@ mod tests {
         for (name, shown) in raw.iter().zip(quoted) {
             assert_eq!(quote_path(name), shown, "{}", name.escape_ascii());
         }
+    }
+
+    #[test]
+    fn quote_path_false_shows_characters_past_ascii_as_they_are() {
+        assert_eq!(quote_path_as("é/ü.rs".as_bytes(), false), "é/ü.rs");
+        assert_eq!(quote_path_as("é/ü.rs".as_bytes(), true), "\"\\303\\251/\\303\\274.rs\"");
+        // Still quoted: control bytes, quotes, backslashes, bytes that are not UTF-8.
+        assert_eq!(quote_path_as("é\n\"".as_bytes(), false), "\"é\\n\\\"\"");
+        assert_eq!(quote_path_as(b"a\xffb", false), "\"a\\377b\"");
+        assert_eq!(quote_path_as("é\x1b[31m".as_bytes(), false), "\"é\\033[31m\"");
     }
 }

@@ -92,11 +92,11 @@ fn recorded(repo: &Repo) -> Result<Vec<String>> {
     }
 }
 
-/// Whether the plan's commands may run: it has none, `--trust`/`BOULDER_TRUST=1` is in force, or
-/// its fingerprint is recorded on this machine.
+/// Whether the plan's commands may run: it has none, `--trust`/`BOULDER_TRUST=1` is in force, its
+/// fingerprint is the one this run was given to trust, or it is recorded on this machine.
 pub fn is_trusted(repo: &Repo, plan: &Plan) -> Result<bool> {
     let Some(fp) = fingerprint(plan) else { return Ok(true) };
-    Ok(assumed() || recorded(repo)?.contains(&fp))
+    Ok(assumed() || crate::context::current().trust_fingerprint == Some(fp.as_str()) || recorded(repo)?.contains(&fp))
 }
 
 /// Whether the fingerprint of `plan` is recorded on this machine (ignoring `--trust`).
@@ -154,6 +154,13 @@ pub fn require(repo: &Repo, plan: &Plan, what: &str, keys: &[String]) -> Result<
         .iter()
         .map(|c| format!("  {}: {}", crate::text::inert(&c.key), crate::text::inert(&c.command)))
         .collect();
+    if crate::context::current().trust_fingerprint.is_some() {
+        return Err(Error::refused(format!(
+            "{what} would run commands from the stream plan that changed since the worker was started with --trust:\n{}",
+            list.join("\n")
+        ))
+        .hint("read the plan's commands (`git boulder trust --show`), then start the worker again"));
+    }
     Err(Error::refused(format!(
         "{what} would run commands from the stream plan that are not trusted on this machine:\n{}",
         list.join("\n")

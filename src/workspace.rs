@@ -293,15 +293,28 @@ impl Workspace {
             Some(p) => self.tree_commit(p)?,
             None => self.bare_source()?.map(|(t, _)| t),
         };
+        let branch = plan.map(|p| p.settings.base_branch.clone()).unwrap_or_else(|| "HEAD".into());
+        let label = format!("{branch}:{rel}");
+        // Bounded as a PRD on disk is, before it is read.
+        if let Some(id) = match tip {
+            Some(t) => self.repo.blob_id_at(t, rel)?,
+            None => None,
+        } {
+            if self.repo.objects().header(id).is_ok_and(|(_, size)| size > crate::prd::MAX_BYTES) {
+                return Err(Error::usage(format!(
+                    "cannot read the PRD {label}: it is larger than {} MiB, the most a PRD may be",
+                    crate::prd::MAX_BYTES >> 20
+                ))
+                .hint("split the PRD into smaller files, or set `prd:` in .boulder/streams.yaml to your PRD's path"));
+            }
+        }
         let bytes = match tip {
             Some(t) => self.repo.file_at(t, rel)?,
             None => None,
         };
-        let branch = plan.map(|p| p.settings.base_branch.clone()).unwrap_or_else(|| "HEAD".into());
-        let label = format!("{branch}:{rel}");
         let bytes = bytes.ok_or_else(|| {
             Error::usage(format!("cannot read the PRD {label}: not found"))
-                .hint("set `prd:` in .boulder/streams.yaml to your PRD's path, or pass --prd PATH")
+                .hint("set `prd:` in .boulder/streams.yaml to your PRD's path")
         })?;
         parse_prd(bytes, &label, rel)
     }
@@ -501,13 +514,13 @@ fn load_prd_with(path: &Path, read: impl Fn(&Path) -> std::io::Result<Vec<u8>>) 
         match prd::ReadRefusal::of(&e) {
             Some(prd::ReadRefusal::NotRegular(_)) => err.hint(
                 "commit the PRD itself at that path (not a symlink to a device, FIFO or folder), or set `prd:` in \
-                 .boulder/streams.yaml to your PRD's path, or pass --prd PATH",
+                 .boulder/streams.yaml to your PRD's path",
             ),
-            Some(prd::ReadRefusal::TooLarge) => err.hint(
-                "split the PRD into smaller files, or set `prd:` in .boulder/streams.yaml to your PRD's path, or pass --prd PATH",
-            ),
+            Some(prd::ReadRefusal::TooLarge) => {
+                err.hint("split the PRD into smaller files, or set `prd:` in .boulder/streams.yaml to your PRD's path")
+            }
             None if e.kind() == std::io::ErrorKind::NotFound => {
-                err.hint("set `prd:` in .boulder/streams.yaml to your PRD's path, or pass --prd PATH")
+                err.hint("set `prd:` in .boulder/streams.yaml to your PRD's path")
             }
             None => err,
         }

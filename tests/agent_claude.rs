@@ -189,6 +189,19 @@ fn pre_tool_use_denies_another_streams_file_and_shared_read_and_passes_its_own()
     std::os::unix::fs::symlink(&wt, &link).unwrap();
     let reason = deny(edit("claude/pre_tool_use_write", &link, link.join("src/api/x.rs").to_str().unwrap()));
     assert!(reason.starts_with("src/api/x.rs is owned by stream api"), "{reason}");
+    // Through an own path that is a dangling symlink: writing it creates the other stream's file.
+    std::fs::create_dir_all(wt.join("src/auth")).unwrap();
+    std::os::unix::fs::symlink("../api/new.rs", wt.join("src/auth/dangling")).unwrap();
+    let reason = deny(edit("claude/pre_tool_use_write", &wt, "src/auth/dangling"));
+    assert!(reason.starts_with("src/api/new.rs is owned by stream api"), "{reason}");
+    std::fs::remove_file(wt.join("src/auth/dangling")).unwrap();
+    // A large file (a lock file, generated code) is judged like a small one.
+    let payload = fixture("claude/pre_tool_use_write", &wt, |v| {
+        v["tool_input"]["file_path"] = "src/api/package-lock.json".into();
+        v["tool_input"]["content"] = "x".repeat(3 << 20).into();
+    });
+    let reason = deny(feed(&repo, "claude", &payload).code(0));
+    assert!(reason.starts_with("src/api/package-lock.json is owned by stream api"), "{reason}");
 
     // Another worktree of the repository — a sibling stream's, or the main worktree that holds
     // the stream worktrees — is not this stream's to write, whoever owns the path there.
@@ -222,7 +235,7 @@ fn pre_tool_use_denies_another_streams_file_and_shared_read_and_passes_its_own()
 
     // Each denial is on the boulder's op-log.
     let denied: Vec<Value> = ops(&repo, "auth").into_iter().filter(|op| op["kind"] == "denied").collect();
-    assert_eq!(denied.len(), 6, "{denied:?}");
+    assert_eq!(denied.len(), 8, "{denied:?}");
     let paths: Vec<&str> = denied.iter().map(|op| op["data"]["path"].as_str().unwrap()).collect();
     assert!(paths.contains(&"src/api/list.rs") && paths.contains(&"src/types/user.rs"), "{paths:?}");
     let shared = denied.iter().find(|op| op["data"]["path"] == "src/types/user.rs").unwrap();
@@ -320,7 +333,7 @@ fn a_payload_it_cannot_read_is_exit_1_never_2() {
         })
         .to_string()
         .into_bytes(),
-        format!("{{\"x\": \"{}\"}}", "a".repeat(2 << 20)).into_bytes(),
+        format!("{{\"x\": \"{}\"}}", "a".repeat(65 << 20)).into_bytes(),
     ];
     for input in garbled {
         let r = run_with_input(&repo, &wt, &["agent", "hook", "claude"], &input).code(1);
@@ -341,6 +354,8 @@ fn outside_a_repository_or_without_git_boulder_state_everything_goes_on() {
         }
     }
     assert!(repo.refs("refs/boulder/").is_empty(), "nothing written");
+    // Not even this machine's actor id: reading state writes nothing.
+    assert!(!repo.dir.join(".git/boulder").exists(), "nothing written");
 }
 
 /// The git-boulder command `agent install` wrote into the hooks file `file` of worktree `wt` for

@@ -33,6 +33,7 @@ fn doctor_names_each_stale_git_lock_file_with_its_age_and_leaves_it_there() {
         git_path(&repo, &auth, "index.lock"),
         git_path(&repo, &repo.dir, "refs/heads/boulder/auth.lock"),
         git_path(&repo, &repo.dir, "refs/boulder/streams/auth.lock"),
+        git_path(&repo, &repo.dir, "refs/notes/boulder.lock"),
     ];
     // The linked worktree's index lives in its own git dir, not the main one's.
     assert_ne!(locks[1], locks[2]);

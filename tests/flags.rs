@@ -78,3 +78,73 @@ fn quiet_and_verbose_reach_the_agents_a_run_starts() {
     assert!(!r.stderr.contains("trace:"), "{}", r.stderr);
     assert_eq!(std::fs::read_to_string(&seen).unwrap(), "trace=1 quiet=\ntrace= quiet=1\n");
 }
+
+/// Standard error closed by its reader (`2>&1 | head -1` after the first line): the lines are
+/// lost and the command ends with its own exit code, never a panic (101).
+#[test]
+fn a_standard_error_closed_early_ends_with_the_commands_own_code() {
+    let repo = TestRepo::with_files(&[(
+        ".boulder/streams.yaml",
+        "version: 1\nprd: missing.md\nstreams:\n  a: {paths: [a/**]}\n",
+    )]);
+    for args in [&["stream", "validate"][..], &["prd", "show"][..], &["stream", "init"][..]] {
+        let mut c = std::process::Command::new(bin());
+        fixed_env(&mut c, &repo.home);
+        let mut child = c
+            .args(args)
+            .current_dir(&repo.dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stderr.take());
+        let status = child.wait().unwrap();
+        let own = repo.boulder(args).code;
+        assert_eq!(status.code(), Some(own), "{args:?}");
+    }
+}
+
+#[test]
+fn a_backoff_multiplier_outside_the_plans_range_is_a_usage_error() {
+    let repo = sample();
+    repo.boulder(&["stream", "init"]).ok();
+    for bad in ["0", "-1", "0.5", "nan", "inf", "1001", "x"] {
+        let r = repo.boulder(&["check", "--boulder", "auth", &format!("--backoff-multiplier={bad}")]).code(2);
+        assert!(r.stderr.contains("--backoff-multiplier: expected a number from 1 to 1000"), "{bad}: {}", r.stderr);
+    }
+    repo.boulder(&["check", "--boulder", "auth", "--backoff-multiplier", "1.5"]).ok();
+}
+
+#[test]
+fn quiet_leaves_out_the_notes_of_what_was_done() {
+    let repo = sample();
+    for args in [
+        &["-q", "stream", "init"][..],
+        &["-q", "prd", "done", "US-001"][..],
+        &["-q", "prd", "undone", "US-001"][..],
+        &["-q", "create", "sub", "--parent", "auth"][..],
+        &["-q", "checkpoint", "-m", "halfway", "--boulder", "auth"][..],
+        &["-q", "stream", "stop", "auth"][..],
+        &["-q", "stream", "add", "extra", "--path", "extra/**"][..],
+    ] {
+        let r = repo.boulder(args).ok();
+        assert_eq!(r.stderr, "", "{args:?}");
+    }
+    // Without -q they are there.
+    let r = repo.boulder(&["prd", "done", "US-003"]).ok();
+    assert!(r.stderr.contains("recorded done: US-003"), "{}", r.stderr);
+}
+
+#[test]
+fn colour_follows_color_ui_as_git_does_and_no_color_wins() {
+    let repo = sample();
+    repo.boulder(&["stream", "init"]).ok();
+    // Piped: no colour by default.
+    assert!(!repo.boulder(&["status"]).ok().stdout.contains('\u{1b}'));
+    repo.git(&["config", "color.ui", "always"]).ok();
+    assert!(repo.boulder(&["status"]).ok().stdout.contains("\u{1b}["));
+    let r = repo.boulder_env(&repo.dir, &["status"], &[("NO_COLOR", "1")]);
+    assert!(!r.stdout.contains('\u{1b}'), "{}", r.stdout);
+    repo.git(&["config", "color.ui", "never"]).ok();
+    assert!(!repo.boulder(&["status"]).ok().stdout.contains('\u{1b}'));
+}

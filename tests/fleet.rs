@@ -206,6 +206,10 @@ fn status_watch_prints_a_new_block_when_refs_change() {
     // Nothing changes: no new block.
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(blocks(), 1, "{:?}", lines.lock().unwrap());
+    // A ref moves that the table does not show (a boulder of its own): no new block either.
+    repo.boulder(&["create", "notes"]).ok();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(blocks(), 1, "{:?}", lines.lock().unwrap());
     // A story recorded done moves a ref: a second block, with the new progress.
     repo.boulder(&["prd", "done", "US-101"]).ok();
     wait_for("a second block", || {
@@ -252,6 +256,33 @@ fn ctrl_c_releases_the_claim_and_leaves_the_stream_resumable() {
     assert!(summary[1..].iter().all(|l| l.ends_with("merged here")), "{}", r.stdout);
     let log = subjects(&m, "origin/main");
     assert_eq!(count(&log, "a: US-101"), 1, "{log:?}");
+}
+
+#[test]
+fn a_run_whose_worker_is_killed_stops_instead_of_running_on_unsupervised() {
+    let remote = fleet_remote();
+    let m = remote.machine("alpha");
+    let marker = m.tmp.path().join("agent-started");
+    let finished = m.tmp.path().join("agent-finished");
+    let sleepy = agent(
+        m.tmp.path(),
+        "sleepy.sh",
+        &format!("#!/bin/sh\ntouch {}\nsleep 20\ntouch {}\n", marker.display(), finished.display()),
+    );
+    let mut c = start(&m, &m.dir, &["work", "--remote", "origin", "--", "sh", sleepy.to_str().unwrap()]);
+    let _lines = gather(&mut c);
+    wait_for("the agent", || marker.exists());
+    // The worker dies at once (SIGKILL: no handler runs); its run notices and stops its agent.
+    signal(&c, "-KILL");
+    let _ = finish(c);
+    wait_for("the run to stop", || m.stream_state("a")["status"] == "STOPPED");
+    assert_eq!(m.stream_state("a")["reason"], "interrupted");
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!finished.exists(), "the agent ran on");
+    // This machine picks it up again.
+    let finisher = agent(m.tmp.path(), "finisher.sh", FINISHER);
+    let r = m.boulder(&["work", "--remote", "origin", "--", "sh", finisher.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
 }
 
 /// `git daemon` serving the folder of a remote on 127.0.0.1, stopped on drop.
@@ -445,4 +476,55 @@ fn a_claim_left_by_a_dead_machine_is_taken_over_when_it_expires() {
     assert!(r.stdout.lines().any(|l| l.starts_with("a ") && l.ends_with("merged here")), "{}", r.stdout);
     assert_eq!(b.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]), "");
     assert_eq!(runners(&b, "a"), ["beta".to_string()].into_iter().collect());
+}
+
+#[test]
+fn work_trust_covers_the_plan_read_not_one_a_pull_brings_meanwhile() {
+    let marks = tempfile::tempdir().unwrap();
+    let mark = |name: &str| marks.path().join(name);
+    let plan = |verify: &str| {
+        format!(
+            "version: 1\nstreams:\n  a:\n    stories: [US-101]\n    paths: [src/a/**]\n\
+             settings:\n  base_branch: main\n  verify: 'touch {verify}'\n  boulder:\n    cooldown: 10ms\n"
+        )
+    };
+    let read = plan(mark("read").to_str().unwrap());
+    let remote = Remote::new(&[
+        (".agents/tasks/prd.md", "# PRD\n\n### [ ] US-101: a part\nx\n"),
+        (".boulder/streams.yaml", &read),
+    ]);
+    let m1 = remote.machine("m1");
+    // Another machine changes verify on the remote after m1's user read the plan.
+    let m2 = remote.machine("m2");
+    m2.write(".boulder/streams.yaml", &plan(mark("unread").to_str().unwrap()));
+    m2.commit_all("change verify");
+    m2.git(&["push", "-q", "origin", "main"]).ok();
+    // The worker follows the remote's base, so its merge would run the new verify: refused.
+    let finisher = agent(m1.tmp.path(), "finisher.sh", FINISHER);
+    let r = m1.boulder(&["--trust", "work", "--remote", "origin", "--", "sh", finisher.to_str().unwrap()]).code(1);
+    assert!(r.stderr.contains("changed since the worker was started with --trust"), "{}", r.stderr);
+    assert!(!mark("unread").exists(), "the unread verify ran");
+    assert!(!mark("read").exists());
+}
+
+#[test]
+fn work_refuses_an_untrusted_prompt_or_setup_before_claiming_anything() {
+    for extra in ["prompt_template: 'work on {story_id}'", "setup: 'true'"] {
+        let plan = format!(
+            "version: 1\nstreams:\n  a:\n    stories: [US-101]\n    paths: [src/a/**]\nsettings:\n  base_branch: main\n  {extra}\n"
+        );
+        let remote = Remote::new(&[
+            (".agents/tasks/prd.md", "# PRD\n\n### [ ] US-101: a part\nx\n"),
+            (".boulder/streams.yaml", &plan),
+        ]);
+        let m1 = remote.machine("m1");
+        let finisher = agent(m1.tmp.path(), "finisher.sh", FINISHER);
+        let r = m1.boulder(&["work", "--remote", "origin", "--", "sh", finisher.to_str().unwrap()]).code(1);
+        assert!(r.stderr.contains("not trusted"), "{extra}: {}", r.stderr);
+        // Nothing claimed, made or recorded, here or on the remote.
+        assert!(m1.refs("refs/boulder/").is_empty(), "{extra}");
+        let on_remote = m1.git(&["ls-remote", "origin", "refs/boulder/*"]).ok().stdout;
+        assert_eq!(on_remote, "", "{extra}");
+        assert!(!m1.dir.join(".boulder/worktrees/a").exists(), "{extra}");
+    }
 }

@@ -146,6 +146,10 @@ fn status_and_doctor_say_not_running(repo: &TestRepo) {
         doc["problems"].as_array().unwrap().iter().filter(|p| p["area"] == "hooks").collect();
     assert!(hooks.iter().any(|p| p["fix"] == "git boulder hooks install"), "{doc}");
     assert!(hooks.iter().any(|p| p["message"].as_str().unwrap().contains(wt.to_str().unwrap())), "{doc}");
+    // The table's note says why, as doctor does: not "another hooks folder" when it is the same.
+    let text = repo.boulder(&["hooks", "status"]).ok().stdout;
+    let note = text.lines().find(|l| l.contains("post-commit") && l.contains("fix:")).unwrap_or_default();
+    assert!(!note.contains("another hooks folder") && note.contains("git boulder hooks install"), "{text}");
 }
 
 fn stream_repo() -> TestRepo {

@@ -686,3 +686,24 @@ fn reports_quote_file_names_as_git_does() {
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
     assert_names("stream merge", &r, &head);
 }
+
+#[test]
+fn reports_follow_core_quote_path_false_as_git_does() {
+    let repo = sample();
+    repo.git(&["config", "core.quotePath", "false"]).ok();
+    repo.boulder(&["hooks", "install", "--pre-commit"]).ok();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.dir.join(".boulder/worktrees/auth");
+    std::fs::create_dir_all(wt.join("src/api")).unwrap();
+    std::fs::write(wt.join("src/api/café.rs"), "x\n").unwrap();
+    std::fs::write(wt.join("src/api/tab\there.rs"), "x\n").unwrap();
+    repo.git_in(&wt, &["add", "-A"]).ok();
+    let git_says = repo.git_in(&wt, &["diff", "--cached", "--name-only"]).ok().stdout;
+    assert_eq!(git_says, "src/api/café.rs\n\"src/api/tab\\there.rs\"\n");
+    let r = repo.git_in(&wt, &["commit", "-q", "-m", "names"]);
+    assert_ne!(r.code, 0);
+    for name in git_says.lines() {
+        let line = format!("  staged  {name}  owned by api");
+        assert!(r.stderr.lines().any(|l| l == line), "no line {line:?} in {:?}", r.stderr);
+    }
+}

@@ -86,7 +86,7 @@ fn gc_writes_the_op_logs_into_the_commit_graph() {
     crate::common::lib_env();
     let repo = TestRepo::without_identity();
     let r = Repo::open(&repo.dir).expect("open");
-    let store = Store { repo: &r, actor: "a".to_string() };
+    let store = Store::with_actor(&r, "a".to_string());
     let name = "refs/boulder/boulders/a";
     store.append_raw::<BoulderState>(name, "created", serde_json::json!({"stream": "s"})).unwrap();
     for k in 0..40 {

@@ -518,3 +518,48 @@ fn auto_merge_merges_a_stream_its_run_completes() {
     assert_eq!(repo.stream_state("auth")["status"], "MERGED");
     clean(&repo, &repo.dir);
 }
+
+/// A merge stopped after the base moved, whose rerun meets the base worktree's `index.lock` held
+/// by someone else: refused, and the record of the merge kept (the base has moved; only it can
+/// bring the worktree along); once the lock is gone, the rerun finishes.
+#[test]
+fn a_lock_met_by_the_rerun_of_a_merge_under_way_keeps_its_record() {
+    let repo = setup(PLAN);
+    let w = repo.worktree("auth");
+    commit_in(&repo, &w, "src/auth/login.rs", "fn login() {}\n", "login");
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    let r = repo.boulder_env(&repo.dir, &["stream", "merge", "auth"], &[("BOULDER_FAILPOINT", "merge-base-ref")]);
+    assert!(r.stderr.contains("failpoint merge-base-ref"), "{}", r.stderr);
+    // Someone else's git holds the index (no record of ours names it).
+    let lock = repo.dir.join(".git/index.lock");
+    std::fs::write(&lock, "").unwrap();
+    let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
+    assert!(r.stderr.contains("index.lock"), "{}", r.stderr);
+    assert!(repo.dir.join(".git/boulder/merge/auth.json").exists(), "the record was dropped: {}", r.stderr);
+    std::fs::remove_file(&lock).unwrap();
+    let r = repo.boulder(&["stream", "merge", "auth"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    clean(&repo, &repo.dir);
+    assert_eq!(repo.read("src/auth/login.rs"), "fn login() {}\n");
+}
+
+/// A branch's own `<ref>.lock` left by a killed writer is named, with git's advice, not an
+/// internal failure.
+#[test]
+fn a_ref_lock_left_behind_is_named_with_gits_advice() {
+    let repo = setup(PLAN);
+    let w = repo.worktree("auth");
+    commit_in(&repo, &w, "src/auth/login.rs", "fn login() {}\n", "login");
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    let lock = repo.dir.join(".git/refs/heads/main.lock");
+    let f = std::fs::File::create(&lock).unwrap();
+    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(60)).unwrap();
+    drop(f);
+    let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
+    assert!(r.stderr.contains(&format!("remove {}", lock.display())), "{}", r.stderr);
+    let d = repo.boulder(&["doctor"]).code(1);
+    assert!(d.stdout.contains("main.lock"), "{}", d.stdout);
+    std::fs::remove_file(&lock).unwrap();
+    repo.boulder(&["stream", "merge", "auth"]).ok();
+    assert_eq!(repo.stream_state("auth")["status"], "MERGED");
+}

@@ -164,3 +164,23 @@ fn merge_all_remote_with_nothing_to_land_brings_a_local_base_left_behind_up_to_t
 fn a_rerun_of_the_merge_brings_a_local_base_left_behind_up_to_the_remote() {
     local_base_left_behind_then(&["stream", "merge", "auth", "--remote", "origin"], "auth: already in main on origin");
 }
+
+#[test]
+fn a_pull_blocked_by_a_new_packed_refs_lock_names_it_not_the_remote() {
+    let remote = remote();
+    let a = remote.machine("a");
+    a.boulder(&["stream", "init"]).ok();
+    a.boulder(&["prd", "done", "US-001"]).ok();
+    a.boulder(&["push"]).ok();
+    let b = remote.machine("b");
+    // Just made (a git command at work, or one killed a moment ago): every ref update waits for
+    // it, then fails; the refusal is about this repository.
+    let lock = b.dir.join(".git/packed-refs.lock");
+    std::fs::File::create(&lock).unwrap();
+    let r = b.boulder(&["pull"]).code(1);
+    assert!(r.stderr.contains("packed-refs.lock exists"), "{}", r.stderr);
+    assert!(!r.stderr.contains("failed validation") && !r.stderr.contains("on the remote"), "{}", r.stderr);
+    std::fs::remove_file(&lock).unwrap();
+    b.boulder(&["pull"]).ok();
+    assert!(!b.refs("refs/boulder/streams/").is_empty());
+}

@@ -479,3 +479,227 @@ fn a_skip_worktree_file_with_local_changes_is_not_hidden_behind_the_merge() {
     assert!(repo.git_out(&["ls-files", "-v", "src/auth/mod.rs"]).starts_with("S "));
     repo.assert_fsck();
 }
+
+#[test]
+fn a_stream_worktree_made_from_a_sparse_checkout_holds_the_streams_own_paths() {
+    let plan = "version: 1\nprd: .agents/tasks/prd.md\nstreams:\n  auth:\n    stories: [US-001]\n    paths: [src/auth/**]\n  api:\n    stories: [US-002]\n    paths: ['**/*.rs']\nsettings:\n  base_branch: main\n  shared_read: [proto/*.proto]\n";
+    for cone in [true, false] {
+        let repo = TestRepo::with_files(&[
+            (".agents/tasks/prd.md", PRD),
+            (".boulder/streams.yaml", plan),
+            ("src/auth/mod.rs", "// auth\n"),
+            ("src/api/mod.rs", "// api\n"),
+            ("proto/a.proto", "syntax\n"),
+            ("docs/index.md", "# docs\n"),
+        ]);
+        // The main worktree holds only docs/ (and the plan's and PRD's folders).
+        if cone {
+            repo.git(&["sparse-checkout", "set", "--cone", "docs", ".boulder", ".agents"]).ok();
+        } else {
+            repo.git(&["sparse-checkout", "set", "--no-cone", "/docs/", "/.boulder/", "/.agents/"]).ok();
+        }
+        assert!(!repo.dir.join("src/auth/mod.rs").exists());
+        let r = repo.boulder(&["stream", "init"]);
+        assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+        let w = repo.worktree("auth");
+        // The stream sees what it owns and what it may read; the rest stays out, as in the
+        // worktree it was made from.
+        assert_eq!(std::fs::read_to_string(w.join("src/auth/mod.rs")).unwrap(), "// auth\n", "cone {cone}");
+        assert!(w.join("proto/a.proto").exists(), "cone {cone}");
+        assert!(w.join(".boulder/streams.yaml").exists() && w.join("docs/index.md").exists());
+        assert!(!w.join("src/api/mod.rs").exists(), "cone {cone}");
+        assert_eq!(status(&repo, &w), "");
+        // A stream whose paths reach every folder gets the whole tree.
+        let a = repo.worktree("api");
+        assert!(a.join("src/api/mod.rs").exists() && a.join("src/auth/mod.rs").exists(), "cone {cone}");
+        assert_eq!(status(&repo, &a), "");
+        // The main worktree is as it was.
+        assert!(!repo.dir.join("src/auth/mod.rs").exists());
+        assert_eq!(status(&repo, &repo.dir), "");
+        // A second init changes nothing.
+        let r = repo.boulder(&["stream", "init"]);
+        assert!(!r.stdout.contains("sparse"), "{}", r.stdout);
+        repo.assert_fsck();
+    }
+}
+
+/// Stream auth (owning all of src/) changes `src/auth/...` by `change` in its worktree, story done,
+/// the base moved on.
+fn reshaped(change: impl FnOnce(&Path)) -> TestRepo {
+    let plan =
+        PLAN.replace("paths: [src/auth/**]", "paths: [src/**]").replace("paths: [src/api/**]", "paths: [lib/**]");
+    let repo = setup_with(&[("src/auth/d/f", "f\n"), ("src/auth/x", "x\n")], &plan);
+    let w = repo.worktree("auth");
+    change(&w);
+    repo.git_in(&w, &["add", "-A"]).ok();
+    repo.git_in(&w, &["commit", "-q", "-m", "reshape"]).ok();
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    base_moves(&repo);
+    repo
+}
+
+#[test]
+fn a_folder_becoming_a_file_or_a_file_a_folder_merges_as_under_git() {
+    type Change = fn(&Path);
+    let cases: [(&str, Change); 3] = [
+        ("dir to file", |w| {
+            std::fs::remove_dir_all(w.join("src/auth/d")).unwrap();
+            std::fs::write(w.join("src/auth/d"), "now a file\n").unwrap();
+        }),
+        ("file to dir", |w| {
+            std::fs::remove_file(w.join("src/auth/x")).unwrap();
+            std::fs::create_dir(w.join("src/auth/x")).unwrap();
+            std::fs::write(w.join("src/auth/x/y"), "y\n").unwrap();
+        }),
+        ("dir to symlink", |w| {
+            std::fs::remove_dir_all(w.join("src/auth/d")).unwrap();
+            std::os::unix::fs::symlink("x", w.join("src/auth/d")).unwrap();
+        }),
+    ];
+    for (what, change) in cases {
+        let repo = reshaped(change);
+        let r = repo.boulder(&["stream", "merge", "auth"]);
+        assert_eq!(r.code, 0, "{what}: {}\n{}", r.stdout, r.stderr);
+        assert_eq!(status(&repo, &repo.dir), "", "{what}");
+        // The worktree holds what main's tree says, as a checkout would write it.
+        let fresh = repo.tmp.path().join(format!("fresh-{}", what.replace(' ', "-")));
+        repo.git(&["worktree", "add", "-q", "--detach", fresh.to_str().unwrap(), "main"]).ok();
+        assert_eq!(files(&repo.dir.join("src")), files(&fresh.join("src")), "{what}");
+        repo.assert_fsck();
+    }
+}
+
+#[test]
+fn what_stands_where_a_folder_or_file_is_to_go_is_kept_unless_the_merge_removes_it() {
+    // The user's untracked symlink where the stream brings a folder: refused, as git refuses.
+    let repo = reshaped(|w| {
+        std::fs::write(w.join("src/auth/new/file"), "n\n").unwrap_or_else(|_| {
+            std::fs::create_dir_all(w.join("src/auth/new")).unwrap();
+            std::fs::write(w.join("src/auth/new/file"), "n\n").unwrap();
+        })
+    });
+    let outside = repo.tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, repo.dir.join("src/auth/new")).unwrap();
+    let main_before = rev(&repo, "main");
+    let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
+    assert!(r.stderr.contains("src/auth/new") && r.stderr.contains("untracked"), "{}", r.stderr);
+    assert!(std::fs::symlink_metadata(repo.dir.join("src/auth/new")).unwrap().file_type().is_symlink());
+    assert_eq!(rev(&repo, "main"), main_before);
+    assert!(!outside.join("file").exists());
+
+    // An untracked file in a folder the stream turns into a file: refused, the file kept.
+    let repo = reshaped(|w| {
+        std::fs::remove_dir_all(w.join("src/auth/d")).unwrap();
+        std::fs::write(w.join("src/auth/d"), "now a file\n").unwrap();
+    });
+    std::fs::write(repo.dir.join("src/auth/d/notes.txt"), "mine\n").unwrap();
+    let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
+    assert!(r.stderr.contains("src/auth/d/notes.txt"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(repo.dir.join("src/auth/d/notes.txt")).unwrap(), "mine\n");
+    assert_eq!(std::fs::read_to_string(repo.dir.join("src/auth/d/f")).unwrap(), "f\n");
+}
+
+/// A merge that writes many files through a filter (the files differ from their blobs), killed
+/// at each point of writing the base worktree, is finished by a rerun, the worktree as a fresh
+/// checkout writes it; a file changed after the kill stops the rerun, which keeps the interrupted
+/// merge to finish once it is dealt with.
+#[test]
+fn a_merge_killed_while_it_writes_the_worktree_is_finished_by_a_rerun() {
+    let setup = |base_moves_on: bool| {
+        let mut files = vec![(".gitattributes".to_string(), "*.txt filter=shout\n".to_string())];
+        files.extend((0..20).map(|i| (format!("src/auth/f{i}.txt"), format!("v1 {i}\n"))));
+        let refs: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
+        let repo = TestRepo::with_files(&[(".agents/tasks/prd.md", PRD), (".boulder/streams.yaml", PLAN)]);
+        repo.git(&["config", "filter.shout.smudge", "tr a-z A-Z"]).ok();
+        repo.git(&["config", "filter.shout.clean", "tr A-Z a-z"]).ok();
+        for (p, c) in &refs {
+            repo.write(p, c);
+        }
+        repo.commit_all("files");
+        repo.git(&["reset", "-q", "--hard"]).ok();
+        repo.boulder(&["stream", "init"]).ok();
+        let w = repo.worktree("auth");
+        for i in 0..20 {
+            std::fs::write(w.join(format!("src/auth/f{i}.txt")), format!("v2 {i}\n")).unwrap();
+        }
+        std::fs::remove_file(w.join("src/auth/f19.txt")).unwrap();
+        repo.git_in(&w, &["add", "-A"]).ok();
+        repo.git_in(&w, &["commit", "-q", "-m", "v2"]).ok();
+        repo.boulder(&["prd", "done", "US-001"]).ok();
+        if base_moves_on {
+            base_moves(&repo);
+        }
+        repo
+    };
+    for (step, moves) in [
+        ("checkout-recorded", true),
+        ("checkout-first-file", true),
+        ("checkout-first-file", false),
+        ("index-lock-written", false),
+        ("checkout-index-in-place", false),
+    ] {
+        let repo = setup(moves);
+        let r = repo.boulder_env(&repo.dir, &["stream", "merge", "auth"], &[("BOULDER_FAILPOINT", step)]);
+        assert!(r.stderr.contains(&format!("failpoint {step}")), "{step}: {}", r.stderr);
+        let r = repo.boulder(&["stream", "merge", "auth"]);
+        assert_eq!(r.code, 0, "{step}: {}\n{}", r.stdout, r.stderr);
+        assert_eq!(status(&repo, &repo.dir), "", "{step}");
+        assert_eq!(repo.read("src/auth/f3.txt"), "V2 3\n", "{step}: written through the filter");
+        assert!(!repo.dir.join("src/auth/f19.txt").exists(), "{step}");
+        let fresh = repo.tmp.path().join("fresh");
+        repo.git(&["worktree", "add", "-q", "--detach", fresh.to_str().unwrap(), "main"]).ok();
+        assert_eq!(files(&repo.dir.join("src")), files(&fresh.join("src")), "{step}");
+        for leftover in ["boulder-checkout.record", "boulder-checkout.stage", "index.boulder-checkout", "index.lock"] {
+            assert!(!repo.dir.join(".git").join(leftover).exists(), "{step}: {leftover}");
+        }
+        repo.assert_fsck();
+    }
+
+    // Killed after the first file was put in place in the base worktree (the stream's needs no
+    // update: the base did not move); the user then edits it.
+    let repo = setup(false);
+    let r = repo.boulder_env(&repo.dir, &["stream", "merge", "auth"], &[("BOULDER_FAILPOINT", "checkout-first-file")]);
+    assert!(r.stderr.contains("failpoint"), "{}", r.stderr);
+    let first = (0..19).map(|i| format!("src/auth/f{i}.txt")).find(|p| repo.read(p).starts_with("V2")).unwrap();
+    repo.write(&first, "mine\n");
+    let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
+    assert!(r.stderr.contains("interrupted") && r.stderr.contains(&first), "{}", r.stderr);
+    assert_eq!(repo.read(&first), "mine\n");
+    assert!(repo.dir.join(".git/boulder/merge/auth.json").exists(), "the interrupted merge is kept");
+    // Dealt with, the rerun finishes.
+    std::fs::remove_file(repo.dir.join(&first)).unwrap();
+    repo.git(&["checkout", "--", &first]).ok();
+    let r = repo.boulder(&["stream", "merge", "auth"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(status(&repo, &repo.dir), "");
+    assert_eq!(repo.stream_state("auth")["status"], "MERGED");
+}
+
+/// A file the stream replaces with a submodule: the file goes and the submodule's (empty) folder
+/// comes, as `git merge --ff-only` leaves it.
+#[test]
+fn a_file_becoming_a_submodule_leaves_its_folder_as_git_does() {
+    let repo = setup_with(&[("src/auth/mod.rs", "// auth\n"), ("src/auth/vendor", "a file\n")], PLAN);
+    let sub = repo.tmp.path().join("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    repo.git_in(&sub, &["init", "-q", "-b", "main"]).ok();
+    std::fs::write(sub.join("lib.txt"), "v1\n").unwrap();
+    repo.git_in(&sub, &["add", "-A"]).ok();
+    repo.git_in(&sub, &["commit", "-q", "-m", "v1"]).ok();
+    let w = repo.worktree("auth");
+    repo.git_in(&w, &["rm", "-q", "src/auth/vendor"]).ok();
+    repo.git_in(
+        &w,
+        &["-c", "protocol.file.allow=always", "submodule", "add", "-q", sub.to_str().unwrap(), "src/auth/vendor"],
+    )
+    .ok();
+    repo.git_in(&w, &["commit", "-q", "-m", "vendor becomes a submodule"]).ok();
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    base_moves(&repo);
+    let r = repo.boulder(&["stream", "merge", "auth", "--force"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let vendor = repo.dir.join("src/auth/vendor");
+    assert!(std::fs::symlink_metadata(&vendor).is_ok_and(|m| m.is_dir()), "no folder where the submodule goes");
+    assert_eq!(status(&repo, &repo.dir), "");
+}

@@ -23,7 +23,7 @@ pub(crate) fn boulder_ref(i: usize) -> String {
 /// `create`).
 pub(crate) fn append(repo: &TestRepo, actor: &str, i: usize, create: bool, what: &str) {
     let r = Repo::open(&repo.dir).expect("open");
-    let store = Store { repo: &r, actor: actor.to_string() };
+    let store = Store::with_actor(&r, actor.to_string());
     if create {
         store.append_raw::<BoulderState>(&boulder_ref(i), "created", serde_json::json!({"stream": "s"})).unwrap();
     }

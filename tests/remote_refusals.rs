@@ -243,3 +243,31 @@ fn stream_suggest_proposes_the_real_default_branch() {
     src.write(".boulder/streams.yaml", "version: 1\nstreams: {}\nsettings:\n  base_branch: trunk\n");
     assert_eq!(suggest_base(&src, &src.dir), "trunk");
 }
+
+#[test]
+fn a_bare_repository_reads_no_prd_past_the_bound() {
+    let (src, bare) = bare_with_base_elsewhere();
+    // A PRD of 65 MiB on develop, committed straight into the bare repository.
+    let big = src.tmp.path().join("big.md");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(65 << 20).unwrap();
+    drop(f);
+    let blob = src.git_in(&bare, &["hash-object", "-w", big.to_str().unwrap()]).ok().stdout.trim().to_string();
+    let develop = src.git_in(&bare, &["rev-parse", "develop"]).ok().stdout.trim().to_string();
+    let index = src.tmp.path().join("index");
+    let with_index = |args: &[&str]| {
+        let mut c = std::process::Command::new("git");
+        c.args(["--git-dir", bare.to_str().unwrap()]).args(args).env("GIT_INDEX_FILE", &index);
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    with_index(&["read-tree", &develop]);
+    with_index(&["update-index", "--cacheinfo", &format!("100644,{blob},.agents/tasks/prd.md")]);
+    let tree = with_index(&["write-tree"]);
+    let commit =
+        with_index(&["-c", "user.name=t", "-c", "user.email=t@t", "commit-tree", &tree, "-p", &develop, "-m", "big"]);
+    with_index(&["update-ref", "refs/heads/develop", &commit]);
+    let r = src.boulder_in(&bare, &["prd", "show"]).code(2);
+    assert!(r.stderr.contains("larger than 64 MiB"), "{}", r.stderr);
+}

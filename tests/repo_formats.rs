@@ -143,3 +143,88 @@ fn hooks_fail_safe_in_a_sha256_repository() {
     }
     check_hooks_fail_safe(&repo, "sha256");
 }
+
+/// A blobless partial clone (`git clone --filter=blob:none`): what git fetches on demand
+/// (state files, a stream branch's files, a merge's ancestors) git-boulder fetches too, in one
+/// batch from the promisor remote, and every command works as in a full clone.
+#[test]
+fn a_blobless_partial_clone_fetches_what_it_reads() {
+    let remote = Remote::new(&[
+        (".agents/tasks/prd.md", SAMPLE_PRD),
+        (".boulder/streams.yaml", SAMPLE_PLAN),
+        ("src/auth/mod.rs", "1\n2\n3\n4\n5\n6\n7\n8\n"),
+    ]);
+    let bare = remote.bare.to_str().unwrap();
+    let a = remote.machine("a");
+    a.git(&["--git-dir", bare, "config", "uploadpack.allowFilter", "true"]).ok();
+    a.git(&["--git-dir", bare, "config", "uploadpack.allowAnySHA1InWant", "true"]).ok();
+    a.boulder(&["stream", "init"]).ok();
+    let w = a.worktree("auth");
+    let edited = |first: &str, last: &str| format!("{first}\n2\n3\n4\n5\n6\n7\n{last}\n");
+    std::fs::write(w.join("src/auth/mod.rs"), edited("stream", "8")).unwrap();
+    a.git_in(&w, &["commit", "-qam", "auth: edit"]).ok();
+    a.git(&["push", "-q", "origin", "boulder/auth"]).ok();
+    a.write("src/auth/mod.rs", &edited("1", "base"));
+    a.commit_all("base edit");
+    a.git(&["push", "-q", "origin", "main"]).ok();
+    a.boulder(&["prd", "done", "US-001"]).ok();
+    a.boulder(&["push"]).ok();
+
+    let b = TestRepo::clone_with(&format!("file://{bare}"), "b", &["--filter=blob:none"]);
+    b.git(&["config", "boulder.actor", "b"]).ok();
+    // The state's files came with it, so nothing was refused.
+    let r = b.boulder(&["pull"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(b.stream_state("auth")["status"], "INITIALIZED");
+    // The stream branch's files, for its worktree.
+    b.git(&["branch", "-q", "boulder/auth", "origin/boulder/auth"]).ok();
+    b.boulder(&["--trust", "stream", "init", "auth"]).ok();
+    assert!(std::fs::read_to_string(b.worktree("auth").join("src/auth/mod.rs")).unwrap().starts_with("stream\n"));
+    // The merge's ancestor (the file as both sides found it).
+    let r = b.boulder(&["stream", "merge", "auth", "--force"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(b.read("src/auth/mod.rs"), edited("stream", "base"));
+    b.assert_fsck();
+}
+
+/// `core.sharedRepository=group` (`git init --shared=group`): what git-boulder writes — refs,
+/// their folders and logs, notes, its own files — is group-writable as git makes its own, so
+/// every member of the group can go on writing; objects and packs stay read-only, as git's.
+#[test]
+fn a_shared_repository_gets_group_writable_files_and_folders() {
+    let repo = TestRepo::empty();
+    std::fs::remove_dir_all(repo.dir.join(".git")).unwrap();
+    repo.git(&["init", "-q", "-b", "main", "--shared=group"]).ok();
+    for (p, c) in
+        [(".agents/tasks/prd.md", SAMPLE_PRD), (".boulder/streams.yaml", SAMPLE_PLAN), ("src/auth/mod.rs", "x\n")]
+    {
+        repo.write(p, c);
+    }
+    repo.commit_all("initial");
+    repo.boulder(&["stream", "init"]).ok();
+    commit_in(&repo, &repo.worktree("auth"), "src/auth/a.rs", "a\n", "auth: a");
+    repo.boulder(&["prd", "done", "US-001"]).ok();
+    repo.boulder(&["gc"]).ok();
+    fn walk(dir: &std::path::Path, out: &mut Vec<(String, u32)>) {
+        use std::os::unix::fs::PermissionsExt;
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            out.push((p.display().to_string(), m.permissions().mode()));
+            if m.is_dir() {
+                walk(&p, out);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    for sub in ["refs", "logs", "boulder", "objects", "worktrees"] {
+        walk(&repo.dir.join(".git").join(sub), &mut all);
+    }
+    // Objects and packs are read-only, and git leaves COMMIT_EDITMSG as the umask makes it.
+    let read_only =
+        |p: &str| p.contains("/objects/") && !std::path::Path::new(p).is_dir() || p.ends_with("COMMIT_EDITMSG");
+    let bad: Vec<&(String, u32)> = all.iter().filter(|(p, m)| !read_only(p) && m & 0o020 == 0).collect();
+    assert!(bad.is_empty(), "not group-writable: {bad:?}");
+    assert!(all.iter().any(|(p, _)| p.ends_with("refs/boulder/streams/auth")), "{all:?}");
+    assert!(all.iter().any(|(p, _)| p.ends_with("refs/notes/boulder")), "{all:?}");
+}

@@ -114,6 +114,9 @@ fn unmerge_reverts_the_base_reopens_the_stories_and_the_stream_can_merge_again()
     assert!(st["merged_commit"].is_null(), "{st}");
     assert_eq!(rev(&repo, "refs/boulder/backup/auth/1"), merged_tip);
     assert_eq!(rev(&repo, "boulder/auth~1"), rev(&repo, "main"));
+    // The replayed commit carries its original's activity note, as a rebase's does.
+    let original = repo.git_out(&["notes", "--ref=boulder", "show", &merged_tip]);
+    assert_eq!(repo.git_out(&["notes", "--ref=boulder", "show", "boulder/auth"]), original);
     assert_eq!(std::fs::read_to_string(repo.worktree("auth").join("src/auth/login.rs")).unwrap(), "fn login() {}\n");
     assert!(kinds(&repo, "auth").contains(&"unmerged".to_string()));
     let d = repo.boulder(&["doctor"]);
@@ -233,7 +236,7 @@ fn an_unmerge_killed_at_any_step_is_finished_by_a_rerun() {
 
 #[test]
 fn a_rollback_killed_between_branch_and_worktree_is_finished_by_a_rerun() {
-    for step in ["rollback-backup", "rollback-ref"] {
+    for step in ["rollback-backup", "rollback-ref", "checkout-recorded", "rollback-moved"] {
         let repo = setup();
         let w = repo.worktree("auth");
         let fork = rev(&repo, "boulder/auth");
@@ -248,6 +251,10 @@ fn a_rollback_killed_between_branch_and_worktree_is_finished_by_a_rerun() {
         assert!(!w.join("src/auth/a.rs").exists(), "{step}");
         assert_eq!(repo.git_in(&w, &["status", "--porcelain"]).ok().stdout, "", "{step}");
         assert_eq!(repo.refs("refs/boulder/backup/").len(), 1, "{step}");
+        // Recorded once, as an uninterrupted rollback is.
+        let rolled = kinds(&repo, "auth").iter().filter(|k| *k == "rolled_back").count();
+        assert_eq!(rolled, 1, "{step}");
+        assert_eq!(repo.stream_state("auth")["last_rollback"]["to"], fork.as_str(), "{step}");
         repo.assert_fsck();
     }
 }
@@ -266,4 +273,36 @@ fn rollback_and_unmerge_say_what_they_did() {
     repo.boulder(&["stream", "merge", "auth"]).ok();
     assert_shown!("unmerge", repo.boulder(&["stream", "unmerge", "auth"]));
     assert_shown!("unmerge_not_merged", repo.boulder(&["stream", "unmerge", "auth"]));
+}
+
+#[test]
+fn a_rollback_run_again_records_nothing_more() {
+    let repo = setup();
+    let w = repo.worktree("auth");
+    commit_in(&repo, &w, "src/auth/a.rs", "a\n", "one");
+    repo.boulder(&["stream", "rollback", "auth"]).ok();
+    let r = repo.boulder(&["stream", "rollback", "auth"]).ok();
+    assert!(r.stdout.contains("nothing changed"), "{}", r.stdout);
+    assert_eq!(kinds(&repo, "auth").iter().filter(|k| *k == "rolled_back").count(), 1);
+}
+
+#[test]
+fn unmerge_reopens_only_the_stories_the_merge_ticked() {
+    // US-003 is the stream's too, but was done in the base's PRD before the stream began.
+    let prd = PRD.replace("### [ ] US-002", "### [x] US-003: Done before\nx\n\n### [ ] US-002");
+    let plan = PLAN.replace("stories: [US-001]", "stories: [US-001, US-003]");
+    let repo = TestRepo::with_files(&[
+        (".agents/tasks/prd.md", &prd),
+        (".boulder/streams.yaml", &plan),
+        ("src/auth/mod.rs", "x\n"),
+    ]);
+    repo.boulder(&["stream", "init"]).ok();
+    finish(&repo, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    repo.boulder(&["stream", "merge", "auth"]).ok();
+    repo.boulder(&["stream", "unmerge", "auth"]).ok();
+    let text = repo.read(".agents/tasks/prd.md");
+    assert!(text.contains("### [ ] US-001") && text.contains("### [x] US-003"), "{text}");
+    // Ready to merge again, as the status says.
+    repo.boulder(&["stream", "merge", "auth"]).ok();
+    assert_eq!(repo.stream_state("auth")["status"], "MERGED");
 }

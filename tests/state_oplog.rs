@@ -37,8 +37,8 @@ fn append_writes_op_and_state_readable_with_git() {
         "git-boulder <git-boulder@localhost>"
     );
     // The actor id is stable per repository.
-    assert_eq!(Store::new(&r).unwrap().actor, store.actor);
-    assert_eq!(op["actor"], store.actor.as_str());
+    assert_eq!(Store::new(&r).unwrap().actor().unwrap(), store.actor().unwrap());
+    assert_eq!(op["actor"], store.actor().unwrap().as_str());
     store.validate_chain::<BoulderState>(r.ref_id("refs/boulder/boulders/x").unwrap().unwrap()).unwrap();
     repo.assert_fsck();
 }

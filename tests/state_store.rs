@@ -105,7 +105,7 @@ fn appends_are_plain_git_and_need_no_identity() {
     assert_eq!(op["v"], 1);
     assert_eq!(op["kind"], "todo_add");
     assert_eq!(op["lamport"], 5);
-    assert_eq!(op["actor"], store.actor.as_str());
+    assert_eq!(op["actor"], store.actor().unwrap().as_str());
     assert_eq!(op["data"], json!({"id": "t1", "text": "tests"}));
     assert_eq!(repo.git_out(&["ls-tree", "--name-only", B]), "op.json\nstate.json");
 
@@ -159,7 +159,7 @@ fn stream_and_prd_states() {
     assert_eq!(state["status"], "STOPPED");
     assert_eq!(state["branch"], "boulder/auth");
     assert_eq!(state["last_run"]["outcome"], "STOPPED");
-    assert_eq!(state["last_run"]["actor"], store.actor.as_str());
+    assert_eq!(state["last_run"]["actor"], store.actor().unwrap().as_str());
     let head = "0123456789abcdef0123456789abcdef01234567";
     store.append_raw::<StreamState>(s, "merged", json!({"commit": head, "strategy": "rebase"})).unwrap();
     store.append_raw::<StreamState>(s, "cleaned", json!({"worktree_removed": true, "branch_deleted": false})).unwrap();
@@ -330,7 +330,7 @@ fn actor_id_is_made_once_and_can_be_configured() {
                 s.spawn(|| {
                     let r = repo.open();
                     barrier.wait();
-                    Store::new(&r).unwrap().actor
+                    Store::new(&r).unwrap().actor().unwrap()
                 })
             })
             .collect();
@@ -345,12 +345,12 @@ fn actor_id_is_made_once_and_can_be_configured() {
     let leftovers: Vec<_> =
         std::fs::read_dir(repo.dir.join(".git/boulder")).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(leftovers, vec![std::ffi::OsString::from("actor")], "no temp files left");
-    assert_eq!(Store::new(&repo.open()).unwrap().actor, first, "stable");
+    assert_eq!(Store::new(&repo.open()).unwrap().actor().unwrap(), first, "stable");
 
     repo.git_out(&["config", "boulder.actor", "laptop"]);
-    assert_eq!(Store::new(&repo.open()).unwrap().actor, "laptop");
+    assert_eq!(Store::new(&repo.open()).unwrap().actor().unwrap(), "laptop");
     repo.git_out(&["config", "boulder.actor", "merge"]);
-    assert_eq!(Store::new(&repo.open()).err().unwrap().kind, Kind::Usage);
+    assert_eq!(Store::new(&repo.open()).unwrap().actor().err().unwrap().kind, Kind::Usage);
 }
 
 #[test]
@@ -596,7 +596,7 @@ proptest! {
         let r = repo.open();
         let base_store = Store::new(&r).unwrap();
         let names = replicas(&repo, &base_store);
-        let stores: Vec<Store> = (0..3).map(|i| Store { repo: &r, actor: format!("actor{i}") }).collect();
+        let stores: Vec<Store> = (0..3).map(|i| Store::with_actor(&r, format!("actor{i}"))).collect();
         let mut commits = BTreeSet::from(["b0".to_string()]);
         for s in &steps {
             match s {
@@ -651,7 +651,7 @@ fn merging_what_a_merge_already_holds_changes_nothing() {
     let r = repo.open();
     let store = Store::new(&r).unwrap();
     let names = replicas(&repo, &store);
-    let stores: Vec<Store> = (0..3).map(|i| Store { repo: &r, actor: format!("actor{i}") }).collect();
+    let stores: Vec<Store> = (0..3).map(|i| Store::with_actor(&r, format!("actor{i}"))).collect();
     stores[0].append_raw::<BoulderState>(&names[0], "enforced", json!({"gate": "idle", "message": "m7"})).unwrap();
     stores[1].append_raw::<BoulderState>(&names[1], "enforced", json!({"gate": "idle", "message": "m3"})).unwrap();
     stores[2].append_raw::<BoulderState>(&names[2], "activity", json!({"commit": "c7"})).unwrap();

@@ -22,8 +22,10 @@ use crate::plan::Level;
 use crate::state::{self, BoulderOp, BoulderState, Opt, Store};
 use crate::workspace::Workspace;
 
-/// The largest payload read; a harness payload is a few kilobytes (the last message included).
-pub const MAX_PAYLOAD: u64 = 1 << 20;
+/// The largest payload read. Most are a few kilobytes, but a `Write` carries the whole file: a
+/// lock file or generated code of several megabytes must still be judged, not let through
+/// unread. 64 MiB, the bound of a PRD.
+pub const MAX_PAYLOAD: u64 = 64 << 20;
 
 /// The tools that write a file, and the `tool_input` field naming it.
 pub const EDIT_TOOLS: &[&str] = &["Edit", "Write", "MultiEdit", "NotebookEdit"];
@@ -329,9 +331,17 @@ fn record_denial(ws: &Workspace, path: &str, rule: Rule, owner: Option<&str>) {
 
 /// `file` as an absolute path with symlinks resolved: its longest existing ancestor is
 /// canonicalized (symlinks and `..` resolved by the file system), the rest appended with `.` and
-/// `..` folded.
+/// `..` folded. A dangling symlink on the way is followed too: writing through it creates its
+/// target.
 pub fn resolve(cwd: &Path, file: &Path) -> PathBuf {
     let joined = if file.is_absolute() { file.to_path_buf() } else { cwd.join(file) };
+    resolve_from(joined, 0)
+}
+
+/// As many links as Linux follows in one path (`ELOOP` past that).
+const MAX_LINKS: usize = 40;
+
+fn resolve_from(joined: PathBuf, links: usize) -> PathBuf {
     let comps: Vec<Component> = joined.components().collect();
     for i in (1..=comps.len()).rev() {
         let prefix: PathBuf = comps[..i].iter().collect();
@@ -346,6 +356,13 @@ pub fn resolve(cwd: &Path, file: &Path) -> PathBuf {
                 }
             }
             return out;
+        }
+        if links < MAX_LINKS {
+            if let Ok(link) = std::fs::read_link(&prefix) {
+                let mut next = prefix.parent().map(Path::to_path_buf).unwrap_or_default().join(link);
+                next.extend(&comps[i..]);
+                return resolve_from(next, links + 1);
+            }
         }
     }
     joined
@@ -377,6 +394,17 @@ mod tests {
         {
             std::os::unix::fs::symlink(root.join("a"), root.join("link")).unwrap();
             assert_eq!(resolve(&root, Path::new("link/new.rs")), root.join("a/new.rs"));
+            // Dangling links are followed, relative ones from their folder, chains too.
+            std::os::unix::fs::symlink("../b/new.rs", root.join("a/dangling")).unwrap();
+            assert_eq!(resolve(&root, Path::new("a/dangling")), root.join("b/new.rs"));
+            std::os::unix::fs::symlink("a/dangling", root.join("chain")).unwrap();
+            assert_eq!(resolve(&root, Path::new("chain")), root.join("b/new.rs"));
+            std::os::unix::fs::symlink("gone/deeper", root.join("dir-link")).unwrap();
+            assert_eq!(resolve(&root, Path::new("dir-link/../f")), root.join("gone/f"));
+            // A loop ends, wherever.
+            std::os::unix::fs::symlink("loop2", root.join("loop1")).unwrap();
+            std::os::unix::fs::symlink("loop1", root.join("loop2")).unwrap();
+            let _ = resolve(&root, Path::new("loop1"));
         }
     }
 }

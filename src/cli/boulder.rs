@@ -63,8 +63,8 @@ pub struct CheckArgs {
     /// Override settings.boulder.recovery_window.
     #[arg(long, value_name = "D", value_parser = super::values::duration())]
     pub recovery_window: Option<std::time::Duration>,
-    /// Override settings.boulder.backoff_multiplier.
-    #[arg(long, value_name = "X")]
+    /// Override settings.boulder.backoff_multiplier (1 to 1000).
+    #[arg(long, value_name = "X", value_parser = super::values::multiplier())]
     pub backoff_multiplier: Option<f64>,
 }
 
@@ -99,7 +99,7 @@ pub struct ResumeArgs {
 
 pub fn create(ws: &Workspace, args: CreateArgs) -> Result<()> {
     let depth = tree::create(ws, &args.name, args.parent.as_deref(), args.stream.as_deref())?;
-    eprintln!("created boulder {} (depth {depth})", args.name);
+    crate::progress::note(&format!("created boulder {} (depth {depth})", args.name));
     Ok(())
 }
 
@@ -175,7 +175,7 @@ pub fn checkpoint(ws: &Workspace, args: CheckpointArgs) -> Result<()> {
     }
     let id = tree::target(ws, args.boulder.as_deref())?;
     tree::checkpoint(ws, &id, &args.message)?;
-    eprintln!("checkpoint recorded on boulder {id}");
+    crate::progress::note(&format!("checkpoint recorded on boulder {id}"));
     Ok(())
 }
 

@@ -87,13 +87,14 @@ pub fn run(cmd: HooksCommand) -> Result<()> {
                 if h.not_running_in.is_empty() {
                     continue;
                 }
-                let fix = h.problem().map(|(_, fix)| fix).unwrap_or_else(|| "git boulder hooks install".into());
-                writeln!(
-                    out,
-                    "git-boulder's {} hook would not run in {} (git looks in another hooks folder there); fix: {fix}",
-                    h.name,
-                    h.not_running_in.join(", ")
-                )?;
+                // Why, as doctor says it: another folder, another tool's hook in its place, …
+                let (what, fix) = h.problem().unwrap_or_else(|| {
+                    (
+                        format!("git-boulder's {} hook would not run in {}", h.name, h.not_running_in.join(", ")),
+                        "git boulder hooks install".into(),
+                    )
+                });
+                writeln!(out, "{}; fix: {fix}", crate::text::inert_lines(&what))?;
             }
         }
     }

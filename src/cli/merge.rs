@@ -120,7 +120,14 @@ fn print(ctx: &Context, out: &mut impl Write, r: &Report, dry_run: bool) -> Resu
         let rows: Vec<Vec<String>> = r
             .conflicts
             .iter()
-            .map(|c| vec![c.path.clone(), c.kind.as_str().to_string(), c.commit[..12].to_string(), c.subject.clone()])
+            .map(|c| {
+                vec![
+                    crate::text::quote_path(c.path.as_bytes()).into_owned(),
+                    c.kind.as_str().to_string(),
+                    c.commit[..12].to_string(),
+                    c.subject.clone(),
+                ]
+            })
             .collect();
         return super::output::table(out, &["PATH", "KIND", "COMMIT", "SUBJECT"], &rows, |col, _| {
             (col == 1).then_some("31")

@@ -61,6 +61,11 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub trust: bool,
 
+    /// Trust the plan's commands for this run only if their fingerprint is this one (`work
+    /// --trust` passes the plan it read on to its `stream run` and `stream merge`).
+    #[arg(long, global = true, hide = true, value_name = "FINGERPRINT")]
+    pub trust_fingerprint: Option<String>,
+
     /// Trace what is done and how long each step takes, on stderr (also BOULDER_TRACE=1).
     #[arg(long, short, global = true)]
     pub verbose: bool,
@@ -212,7 +217,7 @@ fn run_direct_hook(path: &std::ffi::OsStr, rest: &[std::ffi::OsString]) -> Optio
 /// the caller to print and map to its exit code ([`Error::exit_code`](crate::Error::exit_code)).
 pub fn run(cli: Cli) -> Result<u8> {
     // Flags and the environment variables that stand for them, read once for the whole run.
-    let ctx = Context::new(cli.quiet, cli.verbose, cli.trust).install();
+    let ctx = Context::new(cli.quiet, cli.verbose, cli.trust).trusting_only(cli.trust_fingerprint.clone()).install();
     let _span = crate::trace::span("the whole command");
     match cli.command {
         Command::Demo(args) => demo::run(args, ctx).map(|()| 0),

@@ -1,4 +1,5 @@
-//! Output helpers: colour only on a terminal and never under `NO_COLOR`, plain tables, JSON.
+//! Output helpers: colour as git's `color.ui` says (on a terminal by default), never under
+//! `NO_COLOR`; plain tables, JSON.
 
 use std::io::Write;
 
@@ -6,7 +7,7 @@ use crate::error::Result;
 
 /// Whether stdout should be coloured (see [`crate::context`]).
 pub fn color_stdout() -> bool {
-    crate::context::current().colour
+    crate::context::colour()
 }
 
 /// Wrap `text` in an ANSI colour when `on`.

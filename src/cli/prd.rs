@@ -238,7 +238,7 @@ fn done(ws: &Workspace, args: DoneArgs, done: bool) -> Result<()> {
     let store = Store::new(&ws.repo)?;
     if done {
         store.append::<PrdState>(PRD_REF, PrdOp::Done { ids: args.ids.clone() })?;
-        eprintln!("recorded done: {}", crate::text::inert(&args.ids.join(", ")));
+        crate::progress::note(&format!("recorded done: {}", args.ids.join(", ")));
         return Ok(());
     }
     let recorded = ws.recorded_done()?;
@@ -246,11 +246,11 @@ fn done(ws: &Workspace, args: DoneArgs, done: bool) -> Result<()> {
     if !had.is_empty() {
         store.append::<PrdState>(PRD_REF, PrdOp::Undone { ids: had.iter().map(|s| s.to_string()).collect() })?;
         let list: Vec<&str> = had.iter().map(|s| s.as_str()).collect();
-        eprintln!("took back done: {}", crate::text::inert(&list.join(", ")));
+        crate::progress::note(&format!("took back done: {}", list.join(", ")));
     }
     if !not.is_empty() {
         let list: Vec<&str> = not.iter().map(|s| s.as_str()).collect();
-        eprintln!("not recorded done (nothing to take back): {}", crate::text::inert(&list.join(", ")));
+        crate::progress::note(&format!("not recorded done (nothing to take back): {}", list.join(", ")));
     }
     let ticked: Vec<&str> =
         args.ids.iter().filter(|id| prd.story(id).is_some_and(|s| s.status.is_done())).map(|s| s.as_str()).collect();

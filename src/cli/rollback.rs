@@ -75,8 +75,11 @@ pub fn unmerge(ws: &Workspace, ctx: &Context, args: UnmergeArgs) -> Result<()> {
     };
     if !u.conflicts.is_empty() {
         writeln!(out, "stream {} ← {base}: the revert conflicts with what came after", u.stream)?;
-        let rows: Vec<Vec<String>> =
-            u.conflicts.iter().map(|c| vec![c.path.clone(), c.kind.as_str().to_string()]).collect();
+        let rows: Vec<Vec<String>> = u
+            .conflicts
+            .iter()
+            .map(|c| vec![crate::text::quote_path(c.path.as_bytes()).into_owned(), c.kind.as_str().to_string()])
+            .collect();
         super::output::table(&mut out, &["PATH", "KIND"], &rows, |col, _| (col == 1).then_some("31"))?;
         return Err(Error::refused(format!(
             "stream {} cannot be taken out of {base}: {} conflict(s) with later commits; nothing was changed",

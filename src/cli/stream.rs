@@ -204,7 +204,7 @@ pub fn run(ws: &Workspace, ctx: &Context, cmd: StreamCommand) -> Result<()> {
             let plan = ws.plan()?;
             let stream = ws.stream(&plan, &args.name)?;
             crate::stream::runloop::stop(ws, &stream.name)?;
-            eprintln!("asked stream {} to stop after its current iteration", stream.name);
+            crate::progress::note(&format!("asked stream {} to stop after its current iteration", stream.name));
             Ok(())
         }
         StreamCommand::Cleanup(args) => cleanup(ws, args),
@@ -268,11 +268,11 @@ fn hooks_for_init(ws: &Workspace, no_hooks: bool) {
             "git-boulder's hooks are not installed (--no-hooks): commits in the stream worktrees will not be recorded; \
              `git boulder hooks install` records them from now on, `git boulder doctor` finds commits left unrecorded"
         ),
-        Ensured::Installed { missing, dir } => eprintln!(
+        Ensured::Installed { missing, dir } => crate::progress::note(&format!(
             "installed git-boulder's hooks ({}) in {}, so commits in the stream worktrees are recorded",
             missing.join(", "),
-            crate::text::inert(&dir)
-        ),
+            dir
+        )),
         Ensured::Failed(e) => eprintln!(
             "warning: git-boulder's hooks are not installed, so commits will not be recorded: {}\n  {}",
             crate::text::inert_lines(&e.message),
@@ -391,7 +391,11 @@ fn add(ws: &Workspace, args: AddArgs) -> Result<()> {
     stories_free(ws, &args.stories)?;
     let stream = plan::edit::NewStream { name: &args.name, stories: &args.stories, paths: &args.paths };
     plan::edit::add_stream(&path, &stream)?;
-    eprintln!("added stream {} to {}; check it with `git boulder stream validate`", args.name, path.display());
+    crate::progress::note(&format!(
+        "added stream {} to {}; check it with `git boulder stream validate`",
+        args.name,
+        path.display()
+    ));
     Ok(())
 }
 

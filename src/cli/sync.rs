@@ -196,7 +196,7 @@ pub fn claim(ws: &Workspace, args: ClaimArgs) -> Result<()> {
     let plan = ws.plan()?;
     let stream = ws.stream(&plan, &args.name)?;
     let remote = claim_remote(ws, args.remote)?;
-    let actor = Store::new(&ws.repo)?.actor;
+    let actor = Store::new(&ws.repo)?.actor()?;
     let (c, how) = crate::sync::claim::take(&ws.repo, &remote, &stream.name, &actor, args.ttl)?;
     let (how, note) = match how {
         crate::sync::claim::Taken::New => ("claimed", String::new()),
@@ -218,7 +218,7 @@ pub fn release(ws: &Workspace, args: ReleaseArgs) -> Result<()> {
     let plan = ws.plan()?;
     let stream = ws.stream(&plan, &args.name)?;
     let remote = claim_remote(ws, args.remote)?;
-    let actor = Store::new(&ws.repo)?.actor;
+    let actor = Store::new(&ws.repo)?.actor()?;
     let mut out = std::io::stdout().lock();
     match crate::sync::claim::release(&ws.repo, &remote, &stream.name, &actor, args.force)? {
         Some(_) => writeln!(out, "released stream {} on {}", stream.name, remote.given)?,

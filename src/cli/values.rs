@@ -27,10 +27,33 @@ impl TypedValueParser for DurationParser {
         value: &std::ffi::OsStr,
     ) -> Result<Duration, clap::Error> {
         let text = value.to_string_lossy();
-        crate::time::parse_duration(&text).map_err(|e| {
-            let flag = arg.and_then(|a| a.get_long()).map(|l| format!("--{l}: ")).unwrap_or_default();
-            usage_error(format!("{flag}{e}"), None)
-        })
+        crate::time::parse_duration(&text).map_err(|e| usage_error(format!("{}{e}", flag(arg)), None))
+    }
+}
+
+/// A growth factor of the cooldown: a number from 1 to 1000, as `backoff_multiplier` in the plan.
+#[derive(Debug, Clone, Copy)]
+pub struct MultiplierParser;
+
+/// The value parser of `--backoff-multiplier`.
+pub fn multiplier() -> MultiplierParser {
+    MultiplierParser
+}
+
+impl TypedValueParser for MultiplierParser {
+    type Value = f64;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<f64, clap::Error> {
+        let text = value.to_string_lossy();
+        match text.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() && (1.0..=1000.0).contains(&v) => Ok(v),
+            _ => Err(usage_error(format!("{}expected a number from 1 to 1000, not {text:?}", flag(arg)), None)),
+        }
     }
 }
 
@@ -56,6 +79,11 @@ impl TypedValueParser for StreamNameParser {
         crate::names::check("stream", &name).map_err(|e| usage_error(e.to_string(), Some(crate::names::RULE)))?;
         Ok(name.into_owned())
     }
+}
+
+/// `--NAME: `, the prefix naming the flag a bad value was given to.
+fn flag(arg: Option<&clap::Arg>) -> String {
+    arg.and_then(|a| a.get_long()).map(|l| format!("--{l}: ")).unwrap_or_default()
 }
 
 /// A usage error printed as git-boulder prints its own: `error: MESSAGE` (inert), then a hint,

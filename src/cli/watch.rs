@@ -46,7 +46,7 @@ pub fn run(ws: &Workspace, plan: &crate::plan::Plan, json: bool) -> Result<()> {
                 write!(out, "\x1b[H\x1b[2J{}", block.replace('\n', "\r\n"))?;
                 writeln!(out, "(q or Ctrl-C to quit)\r")?;
                 out.flush()?;
-            } else if block != last_print {
+            } else if body(&block) != body(&last_print) || last_print_at.is_none() {
                 if last_print_at.is_some() && !json {
                     writeln!(out)?;
                 }
@@ -59,6 +59,16 @@ pub fn run(ws: &Workspace, plan: &crate::plan::Plan, json: bool) -> Result<()> {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
     Ok(())
+}
+
+/// A block without its header line (the time it was made): two blocks that say the same are
+/// printed once, whatever ref moved.
+fn body(block: &str) -> &str {
+    if block.starts_with("streams at ") {
+        block.split_once('\n').map_or("", |(_, rest)| rest)
+    } else {
+        block
+    }
 }
 
 /// One block of the watch: a header line with the time, then the table.

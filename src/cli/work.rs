@@ -39,8 +39,10 @@ pub fn run(ws: &Workspace, ctx: &Context, args: WorkArgs) -> Result<()> {
     let exe = std::env::current_exe()
         .map_err(|e| Error::internal(format!("cannot find this program: {e}")).hint("reinstall git-boulder"))?;
     let mut child_flags = Vec::new();
-    if ctx.trust {
-        child_flags.push("--trust".to_string());
+    // `--trust` is for the plan read now: the children trust its commands only, not those of a
+    // plan a pull brings in while the worker runs.
+    if let (true, Some(fp)) = (ctx.trust, crate::trust::fingerprint(&plan)) {
+        child_flags.extend(["--trust-fingerprint".to_string(), fp]);
     }
     if let Some(c) = &ws.config_override {
         child_flags.push("--config".to_string());

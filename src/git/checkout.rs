@@ -5,9 +5,12 @@
 //! unchanged entries so git stays fast. When to move, and what to refuse, is decided by
 //! `worktree::checkout`, above this layer.
 //!
-//! A path counts as safe when it holds either the old or the new content, and files written by an
-//! interrupted move are recognised by the stat data it recorded in a scratch index, so a move
-//! killed half-way is finished by doing it again with the same trees.
+//! A path counts as safe when it holds either the old or the new content. Files are written whole:
+//! git writes them into a staging folder in the git dir, and each is renamed into place, so a
+//! killed move leaves every path with its old or its new file, never half of one. Before the
+//! worktree is touched, a record names each file to be deleted and each staged file (inode, size,
+//! modification time, which a rename keeps), so a move killed half-way is recognised as its own
+//! work — whatever filters did to the files — and finished by doing it again with the same trees.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -66,8 +69,81 @@ pub struct Move {
     new_tree: ObjectId,
     changes: Vec<FileChange>,
     before: HashMap<BString, OldEntry>,
-    /// Stat data of the files an interrupted run of this move already wrote.
-    written_before: HashMap<BString, gix::index::entry::Stat>,
+    /// What an interrupted run of this move already did, by path.
+    done_before: HashMap<BString, Done>,
+}
+
+/// What a move did to one path, as its record says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Done {
+    Deleted,
+    /// A file put in place by renaming the staged one: which file that is.
+    Written {
+        ino: u64,
+        size: u64,
+        mtime: (i64, i64),
+    },
+}
+
+impl Done {
+    fn of(path: &Path) -> Option<Done> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(path).ok()?;
+        Some(Done::Written { ino: m.ino(), size: m.size(), mtime: (m.mtime(), m.mtime_nsec()) })
+    }
+
+    /// Whether the path `full` is as this record left it.
+    fn still(&self, full: &Path) -> bool {
+        match self {
+            Done::Deleted => matches!(
+                std::fs::symlink_metadata(full),
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory)
+            ),
+            written => Done::of(full).as_ref() == Some(written),
+        }
+    }
+}
+
+/// The record of a move: `D<path>\0` for a deletion, `W<ino> <size> <secs> <nanos> <path>\0` for
+/// a written file (paths are bytes without NUL).
+fn encode(record: &[(BString, Done)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (path, done) in record {
+        match done {
+            Done::Deleted => out.push(b'D'),
+            Done::Written { ino, size, mtime } => out.extend(format!("W{ino} {size} {} {} ", mtime.0, mtime.1).bytes()),
+        }
+        out.extend_from_slice(path);
+        out.push(0);
+    }
+    out
+}
+
+fn decode(bytes: &[u8]) -> HashMap<BString, Done> {
+    let mut out = HashMap::new();
+    for item in bytes.split(|b| *b == 0).filter(|i| !i.is_empty()) {
+        match item.split_first() {
+            Some((b'D', path)) => {
+                out.insert(BString::from(path), Done::Deleted);
+            }
+            Some((b'W', rest)) => {
+                let mut parts = rest.splitn(5, |b| *b == b' ');
+                let mut word = || parts.next().and_then(|p| std::str::from_utf8(p).ok());
+                let (ino, size, secs, nanos) = (word(), word(), word(), word());
+                let parsed = (
+                    ino.and_then(|v| v.parse().ok()),
+                    size.and_then(|v| v.parse().ok()),
+                    secs.and_then(|v| v.parse().ok()),
+                    nanos.and_then(|v| v.parse().ok()),
+                );
+                if let ((Some(ino), Some(size), Some(secs), Some(nanos)), Some(path)) = (parsed, parts.next()) {
+                    out.insert(BString::from(path), Done::Written { ino, size, mtime: (secs, nanos) });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// The index after [`Worktree::apply`], to be put in place; `new_sparse_paths` when paths that a
@@ -116,24 +192,37 @@ impl Worktree {
     /// Plan moving the files of `index` (at tree `from`) to tree `to`.
     pub fn plan_move(&self, index: &Index, from: ObjectId, to: ObjectId) -> Result<Move> {
         let changes = crate::git::diff::changes(&self.repo, from, to)?;
-        Ok(Move { new_tree: to, changes, before: old_entries(&index.0), written_before: HashMap::new() })
+        Ok(Move { new_tree: to, changes, before: old_entries(&index.0), done_before: HashMap::new() })
     }
 
     fn scratch(&self) -> PathBuf {
         self.git_dir.join("index.boulder-checkout")
     }
 
-    /// Recognise the files an interrupted run of `mv` already wrote (the branch moved, the index
-    /// not yet), by the stat data it recorded; `fresh` when no run can have started (the record
-    /// is then a leftover and is removed).
+    fn stage(&self) -> PathBuf {
+        self.git_dir.join("boulder-checkout.stage")
+    }
+
+    fn record(&self) -> PathBuf {
+        self.git_dir.join("boulder-checkout.record")
+    }
+
+    /// Remove what a run of a move leaves until its index is in place (record, staging folder,
+    /// scratch index): once the index is there, they record nothing that is still to do.
+    pub fn forget_interrupted(&self) {
+        let _ = std::fs::remove_file(self.record());
+        let _ = std::fs::remove_file(self.scratch());
+        let _ = std::fs::remove_dir_all(self.stage());
+    }
+
+    /// Recognise what an interrupted run of `mv` already did (the branch moved, the index not
+    /// yet), by its record; `fresh` when no run can have started (the record is then a leftover
+    /// and is removed).
     pub fn recall_interrupted(&self, mv: &mut Move, fresh: bool) {
-        let scratch = self.scratch();
         if fresh {
-            let _ = std::fs::remove_file(&scratch);
+            let _ = std::fs::remove_file(self.record());
         }
-        mv.written_before = gix::index::File::at(&scratch, self.repo.object_hash(), false, Default::default())
-            .map(|f| f.entries().iter().map(|e| (e.path(&f).to_owned(), e.stat)).collect())
-            .unwrap_or_default();
+        mv.done_before = std::fs::read(self.record()).map(|b| decode(&b)).unwrap_or_default();
     }
 
     /// Paths that stop `mv`: a changed path holding neither its old nor its new content (local
@@ -143,6 +232,10 @@ impl Worktree {
         let work_dir = &self.work_dir;
         let ids: HashMap<BString, (ObjectId, gix::index::entry::Stat)> =
             mv.before.iter().map(|(p, e)| (p.clone(), (e.id, e.stat))).collect();
+        // Tracked paths this move takes away (each checked below for local changes): a file
+        // replaced by a folder, or a folder of them replaced by a file, is in nobody's way.
+        let removed: HashSet<&BStr> =
+            mv.changes.iter().filter(|c| c.old.is_some() && c.new.is_none()).map(|c| c.path.as_bstr()).collect();
         let mut found = Vec::new();
         for c in &mv.changes {
             if is_gitlink(c) {
@@ -165,16 +258,20 @@ impl Worktree {
                 found.push((c.path.to_str_lossy().into_owned(), Obstacle::Submodule));
                 continue;
             }
-            let ours = mv.written_before.get(&c.path).is_some_and(|stat| {
-                let full = in_worktree(work_dir, c.path.as_bstr());
-                gix::index::fs::Metadata::from_path_no_follow(&full)
-                    .ok()
-                    .and_then(|m| gix::index::entry::Stat::from_fs(&m).ok())
-                    .is_some_and(|now| now.matches(stat, Default::default()))
-            });
+            if c.new.is_some() {
+                // What git's checkout would remove to make room: a file or symlink where a folder
+                // of the new path is to be, or a folder where the new file is to be. Only what
+                // this move takes away may go; anything else is the user's (git refuses too).
+                if let Some(blocker) = in_the_way(work_dir, c, &removed) {
+                    found.push((blocker, Obstacle::Untracked));
+                    continue;
+                }
+            }
+            let ours = mv.done_before.get(&c.path).is_some_and(|d| d.still(&in_worktree(work_dir, c.path.as_bstr())));
             if ours
                 || holds(&self.repo, work_dir, &c.path, c.old, &ids)
                 || holds(&self.repo, work_dir, &c.path, c.new, &ids)
+                || c.old.is_none() && is_real_dir(&in_worktree(work_dir, c.path.as_bstr()))
             {
                 continue;
             }
@@ -185,38 +282,22 @@ impl Worktree {
     }
 
     /// Write the files of `mv`: deletions first, then the changed files through git's checkout
-    /// (skip-worktree entries stay unwritten, submodules are not entered). Returns the new index,
-    /// which the caller puts in place (through the index lock it holds), then calls [`Self::finish`].
+    /// (skip-worktree entries stay unwritten, submodules are not entered), each staged whole and
+    /// renamed into place, all of it recorded before the worktree is touched. Returns the new
+    /// index, which the caller puts in place (through the index lock it holds), then calls
+    /// [`Self::finish`].
     pub fn apply(&self, mv: &Move) -> Result<Moved> {
         let (work_dir, git_dir) = (&self.work_dir, &self.git_dir);
         let (changes, before) = (&mv.changes, &mv.before);
-        let scratch = self.scratch();
-        // 1. Deletions (and paths whose kind changes), then the folders they leave empty.
-        for c in changes.iter().filter(|c| c.old.is_some()) {
-            let kind_changes = c.new.is_some_and(|(_, k)| Some(k) != c.old.map(|(_, k)| k));
-            if (c.new.is_some() && !kind_changes) || before.get(&c.path).is_some_and(|e| e.skip_worktree) {
-                continue;
-            }
-            let full = in_worktree(work_dir, c.path.as_bstr());
-            match std::fs::symlink_metadata(&full) {
-                Ok(m) if m.is_dir() && !m.file_type().is_symlink() => {
-                    // A submodule's folder: removed only when empty, as git does without --recurse-submodules.
-                    let _ = std::fs::remove_dir(&full);
-                }
-                Ok(_) => std::fs::remove_file(&full)
-                    .map_err(|e| Error::internal(format!("cannot delete {}: {e}", full.display())))?,
-                Err(_) => {}
-            }
-            if let Some(parent) = full.parent() {
-                remove_empty_dirs(parent.to_owned(), work_dir);
-            }
-        }
 
-        // 2. The new index: the new tree, keeping skip-worktree flags and unchanged files' stat data.
+        // 1. The new index: the new tree, keeping skip-worktree flags and unchanged files' stat data.
         let mut next = self.repo.index_from_tree(&mv.new_tree).internal("cannot build the index of the new tree")?;
         let changed: HashSet<&BStr> = changes.iter().map(|c| c.path.as_bstr()).collect();
         let paths: Vec<BString> = next.entries().iter().map(|e| e.path(&next).to_owned()).collect();
-        let mut to_write: Vec<BString> = Vec::new();
+        // The entries (by index in `next`) whose files are written.
+        let mut to_write: Vec<usize> = Vec::new();
+        // The submodules whose folder is made, once the deletions have made room.
+        let mut submodules: Vec<usize> = Vec::new();
         let mut added_sparse_candidates = false;
         for (i, path) in paths.iter().enumerate() {
             let e = &mut next.entries_mut()[i];
@@ -228,46 +309,95 @@ impl Worktree {
             }
             if changed.contains(path.as_bstr()) {
                 if e.mode == gix::index::entry::Mode::COMMIT {
-                    let full = in_worktree(work_dir, path.as_bstr());
-                    let _ = std::fs::create_dir_all(full);
+                    submodules.push(i);
                 } else {
-                    to_write.push(path.clone());
+                    to_write.push(i);
                     added_sparse_candidates |= prev.is_none();
                 }
             } else if let Some(p) = prev.filter(|p| p.id == e.id) {
                 e.stat = p.stat;
             }
         }
+        // Deletions, and paths whose kind changes.
+        let deleted: Vec<&FileChange> = changes
+            .iter()
+            .filter(|c| c.old.is_some())
+            .filter(|c| {
+                let kind_changes = c.new.is_some_and(|(_, k)| Some(k) != c.old.map(|(_, k)| k));
+                (c.new.is_none() || kind_changes) && !before.get(&c.path).is_some_and(|e| e.skip_worktree)
+            })
+            .collect();
 
-        // 3. The files, written by git through the checkout filters (.gitattributes files first, as
-        //    git does, so the others are converted by the new rules).
+        // 2. The files, written by git through the checkout filters into the staging folder
+        //    (.gitattributes files first, as git does, so the others are converted by the new rules).
+        let scratch = self.scratch();
         if !to_write.is_empty() {
-            {
-                let mut f = std::io::BufWriter::new(
-                    std::fs::File::create(&scratch)
-                        .map_err(|e| Error::internal(format!("cannot write {}: {e}", scratch.display())))?,
-                );
-                next.write_to(&mut f, Default::default()).map_err(|e| gix_err("cannot write the index", e))?;
-                std::io::Write::flush(&mut f)?;
-            }
-            let (attrs, rest): (Vec<&BString>, Vec<&BString>) =
-                to_write.iter().partition(|p| p.ends_with(b".gitattributes"));
-            for batch in [attrs, rest] {
-                if !batch.is_empty() {
-                    let list: Vec<&[u8]> = batch.iter().map(|p| p.as_slice()).collect();
-                    crate::git::cli::checkout_index(git_dir, work_dir, &scratch, &list)?;
+            let mut f = std::io::BufWriter::new(
+                std::fs::File::create(&scratch)
+                    .map_err(|e| Error::internal(format!("cannot write {}: {e}", scratch.display())))?,
+            );
+            next.write_to(&mut f, Default::default()).map_err(|e| gix_err("cannot write the index", e))?;
+            std::io::Write::flush(&mut f)?;
+        }
+        let stage = self.stage();
+        let _ = std::fs::remove_dir_all(&stage);
+        let (attrs, rest): (Vec<&BString>, Vec<&BString>) =
+            to_write.iter().map(|&i| &paths[i]).partition(|p| p.ends_with(b".gitattributes"));
+        let mut record: Vec<(BString, Done)> = deleted.iter().map(|c| (c.path.clone(), Done::Deleted)).collect();
+        for (round, batch) in [attrs, rest].into_iter().enumerate() {
+            if !batch.is_empty() {
+                std::fs::create_dir_all(&stage)
+                    .map_err(|e| Error::internal(format!("cannot create {}: {e}", stage.display())))?;
+                let list: Vec<&[u8]> = batch.iter().map(|p| p.as_slice()).collect();
+                crate::git::cli::checkout_index(git_dir, work_dir, &scratch, &stage, &list)?;
+                for p in &batch {
+                    let staged = in_worktree(&stage, p.as_bstr());
+                    let done = Done::of(&staged).ok_or_else(|| {
+                        Error::internal(format!("git checkout-index did not write {}", staged.display()))
+                    })?;
+                    record.push(((*p).clone(), done));
                 }
             }
-            let written = gix::index::File::at(&scratch, self.repo.object_hash(), false, Default::default())
-                .map_err(|e| gix_err("cannot read back the checked-out files' index", e))?;
-            let stats: HashMap<&BStr, gix::index::entry::Stat> =
-                written.entries().iter().map(|e| (e.path(&written), e.stat)).collect();
-            for (i, path) in paths.iter().enumerate() {
-                if let Some(stat) = stats.get(path.as_bstr()) {
-                    if changed.contains(path.as_bstr()) {
-                        next.entries_mut()[i].stat = *stat;
+            // 3. The record, before the worktree changes; then the deletions and the files.
+            crate::fsutil::write_atomic(&self.record(), &encode(&record))?;
+            crate::failpoint::hit("checkout-recorded");
+            if round == 0 {
+                for c in &deleted {
+                    let full = in_worktree(work_dir, c.path.as_bstr());
+                    match std::fs::symlink_metadata(&full) {
+                        Ok(m) if m.is_dir() && !m.file_type().is_symlink() => {
+                            // A submodule's folder: removed only when empty, as git does without --recurse-submodules.
+                            let _ = std::fs::remove_dir(&full);
+                        }
+                        Ok(_) => std::fs::remove_file(&full)
+                            .map_err(|e| Error::internal(format!("cannot delete {}: {e}", full.display())))?,
+                        Err(_) => {}
+                    }
+                    if let Some(parent) = full.parent() {
+                        remove_empty_dirs(parent.to_owned(), work_dir);
                     }
                 }
+                for &i in &submodules {
+                    let _ = std::fs::create_dir_all(in_worktree(work_dir, paths[i].as_bstr()));
+                }
+            }
+            for (i, p) in batch.iter().enumerate() {
+                put_in_place(&in_worktree(&stage, p.as_bstr()), &in_worktree(work_dir, p.as_bstr()))?;
+                if i == 0 {
+                    crate::failpoint::hit("checkout-first-file");
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&stage);
+
+        // 4. The written files' stat data, as they are now in place.
+        for &i in &to_write {
+            let full = in_worktree(work_dir, paths[i].as_bstr());
+            if let Some(stat) = gix::index::fs::Metadata::from_path_no_follow(&full)
+                .ok()
+                .and_then(|m| gix::index::entry::Stat::from_fs(&m).ok())
+            {
+                next.entries_mut()[i].stat = stat;
             }
         }
         Ok(Moved { index: Index(next), new_sparse_paths: added_sparse_candidates })
@@ -276,7 +406,7 @@ impl Worktree {
     /// After the new index is in place: drop the record of written files, and let git apply the
     /// sparse patterns to new paths of a sparse checkout.
     pub fn finish(&self, mv: &Move, moved: &Moved) -> Result<()> {
-        let _ = std::fs::remove_file(self.scratch());
+        self.forget_interrupted();
         let sparse = mv.before.values().any(|e| e.skip_worktree) || sparse_checkout(&self.repo);
         if moved.new_sparse_paths && sparse {
             crate::git::cli::sparse_reapply(&self.work_dir)?;
@@ -298,7 +428,8 @@ fn holds(
     let full = work_dir.join(rel_path);
     let meta = std::fs::symlink_metadata(&full);
     let Some((id, kind)) = want else {
-        return matches!(&meta, Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+        // Under a file or symlink, the path is absent too (that one is checked by `in_the_way`).
+        return matches!(&meta, Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory));
     };
     let Ok(meta) = meta else { return false };
     let bytes = match kind {
@@ -327,6 +458,60 @@ fn holds(
     }
 }
 
+/// A folder, not a symlink to one.
+fn is_real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+}
+
+/// What stands where the new side of `c` is to be written and would have to be removed first,
+/// when it is not all in `removed` (the tracked paths the move takes away): a file or symlink
+/// where one of the path's folders is to be, or a folder (holding anything else) where the file
+/// is to be. Returns the first such path, relative.
+fn in_the_way(work_dir: &Path, c: &FileChange, removed: &HashSet<&BStr>) -> Option<String> {
+    let path = c.path.as_bstr();
+    // The folders leading to it: each must be a folder, absent, or a tracked file going away.
+    for i in path.find_iter("/") {
+        let folder = &path[..i];
+        match std::fs::symlink_metadata(in_worktree(work_dir, folder)) {
+            Ok(m) if m.is_dir() => continue,
+            Ok(_) if removed.contains(folder) => break,
+            Ok(_) => return Some(folder.to_str_lossy().into_owned()),
+            Err(_) => break,
+        }
+    }
+    // A folder where a file (or symlink) is to be: it may hold only tracked files going away.
+    if c.new.is_some_and(|(_, k)| k != EntryKind::Commit) {
+        let full = in_worktree(work_dir, path);
+        if is_real_dir(&full) {
+            return first_kept(&full, path.to_owned(), removed);
+        }
+    }
+    None
+}
+
+/// The first file under the folder `dir` (worktree-relative `rel`) that is not in `removed`.
+fn first_kept(dir: &Path, rel: BString, removed: &HashSet<&BStr>) -> Option<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Some(rel.to_str_lossy().into_owned()) };
+    for e in entries {
+        let Ok(e) = e else { return Some(rel.to_str_lossy().into_owned()) };
+        let mut child = rel.clone();
+        child.push(b'/');
+        let name = e.file_name();
+        match gix::path::os_str_into_bstr(&name) {
+            Ok(n) => child.extend_from_slice(n),
+            Err(_) => return Some(child.to_str_lossy().into_owned()),
+        }
+        if is_real_dir(&e.path()) {
+            if let Some(kept) = first_kept(&e.path(), child, removed) {
+                return Some(kept);
+            }
+        } else if !removed.contains(child.as_bstr()) {
+            return Some(child.to_str_lossy().into_owned());
+        }
+    }
+    None
+}
+
 /// Both sides of the change are submodules (or absent): the merge moves a gitlink and never
 /// enters the submodule, so there is nothing in the worktree to check.
 fn is_gitlink(c: &FileChange) -> bool {
@@ -342,6 +527,47 @@ fn submodule_in_the_way(work_dir: &Path, c: &FileChange) -> bool {
     was_sub
         && becomes_file
         && std::fs::read_dir(in_worktree(work_dir, c.path.as_bstr())).is_ok_and(|mut d| d.next().is_some())
+}
+
+/// Rename the staged file `from` to `to`, making its folders, or taking the place of a folder
+/// the move emptied. Across file systems (a worktree on another disk than its git dir), a copy
+/// beside `to` is renamed instead, so the file still appears whole.
+fn put_in_place(from: &Path, to: &Path) -> Result<()> {
+    let fail = |e: std::io::Error| Error::internal(format!("cannot put {} in place: {e}", to.display()));
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).map_err(fail)?;
+    }
+    if std::fs::symlink_metadata(to).is_ok_and(|m| m.is_dir()) {
+        // Only empty folders are left where a file goes (see `in_the_way`).
+        remove_empty_tree(to);
+    }
+    match std::fs::rename(from, to) {
+        Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => {
+            let name = to.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let tmp = to.with_file_name(format!(".{name}.boulder-{}", std::process::id()));
+            let _ = std::fs::remove_file(&tmp);
+            let meta = std::fs::symlink_metadata(from).map_err(fail)?;
+            if meta.file_type().is_symlink() {
+                std::os::unix::fs::symlink(std::fs::read_link(from).map_err(fail)?, &tmp).map_err(fail)?;
+            } else {
+                std::fs::copy(from, &tmp).map_err(fail)?;
+            }
+            std::fs::rename(&tmp, to).map_err(fail)
+        }
+        other => other.map_err(fail),
+    }
+}
+
+/// Remove the folder `dir` when it holds only (nested) empty folders.
+fn remove_empty_tree(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_empty_tree(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// Remove `dir` and its parents up to (not including) `stop` while they are empty.

@@ -86,16 +86,18 @@ pub fn run_with_input(cmd: Command, input: &[u8], what: &str) -> Result<Output> 
     Ok(out)
 }
 
-/// Write the files `paths` (as recorded in the index file `index_file`) into the worktree
-/// `work_dir` whose git dir is `git_dir`: `git checkout-index -f -u -z --stdin`.
+/// Write the files `paths` (as recorded in the index file `index_file`) of the worktree `work_dir`
+/// whose git dir is `git_dir` into the folder `stage` instead, each at its path below it, from
+/// where the caller renames them into place: `git checkout-index -f -z --stdin --prefix=STAGE/`.
 ///
 /// Why the git CLI: files must reach a worktree exactly as `git checkout` writes them — converted
 /// by `.gitattributes` (`text`, `eol`, `ident`, `working-tree-encoding`) and by every configured
 /// filter driver (`filter.<driver>.smudge` and `.process`, git-lfs among them). That is git's
-/// behaviour to match, not ours to re-implement. The index file is a private one
-/// (`GIT_INDEX_FILE`): `-u` records the written files' stat data there, and the worktree's own
-/// index (whose lock the caller holds) is not touched.
-pub fn checkout_index(git_dir: &Path, work_dir: &Path, index_file: &Path, paths: &[&[u8]]) -> Result<()> {
+/// behaviour to match, not ours to re-implement. Attributes are read as for the worktree's paths
+/// (the prefix does not change which rules apply). The index file is a private one
+/// (`GIT_INDEX_FILE`), read only: the worktree's own index (whose lock the caller holds) is not
+/// touched.
+pub fn checkout_index(git_dir: &Path, work_dir: &Path, index_file: &Path, stage: &Path, paths: &[&[u8]]) -> Result<()> {
     let mut cmd = git(work_dir);
     for var in ["GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY", "GIT_PREFIX", "GIT_NAMESPACE"] {
         cmd.env_remove(var);
@@ -103,7 +105,13 @@ pub fn checkout_index(git_dir: &Path, work_dir: &Path, index_file: &Path, paths:
     cmd.env("GIT_DIR", git_dir)
         .env("GIT_WORK_TREE", work_dir)
         .env("GIT_INDEX_FILE", index_file)
-        .args(["checkout-index", "-f", "-u", "-z", "--stdin"])
+        .args(["checkout-index", "-f", "-z", "--stdin"])
+        .arg({
+            let mut prefix = std::ffi::OsString::from("--prefix=");
+            prefix.push(stage.as_os_str());
+            prefix.push("/");
+            prefix
+        })
         .stdout(Stdio::null());
     let mut input = Vec::new();
     for p in paths {
@@ -121,6 +129,36 @@ pub fn checkout_index(git_dir: &Path, work_dir: &Path, index_file: &Path, paths:
     Ok(())
 }
 
+/// The objects `git rev-list --objects --missing=print ARGS` names as missing (`?<id>` lines):
+/// those a partial clone has not fetched, among everything `args` reach.
+///
+/// Why the git CLI: which objects a partial clone lacks and may fetch is git's promisor
+/// bookkeeping; `--missing=print` lists them without fetching one by one.
+pub fn missing_objects(git_dir: &Path, args: &[String]) -> Result<Vec<String>> {
+    let mut cmd = git(git_dir);
+    cmd.env("GIT_DIR", git_dir).args(["rev-list", "--objects", "--missing=print"]).args(args);
+    let out = run(cmd, "list the objects this partial clone has not fetched")?;
+    Ok(String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.strip_prefix('?')).map(str::to_string).collect())
+}
+
+/// Fetch the objects `ids` from the promisor remote `remote` of a partial clone, in one batch,
+/// the way git itself fetches what a checkout or a merge of such a clone needs.
+///
+/// Why the git CLI: fetching from a promisor remote (transport, credentials, the partial-clone
+/// filter) is git's; gix 0.90 reads only objects that are there.
+pub fn fetch_objects(git_dir: &Path, remote: &str, ids: &[String]) -> Result<()> {
+    let mut cmd = git(git_dir);
+    cmd.env("GIT_DIR", git_dir)
+        .args(["-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags", "--no-write-fetch-head"])
+        .args(["--recurse-submodules=no", "--filter=blob:none", "--stdin", remote]);
+    let mut input = String::new();
+    for id in ids {
+        input.push_str(id);
+        input.push('\n');
+    }
+    run_with_input(cmd, input.as_bytes(), "fetch the objects this partial clone has not fetched yet").map(|_| ())
+}
+
 /// `git sparse-checkout reapply` in `work_dir`.
 ///
 /// Why the git CLI: which paths a sparse checkout holds is decided by git's own pattern rules
@@ -129,6 +167,30 @@ pub fn sparse_reapply(work_dir: &Path) -> Result<()> {
     let mut cmd = git(work_dir);
     cmd.args(["sparse-checkout", "reapply"]);
     run(cmd, "apply the sparse-checkout patterns").map(|_| ())
+}
+
+/// Widen the sparse checkout of the worktree `work_dir` by `dirs` (`None`: to the whole tree),
+/// and write the files that brings in. In cone mode the folders are added as they are; otherwise
+/// each as the pattern `/<dir>/`.
+///
+/// Why the git CLI: `git sparse-checkout add` (or `disable`) writes the patterns and the newly
+/// included files exactly as git does, filters and all; gix 0.90 has no sparse-checkout writer.
+pub fn sparse_widen(work_dir: &Path, cone: bool, dirs: Option<&[String]>) -> Result<()> {
+    let mut cmd = git(work_dir);
+    match dirs {
+        None => {
+            cmd.args(["sparse-checkout", "disable"]);
+        }
+        Some(dirs) => {
+            cmd.args(["sparse-checkout", "add", "--skip-checks", "--"]);
+            if cone {
+                cmd.args(dirs);
+            } else {
+                cmd.args(dirs.iter().map(|d| format!("/{d}/")));
+            }
+        }
+    }
+    run(cmd, "widen the worktree's sparse checkout").map(|_| ())
 }
 
 /// What `git push --porcelain` said about one ref.

@@ -18,8 +18,8 @@ pub struct StaleLock {
 }
 
 /// The stale lock files that block git-boulder's writes: `packed-refs.lock`, each worktree's
-/// `index.lock` (the main one's and every linked one's) and `*.lock` under `refs/heads` and
-/// `refs/boulder`. Sorted by path.
+/// `index.lock` (the main one's and every linked one's) and `*.lock` under `refs/heads`,
+/// `refs/boulder` and `refs/notes` (the post-commit hook's notes). Sorted by path.
 pub fn stale(repo: &Repo) -> Vec<StaleLock> {
     let mut found = Vec::new();
     let common = &repo.common_dir;
@@ -33,7 +33,7 @@ pub fn stale(repo: &Repo) -> Vec<StaleLock> {
     for path in candidates {
         consider(&path, &mut found);
     }
-    for dir in ["refs/heads", "refs/boulder"] {
+    for dir in ["refs/heads", "refs/boulder", "refs/notes"] {
         walk(&common.join(dir), 0, &mut found);
     }
     found.sort_by(|a, b| a.path.cmp(&b.path));

@@ -15,6 +15,7 @@
 //!   worktree's files between trees), [`status`] (gix's full status), [`refresh`] (the stat-based
 //!   dirty check), [`fsmonitor`] (asking a `core.fsmonitor` hook what changed), [`ignore`] (ignore
 //!   rules), [`graph`] (ahead/behind).
+//! * `promisor`: in a partial clone, fetching what is about to be read and is not there yet.
 
 pub mod branch;
 pub mod chain;
@@ -33,6 +34,7 @@ pub mod notes;
 pub mod objects;
 mod open;
 pub mod packfile;
+mod promisor;
 pub mod refresh;
 pub mod refs;
 pub mod remote;
@@ -137,6 +139,7 @@ impl Repo {
         }
         // Keep state writes from ever depending on a configured identity or hooks' environment.
         repo.object_cache_size_if_unset(4 * 1024 * 1024);
+        follow_config(&repo);
         let common_dir = absolute(repo.common_dir());
         let git_dir = absolute(repo.git_dir());
         let work_dir = repo.workdir().map(absolute);
@@ -183,6 +186,48 @@ impl Repo {
     pub fn sparse_checkout(&self) -> bool {
         self.repo.config_snapshot().boolean("core.sparseCheckout").unwrap_or(false)
     }
+}
+
+/// What the repository's config asks of the whole process, as git heeds it: how paths are quoted
+/// (`core.quotePath`), whether output is coloured (`color.ui`) and the permissions of what is
+/// written (`core.sharedRepository`).
+pub(crate) fn follow_config(repo: &gix::Repository) {
+    let config = repo.config_snapshot();
+    crate::text::set_quote_path(config.boolean("core.quotePath").unwrap_or(true));
+    if let Some(ui) = config.string("color.ui") {
+        crate::context::set_color_ui(&ui.to_str_lossy());
+    }
+    share_as_configured(config.string("core.sharedRepository").map(|v| v.to_str_lossy().into_owned()));
+}
+
+/// `core.sharedRepository` (`git init --shared`) asks that what is written in the repository be
+/// group-writable (`group`, `true`), also world-readable (`all`, `world`, `everybody`), or have
+/// exactly an octal mode (`0660`), so that every member of the group can go on writing there:
+/// git makes its own files and folders so after creating them. This process's umask is narrowed
+/// once to the same effect, so refs, objects, folders and git-boulder's own files come out that
+/// way too — and so do the files of what it starts (git, hooks, setup, agents).
+fn share_as_configured(value: Option<String>) {
+    static DONE: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    #[cfg(unix)]
+    DONE.get_or_init(|| {
+        let Some(value) = value else { return };
+        let value = value.trim().to_ascii_lowercase();
+        let narrow = |old: u32| -> Option<u32> {
+            match value.as_str() {
+                "group" | "true" | "1" => Some(old & !0o020),
+                "all" | "world" | "everybody" | "2" => Some(old & !0o024),
+                "umask" | "false" | "0" | "" => None,
+                octal => {
+                    let mode = u32::from_str_radix(octal.trim_start_matches("0o"), 8).ok().filter(|m| *m <= 0o777)?;
+                    // Folders get `x` wherever the files get `r`, as git gives them.
+                    Some(0o777 & !(mode | ((mode & 0o444) >> 2)))
+                }
+            }
+        };
+        let old = rustix::process::umask(rustix::fs::Mode::from_bits_truncate(0o022)).bits();
+        let new = narrow(old).unwrap_or(old);
+        rustix::process::umask(rustix::fs::Mode::from_bits_truncate(new));
+    });
 }
 
 /// Create an empty repository at `path` (as `git init` would, without running git).

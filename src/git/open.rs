@@ -23,6 +23,7 @@ fn discover() -> Result<Repo> {
     if let Some(e) = crate::git::format_problem_of(&repo) {
         return Err(e);
     }
+    crate::git::follow_config(&repo);
     let common_dir = absolute(repo.common_dir());
     let git_dir = absolute(repo.git_dir());
     let work_dir = repo.workdir().map(absolute);

@@ -734,15 +734,35 @@ const STALE_LOCK: Duration = Duration::from_secs(5);
 /// `packed-refs` exists, so one left by a process killed mid-update (`kill -9`) blocks every ref
 /// update until it is removed — as it blocks git's own.
 pub(crate) fn packed_lock(g: &gix::Repository, fresh: bool) -> Option<std::path::PathBuf> {
-    let path = g.common_dir().join("packed-refs.lock");
+    let path = super::absolute(g.common_dir()).join("packed-refs.lock");
     let age = std::fs::metadata(&path).ok()?.modified().ok()?.elapsed().unwrap_or_default();
     (fresh || age > STALE_LOCK).then_some(path)
+}
+
+/// The lock file that blocks updating the ref `name`: `packed-refs.lock`, or the ref's own
+/// `<name>.lock`, when it is there — however new (`fresh`), or old enough to be a killed writer's
+/// (see [`packed_lock`]).
+pub(crate) fn blocking_lock(
+    g: &gix::Repository,
+    name: &gix::refs::FullName,
+    fresh: bool,
+) -> Option<std::path::PathBuf> {
+    packed_lock(g, fresh).or_else(|| {
+        let path = super::absolute(g.common_dir()).join(format!("{}.lock", name.as_bstr().to_str_lossy()));
+        let age = std::fs::metadata(&path).ok()?.modified().ok()?.elapsed().unwrap_or_default();
+        (fresh || age > STALE_LOCK).then_some(path)
+    })
 }
 
 /// The refusal for updating `what` while a `packed-refs.lock` a killed writer left behind (see
 /// [`packed_lock`]) blocks every ref update: `None` when there is none.
 pub fn stale_packed_lock(repo: &Repo, what: &str) -> Option<Error> {
     packed_lock(&repo.repo, false).map(|lock| locked(what, &lock))
+}
+
+/// The refusal for updating `what` while any `packed-refs.lock` is there, however new.
+pub fn packed_lock_now(repo: &Repo, what: &str) -> Option<Error> {
+    packed_lock(&repo.repo, true).map(|lock| locked(what, &lock))
 }
 
 /// The refusal for an update of `name` blocked by the lock file `lock`, with git's advice.
@@ -766,7 +786,7 @@ pub fn move_ref(repo: &Repo, name: &str, expected: ObjectId, new: ObjectId, mess
     match update_in(&writer, &full, Expect::At(expected), new, message, Writer::Configured) {
         Ok(_) => Ok(true),
         Err(_) if repo.ref_id(name)? != Some(expected) => Ok(false),
-        Err(e) => Err(match packed_lock(&repo.repo, true) {
+        Err(e) => Err(match blocking_lock(&repo.repo, &full, true) {
             Some(lock) => locked(name, &lock),
             None => Error::internal(format!("cannot update {name}: {e}")),
         }),
@@ -879,7 +899,7 @@ pub(crate) fn update_with_retry_in<T>(
                 None => continue,
             },
             Err(e) => {
-                if let Some(lock) = packed_lock(g, false) {
+                if let Some(lock) = blocking_lock(g, &full, false) {
                     // Left by a killed writer: waiting will not free it.
                     return Err(locked(name, &lock));
                 }
@@ -893,7 +913,10 @@ pub(crate) fn update_with_retry_in<T>(
                         Odd::Always => false,
                     };
                     if give_up {
-                        return Ok(Err(GaveUp::Failed(e)));
+                        return match blocking_lock(g, &full, true) {
+                            Some(lock) => Err(locked(name, &lock)),
+                            None => Ok(Err(GaveUp::Failed(e))),
+                        };
                     }
                 }
                 last = Some(e);
@@ -901,7 +924,17 @@ pub(crate) fn update_with_retry_in<T>(
             }
         }
     }
+    // A lock file is still in the way after every attempt: say which, not "lost the race".
+    if let Some(lock) = blocking_lock(g, &full, true) {
+        return Err(locked(name, &lock));
+    }
     Ok(Err(GaveUp::Exhausted(last)))
+}
+
+/// The refusal for updating `name` while a lock file (its own or `packed-refs.lock`) is there.
+pub fn blocked(repo: &Repo, name: &str) -> Option<Error> {
+    let full = full_name(name).ok()?;
+    blocking_lock(&repo.repo, &full, true).map(|lock| locked(name, &lock))
 }
 
 #[cfg(test)]

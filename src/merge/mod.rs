@@ -267,6 +267,8 @@ pub(crate) fn check(
     preflight(ws, plan, stream, opts)?;
     let ownership = ownership(ws, plan, stream, base_tip, stream_tip, opts)?;
 
+    // A partial clone fetches what the merge will read first, as git would on demand.
+    repo.prefetch_for_merge(base_tip, stream_tip, &plan.prd)?;
     // Check, in memory: nothing is written unless the merge goes ahead.
     let mem = repo.in_memory();
     let who = identity::rewrite_committer(repo);
@@ -357,11 +359,8 @@ pub(crate) fn write_planned(ws: &Workspace, c: Checked, moves: &[(&str, ObjectId
         }
     }
     // The merge strategy keeps the stream's own commits; the replayed ones only served the check.
-    let pairs: Vec<(ObjectId, ObjectId)> = if c.report.strategy == MergeStrategy::Merge {
-        Vec::new()
-    } else {
-        c.report.steps.iter().filter_map(|s| s.new.filter(|n| *n != s.original).map(|n| (s.original, n))).collect()
-    };
+    let pairs: Vec<(ObjectId, ObjectId)> =
+        if c.report.strategy == MergeStrategy::Merge { Vec::new() } else { replay::rewritten(&c.report.steps) };
     if !pairs.is_empty() {
         notes::carry(repo, &pairs)?;
     }
@@ -492,9 +491,13 @@ pub(crate) struct Done {
 }
 
 /// A step found the world not as planned (a branch moved, an index changed): drop the record so
-/// that a rerun plans again from the new state, and say so.
-pub(crate) fn stop<T>(ws: &Workspace, j: &Journal, e: Error) -> Result<T> {
-    if e.kind == crate::error::Kind::Refused {
+/// that a rerun plans again from the new state, and say so. But when the branch that step moves
+/// (`branch`, planned to `to`) is at `to` already, its move is under way — its worktree not yet
+/// brought along, whatever stops that now (a lock still held, files changed since): the record is
+/// kept, and the rerun finishes from it once that is dealt with.
+pub(crate) fn stop<T>(ws: &Workspace, j: &Journal, branch: &str, to: ObjectId, e: Error) -> Result<T> {
+    let under_way = ws.repo.branch_tip(branch).ok().flatten() == Some(to);
+    if e.kind == crate::error::Kind::Refused && !under_way {
         j.remove(&ws.repo)?;
         let remote = j.remote.as_deref().map(|r| format!(" --remote {r}")).unwrap_or_default();
         return Err(e.hint(format!(
@@ -516,7 +519,7 @@ pub(crate) fn advance_stream(ws: &Workspace, plan: &Plan, j: &mut Journal, say: 
     if j.stage < Stage::StreamUpdated {
         let msg = format!("boulder merge: {} onto {}", strategy_label(&j.strategy), j.base_branch);
         checkout::move_branch(repo, &j.stream_branch, s_old, s_new, &msg, &what, "merge-stream-ref")
-            .or_else(|e| stop(ws, j, e))?;
+            .or_else(|e| stop(ws, j, &j.stream_branch, s_new, e))?;
         if s_old == s_new {
             failpoint::hit("merge-stream-ref");
         }
@@ -621,7 +624,7 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
         if b_old != b_new && !past {
             let msg = format!("boulder merge: stream {} ({})", j.stream, j.strategy);
             checkout::move_branch(repo, &j.base_branch, b_old, b_new, &msg, &what, "merge-base-ref")
-                .or_else(|e| stop(ws, &j, e))?;
+                .or_else(|e| stop(ws, &j, &j.base_branch, b_new, e))?;
         } else if b_old == b_new {
             failpoint::hit("merge-base-ref");
         }
@@ -639,7 +642,7 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
             let (from, to) = (journal::id(from)?, journal::id(to)?);
             let msg = format!("chore(prd): sync completion from stream {}", j.stream);
             checkout::move_branch(repo, &j.base_branch, from, to, &msg, &what, "merge-prd-ref")
-                .or_else(|e| stop(ws, &j, e))?;
+                .or_else(|e| stop(ws, &j, &j.base_branch, to, e))?;
         }
         j.stage = Stage::Synced;
         j.save(repo)?;

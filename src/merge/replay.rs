@@ -45,6 +45,12 @@ pub struct Replayed {
     pub conflicts: Vec<Conflict>,
 }
 
+/// Each commit a replay rewrote, with the commit that replaced it (kept and dropped ones left
+/// out): whose notes the new ones carry.
+pub fn rewritten(steps: &[Step]) -> Vec<(ObjectId, ObjectId)> {
+    steps.iter().filter_map(|s| s.new.filter(|n| *n != s.original).map(|n| (s.original, n))).collect()
+}
+
 /// The stream's commits the base lacks, parents before children (ties in walk order).
 pub fn commits_to_replay(repo: &Objects, base: ObjectId, tip: ObjectId) -> Result<Vec<ObjectId>> {
     let walk = repo.walk([tip], [base]).internal("cannot walk the stream's history")?;

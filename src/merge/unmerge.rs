@@ -128,7 +128,16 @@ fn plan_revert(
     let mut prd_commit = None;
     if let Some((_, bytes)) = mem.blob_at(mem.tree_of(cur)?, &plan.prd)? {
         if let Ok(text) = String::from_utf8(bytes) {
-            let ids: BTreeSet<String> = stream.stories.iter().cloned().collect();
+            // The stream's stories, but those the base's PRD had done before the merge: the
+            // merge did not tick them, so taking it out does not untick them.
+            let done_before: BTreeSet<String> = mem
+                .blob_at(t_before, &plan.prd)?
+                .and_then(|(_, b)| String::from_utf8(b).ok())
+                .and_then(|t| crate::prd::parse(prd_name(plan), &t).ok())
+                .map(|p| p.stories.into_iter().filter(|s| s.status.is_done()).map(|s| s.id).collect())
+                .unwrap_or_default();
+            let ids: BTreeSet<String> =
+                stream.stories.iter().filter(|id| !done_before.contains(*id)).cloned().collect();
             if let Some(open) = prd::mark_open(prd_name(plan), &text, &ids) {
                 let blob = mem.blob(open.as_bytes(), true).internal("cannot write the PRD")?;
                 let t = mem.with_file(mem.tree_of(cur)?, &plan.prd, blob)?;
@@ -160,7 +169,7 @@ pub fn unmerge(
     )?;
     let ours = format!("boulder unmerge: stream {}", stream.name);
     for branch in [&stream.branch, &base] {
-        crate::stream::rollback::finish_interrupted(repo, branch, &ours);
+        crate::stream::rollback::finish_interrupted(repo, branch, &ours)?;
     }
     for branch in [&stream.branch, &base] {
         worktree::refuse_move(&ws.repo, branch, None)?;
@@ -344,6 +353,11 @@ fn rebuild_stream(
         return Ok(());
     }
     mem.persist(repo)?;
+    // The replayed commits carry their originals' notes, as a merge's and a rebase's do.
+    let pairs = replay::rewritten(&r.steps);
+    if !pairs.is_empty() {
+        crate::git::notes::carry(repo, &pairs)?;
+    }
     out.backup = Some(crate::stream::rollback::keep(
         repo,
         &stream.name,

@@ -72,7 +72,7 @@ pub fn insert_stream(text: &str, stream: &NewStream) -> Result<String> {
         Some(k) => {
             let (start, line) = lines[k];
             let value = strip_comment(line.trim_end_matches(['\r', '\n'])).trim_end();
-            let rest = value["streams:".len()..].trim();
+            let rest = value.split_once(':').map_or("", |(_, r)| r).trim();
             let after_key = start + line.len();
             if rest == "{}" || rest == "~" || rest == "null" {
                 // An empty mapping written inline: make it a block, keeping a trailing comment.
@@ -115,12 +115,12 @@ pub fn insert_stream(text: &str, stream: &NewStream) -> Result<String> {
         }
     };
     let check = super::parse(&out).map_err(|e| {
-        Error::internal(format!("the edited plan would not parse ({e}); nothing was written"))
+        Error::usage(format!("the plan is laid out in a way `stream add` cannot extend (the result would not parse: {e}); nothing was written"))
             .hint("add the stream by hand in .boulder/streams.yaml")
     })?;
     let added = check.streams.iter().find(|s| s.name == stream.name);
     if !added.is_some_and(|s| s.stories == stream.stories && s.paths == stream.paths) {
-        return Err(Error::internal("the edited plan does not hold the new stream as given; nothing was written")
+        return Err(Error::usage("the plan is laid out in a way `stream add` cannot extend (the result would not hold the new stream); nothing was written")
             .hint("add the stream by hand in .boulder/streams.yaml"));
     }
     Ok(out)
@@ -141,6 +141,8 @@ fn line_starts(text: &str) -> Vec<(usize, &str)> {
 fn top_level_key(line: &str) -> Option<&str> {
     let line = line.strip_prefix('\u{feff}').unwrap_or(line);
     let (key, rest) = line.split_once(':')?;
+    // `streams:`, or quoted as YAML allows: `"streams":`, `'streams':`.
+    let key = ['"', '\''].iter().find_map(|q| key.strip_prefix(*q)?.strip_suffix(*q)).unwrap_or(key);
     let plain = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     (plain && (rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))).then_some(key)
 }
@@ -185,6 +187,15 @@ mod tests {
         );
         let out = add("version: 1\r\nstreams:\r\n  b:\r\n    stories: [US-1]\r\n", "a");
         assert_eq!(out, "version: 1\r\nstreams:\r\n  b:\r\n    stories: [US-1]\r\n  a:\r\n    stories: [US-009]\r\n    paths: [src/x/**]\r\n");
+    }
+
+    #[test]
+    fn a_quoted_streams_key_is_the_streams_key() {
+        for q in ["\"", "'"] {
+            let text = format!("version: 1\n{q}streams{q}:\n  b:\n    stories: [US-1]\n");
+            let out = add(&text, "a");
+            assert_eq!(out, format!("{text}  a:\n    stories: [US-009]\n    paths: [src/x/**]\n"));
+        }
     }
 
     #[test]

@@ -178,6 +178,30 @@ impl Plan {
     pub fn stream_for_story(&self, story: &str) -> Option<&StreamDef> {
         self.streams.iter().find(|s| s.stories.iter().any(|id| id == story))
     }
+
+    /// The folders `stream`'s worktree must hold when it is a sparse checkout: the ones its
+    /// `paths` and the `shared_read` paths lie in, and the plan's and the PRD's. A glob's folder is
+    /// its part before the first wildcard, up to the last `/` (`src/auth/**` → `src/auth`,
+    /// `src/mw/auth*` → `src/mw`), which holds every path it matches. `None`: the whole tree, for
+    /// a glob with a wildcard before any folder that reaches below the top (`**/*.rs`).
+    pub fn sparse_dirs(&self, stream: &StreamDef) -> Option<Vec<String>> {
+        let parent = |p: &str| p.rfind('/').map(|i| p[..i].trim_matches('/').to_string()).unwrap_or_default();
+        let mut dirs = std::collections::BTreeSet::new();
+        for g in stream.paths.iter().chain(&self.settings.shared_read) {
+            let g = g.trim_start_matches("./");
+            let dir = parent(literal_prefix(g));
+            // A wildcard before any folder that reaches below the top (`**/*.rs`, `{a,b}/x`): no
+            // folder holds what it matches. (Files at the top are in every sparse checkout.)
+            if dir.is_empty() && literal_prefix(g) != g && (g.contains('/') || g.contains("**")) {
+                return None;
+            }
+            dirs.insert(dir);
+        }
+        dirs.insert(parent(PLAN_PATH));
+        dirs.insert(parent(&self.prd));
+        dirs.remove("");
+        Some(dirs.into_iter().collect())
+    }
 }
 
 /// A problem in the plan file itself (syntax, unknown key, wrong type), with its location.

@@ -243,7 +243,8 @@ fn describe_found(found: &str) -> String {
         "sequence" => "a list".into(),
         "unit value" | "Option value" => "nothing (null)".into(),
         "enum" => "a tagged value".into(),
-        other => other.into(),
+        // serde names the type it held a number too large for 64 bits in.
+        other => other.trim_end_matches(" as u128").trim_end_matches(" as i128").into(),
     }
 }
 

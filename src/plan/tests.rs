@@ -1065,3 +1065,32 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn sparse_dirs_hold_every_path_a_stream_may_touch() {
+    let text = "version: 1\nprd: docs/prd/PRD.md\nstreams:\n  a:\n    paths: ['src/auth/**', 'src/mw/auth*', 'lib/x.rs', README.md, './tests/a/']\nsettings:\n  shared_read: ['proto/*.proto']\n";
+    let plan = parse(text).unwrap();
+    let a = plan.stream("a").unwrap();
+    assert_eq!(plan.sparse_dirs(a).unwrap(), [".boulder", "docs/prd", "lib", "proto", "src/auth", "src/mw", "tests/a"]);
+    for whole in ["**/*.rs", "**", "{src,lib}/**"] {
+        let text = format!("version: 1\nstreams:\n  a:\n    paths: ['{whole}']\n");
+        let plan = parse(&text).unwrap();
+        assert_eq!(plan.sparse_dirs(plan.stream("a").unwrap()), None, "{whole}");
+    }
+    let plan = parse("version: 1\nstreams:\n  a:\n    paths: ['*.md']\n").unwrap();
+    assert_eq!(plan.sparse_dirs(plan.stream("a").unwrap()).unwrap(), [".agents/tasks", ".boulder"]);
+}
+
+#[test]
+fn numbers_past_64_bits_are_named_without_serdes_internal_type() {
+    for (v, found) in [
+        ("99999999999999999999999", "`99999999999999999999999`"),
+        ("-99999999999999999999999", "`-99999999999999999999999`"),
+    ] {
+        for key in ["settings:\n  port_base", "settings:\n  auto_merge", "streams:\n  a:\n    max_iterations"] {
+            let err = parse(&format!("version: 1\n{key}: {v}\n")).unwrap_err();
+            assert!(err.message.contains(&format!("found integer {found}")), "{}", err.message);
+            assert!(!err.message.contains("128"), "{}", err.message);
+        }
+    }
+}

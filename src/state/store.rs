@@ -182,8 +182,9 @@ pub enum Absorbed {
 /// Reads and appends op-logs in one repository as one actor.
 pub struct Store<'r> {
     pub repo: &'r Repo,
-    /// This machine's actor id, written into every op it appends.
-    pub actor: String,
+    /// This machine's actor id, written into every op it appends: read (or made) at the first
+    /// append, so that reading state writes nothing ([`Store::actor`]).
+    actor: std::cell::OnceCell<String>,
 }
 
 fn internal(context: impl std::fmt::Display, e: impl std::fmt::Display) -> Error {
@@ -288,7 +289,36 @@ enum Plan<S> {
 
 impl<'r> Store<'r> {
     pub fn new(repo: &'r Repo) -> Result<Self> {
-        Ok(Store { repo, actor: actor_id(repo)? })
+        Ok(Store { repo, actor: std::cell::OnceCell::new() })
+    }
+
+    /// A store appending as `actor` (several actors in one repository: tests, tools).
+    pub fn with_actor(repo: &'r Repo, actor: String) -> Self {
+        Store { repo, actor: actor.into() }
+    }
+
+    /// This machine's actor id ([`actor_id`]), made the first time one is needed.
+    pub fn actor(&self) -> Result<String> {
+        if let Some(a) = self.actor.get() {
+            return Ok(a.clone());
+        }
+        let a = actor_id(self.repo)?;
+        Ok(self.actor.get_or_init(|| a).clone())
+    }
+
+    /// This machine's actor id if it has one, without making one (a machine that has none has
+    /// written no op); `None` too when the configured one is invalid.
+    pub fn known_actor(&self) -> Option<String> {
+        if let Some(a) = self.actor.get() {
+            return Some(a.clone());
+        }
+        let configured = self.repo.config_string("boulder.actor").filter(|a| !a.is_empty());
+        let made = || read_actor(&self.repo.boulder_dir().join("actor")).ok().flatten();
+        if configured.is_some() || made().is_some() {
+            self.actor().ok()
+        } else {
+            None
+        }
     }
 
     fn git(&self) -> Objects<'r> {
@@ -397,14 +427,8 @@ impl<'r> Store<'r> {
             return Err(Error::usage(format!("{refname}: merge ops are written only by merging two op-logs")));
         }
         let data = if data.is_null() { serde_json::json!({}) } else { data };
-        let op = Op {
-            v: 1,
-            kind: kind.to_string(),
-            lamport: 1,
-            at: crate::time::now_rfc3339(),
-            actor: self.actor.clone(),
-            data,
-        };
+        let op =
+            Op { v: 1, kind: kind.to_string(), lamport: 1, at: crate::time::now_rfc3339(), actor: self.actor()?, data };
         op.validate().map_err(|e| Error::usage(format!("{refname}: {e}")).with_source(e))?;
         let typed = S::Op::parse(&op).map_err(|e| Error::usage(format!("{refname}: {e}")).with_source(e))?;
         self.append::<S>(refname, typed)
@@ -460,7 +484,7 @@ impl<'r> Store<'r> {
         S::complete_op(leaf(refname), &mut typed);
         let (kind, data) = (typed.kind().to_string(), typed.data());
         let lamport = tip.map_or(0, |e| e.op.lamport.max(e.state.lamport())) + 1;
-        let op = Op { v: 1, kind, lamport, at: crate::time::now_rfc3339(), actor: self.actor.clone(), data };
+        let op = Op { v: 1, kind, lamport, at: crate::time::now_rfc3339(), actor: self.actor()?, data };
         op.validate().map_err(|e| Error::usage(format!("{refname}: {e}")).with_source(e))?;
         let mut state = tip.map(|e| e.state.clone()).unwrap_or_default();
         state.apply(&op).map_err(|e| Error::usage(format!("{refname}: {e}")).with_source(e))?;

@@ -75,6 +75,9 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
         }
         AddOutcome::AlreadyPresent => {}
     }
+    if outcome != AddOutcome::AlreadyPresent {
+        changes.extend(worktree::widen_sparse(&path, plan.sparse_dirs(stream).as_deref())?);
+    }
 
     let mut setup_failed = None;
     // Copy and set up whenever the stream is not yet recorded as initialized: a run killed
@@ -147,13 +150,14 @@ pub fn ensure_root_boulder(store: &Store, name: &str) -> Result<()> {
 /// (`index-<n>`) held; an index whose lock another `stream init` holds is skipped.
 fn pick_index(store: &Store, name: &str, recorded: Option<&StreamState>) -> Result<(u64, lock::LockGuard)> {
     let mut taken = std::collections::BTreeSet::new();
+    let actor = store.actor()?;
     for (refname, _) in store.list(state::STREAMS)? {
         if refname.strip_prefix(state::STREAMS) == Some(name) {
             continue;
         }
         // Unreadable state (garbage from a remote) holds no index.
         let Ok(Some(e)) = store.read::<StreamState>(&refname) else { continue };
-        let here = e.state.initialized_by.as_deref() == Some(store.actor.as_str());
+        let here = e.state.initialized_by.as_deref() == Some(actor.as_str());
         if let (true, true, Some(i)) = (here, e.state.status.is_live(), e.state.index) {
             taken.insert(i);
         }

@@ -49,8 +49,16 @@ pub fn keep(repo: &Repo, stream: &str, tip: ObjectId, why: &str) -> Result<Strin
         let name = refs::backup_ref(stream, n);
         match refs::update(repo, &name, Expect::Absent, tip, why, Writer::Configured)? {
             Ok(_) => return Ok(name),
-            Err(e) if e.transient => continue,
-            Err(e) => return Err(Error::internal(format!("cannot write {name}: {e}"))),
+            Err(e) => {
+                // A lock file left in the way: named, with git's advice.
+                if let Some(refusal) = refs::blocked(repo, &name) {
+                    return Err(refusal);
+                }
+                if e.transient {
+                    continue;
+                }
+                return Err(Error::internal(format!("cannot write {name}: {e}")));
+            }
         }
     }
     Err(Error::internal(format!("cannot find a free backup ref for stream {stream}")))
@@ -59,18 +67,18 @@ pub fn keep(repo: &Repo, stream: &str, tip: ObjectId, why: &str) -> Result<Strin
 /// A command killed after it moved `branch` but before the files of its worktree followed: the
 /// branch's newest reflog entry is that command's own (its message `ours`, alone or followed by
 /// a space or `;`). Bring the worktree along, as the killed run would have, so the rerun finds it
-/// clean. Best effort: anything else (the index changed meanwhile) is left for the dirty check
-/// to report.
-pub fn finish_interrupted(repo: &Repo, branch: &str, ours: &str) {
-    let Some((old, new, message)) = repo.reflog_newest(&refs::branch_ref(branch)) else { return };
+/// clean; refused, naming the paths, when what that run left was changed since.
+pub fn finish_interrupted(repo: &Repo, branch: &str, ours: &str) -> Result<()> {
+    let Some((old, new, message)) = repo.reflog_newest(&refs::branch_ref(branch)) else { return Ok(()) };
     let message = message.trim();
     let mine = message.strip_prefix(ours).is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', ';']));
     if !mine || old == new || !matches!(repo.branch_tip(branch), Ok(Some(t)) if t == new) {
-        return;
+        return Ok(());
     }
     if matches!(worktree::checked_out(repo, branch), Ok(Some(_))) {
-        let _ = checkout::move_branch(repo, branch, old, new, message, "finishing an interrupted move", "finish-move");
+        checkout::move_branch(repo, branch, old, new, message, "an interrupted command", "finish-move")?;
     }
+    Ok(())
 }
 
 /// Move the stream branch (and its worktree) from `from` to `to`, keeping `from` first, and
@@ -98,29 +106,63 @@ fn move_to(ws: &Workspace, stream: &StreamDef, from: ObjectId, to: ObjectId, res
         &format!("{what} of stream {}", stream.name),
         "rollback-ref",
     )?;
-    let store = Store::new(repo)?;
+    failpoint::hit("rollback-moved");
+    let rolled = Rolled { stream: stream.name.clone(), branch: stream.branch.clone(), from, to, backup, restored };
+    record(&Store::new(repo)?, &rolled)?;
+    Ok(rolled)
+}
+
+/// Record a rollback or restore in the stream's op-log.
+fn record(store: &Store, r: &Rolled) -> Result<()> {
     store.append::<StreamState>(
-        &state::stream_ref(&stream.name),
+        &state::stream_ref(&r.stream),
         StreamOp::RolledBack {
-            from: from.to_string(),
-            to: to.to_string(),
-            backup: backup.clone().map_or(Opt::Absent, Opt::Set),
-            restored: if restored { Opt::Set(true) } else { Opt::Absent },
+            from: r.from.to_string(),
+            to: r.to.to_string(),
+            backup: r.backup.clone().map_or(Opt::Absent, Opt::Set),
+            restored: if r.restored { Opt::Set(true) } else { Opt::Absent },
         },
     )?;
-    Ok(Rolled { stream: stream.name.clone(), branch: stream.branch.clone(), from, to, backup, restored })
+    Ok(())
 }
 
 /// The stream's tip, after finishing a rollback or restore killed between moving the branch and
-/// its worktree.
-fn tip(ws: &Workspace, stream: &StreamDef) -> Result<ObjectId> {
+/// its worktree, or before it was recorded (then returned as done).
+fn tip(ws: &Workspace, stream: &StreamDef) -> Result<(ObjectId, Option<Rolled>)> {
     for word in ["rollback", "restore"] {
-        finish_interrupted(&ws.repo, &stream.branch, &format!("boulder {word}: stream {}", stream.name));
+        finish_interrupted(&ws.repo, &stream.branch, &format!("boulder {word}: stream {}", stream.name))?;
     }
-    ws.repo.branch_tip(&stream.branch)?.ok_or_else(|| {
+    let tip = ws.repo.branch_tip(&stream.branch)?.ok_or_else(|| {
         Error::usage(format!("stream {} has no branch {} yet", stream.name, stream.branch))
             .hint(format!("create it with `git boulder stream init {}`", stream.name))
-    })
+    })?;
+    Ok((tip, record_interrupted(ws, stream, tip)?))
+}
+
+/// A rollback or restore killed after it moved the branch but before it recorded the move: the
+/// branch's newest reflog entry is its own and the op-log's last rollback is not that move.
+/// Record it now, as that run would have.
+fn record_interrupted(ws: &Workspace, stream: &StreamDef, tip: ObjectId) -> Result<Option<Rolled>> {
+    let repo = &ws.repo;
+    let Some((from, to, message)) = repo.reflog_newest(&refs::branch_ref(&stream.branch)) else { return Ok(None) };
+    let restored = match message.trim() {
+        m if m == format!("boulder rollback: stream {}", stream.name) => false,
+        m if m == format!("boulder restore: stream {}", stream.name) => true,
+        _ => return Ok(None),
+    };
+    if from == to || to != tip {
+        return Ok(None);
+    }
+    let store = Store::new(repo)?;
+    let last = store.read::<StreamState>(&state::stream_ref(&stream.name))?.and_then(|e| e.state.last_rollback);
+    if last.is_some_and(|r| r.from.parse::<ObjectId>().ok() == Some(from) && r.to.parse::<ObjectId>().ok() == Some(to))
+    {
+        return Ok(None);
+    }
+    let backup = backups(repo, &stream.name)?.into_iter().rev().find(|(_, _, id)| *id == from).map(|(_, n, _)| n);
+    let rolled = Rolled { stream: stream.name.clone(), branch: stream.branch.clone(), from, to, backup, restored };
+    record(&store, &rolled)?;
+    Ok(Some(rolled))
 }
 
 /// Move the stream branch back to `to` (a commit of its history), else to its fork point with
@@ -133,7 +175,7 @@ pub fn rollback(ws: &Workspace, plan: &Plan, stream: &StreamDef, to: Option<&str
         false,
         &format!("stream rollback {}", stream.name),
     )?;
-    let from = tip(ws, stream)?;
+    let (from, finished) = tip(ws, stream)?;
     let target = match to {
         Some(rev) => {
             let id = match repo.rev_parse(rev) {
@@ -170,7 +212,7 @@ pub fn rollback(ws: &Workspace, plan: &Plan, stream: &StreamDef, to: Option<&str
         }
     };
     if target == from {
-        return Ok(None);
+        return Ok(finished);
     }
     move_to(ws, stream, from, target, false).map(Some)
 }
@@ -185,7 +227,10 @@ pub fn restore(ws: &Workspace, stream: &StreamDef) -> Result<Option<Rolled>> {
         false,
         &format!("stream rollback {} --restore", stream.name),
     )?;
-    let from = tip(ws, stream)?;
+    let (from, finished) = tip(ws, stream)?;
+    if finished.as_ref().is_some_and(|f| f.restored) {
+        return Ok(finished);
+    }
     let all = backups(repo, &stream.name)?;
     if all.is_empty() {
         return Err(Error::refused(format!("stream {} has no backup to restore", stream.name))

@@ -33,6 +33,25 @@ pub struct Outcome {
     pub iterations: u32,
 }
 
+/// A run started by `git boulder work` stops, as on Ctrl-C, once the worker is gone (killed with
+/// SIGKILL, or by the out-of-memory killer): its agent is stopped and STOPPED recorded, instead of
+/// running on unsupervised while other machines wait for its claim to expire. The worker's end is
+/// seen as this process getting a new parent.
+fn stop_with_the_worker() {
+    #[cfg(unix)]
+    {
+        let worker = rustix::process::getppid();
+        std::thread::spawn(move || loop {
+            std::thread::sleep(Duration::from_millis(200));
+            if rustix::process::getppid() != worker {
+                // The run and its agent share a process group of their own (the worker made it).
+                let _ = rustix::process::kill_current_process_group(rustix::process::Signal::INT);
+                return;
+            }
+        });
+    }
+}
+
 fn record(store: &Store, stream: &str, status: StreamStatus, reason: &str) -> Result<()> {
     store.append::<StreamState>(
         &state::stream_ref(stream),
@@ -74,7 +93,7 @@ pub fn run(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, say:
     let claim_remote = crate::git::remote::of_plan(&ws.repo, "settings.claim_remote", claim_remote)?;
     let Some(remote) = claim_remote else { return run_loop(ws, plan, stream, opts, &say, None) };
     let remote = crate::sync::resolve(&ws.repo, Some(&remote), &plan.settings.base_branch)?;
-    let actor = Store::new(&ws.repo)?.actor;
+    let actor = Store::new(&ws.repo)?.actor()?;
     let (claim, _) = crate::sync::claim::take(&ws.repo, &remote, &stream.name, &actor, CLAIM_TTL)?;
     say(&format!("claimed stream {} on {} until {}", stream.name, remote.given, claim.expires));
     let held = Held {
@@ -134,6 +153,9 @@ fn run_loop(
         let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
     }
     let stopped_by_signal = || interrupted.load(std::sync::atomic::Ordering::SeqCst);
+    if opts.claim_held {
+        stop_with_the_worker();
+    }
     let store = Store::new(&ws.repo)?;
     record(&store, &stream.name, StreamStatus::Running, "stream run started")?;
     let prd_path = ws.prd_path(Some(plan), None)?;

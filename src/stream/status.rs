@@ -163,7 +163,7 @@ fn rows(
     let done = ws.recorded_done()?;
     let mut rows = Vec::with_capacity(plan.streams.len());
     let base_tip = ws.repo.branch_tip(&plan.settings.base_branch)?;
-    let me = store.actor.clone();
+    let me = store.known_actor().unwrap_or_default();
     let claims: Vec<(String, String, crate::sync::claim::Claim)> =
         crate::sync::claim::seen(&ws.repo)?.into_iter().filter(|(_, _, c)| !c.expired()).collect();
     // RUNNING is true only while a `stream run` holds the stream's lock on this machine.

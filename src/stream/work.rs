@@ -138,7 +138,9 @@ enum View {
 pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) -> Result<Summary> {
     let say = |stream: Option<&str>, text: &str| sink.line(stream, false, text);
     // The plan's agents (and verify, run by the merges) run only once trusted: refuse up front.
-    let mut keys = vec![crate::trust::VERIFY.to_string()];
+    // So do setup (a worktree made here) and the prompt, which every agent is given.
+    let mut keys =
+        [crate::trust::VERIFY, crate::trust::SETUP, crate::trust::PROMPT_TEMPLATE].map(String::from).to_vec();
     if opts.command.is_empty() {
         keys.extend(plan.streams.iter().filter_map(|s| s.agent.as_deref()).map(crate::trust::agent_key));
     }
@@ -161,7 +163,7 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
         let flag = interrupted.clone();
         let _ = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst));
     }
-    let me = Store::new(&ws.repo)?.actor;
+    let me = Store::new(&ws.repo)?.actor()?;
     if let Some(r) = &remote {
         pull(ws, r, &say);
     }

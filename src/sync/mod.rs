@@ -381,8 +381,8 @@ fn check_logs(repo: &Repo, store: &Store, key: &str, fetched: &[remote::Fetched]
     std::thread::scope(|scope| {
         let other = (logs.len() >= TWO_THREADS_FROM)
             .then(|| {
-                let (handle, actor, work) = (repo.handle(), store.actor.clone(), &work);
-                let check = move || work(&handle, &Store { repo: &handle, actor });
+                let (handle, work) = (repo.handle(), &work);
+                let check = move || Store::new(&handle).map(|store| work(&handle, &store)).unwrap_or_default();
                 std::thread::Builder::new().spawn_scoped(scope, check).ok()
             })
             .flatten();
@@ -425,6 +425,14 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
     })();
     let mut fetched = running.finish(repo)?;
     let (store, claims_before) = prepared?;
+    // A partial clone gets the state's files too (its filter keeps them back), as far as they
+    // are new: what the local state holds is had already.
+    let tips: Vec<String> = fetched.iter().map(|f| f.id.to_string()).collect();
+    if !tips.is_empty() {
+        let had = ["--not".to_string(), format!("--glob={}*", refs::BOULDER), "--glob=refs/notes/boulder*".into()];
+        let revs: Vec<String> = tips.into_iter().chain(had).collect();
+        repo.prefetch(&revs, &[])?;
+    }
     if fetched.len() > MAX_REFS_PER_PULL {
         // Past the limit, what this machine already holds is taken first — the notes, the PRD's
         // and streams' state, boulders it knows — so refs others pushed by the thousand cannot
@@ -497,6 +505,13 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
         }
     }
     crate::progress::done();
+    // Refs refused because a `packed-refs.lock` here blocked their update (one that appeared
+    // after the check above) are this repository's problem, not the remote's: say that.
+    if !report.refused().is_empty() {
+        if let Some(e) = refs::packed_lock_now(repo, &format!("the refs of {}", remote.given)) {
+            return Err(e);
+        }
+    }
     remember(repo, &remote.key, &fetched.iter().filter_map(|f| Some((f.local_ref.clone()?, f.id))).collect::<Vec<_>>());
     // A command that is slow anyway packs the state's loose objects past the threshold.
     crate::state::pack::auto(repo);

@@ -44,14 +44,19 @@ fn found(wt: &Worktree, mv: &crate::git::checkout::Move) -> Vec<Blocker> {
         .collect()
 }
 
-/// The refusal for blockers in the worktree at `work_dir`.
-pub fn refusal(work_dir: &Path, found: &[Blocker]) -> Error {
+/// The blockers as a message names them: the first ten with why, then how many more.
+fn listed(found: &[Blocker]) -> String {
     let list: Vec<String> = found.iter().take(10).map(|b| format!("{} ({})", b.path, b.why)).collect();
     let more = if found.len() > 10 { format!(" …and {} more", found.len() - 10) } else { String::new() };
+    format!("{}{more}", list.join(", "))
+}
+
+/// The refusal for blockers in the worktree at `work_dir`.
+pub fn refusal(work_dir: &Path, found: &[Blocker]) -> Error {
     Error::refused(format!(
-        "cannot update the worktree {}: updating would overwrite {}{more}",
+        "cannot update the worktree {}: updating would overwrite {}",
         work_dir.display(),
-        list.join(", ")
+        listed(found)
     ))
     .hint(format!("commit, stash or move those files in {}, then rerun", work_dir.display()))
 }
@@ -100,18 +105,8 @@ impl IndexLock {
         for attempt in 0..2 {
             match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
                 Ok(file) => {
-                    let (dev, ino, ctime) = file_id(&path).unwrap_or_default();
-                    let rec = LockRecord {
-                        lock: path.display().to_string(),
-                        pid: std::process::id(),
-                        host: crate::git::identity::hostname(),
-                        dev,
-                        ino,
-                        ctime,
-                    };
-                    let json = serde_json::to_vec(&rec).map_err(|e| Error::internal(format!("lock record: {e}")))?;
                     let lock = IndexLock { path, record: record.clone(), file: Some(file) };
-                    crate::fsutil::write_atomic(&record, &json)?;
+                    lock.note()?;
                     return Ok(lock);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -144,8 +139,24 @@ impl IndexLock {
         };
         let dead = rec.host == crate::git::identity::hostname()
             && Path::new("/proc/self").exists()
-            && !Path::new("/proc").join(rec.pid.to_string()).exists();
+            && !crate::lock::running(rec.pid);
         dead && rec.lock == path.display().to_string() && file_id(path) == Some((rec.dev, rec.ino, rec.ctime))
+    }
+
+    /// Record this process as the holder of the lock file as it is now (which file, and its
+    /// change time).
+    fn note(&self) -> Result<()> {
+        let (dev, ino, ctime) = file_id(&self.path).unwrap_or_default();
+        let rec = LockRecord {
+            lock: self.path.display().to_string(),
+            pid: std::process::id(),
+            host: crate::git::identity::hostname(),
+            dev,
+            ino,
+            ctime,
+        };
+        let json = serde_json::to_vec(&rec).map_err(|e| Error::internal(format!("lock record: {e}")))?;
+        crate::fsutil::write_atomic(&self.record, &json)
     }
 
     /// Write `index` through the lock and put it in place of the worktree's index.
@@ -155,6 +166,11 @@ impl IndexLock {
         index.write_to(&mut out)?;
         let file = out.into_inner().map_err(|e| Error::internal(format!("cannot write the index: {e}")))?;
         drop(file);
+        // Writing changed the lock's change time: the record follows, so that a run killed
+        // before the rename below still knows the lock as its own. (Without the record it is
+        // refused as git refuses any lock left behind.)
+        let _ = self.note();
+        crate::failpoint::hit("index-lock-written");
         let target = self.path.with_file_name("index");
         std::fs::rename(&self.path, &target)
             .map_err(|e| Error::internal(format!("cannot put {} in place: {e}", self.path.display())))?;
@@ -237,7 +253,9 @@ pub fn move_branch(
     let at_old = wt.index_is_tree(&index, old_tree)?;
     let at_new = old_tree == new_tree || (!at_old && wt.index_is_tree(&index, new_tree)?);
     if now == Some(new) && at_new {
-        return Ok(()); // finished by an earlier run
+        // Finished by an earlier run, perhaps killed before it cleared up after itself.
+        wt.forget_interrupted();
+        return Ok(());
     }
     if !at_old || (now != Some(old) && now != Some(new)) {
         if now != Some(old) && now != Some(new) {
@@ -256,6 +274,25 @@ pub fn move_branch(
     wt.recall_interrupted(&mut mv, now == Some(old));
     let found = found(&wt, &mv);
     if !found.is_empty() {
+        if now == Some(new) {
+            // An earlier run moved the branch and was stopped before its files all followed; what
+            // it left is recognised, so these paths were changed since.
+            return Err(Error::new(
+                crate::error::Kind::Unfinished,
+                format!(
+                    "{what} was interrupted after it moved branch {branch} to {}, before the worktree {} followed; \
+                     these paths changed since and hold neither side: {}",
+                    new.to_hex_with_len(8),
+                    work_dir.display(),
+                    listed(&found)
+                ),
+            )
+            .hint(format!(
+                "move those files away (or restore them: git -C {} checkout {} -- PATH), then rerun to finish",
+                work_dir.display(),
+                old.to_hex_with_len(12)
+            )));
+        }
         return Err(refusal(&work_dir, &found));
     }
 
@@ -265,5 +302,6 @@ pub fn move_branch(
     // The files, then the index through the lock.
     let moved = wt.apply(&mv)?;
     lock.commit(&moved.index)?;
+    crate::failpoint::hit("checkout-index-in-place");
     wt.finish(&mv, &moved)
 }

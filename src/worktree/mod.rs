@@ -325,6 +325,8 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
     }
 
     let branch_created = ensure_branch(repo, branch, base)?;
+    // A partial clone fetches the files first, in one batch, as `git worktree add` does.
+    repo.prefetch(&[format!("{name}^{{tree}}")], &[])?;
     let files = match crate::git::worktree::add_linked(repo, &target, &name)? {
         Ok(files) => files,
         Err(AddError::CheckedOut(worktree_dirs)) => {
@@ -344,6 +346,22 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
         }
     };
     Ok(AddOutcome::Created { branch_created, files, recovered })
+}
+
+/// A new worktree is a sparse checkout when the one it was made from is (git and gix copy its
+/// patterns): widen it by `dirs`, the folders its stream works in (`None`: the whole tree), so
+/// the stream sees its own paths. Returns what changed, if anything.
+pub fn widen_sparse(path: &Path, dirs: Option<&[String]>) -> Result<Option<String>> {
+    let wt = Repo::open(path)?;
+    if !wt.sparse_checkout() {
+        return Ok(None);
+    }
+    let cone = wt.config_bool("core.sparseCheckoutCone").unwrap_or(false);
+    crate::git::cli::sparse_widen(path, cone, dirs)?;
+    Ok(Some(match dirs {
+        None => "turned its sparse checkout off: the stream's paths reach every folder".to_string(),
+        Some(dirs) => format!("added the stream's folders to its sparse checkout: {}", dirs.join(" ")),
+    }))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -171,9 +171,17 @@ impl TestRepo {
     /// A clone (plain `git clone`) of `url` in a folder `name` of a temp dir of its own, with a
     /// home of its own: another machine.
     pub fn clone_from(url: impl AsRef<Path>, name: &str) -> TestRepo {
+        Self::clone_with(url.as_ref().to_str().unwrap(), name, &[])
+    }
+
+    /// [`Self::clone_from`] with more `git clone` options (`--filter=blob:none`).
+    pub fn clone_with(url: &str, name: &str, options: &[&str]) -> TestRepo {
         let repo = TestRepo::in_temp(name);
         let root = repo.dir.parent().unwrap();
-        repo.git_in(root, &["clone", "-q", url.as_ref().to_str().unwrap(), repo.dir.to_str().unwrap()]).ok();
+        let mut args = vec!["clone", "-q"];
+        args.extend_from_slice(options);
+        args.extend([url, repo.dir.to_str().unwrap()]);
+        repo.git_in(root, &args).ok();
         repo
     }
 
@@ -495,7 +503,7 @@ pub fn criss_cross_op_logs<'r>(
     linear: usize,
 ) -> Vec<git_boulder::state::Store<'r>> {
     use git_boulder::state::{BoulderState, Store};
-    let stores: Vec<Store> = ["a", "b", "c"].iter().map(|a| Store { repo: r, actor: a.to_string() }).collect();
+    let stores: Vec<Store> = ["a", "b", "c"].iter().map(|a| Store::with_actor(r, a.to_string())).collect();
     let refs = CRISS_CROSS_REFS;
     stores[0].append_raw::<BoulderState>(refs[0], "created", serde_json::json!({"stream": "s"})).unwrap();
     let base = repo.git_out(&["rev-parse", refs[0]]);
