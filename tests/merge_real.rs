@@ -637,6 +637,7 @@ fn a_merge_killed_while_it_writes_the_worktree_is_finished_by_a_rerun() {
         ("checkout-first-file", true),
         ("checkout-first-file", false),
         ("index-lock-written", false),
+        ("index-in-place", false),
         ("checkout-index-in-place", false),
     ] {
         let repo = setup(moves);
@@ -650,7 +651,13 @@ fn a_merge_killed_while_it_writes_the_worktree_is_finished_by_a_rerun() {
         let fresh = repo.tmp.path().join("fresh");
         repo.git(&["worktree", "add", "-q", "--detach", fresh.to_str().unwrap(), "main"]).ok();
         assert_eq!(files(&repo.dir.join("src")), files(&fresh.join("src")), "{step}");
-        for leftover in ["boulder-checkout.record", "boulder-checkout.stage", "index.boulder-checkout", "index.lock"] {
+        for leftover in [
+            "boulder-checkout.record",
+            "boulder-checkout.stage",
+            "index.boulder-checkout",
+            "index.boulder-new",
+            "index.lock",
+        ] {
             assert!(!repo.dir.join(".git").join(leftover).exists(), "{step}: {leftover}");
         }
         repo.assert_fsck();
@@ -674,6 +681,65 @@ fn a_merge_killed_while_it_writes_the_worktree_is_finished_by_a_rerun() {
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(status(&repo, &repo.dir), "");
     assert_eq!(repo.stream_state("auth")["status"], "MERGED");
+}
+
+/// The base branch checked out on another file system than the git dir (files are copied, not
+/// renamed, into place): a merge killed while it writes that worktree is finished by a rerun,
+/// which knows the copies as its own, and leaves no partial copy behind.
+#[test]
+fn a_merge_into_a_worktree_on_another_file_system_killed_half_way_is_finished_by_a_rerun() {
+    use std::os::unix::fs::MetadataExt;
+    let shm = Path::new("/dev/shm");
+    let dev = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ok();
+    let probe = tempfile::tempdir().unwrap();
+    if dev(shm).is_none() || dev(shm) == dev(probe.path()) {
+        assert!(std::env::var_os("CI").is_none(), "CI needs /dev/shm on a file system of its own");
+        eprintln!("skipped: /dev/shm is not a separate file system here");
+        return;
+    }
+    for step in ["checkout-first-file", "checkout-copied", "index-lock-written"] {
+        let mut files = vec![(".gitattributes".to_string(), "*.txt filter=shout\n".to_string())];
+        files.extend((0..10).map(|i| (format!("src/auth/f{i}.txt"), format!("v1 {i}\n"))));
+        let repo = TestRepo::with_files(&[(".agents/tasks/prd.md", PRD), (".boulder/streams.yaml", PLAN)]);
+        repo.git(&["config", "filter.shout.smudge", "tr a-z A-Z"]).ok();
+        repo.git(&["config", "filter.shout.clean", "tr A-Z a-z"]).ok();
+        for (p, c) in &files {
+            repo.write(p, c);
+        }
+        repo.commit_all("files");
+        repo.boulder(&["stream", "init"]).ok();
+        let w = repo.worktree("auth");
+        for i in 0..10 {
+            std::fs::write(w.join(format!("src/auth/f{i}.txt")), format!("v2 {i}\n")).unwrap();
+        }
+        repo.git_in(&w, &["commit", "-q", "-am", "v2"]).ok();
+        repo.boulder(&["prd", "done", "US-001"]).ok();
+        // The base branch moves to a worktree in /dev/shm.
+        let away = tempfile::tempdir_in(shm).unwrap();
+        let base = away.path().join("base");
+        repo.git(&["switch", "-q", "-c", "parking"]).ok();
+        repo.git(&["worktree", "add", "-q", base.to_str().unwrap(), "main"]).ok();
+
+        let r = repo.boulder_env(&repo.dir, &["stream", "merge", "auth"], &[("BOULDER_FAILPOINT", step)]);
+        assert!(r.stderr.contains(&format!("failpoint {step}")), "{step}: {}", r.stderr);
+        let r = repo.boulder(&["stream", "merge", "auth"]);
+        assert_eq!(r.code, 0, "{step}: {}\n{}", r.stdout, r.stderr);
+        assert_eq!(status(&repo, &base), "", "{step}");
+        assert_eq!(std::fs::read_to_string(base.join("src/auth/f3.txt")).unwrap(), "V2 3\n", "{step}");
+        let left: Vec<String> = std::fs::read_dir(base.join("src/auth"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('.'))
+            .collect();
+        assert!(left.is_empty(), "{step}: left beside the files: {left:?}");
+        let gitdir = repo.dir.join(".git/worktrees/base");
+        for leftover in ["boulder-checkout.record", "boulder-checkout.stage", "index.boulder-new", "index.lock"] {
+            assert!(!gitdir.join(leftover).exists(), "{step}: {leftover}");
+        }
+        assert_eq!(repo.stream_state("auth")["status"], "MERGED", "{step}");
+        repo.git(&["worktree", "remove", "--force", base.to_str().unwrap()]).ok();
+        repo.assert_fsck();
+    }
 }
 
 /// A file the stream replaces with a submodule: the file goes and the submodule's (empty) folder

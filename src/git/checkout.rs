@@ -77,7 +77,9 @@ pub struct Move {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Done {
     Deleted,
-    /// A file put in place by renaming the staged one: which file that is.
+    /// A file put in place by renaming the staged one: which file that is. `ino` is 0 for a file
+    /// copied across file systems (the copy is another inode; it keeps the staged file's size and
+    /// modification time).
     Written {
         ino: u64,
         size: u64,
@@ -94,12 +96,15 @@ impl Done {
 
     /// Whether the path `full` is as this record left it.
     fn still(&self, full: &Path) -> bool {
-        match self {
-            Done::Deleted => matches!(
+        match (self, Done::of(full)) {
+            (Done::Deleted, _) => matches!(
                 std::fs::symlink_metadata(full),
                 Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory)
             ),
-            written => Done::of(full).as_ref() == Some(written),
+            (Done::Written { ino: 0, size, mtime }, Some(Done::Written { size: s, mtime: m, .. })) => {
+                (*size, *mtime) == (s, m)
+            }
+            (written, now) => now.as_ref() == Some(written),
         }
     }
 }
@@ -208,11 +213,25 @@ impl Worktree {
     }
 
     /// Remove what a run of a move leaves until its index is in place (record, staging folder,
-    /// scratch index): once the index is there, they record nothing that is still to do.
+    /// scratch index, a copy killed half-way across file systems): once the index is there, they
+    /// record nothing that is still to do.
     pub fn forget_interrupted(&self) {
-        let _ = std::fs::remove_file(self.record());
+        self.drop_record();
         let _ = std::fs::remove_file(self.scratch());
         let _ = std::fs::remove_dir_all(self.stage());
+    }
+
+    /// Remove the record, and beside each file it copied across file systems the partial copy a
+    /// kill may have left there.
+    fn drop_record(&self) {
+        if let Ok(bytes) = std::fs::read(self.record()) {
+            for (path, done) in decode(&bytes) {
+                if matches!(done, Done::Written { ino: 0, .. }) {
+                    let _ = std::fs::remove_file(copy_beside(&in_worktree(&self.work_dir, path.as_bstr())));
+                }
+            }
+        }
+        let _ = std::fs::remove_file(self.record());
     }
 
     /// Recognise what an interrupted run of `mv` already did (the branch moved, the index not
@@ -220,7 +239,7 @@ impl Worktree {
     /// and is removed).
     pub fn recall_interrupted(&self, mv: &mut Move, fresh: bool) {
         if fresh {
-            let _ = std::fs::remove_file(self.record());
+            self.drop_record();
         }
         mv.done_before = std::fs::read(self.record()).map(|b| decode(&b)).unwrap_or_default();
     }
@@ -350,11 +369,16 @@ impl Worktree {
                     .map_err(|e| Error::internal(format!("cannot create {}: {e}", stage.display())))?;
                 let list: Vec<&[u8]> = batch.iter().map(|p| p.as_slice()).collect();
                 crate::git::cli::checkout_index(git_dir, work_dir, &scratch, &stage, &list)?;
+                // A worktree on another file system than its git dir gets copies (see `put_in_place`).
+                let across = device(&stage) != device(work_dir);
                 for p in &batch {
                     let staged = in_worktree(&stage, p.as_bstr());
-                    let done = Done::of(&staged).ok_or_else(|| {
+                    let mut done = Done::of(&staged).ok_or_else(|| {
                         Error::internal(format!("git checkout-index did not write {}", staged.display()))
                     })?;
+                    if let (true, Done::Written { ino, .. }) = (across, &mut done) {
+                        *ino = 0;
+                    }
                     record.push(((*p).clone(), done));
                 }
             }
@@ -529,9 +553,22 @@ fn submodule_in_the_way(work_dir: &Path, c: &FileChange) -> bool {
         && std::fs::read_dir(in_worktree(work_dir, c.path.as_bstr())).is_ok_and(|mut d| d.next().is_some())
 }
 
+/// The device of the file system `path` is on.
+fn device(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| m.dev())
+}
+
+/// Where the copy of a file put in place across file systems is made before it is renamed.
+fn copy_beside(to: &Path) -> PathBuf {
+    let name = to.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    to.with_file_name(format!(".{name}.boulder-copy"))
+}
+
 /// Rename the staged file `from` to `to`, making its folders, or taking the place of a folder
 /// the move emptied. Across file systems (a worktree on another disk than its git dir), a copy
-/// beside `to` is renamed instead, so the file still appears whole.
+/// beside `to`, given the staged file's modification time as the record expects, is renamed
+/// instead, so the file still appears whole.
 fn put_in_place(from: &Path, to: &Path) -> Result<()> {
     let fail = |e: std::io::Error| Error::internal(format!("cannot put {} in place: {e}", to.display()));
     if let Some(parent) = to.parent() {
@@ -543,15 +580,17 @@ fn put_in_place(from: &Path, to: &Path) -> Result<()> {
     }
     match std::fs::rename(from, to) {
         Err(e) if e.kind() == std::io::ErrorKind::CrossesDevices => {
-            let name = to.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            let tmp = to.with_file_name(format!(".{name}.boulder-{}", std::process::id()));
+            let tmp = copy_beside(to);
             let _ = std::fs::remove_file(&tmp);
             let meta = std::fs::symlink_metadata(from).map_err(fail)?;
             if meta.file_type().is_symlink() {
                 std::os::unix::fs::symlink(std::fs::read_link(from).map_err(fail)?, &tmp).map_err(fail)?;
             } else {
                 std::fs::copy(from, &tmp).map_err(fail)?;
+                let copy = std::fs::File::options().write(true).open(&tmp).map_err(fail)?;
+                copy.set_modified(meta.modified().map_err(fail)?).map_err(fail)?;
             }
+            crate::failpoint::hit("checkout-copied");
             std::fs::rename(&tmp, to).map_err(fail)
         }
         other => other.map_err(fail),

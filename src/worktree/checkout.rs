@@ -65,8 +65,8 @@ pub fn refusal(work_dir: &Path, found: &[Blocker]) -> Error {
 /// it through `git commit`'s ref update, so while it is held no git command can stage or commit in
 /// that worktree: moving its branch and its files is one step as far as git is concerned.
 ///
-/// Released by renaming it over the index (the way git commits an index) or, when dropped
-/// unused, by deleting it. Its holder is recorded beside the other per-machine files, so that a
+/// Released, once the new index is renamed into place beside it, by deleting it (and by deleting
+/// it when dropped unused). Its holder is recorded beside the other per-machine files, so that a
 /// lock left by a killed git-boulder (and only such a lock) is recognised and taken over by the
 /// rerun.
 pub struct IndexLock {
@@ -107,6 +107,8 @@ impl IndexLock {
                 Ok(file) => {
                     let lock = IndexLock { path, record: record.clone(), file: Some(file) };
                     lock.note()?;
+                    // What a killed holder may have left half-written; only the holder writes it.
+                    let _ = std::fs::remove_file(lock.next_index());
                     return Ok(lock);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -159,21 +161,29 @@ impl IndexLock {
         crate::fsutil::write_atomic(&self.record, &json)
     }
 
-    /// Write `index` through the lock and put it in place of the worktree's index.
+    /// Where the new index is written while the lock is held (beside the index, so the rename
+    /// that puts it in place stays on one file system).
+    fn next_index(&self) -> PathBuf {
+        self.path.with_file_name("index.boulder-new")
+    }
+
+    /// Put `index` in place of the worktree's index, then release the lock. The lock file itself
+    /// is never written, so the record of it stays true until it is gone: a run killed at any
+    /// point of this leaves either the old index or the new one, and a lock the rerun knows as its
+    /// own.
     pub fn commit(mut self, index: &Index) -> Result<()> {
-        let file = self.file.take().expect("a held lock has its file");
-        let mut out = std::io::BufWriter::new(file);
+        let next = self.next_index();
+        let fail = |e: std::io::Error| Error::internal(format!("cannot write {}: {e}", next.display()));
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&next).map_err(fail)?);
         index.write_to(&mut out)?;
-        let file = out.into_inner().map_err(|e| Error::internal(format!("cannot write the index: {e}")))?;
-        drop(file);
-        // Writing changed the lock's change time: the record follows, so that a run killed
-        // before the rename below still knows the lock as its own. (Without the record it is
-        // refused as git refuses any lock left behind.)
-        let _ = self.note();
+        drop(out.into_inner().map_err(|e| fail(e.into_error()))?);
         crate::failpoint::hit("index-lock-written");
         let target = self.path.with_file_name("index");
-        std::fs::rename(&self.path, &target)
-            .map_err(|e| Error::internal(format!("cannot put {} in place: {e}", self.path.display())))?;
+        std::fs::rename(&next, &target)
+            .map_err(|e| Error::internal(format!("cannot put {} in place: {e}", target.display())))?;
+        crate::failpoint::hit("index-in-place");
+        drop(self.file.take());
+        let _ = std::fs::remove_file(&self.path);
         let _ = std::fs::remove_file(&self.record);
         Ok(())
     }
