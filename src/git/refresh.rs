@@ -278,8 +278,11 @@ pub(crate) struct Found {
 impl Found {
     fn base_and_stamp(g: &gix::Repository, git_dir: &Path, head: ObjectId) -> (String, String) {
         let key = cache_key(g, git_dir);
-        // The index's stamp comes first in the cache key.
+        // The index's stamp comes first in the cache key. An index written within the last two
+        // seconds has no usable stamp: git can write it again with the same size within the
+        // same tick of the file system's clock, so its entries are compared instead.
         let (stamp, rest) = key.split_once(' ').unwrap_or((key.as_str(), ""));
+        let stamp = if dir_mtime(&git_dir.join("index")).is_some() { stamp } else { RECENT };
         (format!("{head} {rest}"), stamp.to_string())
     }
 
@@ -296,13 +299,16 @@ impl Found {
         if base != before.base {
             return None;
         }
-        if stamp == before.stamp {
+        if stamp == before.stamp && stamp != RECENT {
             return Some(before.clone());
         }
         let entries = entries_digest(g, git_dir)?;
         (entries == before.entries).then_some(Found { base, stamp, entries })
     }
 }
+
+/// The stamp of an index too recent to be told apart from its next version by size and time.
+const RECENT: &str = "recent";
 
 /// A digest of the index's entries (not its extensions).
 fn entries_digest(g: &gix::Repository, git_dir: &Path) -> Option<u64> {
