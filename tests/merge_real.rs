@@ -636,6 +636,8 @@ fn a_merge_killed_while_it_writes_the_worktree_is_finished_by_a_rerun() {
         ("checkout-recorded", true),
         ("checkout-first-file", true),
         ("checkout-first-file", false),
+        ("index-lock-noted", false),
+        ("index-lock-linked", false),
         ("index-lock-written", false),
         ("index-in-place", false),
         ("checkout-index-in-place", false),
@@ -660,6 +662,9 @@ fn a_merge_killed_while_it_writes_the_worktree_is_finished_by_a_rerun() {
         ] {
             assert!(!repo.dir.join(".git").join(leftover).exists(), "{step}: {leftover}");
         }
+        let takers = std::fs::read_dir(repo.dir.join(".git")).unwrap().flatten();
+        let takers: Vec<_> = takers.filter(|e| e.file_name().to_string_lossy().starts_with("index.lock.")).collect();
+        assert!(takers.is_empty(), "{step}: {takers:?}");
         repo.assert_fsck();
     }
 

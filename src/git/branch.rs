@@ -37,6 +37,10 @@ pub fn create(repo: &Repo, branch: &str, tip: ObjectId, message: &str) -> Result
     match refs::update_in(&writer, &name, Expect::Absent, tip, message, Writer::Configured) {
         Ok(_) => Ok(true),
         Err(_) if repo.branch_tip(branch)?.is_some() => Ok(false),
-        Err(e) => Err(Error::internal(format!("cannot create branch {branch}: {e:#}")).with_source(e)),
+        Err(e) => match refs::blocked(repo, &refs::branch_ref(branch)) {
+            // Its `.lock` (or packed-refs.lock), left by a killed writer or held by a running one.
+            Some(lock) => Err(lock),
+            None => Err(Error::internal(format!("cannot create branch {branch}: {e:#}")).with_source(e)),
+        },
     }
 }

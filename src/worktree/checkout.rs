@@ -82,40 +82,130 @@ struct LockRecord {
     host: String,
     dev: u64,
     ino: u64,
-    /// The lock file's change time (seconds, nanoseconds): an inode number can be reused by a
-    /// lock git creates after ours was removed; its change time then differs.
+    /// The lock file's modification time (seconds, nanoseconds): an inode number can be reused
+    /// by a lock git creates after ours was removed; its time then differs.
     #[serde(default)]
-    ctime: (i64, i64),
+    mtime: (i64, i64),
 }
 
-/// Device, inode and change time of a file: which file it is.
+/// Device, inode and modification time of a file: which file it is (linking and renaming it
+/// keep them; it is never written).
 fn file_id(path: &Path) -> Option<(u64, u64, (i64, i64))> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino(), (m.ctime(), m.ctime_nsec())))
+    std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino(), (m.mtime(), m.mtime_nsec())))
+}
+
+/// The name, before its process id, of the file a taker of the lock links into place.
+const TAKER: &str = "index.lock.boulder-";
+
+/// Record this process as the holder of the lock at `lock`, the file now at `file`.
+fn note(record: &Path, lock: &Path, file: &Path) -> std::io::Result<()> {
+    let (dev, ino, mtime) = file_id(file).unwrap_or_default();
+    let rec = LockRecord {
+        lock: lock.display().to_string(),
+        pid: std::process::id(),
+        host: crate::git::identity::hostname(),
+        dev,
+        ino,
+        mtime,
+    };
+    let json = serde_json::to_vec(&rec).map_err(std::io::Error::other)?;
+    crate::fsutil::write_atomic(record, &json).map_err(|e| std::io::Error::other(e.message))
+}
+
+/// Where the new index is written while the lock is held (beside the index, so the rename that
+/// puts it in place stays on one file system).
+const NEXT_INDEX: &str = "index.boulder-new";
+
+/// The records of one worktree's lock: one per process that took it or is taking it,
+/// `<dir>/<key>.<pid>.json`, so a taker never overwrites the record of the lock it finds.
+struct Records {
+    dir: PathBuf,
+    key: String,
+}
+
+impl Records {
+    fn of(&self, pid: u32) -> PathBuf {
+        self.dir.join(format!("{}.{pid}.json", self.key))
+    }
+
+    /// Every record of this lock, with its process id.
+    fn all(&self) -> Vec<(u32, PathBuf)> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return Vec::new() };
+        let prefix = format!("{}.", self.key);
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name();
+                let pid = name.to_str()?.strip_prefix(&prefix)?.strip_suffix(".json")?.parse().ok()?;
+                Some((pid, e.path()))
+            })
+            .collect()
+    }
+
+    /// The record of a git-boulder process, since dead, that holds the lock at `path`.
+    fn left_by_a_killed_run(&self, path: &Path) -> Option<PathBuf> {
+        let here = crate::git::identity::hostname();
+        self.all().into_iter().find_map(|(_, record)| {
+            let rec = serde_json::from_slice::<LockRecord>(&std::fs::read(&record).ok()?).ok()?;
+            let dead = rec.host == here && Path::new("/proc/self").exists() && !crate::lock::running(rec.pid);
+            let same = rec.lock == path.display().to_string() && file_id(path) == Some((rec.dev, rec.ino, rec.mtime));
+            (dead && same).then_some(record)
+        })
+    }
+
+    /// Remove the records of this machine's processes that are gone (called by the holder of the
+    /// lock: none of them holds it).
+    fn forget_dead(&self) {
+        let here = crate::git::identity::hostname();
+        for (pid, record) in self.all() {
+            let ours = std::fs::read(&record).ok().and_then(|b| serde_json::from_slice::<LockRecord>(&b).ok());
+            if pid != std::process::id() && ours.is_some_and(|r| r.host == here) && !crate::lock::running(pid) {
+                let _ = std::fs::remove_file(record);
+            }
+        }
+    }
+}
+
+/// Remove the files that killed takers of a lock in `git_dir` left before linking them.
+fn forget_killed_takers(git_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(git_dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let pid = name.to_str().and_then(|n| n.strip_prefix(TAKER)).and_then(|p| p.parse::<u32>().ok());
+        if pid.is_some_and(|p| p != std::process::id() && !crate::lock::running(p)) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 impl IndexLock {
     /// Take `index.lock` of the worktree whose git dir is `git_dir`; refuse, as git does, while
-    /// another process holds it.
+    /// another process holds it. A lock a killed git-boulder left (recorded, its process gone) is
+    /// taken over.
     pub fn acquire(repo: &crate::git::Repo, git_dir: &Path, work_dir: &Path) -> Result<IndexLock> {
         let path = git_dir.join("index.lock");
         let key = git_dir.strip_prefix(&repo.common_dir).ok().map(|r| r.to_string_lossy().replace('/', "-"));
         let key = key.filter(|k| !k.is_empty()).unwrap_or_else(|| "main".into());
-        let record = repo.boulder_dir().join("index-locks").join(format!("{key}.json"));
+        let records = Records { dir: repo.boulder_dir().join("index-locks"), key };
+        let record = records.of(std::process::id());
         for attempt in 0..2 {
-            match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+            match Self::take(&path, &record) {
                 Ok(file) => {
-                    let lock = IndexLock { path, record: record.clone(), file: Some(file) };
-                    lock.note()?;
-                    // What a killed holder may have left half-written; only the holder writes it.
-                    let _ = std::fs::remove_file(lock.next_index());
-                    return Ok(lock);
+                    // What killed holders and takers left; only the holder of the lock writes them.
+                    let _ = std::fs::remove_file(path.with_file_name(NEXT_INDEX));
+                    forget_killed_takers(git_dir);
+                    records.forget_dead();
+                    return Ok(IndexLock { path, record, file: Some(file) });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    if attempt == 0 && Self::left_by_a_killed_run(&path, &record) {
-                        let _ = std::fs::remove_file(&path);
-                        let _ = std::fs::remove_file(&record);
-                        continue;
+                    let _ = std::fs::remove_file(&record);
+                    if attempt == 0 {
+                        if let Some(theirs) = records.left_by_a_killed_run(&path) {
+                            let _ = std::fs::remove_file(&path);
+                            let _ = std::fs::remove_file(theirs);
+                            continue;
+                        }
                     }
                     return Err(Error::refused(format!(
                         "cannot update the worktree {}: {} exists, so a git command is running there",
@@ -134,37 +224,32 @@ impl IndexLock {
         unreachable!("the second attempt returns")
     }
 
-    /// Is the lock at `path` the one a git-boulder process that has since died took?
-    fn left_by_a_killed_run(path: &Path, record: &Path) -> bool {
-        let Some(rec) = std::fs::read(record).ok().and_then(|b| serde_json::from_slice::<LockRecord>(&b).ok()) else {
-            return false;
-        };
-        let dead = rec.host == crate::git::identity::hostname()
-            && Path::new("/proc/self").exists()
-            && !crate::lock::running(rec.pid);
-        dead && rec.lock == path.display().to_string() && file_id(path) == Some((rec.dev, rec.ino, rec.ctime))
-    }
-
-    /// Record this process as the holder of the lock file as it is now (which file, and its
-    /// change time).
-    fn note(&self) -> Result<()> {
-        let (dev, ino, ctime) = file_id(&self.path).unwrap_or_default();
-        let rec = LockRecord {
-            lock: self.path.display().to_string(),
-            pid: std::process::id(),
-            host: crate::git::identity::hostname(),
-            dev,
-            ino,
-            ctime,
-        };
-        let json = serde_json::to_vec(&rec).map_err(|e| Error::internal(format!("lock record: {e}")))?;
-        crate::fsutil::write_atomic(&self.record, &json)
-    }
-
-    /// Where the new index is written while the lock is held (beside the index, so the rename
-    /// that puts it in place stays on one file system).
-    fn next_index(&self) -> PathBuf {
-        self.path.with_file_name("index.boulder-new")
+    /// Create the lock file at `path` already recorded in `record`: a new file is made beside it
+    /// and recorded, then linked to `path` (which fails, as creating it would, when a lock is
+    /// there). Killed at any point, there is either no lock or a recorded one. Where hard links
+    /// are not supported the lock is created in place and recorded after.
+    fn take(path: &Path, record: &Path) -> std::io::Result<std::fs::File> {
+        let new = |p: &Path| std::fs::OpenOptions::new().write(true).create_new(true).open(p);
+        let beside = path.with_file_name(format!("{TAKER}{}", std::process::id()));
+        let _ = std::fs::remove_file(&beside);
+        let file = new(&beside)?;
+        let noted = note(record, path, &beside);
+        crate::failpoint::hit("index-lock-noted");
+        let linked = noted.and_then(|()| std::fs::hard_link(&beside, path));
+        crate::failpoint::hit("index-lock-linked");
+        let _ = std::fs::remove_file(&beside);
+        match linked {
+            Ok(()) => Ok(file),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e),
+            Err(_) => {
+                let file = new(path)?;
+                if let Err(e) = note(record, path, path) {
+                    let _ = std::fs::remove_file(path);
+                    return Err(e);
+                }
+                Ok(file)
+            }
+        }
     }
 
     /// Put `index` in place of the worktree's index, then release the lock. The lock file itself
@@ -172,7 +257,7 @@ impl IndexLock {
     /// point of this leaves either the old index or the new one, and a lock the rerun knows as its
     /// own.
     pub fn commit(mut self, index: &Index) -> Result<()> {
-        let next = self.next_index();
+        let next = self.path.with_file_name(NEXT_INDEX);
         let fail = |e: std::io::Error| Error::internal(format!("cannot write {}: {e}", next.display()));
         let mut out = std::io::BufWriter::new(std::fs::File::create(&next).map_err(fail)?);
         index.write_to(&mut out)?;
