@@ -68,6 +68,19 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
         });
     }
 
+    // A worktree's admin folder a killed creation left without its gitdir file.
+    for admin in crate::git::worktree::unfinished(&ws.repo) {
+        problems.push(Problem {
+            area: "worktree",
+            message: format!(
+                "{} was left half made (it has no gitdir file: a worktree creation was killed); git \
+                 lists it as prunable",
+                admin.display()
+            ),
+            fix: "git worktree prune".into(),
+        });
+    }
+
     // git's own lock files left by a killed process: every later write that needs them fails.
     for l in crate::git::lockfiles::stale(&ws.repo) {
         problems.push(Problem {

@@ -94,3 +94,25 @@ fn a_missing_or_broken_plan_is_a_problem_while_the_state_has_streams() {
     let r = repo.boulder(&["doctor"]);
     assert!(!r.stdout.contains("plan"), "{}", r.stdout);
 }
+
+/// A worktree's admin folder that a killed creation left without its `gitdir` file is named,
+/// with `git worktree prune` (which removes it, as the check after shows); one being made right
+/// now is not.
+#[test]
+fn doctor_names_a_half_made_worktree_admin_folder() {
+    let repo = sample();
+    repo.boulder(&["stream", "init"]).ok();
+    let admin = repo.dir.join(".git/worktrees/half");
+    std::fs::create_dir_all(&admin).unwrap();
+    repo.boulder(&["doctor"]).ok();
+    let out = repo.command("touch").args(["-d", "1 hour ago"]).arg(&admin).output().unwrap();
+    assert!(out.status.success());
+    let r = repo.boulder(&["doctor"]).code(1);
+    let shown = admin.display().to_string();
+    assert!(r.stdout.contains(&format!("worktree: {shown} was left half made")), "{}", r.stdout);
+    assert!(r.stdout.contains("fix: git worktree prune"), "{}", r.stdout);
+    assert!(repo.git(&["worktree", "prune", "-n", "-v"]).ok().stderr.contains("half: gitdir file does not exist"));
+    repo.git(&["worktree", "prune"]).ok();
+    assert!(!admin.exists());
+    repo.boulder(&["doctor"]).ok();
+}

@@ -125,6 +125,24 @@ pub fn registrations(repo: &Repo) -> Result<Vec<Registration>> {
     Ok(regs)
 }
 
+/// Admin folders under `<common dir>/worktrees` without a `gitdir` file, older than
+/// [`super::lockfiles::STALE_AFTER`]: left by a worktree creation (git's or git-boulder's) killed
+/// half-way; `git worktree prune` removes them.
+pub fn unfinished(repo: &Repo) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(repo.common_dir.join("worktrees")) else { return Vec::new() };
+    let mut out: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|admin| {
+            let old = std::fs::symlink_metadata(admin).ok().filter(|m| m.is_dir()).and_then(|m| m.modified().ok());
+            let old = old.and_then(|t| t.elapsed().ok()).is_some_and(|age| age >= super::lockfiles::STALE_AFTER);
+            old && std::fs::symlink_metadata(admin.join("gitdir")).is_err()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// Why [`add_linked`] made no worktree. The texts are gix's, with their causes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AddError {
