@@ -271,3 +271,21 @@ fn a_bare_repository_reads_no_prd_past_the_bound() {
     let r = src.boulder_in(&bare, &["prd", "show"]).code(2);
     assert!(r.stderr.contains("larger than 64 MiB"), "{}", r.stderr);
 }
+
+/// A ref's `.lock` left on the server (a push killed there) turns the push down with git's
+/// "cannot lock ref": the hint says so, not that the server's rules refuse it.
+#[test]
+fn a_lock_file_left_on_the_server_is_named_as_such() {
+    let r = remote();
+    let a = r.machine("alpha");
+    a.boulder(&["prd", "done", "US-001"]).ok();
+    for name in a.refs("refs/boulder") {
+        let lock = r.bare.join(format!("{name}.lock"));
+        std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+        std::fs::write(&lock, "").unwrap();
+    }
+    let out = a.boulder(&["push"]).code(1);
+    assert!(out.stderr.contains("cannot lock ref"), "{}", out.stderr);
+    assert!(out.stderr.contains("a lock file on the server blocks that ref"), "{}", out.stderr);
+    assert!(!out.stderr.contains("server's own rules"), "{}", out.stderr);
+}

@@ -257,10 +257,8 @@ pub(crate) fn refusal(summary: &str, pushed: &cli::Pushed) -> String {
 }
 
 fn server_refused(remote: &remote::RemoteName, what: String, why: &str) -> Error {
-    Error::refused(format!("the remote {} refused {what}: {why}", remote.given)).hint(
-        "the server's own rules (its hooks or receive.* settings) turned the push down; trying again \
-         will not help: ask whoever runs it, or use another remote (--remote)",
-    )
+    Error::refused(format!("the remote {} refused {what}: {why}", remote.given))
+        .hint(super::report::server_hint(why, "ask whoever runs it, or use another remote (--remote)"))
 }
 
 /// What [`take`] did.

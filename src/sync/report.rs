@@ -3,6 +3,23 @@
 use super::{PullReport, PushReport};
 use crate::error::Error;
 
+/// Why the server turned a push down, as far as `said` (its reasons and messages) shows, and what
+/// to do: a lock file on the server (`cannot lock ref`: another push is writing that ref, or one
+/// killed there left its `.lock`) passes or needs removing there; anything else is the server's
+/// own rules, which trying again will not change (`else_ask`: whom to turn to then).
+pub(crate) fn server_hint(said: &str, else_ask: &str) -> String {
+    if said.contains("cannot lock ref") || said.contains(".lock': File exists") {
+        return "a lock file on the server blocks that ref: another push is writing it (run this again in a \
+                moment), or one killed on the server left its .lock behind, which whoever runs the server removes \
+                (the path is in the message above)"
+            .into();
+    }
+    format!(
+        "the server's own rules (its hooks or receive.* settings) turned the push down; trying again will not \
+         help: {else_ask}"
+    )
+}
+
 /// How many refs a refusal names.
 const SHOWN: usize = 10;
 
@@ -58,10 +75,8 @@ impl PushReport {
                 message.push('\n');
                 message.push_str(line);
             }
-            return Some(Error::refused(message).hint(
-                "the server's own rules (its hooks or receive.* settings) turned the push down; trying again will \
-                 not help: ask whoever runs it",
-            ));
+            let hint = server_hint(&message, "ask whoever runs it");
+            return Some(Error::refused(message).hint(hint));
         }
         let refused: Vec<&str> = r
             .pulled
