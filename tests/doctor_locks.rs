@@ -116,3 +116,27 @@ fn doctor_names_a_half_made_worktree_admin_folder() {
     assert!(!admin.exists());
     repo.boulder(&["doctor"]).ok();
 }
+
+/// A `packed-refs.lock` a killed process left: each commit's hook says so at once, with what to
+/// do (it used to wait for the lock through every retry, seconds per commit), and once the lock
+/// is gone `git boulder record` records the commits made meanwhile.
+#[test]
+fn a_stale_packed_refs_lock_is_named_by_the_post_commit_hook_and_record_catches_up() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let auth = repo.worktree("auth");
+    let lock = git_path(&repo, &repo.dir, "packed-refs.lock");
+    leave_lock(&repo, &lock, "1 hour ago");
+    let p = auth.join("src/auth/new.rs");
+    std::fs::write(&p, "// new\n").unwrap();
+    repo.git_in(&auth, &["add", "-A"]).ok();
+    let r = repo.git_in(&auth, &["commit", "-q", "-m", "while locked"]).ok();
+    assert!(r.stderr.contains("post-commit hook: cannot update the activity refs"), "{}", r.stderr);
+    assert!(r.stderr.contains(&format!("remove {}", lock.display())), "{}", r.stderr);
+    assert!(r.stderr.contains("`git boulder record` in this worktree records the commits"), "{}", r.stderr);
+    assert_eq!(repo.git_out(&["notes", "--ref=boulder", "list"]), "");
+    std::fs::remove_file(&lock).unwrap();
+    repo.boulder_in(&auth, &["record"]).ok();
+    let head = repo.git_in(&auth, &["rev-parse", "HEAD"]).ok().stdout;
+    assert!(repo.git_out(&["notes", "--ref=boulder", "list"]).contains(head.trim()));
+}

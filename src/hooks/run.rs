@@ -39,6 +39,9 @@ pub fn run(name: &str, args: &[String]) -> Result<i32> {
         Err(e) => {
             // Never break the user's git command over an internal problem.
             eprintln!("git-boulder {name} hook: {} (git continues)", crate::text::inert_lines(&e.message));
+            for hint in &e.hints {
+                eprintln!("hint: {}", crate::text::inert_lines(hint));
+            }
             Ok(0)
         }
     }
@@ -113,6 +116,11 @@ fn post_commit() -> Result<()> {
     };
     if amended(&ws.repo, head) {
         return Ok(());
+    }
+    // A packed-refs.lock a killed writer left blocks every update of a ref (gix takes it for
+    // each): said at once, where waiting for it with each retry held every commit seconds.
+    if let Some(e) = refs::stale_packed_lock(&ws.repo, "the activity refs") {
+        return Err(e.hint("once it is gone, `git boulder record` in this worktree records the commits made meanwhile"));
     }
     let Some(stream) = stream else { return project_activity(&ws, plan.as_ref(), head) };
     let store = Store::new(&ws.repo)?;
