@@ -131,9 +131,10 @@ fn a_stale_packed_refs_lock_is_named_by_the_post_commit_hook_and_record_catches_
     std::fs::write(&p, "// new\n").unwrap();
     repo.git_in(&auth, &["add", "-A"]).ok();
     let r = repo.git_in(&auth, &["commit", "-q", "-m", "while locked"]).ok();
-    assert!(r.stderr.contains("post-commit hook: cannot update the activity refs"), "{}", r.stderr);
-    assert!(r.stderr.contains(&format!("remove {}", lock.display())), "{}", r.stderr);
-    assert!(r.stderr.contains("`git boulder record` in this worktree records the commits"), "{}", r.stderr);
+    assert!(r.stderr.contains(&format!("post-commit hook: cannot record this commit: {} was left", lock.display())));
+    assert!(r.stderr.contains("remove it, then `git boulder record` in this worktree records"), "{}", r.stderr);
+    // One line of git-boulder's (git says its own about the lock).
+    assert_eq!(r.stderr.lines().filter(|l| l.contains("git-boulder")).count(), 1, "{}", r.stderr);
     assert_eq!(repo.git_out(&["notes", "--ref=boulder", "list"]), "");
     std::fs::remove_file(&lock).unwrap();
     repo.boulder_in(&auth, &["record"]).ok();

@@ -754,6 +754,12 @@ pub(crate) fn blocking_lock(
     })
 }
 
+/// The `packed-refs.lock` of the repository when it is there and (unless `fresh`) old enough to be
+/// a killed writer's (see [`packed_lock`]).
+pub fn packed_lock_path(repo: &Repo, fresh: bool) -> Option<std::path::PathBuf> {
+    packed_lock(&repo.repo, fresh)
+}
+
 /// The refusal for updating `what` while a `packed-refs.lock` a killed writer left behind (see
 /// [`packed_lock`]) blocks every ref update: `None` when there is none.
 pub fn stale_packed_lock(repo: &Repo, what: &str) -> Option<Error> {

@@ -39,9 +39,6 @@ pub fn run(name: &str, args: &[String]) -> Result<i32> {
         Err(e) => {
             // Never break the user's git command over an internal problem.
             eprintln!("git-boulder {name} hook: {} (git continues)", crate::text::inert_lines(&e.message));
-            for hint in &e.hints {
-                eprintln!("hint: {}", crate::text::inert_lines(hint));
-            }
             Ok(0)
         }
     }
@@ -119,8 +116,13 @@ fn post_commit() -> Result<()> {
     }
     // A packed-refs.lock a killed writer left blocks every update of a ref (gix takes it for
     // each): said at once, where waiting for it with each retry held every commit seconds.
-    if let Some(e) = refs::stale_packed_lock(&ws.repo, "the activity refs") {
-        return Err(e.hint("once it is gone, `git boulder record` in this worktree records the commits made meanwhile"));
+    if let Some(lock) = refs::packed_lock_path(&ws.repo, false) {
+        return Err(Error::refused(format!(
+            "cannot record this commit: {} was left behind (a git or git-boulder process was killed while \
+             writing refs); if no git process is running, remove it, then `git boulder record` in this worktree \
+             records the commits made meanwhile",
+            lock.display()
+        )));
     }
     let Some(stream) = stream else { return project_activity(&ws, plan.as_ref(), head) };
     let store = Store::new(&ws.repo)?;
