@@ -275,6 +275,31 @@ fn usage_errors_exit_2_and_help_exits_0() {
     assert!(r.stdout.contains("stream"), "{}", r.stdout);
 }
 
+/// A user whose git makes reftable or SHA-256 repositories by default still gets the demo: its
+/// repositories are made in the formats git-boulder reads.
+#[test]
+fn the_demo_runs_whatever_formats_the_users_git_defaults_to() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let config = tmp.path().join("gitconfig");
+    std::fs::write(&config, "[init]\n\tdefaultRefFormat = reftable\n\tdefaultObjectFormat = sha256\n").unwrap();
+    let dir = tmp.path().join("demo");
+    let mut cmd = std::process::Command::new(bin());
+    fixed_env(&mut cmd, &home);
+    cmd.env("GIT_CONFIG_GLOBAL", &config);
+    let out = cmd.args(["demo", dir.to_str().unwrap()]).output().unwrap();
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    for repo in ["notes", "remote.git"] {
+        let out = std::process::Command::new("git")
+            .args(["rev-parse", "--show-ref-format", "--show-object-format"])
+            .current_dir(dir.join(repo))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "files\nsha1\n", "{repo}");
+    }
+}
+
 #[test]
 fn demo_runs_end_to_end() {
     let tmp = tempfile::tempdir().unwrap();

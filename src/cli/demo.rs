@@ -338,13 +338,18 @@ impl Demo {
     }
 }
 
-/// The sample commits (and merges) need an identity even on a machine without one.
+/// The sample commits (and merges) need an identity even on a machine without one; the sample
+/// repositories and clones are made in the formats git-boulder reads (SHA-1 ids, refs as files),
+/// whatever the user's `init.defaultObjectFormat` or `init.defaultRefFormat` say (these variables
+/// win over them; a git that predates them has no other format).
 fn identity(cmd: &mut Command) {
     for (k, v) in [
         ("GIT_AUTHOR_NAME", "Demo User"),
         ("GIT_AUTHOR_EMAIL", "demo@example.com"),
         ("GIT_COMMITTER_NAME", "Demo User"),
         ("GIT_COMMITTER_EMAIL", "demo@example.com"),
+        ("GIT_DEFAULT_HASH", "sha1"),
+        ("GIT_DEFAULT_REF_FORMAT", "files"),
     ] {
         cmd.env(k, v);
     }
