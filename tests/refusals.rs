@@ -120,6 +120,21 @@ fn stream_cleanup() {
     assert_shown!("cleanup_unpushed_commits", repo.boulder(&["stream", "cleanup", "auth"]));
 }
 
+/// Run inside the worktree it removes (as `git worktree remove` may be), cleanup removes it and
+/// the others named, and records each: it used to stop, exit 3, after removing the first.
+#[test]
+fn stream_cleanup_from_inside_a_worktree_it_removes() {
+    let repo = initialized();
+    let auth = repo.worktree("auth");
+    let r = repo.boulder_in(&auth, &["stream", "cleanup", "auth", "docs"]).ok();
+    assert!(r.stdout.contains("auth: worktree removed") && r.stdout.contains("docs: worktree removed"), "{}", r.stdout);
+    assert!(!auth.exists() && !repo.worktree("docs").exists());
+    assert_eq!(repo.stream_state("auth")["status"], "CLEANED");
+    assert_eq!(repo.stream_state("docs")["status"], "CLEANED");
+    assert_eq!(repo.git_out(&["worktree", "list", "--porcelain"]).matches("worktree ").count(), 2);
+    repo.assert_fsck();
+}
+
 #[test]
 fn stream_run() {
     let repo = actor_repo();

@@ -327,6 +327,20 @@ fn path(ws: &Workspace, args: PathArgs) -> Result<()> {
 }
 
 fn cleanup(ws: &Workspace, args: CleanupArgs) -> Result<()> {
+    // Run from a linked worktree, which it may remove (as `git worktree remove` may remove the one
+    // it runs in): from the main worktree instead, since the repository as opened here reaches
+    // its objects and refs through this worktree's admin folder. The plan is the main
+    // worktree's either way.
+    let from_main;
+    let ws = match (&ws.repo.main_work_dir, ws.repo.git_dir != ws.repo.common_dir) {
+        (Some(main), true) => {
+            std::env::set_current_dir(main)
+                .map_err(|e| Error::internal(format!("cannot change to {}: {e}", main.display())))?;
+            from_main = Workspace::from_repo(crate::git::Repo::discover_at(main)?, ws.config_override.clone());
+            &from_main
+        }
+        _ => ws,
+    };
     let plan = ws.plan()?;
     let opts = crate::stream::lifecycle::CleanupOptions {
         merged: args.merged,
