@@ -70,7 +70,10 @@ fn refused_everywhere(repo: &TestRepo, words: &[&str]) {
 fn reftable_repositories_are_refused_up_front() {
     let repo = sample_in("--ref-format=reftable");
     assert_eq!(repo.git_out(&["rev-parse", "--show-ref-format"]), "reftable");
-    refused_everywhere(&repo, &["reftable", "extensions.refStorage", "git refs migrate"]);
+    refused_everywhere(
+        &repo,
+        &["reftable", "extensions.refStorage", "git refs migrate", "git clone --ref-format=files --no-local"],
+    );
     repo.assert_fsck();
 }
 

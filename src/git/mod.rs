@@ -291,7 +291,7 @@ fn unsupported(value: impl Fn(&str) -> Option<String>) -> Option<Error> {
             Error::usage(format!(
                 "this repository stores refs in the {refs} format (extensions.refStorage = {refs}), which git-boulder does not support yet; nothing was read or written"
             ))
-            .hint("convert it with `git refs migrate --ref-format=files` (git 2.46+, no linked worktrees), or use git-boulder in a repository with the files ref format"),
+            .hint("convert it with `git refs migrate --ref-format=files` (no linked worktrees; git 2.48+, or 2.46 and 2.47 for a repository without reflogs), or clone it in the files format: `git clone --ref-format=files --no-local REPO NEW`"),
         );
     }
     if let Some(hash) = value("extensions.objectFormat").filter(|v| v != "sha1") {
