@@ -131,6 +131,13 @@ fn hints(ws: &Workspace, plan: &crate::plan::Plan, rows: &[crate::stream::status
                 "{}: its setup command failed; fix it and set it up again with `git boulder stream init {}`",
                 r.name, r.name
             )),
+            RowStatus::Recorded(StreamStatus::Completed) if r.progress.done < r.progress.total => out.push(format!(
+                "{}: recorded complete, but {} of its {} stories are open (reopened since?): `git boulder prd show --stream {}`",
+                r.name,
+                r.progress.total - r.progress.done,
+                r.progress.total,
+                r.name
+            )),
             RowStatus::Recorded(StreamStatus::Completed) => {
                 out.push(format!("{}: all stories done, ready to merge: `git boulder stream merge {}`", r.name, r.name))
             }

@@ -219,10 +219,6 @@ fn rows(
             )
         {
             status = RowStatus::Recorded(StreamStatus::Completed);
-        } else if status == RowStatus::Recorded(StreamStatus::Completed) && progress.done < progress.total {
-            // Recorded COMPLETED, but a story was reopened since (`prd undone`, after an unmerge
-            // or a run that ended complete): work to do, as after a run that stopped.
-            status = RowStatus::Recorded(StreamStatus::Stopped);
         }
         let expected_here = match status {
             RowStatus::Recorded(s) => s.is_live(),
