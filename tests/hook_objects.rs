@@ -229,6 +229,27 @@ fn a_hook_killed_between_the_pack_and_the_refs_leaves_the_repository_consistent(
     repo.assert_fsck();
 }
 
+/// Ctrl-C reaches the hook with its git command (one process group): the hook finishes its
+/// record rather than die between the locks it takes, which would stay and block every later ref
+/// update.
+#[test]
+fn an_interrupt_in_the_middle_of_the_hook_lets_it_finish() {
+    let (repo, wt) = hooked_stream();
+    commit_in(&repo, &wt, "src/auth/a.rs", "// a\n", "a");
+    let r = commit_with(
+        &repo,
+        &wt,
+        "src/auth/b.rs",
+        "b",
+        &[("BOULDER_FAILPOINT_RUN", "record-packed"), ("BOULDER_FAILPOINT_CMD", "kill -INT $PPID")],
+    );
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+    let b = head_of(&repo, &wt);
+    assert_eq!(note_of(&repo, &b)["iteration"], 2, "recorded though interrupted");
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 2);
+    repo.assert_fsck();
+}
+
 #[test]
 fn a_repack_between_the_pack_and_the_refs_drops_nothing_the_refs_name() {
     let (repo, wt) = hooked_stream();

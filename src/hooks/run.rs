@@ -24,6 +24,13 @@ use crate::workspace::Workspace;
 
 /// Run hook `name`; the exit code to give git.
 pub fn run(name: &str, args: &[String]) -> Result<i32> {
+    if matches!(name, "post-commit" | "post-rewrite") {
+        // Ctrl-C reaches the whole process group, this hook with the git command that runs it
+        // (and a `stream run` passes it on to its agent's). git removes its own lock files on a
+        // signal; the ref and notes locks this hook holds for a moment would stay and block every
+        // later ref update. Its commits are made: the hook, milliseconds long, finishes first.
+        let _ = ctrlc::set_handler(|| {});
+    }
     let outcome = match name {
         "post-commit" => post_commit().map(|_| 0),
         "post-rewrite" => post_rewrite(args).map(|_| 0),
