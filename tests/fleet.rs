@@ -258,6 +258,29 @@ fn ctrl_c_releases_the_claim_and_leaves_the_stream_resumable() {
     assert_eq!(count(&log, "a: US-101"), 1, "{log:?}");
 }
 
+/// A packed-refs.lock a killed process left: `work` stops at once naming it, before it claims
+/// anything on the remote (it used to claim there what it could not record here, for 47 s).
+#[test]
+fn work_stops_at_once_on_a_packed_refs_lock_left_behind() {
+    let remote = fleet_remote();
+    let m = remote.machine("alpha");
+    let lock = m.dir.join(".git/packed-refs.lock");
+    std::fs::write(&lock, "").unwrap();
+    let out = m.command("touch").args(["-d", "1 hour ago"]).arg(&lock).output().unwrap();
+    assert!(out.status.success());
+    let finisher = agent(m.tmp.path(), "finisher.sh", FINISHER);
+    let at = Instant::now();
+    let r = m.boulder(&["work", "--remote", "origin", "--", "sh", finisher.to_str().unwrap()]).code(1);
+    assert!(at.elapsed() < Duration::from_secs(10), "it waited");
+    assert!(r.stderr.contains(&format!("{} exists", lock.display())), "{}", r.stderr);
+    assert_eq!(m.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]), "");
+    // Once it is gone, the rerun lands everything.
+    std::fs::remove_file(&lock).unwrap();
+    let r = m.boulder(&["work", "--remote", "origin", "--", "sh", finisher.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(m.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]), "");
+}
+
 #[test]
 fn a_run_whose_worker_is_killed_stops_instead_of_running_on_unsupervised() {
     let remote = fleet_remote();
