@@ -34,6 +34,9 @@ fn doctor_names_each_stale_git_lock_file_with_its_age_and_leaves_it_there() {
         git_path(&repo, &repo.dir, "refs/heads/boulder/auth.lock"),
         git_path(&repo, &repo.dir, "refs/boulder/streams/auth.lock"),
         git_path(&repo, &repo.dir, "refs/notes/boulder.lock"),
+        // git's other lock files: a worktree's HEAD (a killed checkout or commit), the config.
+        git_path(&repo, &auth, "HEAD.lock"),
+        git_path(&repo, &repo.dir, "config.lock"),
     ];
     // The linked worktree's index lives in its own git dir, not the main one's.
     assert_ne!(locks[1], locks[2]);

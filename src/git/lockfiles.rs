@@ -17,21 +17,24 @@ pub struct StaleLock {
     pub age: Duration,
 }
 
-/// The stale lock files that block git-boulder's writes: `packed-refs.lock`, each worktree's
-/// `index.lock` (the main one's and every linked one's) and `*.lock` under `refs/heads`,
-/// `refs/boulder` and `refs/notes` (the post-commit hook's notes). Sorted by path.
+/// The stale lock files that block git's and git-boulder's writes: every `*.lock` in the common
+/// git dir and in each worktree's admin folder (`packed-refs.lock`, `index.lock`, `HEAD.lock`,
+/// `config.lock`, `AUTO_MERGE.lock`…) and under `refs/heads`, `refs/boulder` and `refs/notes`
+/// (the post-commit hook's notes). Sorted by path.
 pub fn stale(repo: &Repo) -> Vec<StaleLock> {
     let mut found = Vec::new();
     let common = &repo.common_dir;
-    let mut candidates = vec![common.join("packed-refs.lock")];
-    if !repo.is_bare() {
-        candidates.push(common.join("index.lock"));
-    }
+    let mut dirs = vec![common.clone()];
     if let Ok(regs) = super::worktree::registrations(repo) {
-        candidates.extend(regs.iter().map(|r| r.admin.join("index.lock")));
+        dirs.extend(regs.into_iter().map(|r| r.admin));
     }
-    for path in candidates {
-        consider(&path, &mut found);
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for e in entries.flatten() {
+            if e.file_name().to_str().is_some_and(|n| n.ends_with(".lock")) {
+                consider(&e.path(), &mut found);
+            }
+        }
     }
     for dir in ["refs/heads", "refs/boulder", "refs/notes"] {
         walk(&common.join(dir), 0, &mut found);
