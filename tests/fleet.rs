@@ -281,6 +281,24 @@ fn work_stops_at_once_on_a_packed_refs_lock_left_behind() {
     assert_eq!(m.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]), "");
 }
 
+/// A claim of this machine's left on a merged stream (its worker killed after the merge, before
+/// the release) is released by the next `work`, not left for its hour.
+#[test]
+fn work_releases_its_own_claim_left_on_a_merged_stream() {
+    let remote = fleet_remote();
+    let m = remote.machine("alpha");
+    let finisher = agent(m.tmp.path(), "finisher.sh", FINISHER);
+    m.boulder(&["work", "--remote", "origin", "--", "sh", finisher.to_str().unwrap()]).ok();
+    assert_eq!(m.stream_state("a")["status"], "MERGED");
+    // As a worker killed between the merge and the release leaves it.
+    let r = m.boulder(&["stream", "claim", "a", "--remote", "origin"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(m.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]).contains("claims/a"));
+    let r = m.boulder(&["work", "--remote", "origin", "--", "sh", finisher.to_str().unwrap()]).ok();
+    assert!(r.stderr.contains("[a] released this machine's claim left on origin"), "{}", r.stderr);
+    assert_eq!(m.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]), "");
+}
+
 #[test]
 fn a_run_whose_worker_is_killed_stops_instead_of_running_on_unsupervised() {
     let remote = fleet_remote();

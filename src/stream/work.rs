@@ -287,6 +287,22 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
                             if let Outcome::MergedElsewhere(by) = &o {
                                 say(Some(name), &format!("merged by another machine ({by})"));
                             }
+                            // A claim of this machine's left on a merged stream (its worker was
+                            // killed after the merge): released, not left for an hour.
+                            if let Some(r) = remote.as_ref().filter(|_| o.is_merged()) {
+                                if seen.iter().any(|(key, s, c)| *key == r.key && s == name && c.actor == me) {
+                                    match crate::sync::claim::release(&ws.repo, r, name, &me, false) {
+                                        Ok(_) => say(
+                                            Some(name),
+                                            &format!("released this machine's claim left on {}", r.given),
+                                        ),
+                                        Err(e) => say(
+                                            Some(name),
+                                            &format!("warning: could not release the claim left: {}", e.message),
+                                        ),
+                                    }
+                                }
+                            }
                             outcomes.insert(name.clone(), o);
                         }
                         View::Elsewhere(_) => {
