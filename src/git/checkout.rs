@@ -102,7 +102,12 @@ impl Done {
                 Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory)
             ),
             (Done::Written { ino: 0, size, mtime }, Some(Done::Written { size: s, mtime: m, .. })) => {
-                (*size, *mtime) == (s, m)
+                // The copy's time, as the worktree's file system keeps it: to the nanosecond, or
+                // cut down to what it stores (100 ns on NTFS and CIFS, 2 s on FAT). A file written
+                // since has a later time.
+                let nanos = |t: (i64, i64)| i128::from(t.0) * 1_000_000_000 + i128::from(t.1);
+                let (want, now) = (nanos(*mtime), nanos(m));
+                *size == s && now <= want && want - now < 2_000_000_000
             }
             (written, now) => now.as_ref() == Some(written),
         }
@@ -633,4 +638,39 @@ fn in_worktree(work_dir: &Path, rel: &BStr) -> PathBuf {
 /// not read; skip-worktree entries in the index tell the same).
 fn sparse_checkout(wt: &gix::Repository) -> bool {
     wt.config_snapshot().boolean("core.sparseCheckout").unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    /// A copy made across file systems is known by its size and time, as the worktree's file
+    /// system keeps the time (cut to whole seconds here); a file written since is not.
+    #[test]
+    fn a_copy_is_known_by_size_and_time_at_the_precision_its_file_system_keeps() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, "copied\n").unwrap();
+        let staged = (1_700_000_000, 123_456_789);
+        let done = Done::Written { ino: 0, size: 7, mtime: staged };
+        let set = |secs: u64, nanos: u32| {
+            let f = std::fs::File::options().write(true).open(&path).unwrap();
+            f.set_modified(UNIX_EPOCH + Duration::new(secs, nanos)).unwrap();
+        };
+        set(1_700_000_000, 123_456_789);
+        assert!(done.still(&path), "to the nanosecond");
+        set(1_700_000_000, 0);
+        assert!(done.still(&path), "cut to the second");
+        set(1_700_000_000, 123_456_800);
+        assert!(!done.still(&path), "later: written since");
+        set(1_699_999_997, 0);
+        assert!(!done.still(&path), "far earlier: another file");
+        std::fs::write(&path, "copied!\n").unwrap();
+        set(1_700_000_000, 123_456_789);
+        assert!(!done.still(&path), "another size");
+        // A file renamed into place is known by its inode too.
+        let renamed = Done::of(&path).unwrap();
+        assert!(renamed.still(&path));
+    }
 }

@@ -165,8 +165,7 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
     }
     // A packed-refs.lock a killed process left blocks every ref update (claims, records, merges):
     // stop before claiming anything, rather than claim on the remote what cannot be recorded here.
-    let stale_lock = || refs::stale_packed_lock(&ws.repo, "the state's refs");
-    if let Some(e) = stale_lock() {
+    if let Some(e) = refs::stale_packed_lock(&ws.repo, "the state's refs") {
         return Err(e);
     }
     let me = Store::new(&ws.repo)?.actor()?;
@@ -187,11 +186,6 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
     // Any error on the way stops what runs and releases its claims before it is returned.
     let ran = (|| -> Result<()> {
         loop {
-            if let Some(e) = stale_lock() {
-                say(None, "a packed-refs.lock was left behind: stopping the agents, releasing the claims");
-                stop_all(&mut jobs, &say);
-                return Err(e);
-            }
             if interrupted.load(Ordering::SeqCst) {
                 was_interrupted = true;
                 say(None, "interrupted: stopping the agents, releasing the claims");

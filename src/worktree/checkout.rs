@@ -73,6 +73,8 @@ pub struct IndexLock {
     path: PathBuf,
     record: PathBuf,
     file: Option<std::fs::File>,
+    /// Which file the lock is (device, inode, modification time): only that file is removed.
+    id: Option<FileId>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -88,9 +90,11 @@ struct LockRecord {
     mtime: (i64, i64),
 }
 
-/// Device, inode and modification time of a file: which file it is (linking and renaming it
-/// keep them; it is never written).
-fn file_id(path: &Path) -> Option<(u64, u64, (i64, i64))> {
+/// Device, inode and modification time (seconds, nanoseconds) of a file.
+type FileId = (u64, u64, (i64, i64));
+
+/// Which file `path` is (linking and renaming it keep its id; a lock file is never written).
+fn file_id(path: &Path) -> Option<FileId> {
     use std::os::unix::fs::MetadataExt;
     std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino(), (m.mtime(), m.mtime_nsec())))
 }
@@ -143,20 +147,25 @@ impl Records {
             .collect()
     }
 
-    /// The record of a git-boulder process, since dead, that holds the lock at `path`.
-    fn left_by_a_killed_run(&self, path: &Path) -> Option<PathBuf> {
+    /// The record of a git-boulder process, since dead, that holds the lock at `path`, and which
+    /// file that lock is.
+    fn left_by_a_killed_run(&self, path: &Path) -> Option<(PathBuf, FileId)> {
         let here = crate::git::identity::hostname();
         self.all().into_iter().find_map(|(_, record)| {
             let rec = serde_json::from_slice::<LockRecord>(&std::fs::read(&record).ok()?).ok()?;
-            let dead = rec.host == here && Path::new("/proc/self").exists() && !crate::lock::running(rec.pid);
-            let same = rec.lock == path.display().to_string() && file_id(path) == Some((rec.dev, rec.ino, rec.mtime));
-            (dead && same).then_some(record)
+            let dead = rec.host == here && can_tell_the_dead() && !crate::lock::running(rec.pid);
+            let id = (rec.dev, rec.ino, rec.mtime);
+            let same = rec.lock == path.display().to_string() && file_id(path) == Some(id);
+            (dead && same).then_some((record, id))
         })
     }
 
     /// Remove the records of this machine's processes that are gone (called by the holder of the
     /// lock: none of them holds it).
     fn forget_dead(&self) {
+        if !can_tell_the_dead() {
+            return;
+        }
         let here = crate::git::identity::hostname();
         for (pid, record) in self.all() {
             let ours = std::fs::read(&record).ok().and_then(|b| serde_json::from_slice::<LockRecord>(&b).ok());
@@ -167,8 +176,25 @@ impl Records {
     }
 }
 
+/// Whether a process of this machine that is gone can be told from one that runs (`/proc`):
+/// where it cannot, no lock, record or file of another process is ever taken for a dead one's.
+fn can_tell_the_dead() -> bool {
+    Path::new("/proc/self").exists()
+}
+
+/// Remove `path` if it is still the file `id` names (another process may have taken the lock
+/// since, if ours was removed by hand).
+fn remove_if_same(path: &Path, id: Option<FileId>) {
+    if id.is_some() && file_id(path) == id {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 /// Remove the files that killed takers of a lock in `git_dir` left before linking them.
 fn forget_killed_takers(git_dir: &Path) {
+    if !can_tell_the_dead() {
+        return;
+    }
     let Ok(entries) = std::fs::read_dir(git_dir) else { return };
     for e in entries.flatten() {
         let name = e.file_name();
@@ -196,13 +222,14 @@ impl IndexLock {
                     let _ = std::fs::remove_file(path.with_file_name(NEXT_INDEX));
                     forget_killed_takers(git_dir);
                     records.forget_dead();
-                    return Ok(IndexLock { path, record, file: Some(file) });
+                    let id = file_id(&path);
+                    return Ok(IndexLock { path, record, file: Some(file), id });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let _ = std::fs::remove_file(&record);
                     if attempt == 0 {
-                        if let Some(theirs) = records.left_by_a_killed_run(&path) {
-                            let _ = std::fs::remove_file(&path);
+                        if let Some((theirs, id)) = records.left_by_a_killed_run(&path) {
+                            remove_if_same(&path, Some(id));
                             let _ = std::fs::remove_file(theirs);
                             continue;
                         }
@@ -235,7 +262,18 @@ impl IndexLock {
         let file = new(&beside)?;
         let noted = note(record, path, &beside);
         crate::failpoint::hit("index-lock-noted");
-        let linked = noted.and_then(|()| std::fs::hard_link(&beside, path));
+        let linked = noted.and_then(|()| match std::fs::hard_link(&beside, path) {
+            // Over NFS a link that was made can be reported as failed: it is ours if it is this file.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let same = |p: &Path| file_id(p).map(|(dev, ino, _)| (dev, ino));
+                if same(path).is_some() && same(path) == same(&beside) {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }
+            other => other,
+        });
         crate::failpoint::hit("index-lock-linked");
         let _ = std::fs::remove_file(&beside);
         match linked {
@@ -268,7 +306,7 @@ impl IndexLock {
             .map_err(|e| Error::internal(format!("cannot put {} in place: {e}", target.display())))?;
         crate::failpoint::hit("index-in-place");
         drop(self.file.take());
-        let _ = std::fs::remove_file(&self.path);
+        remove_if_same(&self.path, self.id);
         let _ = std::fs::remove_file(&self.record);
         Ok(())
     }
@@ -277,7 +315,7 @@ impl IndexLock {
 impl Drop for IndexLock {
     fn drop(&mut self) {
         if self.file.take().is_some() {
-            let _ = std::fs::remove_file(&self.path);
+            remove_if_same(&self.path, self.id);
             let _ = std::fs::remove_file(&self.record);
         }
     }
