@@ -269,10 +269,9 @@ fn work_stops_at_once_on_a_packed_refs_lock_left_behind() {
     let out = m.command("touch").args(["-d", "1 hour ago"]).arg(&lock).output().unwrap();
     assert!(out.status.success());
     let finisher = agent(m.tmp.path(), "finisher.sh", FINISHER);
-    let at = Instant::now();
     let r = m.boulder(&["work", "--remote", "origin", "--", "sh", finisher.to_str().unwrap()]).code(1);
-    assert!(at.elapsed() < Duration::from_secs(10), "it waited");
     assert!(r.stderr.contains(&format!("{} exists", lock.display())), "{}", r.stderr);
+    assert!(!r.stderr.contains("claimed on origin"), "{}", r.stderr);
     assert_eq!(m.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]), "");
     // Once it is gone, the rerun lands everything.
     std::fs::remove_file(&lock).unwrap();
