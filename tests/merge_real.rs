@@ -600,6 +600,22 @@ fn what_stands_where_a_folder_or_file_is_to_go_is_kept_unless_the_merge_removes_
     assert_eq!(std::fs::read_to_string(repo.dir.join("src/auth/d/f")).unwrap(), "f\n");
 }
 
+/// `n` files `src/auth/f<i>.txt` ("v1 <i>") written through a filter that shouts them (the files
+/// differ from their blobs), committed, and the streams initialized.
+fn filtered_streams(n: usize) -> TestRepo {
+    let repo = TestRepo::with_files(&[(".agents/tasks/prd.md", PRD), (".boulder/streams.yaml", PLAN)]);
+    repo.git(&["config", "filter.shout.smudge", "tr a-z A-Z"]).ok();
+    repo.git(&["config", "filter.shout.clean", "tr A-Z a-z"]).ok();
+    repo.write(".gitattributes", "*.txt filter=shout\n");
+    for i in 0..n {
+        repo.write(&format!("src/auth/f{i}.txt"), &format!("v1 {i}\n"));
+    }
+    repo.commit_all("files");
+    repo.git(&["reset", "-q", "--hard"]).ok();
+    repo.boulder(&["stream", "init"]).ok();
+    repo
+}
+
 /// A merge that writes many files through a filter (the files differ from their blobs), killed
 /// at each point of writing the base worktree, is finished by a rerun, the worktree as a fresh
 /// checkout writes it; a file changed after the kill stops the rerun, which keeps the interrupted
@@ -607,18 +623,7 @@ fn what_stands_where_a_folder_or_file_is_to_go_is_kept_unless_the_merge_removes_
 #[test]
 fn a_merge_killed_while_it_writes_the_worktree_is_finished_by_a_rerun() {
     let setup = |base_moves_on: bool| {
-        let mut files = vec![(".gitattributes".to_string(), "*.txt filter=shout\n".to_string())];
-        files.extend((0..20).map(|i| (format!("src/auth/f{i}.txt"), format!("v1 {i}\n"))));
-        let refs: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
-        let repo = TestRepo::with_files(&[(".agents/tasks/prd.md", PRD), (".boulder/streams.yaml", PLAN)]);
-        repo.git(&["config", "filter.shout.smudge", "tr a-z A-Z"]).ok();
-        repo.git(&["config", "filter.shout.clean", "tr A-Z a-z"]).ok();
-        for (p, c) in &refs {
-            repo.write(p, c);
-        }
-        repo.commit_all("files");
-        repo.git(&["reset", "-q", "--hard"]).ok();
-        repo.boulder(&["stream", "init"]).ok();
+        let repo = filtered_streams(20);
         let w = repo.worktree("auth");
         for i in 0..20 {
             std::fs::write(w.join(format!("src/auth/f{i}.txt")), format!("v2 {i}\n")).unwrap();
@@ -703,16 +708,7 @@ fn a_merge_into_a_worktree_on_another_file_system_killed_half_way_is_finished_by
         return;
     }
     for step in ["checkout-first-file", "checkout-copied", "index-lock-written"] {
-        let mut files = vec![(".gitattributes".to_string(), "*.txt filter=shout\n".to_string())];
-        files.extend((0..10).map(|i| (format!("src/auth/f{i}.txt"), format!("v1 {i}\n"))));
-        let repo = TestRepo::with_files(&[(".agents/tasks/prd.md", PRD), (".boulder/streams.yaml", PLAN)]);
-        repo.git(&["config", "filter.shout.smudge", "tr a-z A-Z"]).ok();
-        repo.git(&["config", "filter.shout.clean", "tr A-Z a-z"]).ok();
-        for (p, c) in &files {
-            repo.write(p, c);
-        }
-        repo.commit_all("files");
-        repo.boulder(&["stream", "init"]).ok();
+        let repo = filtered_streams(10);
         let w = repo.worktree("auth");
         for i in 0..10 {
             std::fs::write(w.join(format!("src/auth/f{i}.txt")), format!("v2 {i}\n")).unwrap();
