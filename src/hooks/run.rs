@@ -29,7 +29,7 @@ pub fn run(name: &str, args: &[String]) -> Result<i32> {
         // (and a `stream run` passes it on to its agent's). git removes its own lock files on a
         // signal; the ref and notes locks this hook holds for a moment would stay and block every
         // later ref update. Its commits are made: the hook, milliseconds long, finishes first.
-        let _ = ctrlc::set_handler(|| {});
+        finish_when_interrupted();
     }
     let outcome = match name {
         "post-commit" => post_commit().map(|_| 0),
@@ -49,6 +49,20 @@ pub fn run(name: &str, args: &[String]) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// Ignore SIGINT, SIGTERM and SIGHUP for the rest of this process. Setting a disposition starts
+/// no thread and runs nothing on a signal, where a handler (`ctrlc`) starts a thread to run it —
+/// a tenth of a millisecond of every commit.
+fn finish_when_interrupted() {
+    #[cfg(unix)]
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: `SIG_IGN` installs no handler, so no code of ours runs at a signal; `signal`
+        // only changes the disposition the kernel keeps for this process.
+        unsafe { libc::signal(signal, libc::SIG_IGN) };
+    }
+    #[cfg(not(unix))]
+    let _ = ctrlc::set_handler(|| {});
 }
 
 /// Whether git is replaying commits it will report to post-rewrite (a rebase) or applying
