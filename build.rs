@@ -1,0 +1,20 @@
+//! Build settings that are not code.
+//!
+//! On Linux the `git-boulder` executable is linked at a fixed address (`-no-pie`), as Go links
+//! its programs by default. git starts it for every commit (the post-commit hook); a
+//! position-independent executable of this size makes the dynamic loader apply about 12,000
+//! relocations at each start, writing some 50 pages of memory first: 0.1 to 0.3 ms of a hook
+//! that costs about 3 ms in all (docs/benchmarks.md). The price is that the executable's own code
+//! is not at a random address (address space layout randomisation still places its libraries,
+//! stack and heap). `BOULDER_PIE=1 cargo build …` links a position-independent executable.
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=BOULDER_PIE");
+    let linux = std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux");
+    let pie = std::env::var("BOULDER_PIE").is_ok_and(|v| !v.is_empty() && v != "0");
+    if linux && !pie {
+        // Binaries only: the library and the tests' own helpers are linked as usual.
+        println!("cargo:rustc-link-arg-bins=-no-pie");
+    }
+}
