@@ -363,3 +363,64 @@ fn what_a_killed_writer_leaves_in_the_pack_folder_is_cleaned_up() {
     assert!(count.contains("garbage: 0"), "{count}");
     repo.assert_fsck();
 }
+
+/// `git ARGS` in `repo` with `input` on its standard input: its output, trimmed.
+fn git_with_input(repo: &TestRepo, args: &[&str], input: &[u8]) -> String {
+    use std::io::Write as _;
+    let mut child = repo
+        .command("git")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// The trace line a record prints when it reads the newest small pack into memory.
+const READ_NEWEST: &str = "the newest small pack read into memory: ";
+
+#[test]
+fn a_record_reads_what_the_last_record_packed_from_that_pack() {
+    let (repo, wt) = hooked_stream();
+    commit_in(&repo, &wt, "src/auth/a.rs", "// a\n", "a");
+    let first = head_of(&repo, &wt);
+    // The first record's pack: the stream's root boulder made and its first activity (an op's
+    // blobs, tree and commit each), the note's blob, notes tree and commit.
+    let newest = indexes(&repo).into_iter().max_by_key(|p| std::fs::metadata(p).unwrap().modified().unwrap()).unwrap();
+    let packed = pack_ids(&repo, &newest).len();
+    let r = commit_with(&repo, &wt, "src/auth/b.rs", "b", &[("BOULDER_TRACE", "1")]);
+    assert!(r.stderr.contains(&format!("{READ_NEWEST}{packed} objects")), "{}", r.stderr);
+    let second = head_of(&repo, &wt);
+    assert_eq!(note_of(&repo, &first)["iteration"], 1);
+    assert_eq!(note_of(&repo, &second)["iteration"], 2);
+    let state = repo.state("refs/boulder/boulders/auth");
+    assert_eq!((state["iteration"].as_u64(), state["last_commit"].as_str()), (Some(2), Some(second.as_str())));
+    repo.assert_fsck();
+}
+
+#[test]
+fn a_newest_pack_that_holds_deltas_is_not_read_whole_and_the_record_is_complete() {
+    let (repo, wt) = hooked_stream();
+    commit_in(&repo, &wt, "src/auth/a.rs", "// a\n", "a");
+    // A small pack git wrote (two similar blobs, the second a delta of the first), newest of all.
+    let body: String = (0..200).map(|i| format!("line {i}\n")).collect();
+    let ids: Vec<String> = [body.clone(), format!("{body}one more\n")]
+        .iter()
+        .map(|b| git_with_input(&repo, &["hash-object", "-w", "--stdin"], b.as_bytes()))
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let list = format!("{}\n", ids.join("\n"));
+    let name = git_with_input(&repo, &["pack-objects", "-q", ".git/objects/pack/pack"], list.as_bytes());
+    let idx = repo.dir.join(format!(".git/objects/pack/pack-{name}.idx"));
+    assert!(repo.git_out(&["verify-pack", "-v", idx.to_str().unwrap()]).contains("chain length = 1"));
+    let r = commit_with(&repo, &wt, "src/auth/b.rs", "b", &[("BOULDER_TRACE", "1")]);
+    assert!(!r.stderr.contains(READ_NEWEST), "{}", r.stderr);
+    let second = head_of(&repo, &wt);
+    assert_eq!(note_of(&repo, &second)["iteration"], 2);
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 2);
+    repo.assert_fsck();
+}

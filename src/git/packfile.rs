@@ -9,7 +9,8 @@
 //!
 //! A pack per commit would leave a pack per commit: a lookup that misses loads each pack's index
 //! in turn (gix takes the biggest first, so the newest state, in the smallest packs, is found
-//! last), and git's `gc --auto` repacks the whole repository once there are more than
+//! last; so a record reads the newest small pack whole first, [`newest_small_pack`]), and git's
+//! `gc --auto` repacks the whole repository once there are more than
 //! `gc.autoPackLimit` (50). So the hook rolls small packs up as they gather, by size tiers
 //! ([`roll_up`]): a pack under 16 KiB is in tier 0, under 64 KiB tier 1, and so on by fours; once
 //! [`ROLL_UP_AT`] packs share a tier, that tier and every tier below are rolled up into one pack
@@ -556,7 +557,59 @@ pub(crate) fn roll_up(objects: &Path, hash: gix::hash::Kind, all: bool) -> std::
     Ok(picked.iter().filter(|p| p.idx != new).count())
 }
 
+/// A pack larger than this (bytes) is not read whole by [`newest_small_pack`].
+const READ_WHOLE_MAX: u64 = 64 * 1024;
+
+/// The objects of the newest pack of the object folder `objects`, read whole, when it is one of
+/// these small packs ([`candidates`]: no `.keep` beside it, every object stored whole) of at most
+/// [`READ_WHOLE_MAX`] bytes; `None` otherwise, or with a `multi-pack-index` (a lookup then reads
+/// one index anyway).
+///
+/// What the last record wrote is in the newest pack, and the next record reads just that (the
+/// tips of its op-logs and of the notes): gix looks through pack indexes largest first, so it
+/// would open every other small pack's index before it found them. Reading it here costs the
+/// listing the roll-up makes anyway and one pack.
+pub(crate) fn newest_small_pack(objects: &Path, hash: gix::hash::Kind) -> Option<gix::odb::memory::Storage> {
+    let dir = objects.join("pack");
+    let names: Vec<String> =
+        std::fs::read_dir(&dir).ok()?.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect();
+    if names.iter().any(|n| MULTI_PACK_INDEX.contains(&n.as_str())) {
+        return None;
+    }
+    let newest = candidates(&dir, &names, READ_WHOLE_MAX).into_iter().max_by_key(|c| c.written)?;
+    let bundle = gix::odb::pack::Bundle::at(&newest.idx, hash).ok()?;
+    let offsets = (0..bundle.index.num_objects()).map(|i| bundle.index.pack_offset_at_index(i));
+    if !stored_whole(bundle.pack.entry_slice(0..bundle.pack.data_len() as u64)?, offsets) {
+        return None;
+    }
+    let mut objects = gix::odb::memory::Storage::default();
+    let (mut buf, mut inflate) = (Vec::new(), gix::zlib::Inflate::default());
+    for i in 0..bundle.index.num_objects() {
+        let (data, _) =
+            bundle.get_object_by_index(i, &mut buf, &mut inflate, &mut gix::odb::pack::cache::Never).ok()?;
+        objects.insert(bundle.index.oid_at_index(i).to_owned(), (data.kind, data.data.to_vec()));
+    }
+    Some(objects)
+}
+
 impl super::Repo {
+    /// Another handle on this repository ([`super::Repo::handle`]) that finds the objects of the newest
+    /// small pack in memory before it asks the object store ([`newest_small_pack`]); `None`
+    /// when there is no such pack. For reading only: an object written through this handle
+    /// would stay in memory — [`super::Repo::objects_in_memory`] tells.
+    pub fn reading_newest_pack(&self) -> Option<super::Repo> {
+        let objects = newest_small_pack(&self.objects_dir(), self.repo.object_hash())?;
+        crate::trace::line(&format!("the newest small pack read into memory: {} objects", objects.len()));
+        let mut handle = self.handle();
+        handle.repo.objects.set_object_memory(objects);
+        Some(handle)
+    }
+
+    /// How many objects this handle holds in memory: 0 but for [`super::Repo::reading_newest_pack`].
+    pub fn objects_in_memory(&self) -> usize {
+        self.repo.objects.num_objects_in_memory()
+    }
+
     /// Roll up the small packs of the object folder whose tiers have gathered (`all`: every
     /// small pack); how many were rolled up. Best effort: a failure leaves every pack in place,
     /// and is only traced.

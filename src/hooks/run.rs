@@ -4,7 +4,8 @@
 //!
 //! ### Performance
 //! post-commit runs on every commit: it opens the repository once ([`Repo::discover_once`]), reads the
-//! plan only to learn whose branch HEAD is on, and writes what it must — the op of the boulder
+//! plan only to learn whose branch HEAD is on, reads the tips the last record wrote from its pack
+//! held in memory ([`Repo::reading_newest_pack`]), and writes what it must — the op of the boulder
 //! and each ancestor (two blobs, a tree, a commit, a ref each) and the note (a blob, the notes
 //! tree, a commit, a ref), never resolving the committer through gix (see
 //! [`crate::git::notes::write`]). Those objects are new by construction and go straight to disk as
@@ -233,6 +234,12 @@ pub fn record_commit(repo: &Repo, store: &Store, rec: &RecordedCommit) -> Result
         return record_from(repo, store, rec, rec.boulder.clone(), None);
     }
     let activity = rec.activity();
+    // Read through a handle that holds the newest small pack in memory: the tips the last record
+    // wrote are there, where the object store would look last.
+    let reader = repo.reading_newest_pack();
+    let repo_read = reader.as_ref().unwrap_or(repo);
+    let store_read = Store::with_actor(repo_read, store.actor()?);
+    let in_memory = repo_read.objects_in_memory();
     // (boulder, its ref, the tip planned on, the entry planned)
     let mut planned = Vec::new();
     let mut id = Some(rec.boulder.clone());
@@ -242,14 +249,14 @@ pub fn record_commit(repo: &Repo, store: &Store, rec: &RecordedCommit) -> Result
             break;
         }
         let refname = state::boulder_ref(&b);
-        let tip = store.read::<BoulderState>(&refname)?;
+        let tip = store_read.read::<BoulderState>(&refname)?;
         let expected = tip.as_ref().map(|e| e.commit);
         let entry = match tip {
-            Some(tip) => store.plan_append(&refname, Some(&tip), activity.clone(), &batch)?,
+            Some(tip) => store_read.plan_append(&refname, Some(&tip), activity.clone(), &batch)?,
             // A root boulder made on first use.
             None if b == rec.stream => {
-                let created = store.plan_append::<BoulderState>(&refname, None, rec.root_created(), &batch)?;
-                store.plan_append(&refname, Some(&created), activity.clone(), &batch)?
+                let created = store_read.plan_append::<BoulderState>(&refname, None, rec.root_created(), &batch)?;
+                store_read.plan_append(&refname, Some(&created), activity.clone(), &batch)?
             }
             None => break,
         };
@@ -258,7 +265,14 @@ pub fn record_commit(repo: &Repo, store: &Store, rec: &RecordedCommit) -> Result
     }
     let iteration = planned.first().map_or(0, |(_, _, _, e)| e.state.iteration);
     let note = rec.note(iteration);
-    let note_plan = notes::plan(repo, rec.commit, &note, &batch)?;
+    let note_plan = notes::plan(repo_read, rec.commit, &note, &batch)?;
+    // Every object planned went into the batch; one written through the reading handle would be
+    // in its memory only, and no ref may name it.
+    if repo_read.objects_in_memory() != in_memory {
+        return Err(Error::internal("an object meant for the repository was kept in memory; nothing was recorded"));
+    }
+    drop(store_read);
+    drop(reader);
     batch.flush()?;
     crate::failpoint::hit("record-packed");
     for (i, (b, refname, expected, entry)) in planned.iter().enumerate() {
