@@ -158,7 +158,13 @@ impl Repo {
 
     /// The object directory (`$GIT_COMMON_DIR/objects`, or `$GIT_OBJECT_DIRECTORY`), absolute.
     pub fn objects_dir(&self) -> PathBuf {
-        absolute(self.repo.objects.store_ref().path())
+        let objects = self.repo.objects.store_ref().path();
+        // The usual place, `objects` of the common dir (already absolute), without asking the
+        // file system again (the hooks ask on every commit).
+        if objects == self.repo.common_dir().join("objects") {
+            return self.common_dir.join("objects");
+        }
+        absolute(objects)
     }
 
     /// `$GIT_COMMON_DIR/boulder`: per-machine files (locks, actor id).

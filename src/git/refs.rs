@@ -734,9 +734,15 @@ const STALE_LOCK: Duration = Duration::from_secs(5);
 /// `packed-refs` exists, so one left by a process killed mid-update (`kill -9`) blocks every ref
 /// update until it is removed — as it blocks git's own.
 pub(crate) fn packed_lock(g: &gix::Repository, fresh: bool) -> Option<std::path::PathBuf> {
-    let path = super::absolute(g.common_dir()).join("packed-refs.lock");
-    let age = std::fs::metadata(&path).ok()?.modified().ok()?.elapsed().unwrap_or_default();
-    (fresh || age > STALE_LOCK).then_some(path)
+    lock_left(g, "packed-refs.lock", fresh)
+}
+
+/// `file` of the repository's common dir (absolute, for messages), when it exists and is older
+/// than [`STALE_LOCK`] (`fresh`: whatever its age). Looked at by gix's own path first: it is made
+/// absolute only once found (the hooks ask on every commit).
+fn lock_left(g: &gix::Repository, file: &str, fresh: bool) -> Option<std::path::PathBuf> {
+    let age = std::fs::metadata(g.common_dir().join(file)).ok()?.modified().ok()?.elapsed().unwrap_or_default();
+    (fresh || age > STALE_LOCK).then(|| super::absolute(g.common_dir()).join(file))
 }
 
 /// The lock file that blocks updating the ref `name`: `packed-refs.lock`, or the ref's own
@@ -747,11 +753,7 @@ pub(crate) fn blocking_lock(
     name: &gix::refs::FullName,
     fresh: bool,
 ) -> Option<std::path::PathBuf> {
-    packed_lock(g, fresh).or_else(|| {
-        let path = super::absolute(g.common_dir()).join(format!("{}.lock", name.as_bstr().to_str_lossy()));
-        let age = std::fs::metadata(&path).ok()?.modified().ok()?.elapsed().unwrap_or_default();
-        (fresh || age > STALE_LOCK).then_some(path)
-    })
+    packed_lock(g, fresh).or_else(|| lock_left(g, &format!("{}.lock", name.as_bstr().to_str_lossy()), fresh))
 }
 
 /// The `packed-refs.lock` of the repository when it is there and (unless `fresh`) old enough to be
