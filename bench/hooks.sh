@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Hook benchmarks (issue: hooks):
 #  1. `git commit` in a stream worktree with the hooks installed vs the same without hooks,
-#     repository of 10,000 files, same run; median of RUNS commits each, the two (and a shell
-#     hook for comparison) taking turns.
+#     repository of 10,000 files, same run; median of RUNS commits each, the two (and, for
+#     comparison, a shell hook doing the same job and a hook that does nothing) taking turns.
 #     Then the post-commit hook alone, run as git runs it, against that shell hook (PAIRS pairs,
 #     default 200).
 #  2. pre-push over a stream of 1,000 commits, plan of 20 streams x 5 globs, vs
 #     `git log --name-only` over the same commits.
-# Usage: bench/hooks.sh [RUNS]   (default 30)
+# Usage: bench/hooks.sh [RUNS]   (default 60: a commit here varies by ±20% from one to the next, and
+# the median of 30 moved the ratio by ±0.05 from run to run)
 source "$(dirname "$0")/common.sh"
-RUNS=${1:-30}
+RUNS=${1:-60}
 echo "machine: $(machine)"
 make_repo "$WORK/r" 10000
 cd "$WORK/r"
@@ -31,8 +32,8 @@ wt="$WORK/r/.boulder/worktrees/s01"
 for i in $(seq 300); do [ -e .git/gc.pid ] || break; sleep 0.2; done
 
 git-boulder hooks install >/dev/null
-# Commits without hooks and with a shell hook for comparison go through core.hooksPath, so the
-# three kinds can take turns in one loop.
+# Commits without hooks and with the hooks for comparison go through core.hooksPath, so the
+# four kinds can take turns in one loop.
 mkdir -p "$WORK/no-hooks" "$WORK/shell-hooks"
 # A shell-only hook doing the same job: a note per commit with `git notes add`.
 cat > "$WORK/shell-hooks/post-commit" <<'SH'
@@ -41,6 +42,9 @@ b=$(git rev-parse --abbrev-ref HEAD)
 git notes --ref=shellbench add -f -m "{\"stream\":\"$b\"}" HEAD
 SH
 chmod +x "$WORK/shell-hooks/post-commit"
+# And a post-commit that does nothing (the system's `true`): what git's running of any hook costs.
+mkdir -p "$WORK/true-hooks"
+ln -s "$(type -P true)" "$WORK/true-hooks/post-commit"
 
 # cpu_ms CMD…: run once; print "WALL CPU" in milliseconds, CPU being user + sys of the command and
 # every process it starts (git, the hook, what the hook runs), from the kernel's accounting: under
@@ -66,16 +70,17 @@ commit_ms() {  # $1: label, $2: round, $3: hooks dir (none: the installed git-bo
   fi
 }
 # Interleaved — one commit of each kind per round — so that machine noise (±30% here) hits the
-# three alike. Three rounds of warm-up first.
+# four alike. Three rounds of warm-up first.
 for i in 1 2 3; do
   commit_ms plain "w$i" "$WORK/no-hooks" >/dev/null; commit_ms hooked "w$i" >/dev/null
   commit_ms shell "w$i" "$WORK/shell-hooks" >/dev/null
 done
-pt=(); ht=(); st=(); pc=(); hc=(); sc=()
+pt=(); ht=(); st=(); tt=(); pc=(); hc=(); sc=()
 for i in $(seq 1 "$RUNS"); do
   read -r w c < <(commit_ms plain "$i" "$WORK/no-hooks"); pt+=("$w"); pc+=("$c")
   read -r w c < <(commit_ms hooked "$i"); ht+=("$w"); hc+=("$c")
   read -r w c < <(commit_ms shell "$i" "$WORK/shell-hooks"); st+=("$w"); sc+=("$c")
+  read -r w c < <(commit_ms true "$i" "$WORK/true-hooks"); tt+=("$w")
 done
 ratio() { python3 -c "print(round($1/$2, 2))"; }
 plain=$(median "${pt[@]}"); hooked=$(median "${ht[@]}"); shell=$(median "${st[@]}")
@@ -84,6 +89,8 @@ echo "git commit, 10000 files: without hooks ${plain} ms, with git-boulder hooks
 echo "  CPU (user + sys of every process): without hooks ${plainc} ms, with git-boulder hooks ${hookedc} ms, ratio $(ratio "$hookedc" "$plainc")"
 notes=$(git notes --ref=boulder list | wc -l)
 echo "  (notes written by the hooked commits: $notes, of $((RUNS + 3)))"
+nothing=$(median "${tt[@]}")
+echo "  a post-commit hook that does nothing (true): ${nothing} ms, ratio $(ratio "$nothing" "$plain") (git starting any hook)"
 echo "  same job as a shell hook with git notes add: ${shell} ms, ratio $(ratio "$shell" "$plain"); CPU ${shellc} ms, ratio $(ratio "$shellc" "$plainc")"
 echo "post-commit, git-boulder's hooks vs the shell hook: commit ${hooked} vs ${shell} ms, ratio $(ratio "$hooked" "$shell"); the hook alone (commit minus a commit without hooks) $(python3 -c "print(round($hooked-$plain, 1))") vs $(python3 -c "print(round($shell-$plain, 1))") ms"
 echo "  CPU: ${hookedc} vs ${shellc} ms, ratio $(ratio "$hookedc" "$shellc"); the hook alone $(python3 -c "print(round($hookedc-$plainc, 1))") vs $(python3 -c "print(round($shellc-$plainc, 1))") ms"
