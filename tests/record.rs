@@ -215,3 +215,26 @@ fn a_range_over_two_streams_records_each_commit_for_the_stream_that_holds_it() {
     assert_eq!(boulder_state(&repo, "docs")["iteration"], 1);
     assert!(activity_problems(&repo).is_empty());
 }
+
+#[test]
+fn a_commit_whose_op_was_recorded_but_not_its_note_gets_the_iteration_that_counted_it() {
+    let repo = sample();
+    repo.boulder(&["hooks", "install"]).ok();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let auth = worktree(&repo, "auth");
+    let a = commit_at(&repo, &auth, "a.txt", "@1700000000 +0000");
+    // The notes ref locked while b is committed (as a hook killed between its op and its note
+    // leaves it): b's op is appended, its note is not.
+    let lock = repo.dir.join(".git/refs/notes/boulder.lock");
+    std::fs::write(&lock, "").unwrap();
+    let b = commit_at(&repo, &auth, "b.txt", "@1700000100 +0000");
+    std::fs::remove_file(&lock).unwrap();
+    assert!(note(&repo, &b).is_none());
+    assert_eq!(boulder_state(&repo, "auth")["iteration"], 2);
+    let c = commit_at(&repo, &auth, "c.txt", "@1700000200 +0000");
+    repo.boulder_in(&auth, &["record"]).ok();
+    let iterations: Vec<_> = [&a, &b, &c].iter().map(|x| note(&repo, x).unwrap()["iteration"].clone()).collect();
+    assert_eq!(iterations, [1, 2, 3], "each note the iteration its commit was counted at");
+    assert_eq!(boulder_state(&repo, "auth")["iteration"], 3);
+    repo.assert_fsck();
+}

@@ -263,7 +263,10 @@ pub fn record_commit(repo: &Repo, store: &Store, rec: &RecordedCommit) -> Result
         id = entry.state.parent.clone();
         planned.push((b, refname, expected, entry));
     }
-    let iteration = planned.first().map_or(0, |(_, _, _, e)| e.state.iteration);
+    // The iteration that counted the commit: a commit recorded again (its op appended, its note
+    // not, by a run that was stopped between them) keeps the one it had.
+    let commit = rec.commit.to_string();
+    let iteration = planned.first().map_or(0, |(_, _, _, e)| e.state.iteration_of(&commit));
     let note = rec.note(iteration);
     let note_plan = notes::plan(repo_read, rec.commit, &note, &batch)?;
     // Every object planned went into the batch; one written through the reading handle would be
@@ -317,7 +320,7 @@ fn record_from(repo: &Repo, store: &Store, rec: &RecordedCommit, start: String, 
             Some(e) => e,
             None => break,
         };
-        iteration.get_or_insert(e.state.iteration);
+        iteration.get_or_insert(e.state.iteration_of(&rec.commit.to_string()));
         id = e.state.parent.clone();
     }
     notes::write(repo, rec.commit, &rec.note(iteration.unwrap_or(0)))

@@ -1115,6 +1115,18 @@ impl Payload for BoulderOp {
     }
 }
 
+impl BoulderState {
+    /// The iteration at which `commit` was counted: each distinct commit adds one and joins the
+    /// end of `recent_commits`, so one less than now for each counted after it; now when it is
+    /// not among them (counted long ago, or not at all).
+    pub fn iteration_of(&self, commit: &str) -> u64 {
+        match self.recent_commits.iter().rposition(|c| c == commit) {
+            Some(p) => self.iteration.saturating_sub((self.recent_commits.len() - 1 - p) as u64),
+            None => self.iteration,
+        }
+    }
+}
+
 impl State for BoulderState {
     const WHAT: &'static str = "boulder";
     type Op = BoulderOp;
@@ -1677,6 +1689,28 @@ mod tests {
                 .collect();
             prop_assert_eq!(a.iteration, distinct.len() as u64);
             a.validate().unwrap();
+        }
+
+        /// Each commit still among `recent_commits` is given the iteration that counted it, however
+        /// often it was seen again and however far the window has slid.
+        #[test]
+        fn iteration_of_is_the_iteration_that_counted_the_commit(seen in prop::collection::vec(0u8..90, 0..300)) {
+            let mut s = BoulderState::default();
+            let mut counted = std::collections::HashMap::new();
+            for c in &seen {
+                let commit = format!("{c:040}");
+                let op = BoulderOp::Activity { commit: commit.clone(), story: Opt::Absent, at: Opt::Absent };
+                let before = s.iteration;
+                s.apply_op(&op, "2026-01-01T00:00:00Z", "a");
+                if s.iteration > before {
+                    counted.insert(commit.clone(), s.iteration);
+                }
+                prop_assert_eq!(s.iteration_of(&commit), counted[&commit]);
+            }
+            for c in &s.recent_commits {
+                prop_assert_eq!(s.iteration_of(c), counted[c]);
+            }
+            prop_assert_eq!(s.iteration_of("not seen"), s.iteration);
         }
 
         /// Replaying a prefix, then the rest, equals replaying everything when the rest sorts
