@@ -426,3 +426,38 @@ fn a_newest_pack_that_holds_deltas_is_not_read_whole_and_the_record_is_complete(
     assert_eq!(repo.state("refs/boulder/boulders/auth")["iteration"], 2);
     repo.assert_fsck();
 }
+
+#[test]
+fn packs_that_land_while_the_hook_runs_do_not_run_its_object_store_out_of_room() {
+    let (repo, wt) = hooked_stream();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    let docs = repo.worktree("docs");
+    commit_in(&repo, &wt, "src/auth/a.rs", "// a\n", "a");
+    commit_in(&repo, &docs, "docs/a.md", "a\n", "docs a");
+    // Once the hook has opened the repository: another worktree's commit moves the notes (its
+    // hook packs them), then 60 packs of git's own land, newest of all.
+    let script = repo.dir.join("land.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "set -e\nunset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_COMMON_DIR GIT_PREFIX\ncd '{docs}'\necho b > docs/b.md\ngit add -A\nenv -u BOULDER_FAILPOINT_RUN git commit -q -m 'docs b'\n\
+             for i in $(seq 60); do\n  id=$(echo \"blob $i\" | git hash-object -w --stdin)\n  \
+             echo $id | git pack-objects -q \"$(git rev-parse --git-common-dir)/objects/pack/pack\" >/dev/null\ndone\n",
+            docs = docs.display()
+        ),
+    )
+    .unwrap();
+    let cmd = format!("sh '{}'", script.display());
+    let r = commit_with(
+        &repo,
+        &wt,
+        "src/auth/b.rs",
+        "b",
+        &[("BOULDER_FAILPOINT_RUN", "hook-opened"), ("BOULDER_FAILPOINT_CMD", &cmd)],
+    );
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+    let b = head_of(&repo, &wt);
+    assert_eq!(note_of(&repo, &b)["iteration"], 2);
+    assert_eq!(note_of(&repo, &head_of(&repo, &docs))["iteration"], 2);
+    repo.assert_fsck();
+}

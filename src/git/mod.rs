@@ -75,6 +75,22 @@ pub(crate) fn absolute(p: &Path) -> PathBuf {
     std::fs::canonicalize(&p).unwrap_or(p)
 }
 
+/// How many pack indexes a repository's object store can hold. gix sizes that once, when it opens
+/// the repository, to the packs on disk then (1.1×, at least 32 by default); packs that land
+/// afterwards (other worktrees' hooks, fetches, `git pack-objects`) take the rest, and once it is
+/// gone a lookup of an object in a new pack fails ("too few index slots"). Twice the packs, and
+/// at least 256, leaves room for what lands while a command runs.
+pub(crate) const STORE_SLOTS: gix::odb::store::init::Slots =
+    gix::odb::store::init::Slots::AsNeededByDiskState { multiplier: 2.0, minimum: 256 };
+
+/// `gix::discover_with_environment_overrides` with [`STORE_SLOTS`].
+pub(crate) fn discover_with_room(dir: &Path) -> gix::Result<gix::Repository> {
+    let mut trust = gix::sec::trust::Mapping::<gix::open::Options>::default();
+    trust.full = trust.full.object_store_slots(STORE_SLOTS);
+    trust.reduced = trust.reduced.object_store_slots(STORE_SLOTS);
+    gix::ThreadSafeRepository::discover_with_environment_overrides_opts(dir, Default::default(), trust).map(Into::into)
+}
+
 impl Repo {
     /// Another handle on this repository, for another thread (a gix handle keeps caches that one
     /// thread at a time may use). It shares the object store and ref store already opened.
@@ -111,25 +127,26 @@ impl Repo {
 
     /// Discover the repository starting at `dir`.
     pub fn discover_at(dir: &Path) -> Result<Repo> {
-        let repo = gix::discover_with_environment_overrides(dir).map_err(|e| not_a_repository(dir, e))?;
+        let repo = discover_with_room(dir).map_err(|e| not_a_repository(dir, e))?;
         Self::from_gix(repo)
     }
 
     /// Open exactly the repository at `path` (a work tree or a git dir), without environment overrides.
     pub fn open(path: &Path) -> Result<Repo> {
-        let repo = gix::open(path).map_err(|e| {
-            let git_dir = if path.join(".git").exists() { path.join(".git") } else { path.to_path_buf() };
-            format_problem(&git_dir).unwrap_or_else(|| {
-                // gix's message may name the path itself; name it once.
-                let text = e.to_string();
-                let shown = path.display().to_string();
-                if text.contains(&shown) {
-                    Error::usage(format!("cannot open the repository: {text}"))
-                } else {
-                    Error::usage(format!("cannot open the repository at {shown}: {text}"))
-                }
-            })
-        })?;
+        let repo =
+            gix::open_opts(path, gix::open::Options::default().object_store_slots(STORE_SLOTS)).map_err(|e| {
+                let git_dir = if path.join(".git").exists() { path.join(".git") } else { path.to_path_buf() };
+                format_problem(&git_dir).unwrap_or_else(|| {
+                    // gix's message may name the path itself; name it once.
+                    let text = e.to_string();
+                    let shown = path.display().to_string();
+                    if text.contains(&shown) {
+                        Error::usage(format!("cannot open the repository: {text}"))
+                    } else {
+                        Error::usage(format!("cannot open the repository at {shown}: {text}"))
+                    }
+                })
+            })?;
         Self::from_gix(repo)
     }
 

@@ -18,7 +18,7 @@ impl Repo {
 }
 
 fn discover() -> Result<Repo> {
-    let repo = gix::discover_with_environment_overrides(".")
+    let repo = super::discover_with_room(Path::new("."))
         .map_err(|e| crate::git::not_a_repository(std::path::Path::new("."), e))?;
     if let Some(e) = crate::git::format_problem_of(&repo) {
         return Err(e);

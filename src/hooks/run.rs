@@ -116,6 +116,7 @@ pub const PROJECT: &str = "project";
 
 fn post_commit() -> Result<()> {
     let repo = Repo::discover_once()?;
+    crate::failpoint::hit("hook-opened");
     if replaying(&repo) {
         return Ok(());
     }
