@@ -467,15 +467,11 @@ fn clean_up(dir: &Path, names: &[String]) {
 /// Best effort for the caller: an error leaves every pack in place.
 pub(crate) fn roll_up(objects: &Path, hash: gix::hash::Kind, all: bool) -> std::io::Result<usize> {
     let dir = objects.join("pack");
-    let names: Vec<String> = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(e),
-    };
+    let names = folder_names(&dir)?;
     clean_up(&dir, &names);
     // The listing says whether a multi-pack-index is there ([`usable`] asks the disk again
     // before anything is deleted).
-    if names.iter().any(|n| MULTI_PACK_INDEX.contains(&n.as_str())) {
+    if names_multi_pack_index(&names) {
         return Ok(0);
     }
     // Cheap first: too few indexes in all.
@@ -557,6 +553,20 @@ pub(crate) fn roll_up(objects: &Path, hash: gix::hash::Kind, all: bool) -> std::
     Ok(picked.iter().filter(|p| p.idx != new).count())
 }
 
+/// The names (those that are UTF-8) in the pack folder `dir`; none when there is no such folder.
+fn folder_names(dir: &Path) -> std::io::Result<Vec<String>> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => Ok(entries.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether a pack folder's `names` include a multi-pack-index ([`MULTI_PACK_INDEX`]).
+fn names_multi_pack_index(names: &[String]) -> bool {
+    names.iter().any(|n| MULTI_PACK_INDEX.contains(&n.as_str()))
+}
+
 /// A pack larger than this (bytes) is not read whole by [`newest_small_pack`].
 const READ_WHOLE_MAX: u64 = 64 * 1024;
 
@@ -571,9 +581,8 @@ const READ_WHOLE_MAX: u64 = 64 * 1024;
 /// listing the roll-up makes anyway and one pack.
 pub(crate) fn newest_small_pack(objects: &Path, hash: gix::hash::Kind) -> Option<gix::odb::memory::Storage> {
     let dir = objects.join("pack");
-    let names: Vec<String> =
-        std::fs::read_dir(&dir).ok()?.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect();
-    if names.iter().any(|n| MULTI_PACK_INDEX.contains(&n.as_str())) {
+    let names = folder_names(&dir).ok()?;
+    if names_multi_pack_index(&names) {
         return None;
     }
     let newest = candidates(&dir, &names, READ_WHOLE_MAX).into_iter().max_by_key(|c| c.written)?;

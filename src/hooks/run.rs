@@ -301,6 +301,7 @@ fn record_from(repo: &Repo, store: &Store, rec: &RecordedCommit, start: String, 
     // The commit counts for the current boulder and each of its ancestors.
     let mut id = Some(start);
     let mut iteration = iteration;
+    let commit = rec.commit.to_string();
     let mut seen = std::collections::HashSet::new();
     while let Some(b) = id.take() {
         if !seen.insert(b.clone()) {
@@ -321,7 +322,7 @@ fn record_from(repo: &Repo, store: &Store, rec: &RecordedCommit, start: String, 
             Some(e) => e,
             None => break,
         };
-        iteration.get_or_insert(e.state.iteration_of(&rec.commit.to_string()));
+        iteration.get_or_insert(e.state.iteration_of(&commit));
         id = e.state.parent.clone();
     }
     notes::write(repo, rec.commit, &rec.note(iteration.unwrap_or(0)))
