@@ -261,9 +261,20 @@ fn a_repack_between_the_pack_and_the_refs_drops_nothing_the_refs_name() {
         &wt,
         "src/auth/b.rs",
         "b",
-        &[("BOULDER_FAILPOINT_RUN", "record-packed"), ("BOULDER_FAILPOINT_CMD", "git repack -a -d -q")],
+        &[
+            ("BOULDER_FAILPOINT_RUN", "record-packed"),
+            // The `.keep` is a second name of the pack's index (one file fewer to create).
+            (
+                "BOULDER_FAILPOINT_CMD",
+                "cd \"$(git rev-parse --git-common-dir)/objects/pack\" && for k in *.keep; do \
+                 [ \"$(stat -c %i \"$k\")\" = \"$(stat -c %i \"${k%.keep}.idx\")\" ] && echo linked; \
+                 done > ../../keeps.txt; git repack -a -d -q",
+            ),
+        ],
     )
     .ok();
+    let linked = std::fs::read_to_string(repo.dir.join(".git/keeps.txt")).unwrap();
+    assert_eq!(linked, "linked\n", "one .keep, the index's second name");
     let b = head_of(&repo, &wt);
     repo.assert_fsck();
     assert_eq!(note_of(&repo, &b)["iteration"], 2);
@@ -336,9 +347,10 @@ fn what_a_killed_writer_leaves_in_the_pack_folder_is_cleaned_up() {
     std::fs::write(&orphan, b"PACK\0\0\0\x02\0\0\0\0").unwrap();
     let orphan_keep = orphan.with_extension("keep");
     std::fs::write(&orphan_keep, ours).unwrap();
-    // A hook killed before its refs moved: a whole pack and its `.keep`.
+    // A hook killed before its refs moved: a whole pack and its `.keep`, a second name of the
+    // index as the hook makes it.
     let stale = indexes(&repo)[0].with_extension("keep");
-    std::fs::write(&stale, ours).unwrap();
+    std::fs::hard_link(indexes(&repo)[0].clone(), &stale).unwrap();
     // Somebody else's `.keep`, and a pack without an index and without our `.keep` (git's own,
     // between its renames, for all a roll-up can tell).
     let theirs = pack.join(format!("pack-{}.keep", "2".repeat(40)));

@@ -168,10 +168,14 @@ fn create(path: &Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
     Ok(())
 }
 
-/// What a `.keep` file [`write`] leaves says: whose it is (a roll-up removes one a killed writer
-/// left behind, by its first words [`KEEP_MARK`]).
+/// What a `.keep` file [`write`] leaves says, where it cannot be a second name of the index:
+/// whose it is (a roll-up removes one a killed writer left behind, by its first words
+/// [`KEEP_MARK`]).
 const KEEP_TEXT: &str = "git-boulder: the objects of a record whose refs are moving\n";
 const KEEP_MARK: &str = "git-boulder:";
+/// The first bytes of a pack index (version 2): a `.keep` that starts with them is a second name
+/// of [`write`]'s index (git writes text in its own).
+const IDX_MAGIC: &[u8] = b"\xfftOc";
 /// What [`keep_new`]'s `.keep` files say.
 const KEEP_FETCHED: &str = "git-boulder: fetched objects whose refs are moving\n";
 
@@ -209,7 +213,15 @@ pub(crate) fn write(
         create(&tmp_pack, &pack, options.sync)?;
         create(&tmp_idx, &idx, options.sync)?;
         if options.keep {
-            match create(&keep_path, KEEP_TEXT.as_bytes(), false) {
+            // git needs only the name to be there. A second name of the index is a file whole
+            // from its first moment, and one inode less to create (and free, when it goes) than
+            // a new file: on ext4 those are the dearest steps of the hook. Where a folder takes no
+            // second names, a file that says whose it is.
+            let made = std::fs::hard_link(&tmp_idx, &keep_path).or_else(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => Err(e),
+                _ => create(&keep_path, KEEP_TEXT.as_bytes(), false),
+            });
+            match made {
                 Ok(()) => kept.set(true),
                 // The very same pack, being written by another writer: its `.keep` will do.
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -439,7 +451,7 @@ pub(crate) fn keep_new(objects: &Path, before: &[String], tips: &[gix::ObjectId]
 }
 
 /// Remove what a killed writer of these packs leaves in the pack folder `dir` (entries `names`),
-/// once ten minutes old: its `.keep` (which says it is git-boulder's), and the pack beside it
+/// once ten minutes old: its `.keep` ([`ours`]), and the pack beside it
 /// when that pack never got its index. Nothing else: a pack without an index and without such a
 /// `.keep` may be git's own, between renames.
 fn clean_up(dir: &Path, names: &[String]) {
@@ -451,7 +463,7 @@ fn clean_up(dir: &Path, names: &[String]) {
     for name in names {
         let Some(stem) = name.strip_suffix(".keep").filter(|s| s.starts_with("pack-")) else { continue };
         let keep = dir.join(name);
-        if !std::fs::read_to_string(&keep).is_ok_and(|t| t.starts_with(KEEP_MARK)) || !old(&keep) {
+        if !ours(&keep) || !old(&keep) {
             continue;
         }
         let (pack, idx) = (dir.join(format!("{stem}.pack")), dir.join(format!("{stem}.idx")));
@@ -460,6 +472,16 @@ fn clean_up(dir: &Path, names: &[String]) {
         }
         let _ = std::fs::remove_file(keep);
     }
+}
+
+/// Whether the `.keep` file `keep` is one [`write`] leaves: a second name of a pack index, or a
+/// file that says it is git-boulder's.
+fn ours(keep: &Path) -> bool {
+    use std::io::Read as _;
+    let mut start = Vec::with_capacity(KEEP_MARK.len());
+    std::fs::File::open(keep)
+        .and_then(|f| f.take(KEEP_MARK.len() as u64).read_to_end(&mut start))
+        .is_ok_and(|_| start.starts_with(IDX_MAGIC) || start.starts_with(KEEP_MARK.as_bytes()))
 }
 
 /// Roll up the small packs of the object folder `objects` whose tiers have gathered (`all`:
@@ -744,7 +766,10 @@ mod tests {
             .map(|data| Object { kind: gix::objs::Kind::Blob, id: id_of(hash, gix::objs::Kind::Blob, &data), data })
             .collect();
         let (idx, keep) = write(dir.path(), hash, &mut objects, Options { keep: true, sync: true }).unwrap();
-        assert_eq!(std::fs::read_to_string(keep.unwrap()).unwrap(), KEEP_TEXT);
+        // The `.keep` is a second name of the index, which says it is ours.
+        let keep = keep.unwrap();
+        assert_eq!(std::fs::read(&keep).unwrap(), std::fs::read(&idx).unwrap());
+        assert!(ours(&keep));
         let bundle = gix::odb::pack::Bundle::at(&idx, hash).unwrap();
         assert_eq!(bundle.index.num_objects(), 3, "the duplicate is stored once");
         let mut buf = Vec::new();
