@@ -26,6 +26,18 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Replace `path` with `bytes` (creating its folder) the way [`write_atomic`] does, without
+/// waiting for the disk: for a cache, which a crash may leave empty or gone, never half-written
+/// under its name.
+pub fn write_replacing(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::Builder::new().tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
 /// Read a file of a worktree with `read` (`std::fs::read`, or a bounded reader such as
 /// [`crate::prd::read_file`]), looking again a few times (within about 50 ms) when it is not
 /// there: `git checkout`, and a merge writing files the way it does, replaces a file by removing

@@ -153,12 +153,27 @@ impl Workspace {
     /// Parse the plan in force; errors name the file and the line.
     pub fn plan(&self) -> Result<Plan> {
         let (text, source) = self.plan_text()?;
-        let _span = crate::trace::span("parse the stream plan");
-        plan::parse(&text).map_err(|e| {
-            Error::usage(format!("{}: {}", source.label, e.message))
-                .hint("fix the stream plan, then check it with `git boulder stream validate`")
-                .with_source(e)
-        })
+        parse_plan(&text, &source)
+    }
+
+    /// The streams of the plan by branch, when the repository has a plan: what
+    /// [`Workspace::plan_if_any`] gives of them, for the post-commit hook. The plan is parsed
+    /// once per text: the result is kept with the text it came from in
+    /// `$GIT_COMMON_DIR/boulder/plan-branches` ([`plan::Branches`]), and used while the plan
+    /// reads the same, byte for byte.
+    pub fn plan_branches(&self) -> Result<Option<plan::Branches>> {
+        if self.config_override.is_some() {
+            return Ok(self.plan_if_any()?.as_ref().map(plan::Branches::of));
+        }
+        let Ok((text, source)) = self.plan_text() else { return Ok(None) };
+        let cache = self.repo.boulder_dir().join("plan-branches");
+        if let Some(branches) = std::fs::read(&cache).ok().and_then(|b| plan::Branches::decode(&b, &text)) {
+            return Ok(Some(branches));
+        }
+        let branches = plan::Branches::of(&parse_plan(&text, &source)?);
+        // Best effort, and not flushed to disk: a file cut short by a crash reads as no file.
+        let _ = crate::fsutil::write_replacing(&cache, &branches.encode(&text));
+        Ok(Some(branches))
     }
 
     /// The plan, when the repository has one: `None` without a plan file, an error when the file is
@@ -472,6 +487,16 @@ impl Workspace {
 
 /// The bytes of a stream plan file: read as a PRD is ([`prd::read_file`]: a regular file, bounded),
 /// so a plan symlinked to `/dev/zero` is refused rather than read until memory runs out.
+/// Parse the plan `text` read from `source`; errors name the file and line.
+fn parse_plan(text: &str, source: &PlanSource) -> Result<Plan> {
+    let _span = crate::trace::span("parse the stream plan");
+    plan::parse(text).map_err(|e| {
+        Error::usage(format!("{}: {}", source.label, e.message))
+            .hint("fix the stream plan, then check it with `git boulder stream validate`")
+            .with_source(e)
+    })
+}
+
 fn read_plan(path: &Path) -> std::io::Result<Vec<u8>> {
     prd::read_file(path).map_err(|e| match prd::ReadRefusal::of(&e) {
         Some(prd::ReadRefusal::TooLarge) => std::io::Error::new(

@@ -117,6 +117,50 @@ fn commits_in_stream_worktrees_get_notes_and_iterations() {
 }
 
 #[test]
+fn the_hook_parses_the_plan_once_per_text_and_follows_every_change() {
+    let repo = with_hooks();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.worktree("auth");
+    let plan = repo.dir.join(".boulder/streams.yaml");
+    let mut n = 0;
+    let mut commit = || {
+        n += 1;
+        std::fs::write(wt.join(format!("src/auth/f{n}.rs")), "x\n").unwrap();
+        repo.git_in(&wt, &["add", "-A"]).ok();
+        let mut cmd = repo.command("git");
+        cmd.env("BOULDER_TRACE", "1").current_dir(&wt).args(["commit", "-q", "-m", &format!("auth {n}")]);
+        let run = Run::from(cmd.output().unwrap());
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let note = repo.git_in(&wt, &["notes", "--ref=boulder", "show", "HEAD"]);
+        let iteration = (note.code == 0).then(|| note.json()["iteration"].as_u64().unwrap());
+        (run.stderr.contains("parse the stream plan"), iteration, run.stderr)
+    };
+    let (parsed, iteration, _) = commit();
+    assert_eq!((parsed, iteration), (true, Some(1)), "the first commit parses the plan");
+    let (parsed, iteration, stderr) = commit();
+    assert_eq!((parsed, iteration), (false, Some(2)), "the same plan is not parsed again: {stderr}");
+    // The stream's branch renamed in the plan: a commit on the old branch is no stream's.
+    std::fs::write(
+        &plan,
+        SAMPLE_PLAN.replace("    paths: [src/auth/**]\n", "    paths: [src/auth/**]\n    branch: team/auth\n"),
+    )
+    .unwrap();
+    let (parsed, iteration, _) = commit();
+    assert_eq!((parsed, iteration), (true, None));
+    // A plan that does not parse is said, as before; the plan as it was counts again.
+    std::fs::write(&plan, format!("{SAMPLE_PLAN}  bogus_setting: 1\n")).unwrap();
+    let (parsed, iteration, stderr) = commit();
+    assert_eq!((parsed, iteration), (true, None));
+    assert!(stderr.contains("streams.yaml") && stderr.contains("bogus_setting"), "{stderr}");
+    std::fs::write(&plan, SAMPLE_PLAN).unwrap();
+    let (parsed, iteration, _) = commit();
+    assert_eq!((parsed, iteration), (true, Some(3)));
+    let (parsed, iteration, _) = commit();
+    assert_eq!((parsed, iteration), (false, Some(4)));
+    repo.assert_fsck();
+}
+
+#[test]
 fn skip_env_and_rebase_record_nothing() {
     let repo = with_hooks();
     repo.boulder(&["stream", "init", "auth"]).ok();

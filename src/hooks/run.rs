@@ -4,7 +4,8 @@
 //!
 //! ### Performance
 //! post-commit runs on every commit: it opens the repository once ([`Repo::discover_once`]), reads the
-//! plan only to learn whose branch HEAD is on, reads the tips the last record wrote from its pack
+//! plan only to learn whose branch HEAD is on (parsed once per text of the plan,
+//! [`Workspace::plan_branches`]), reads the tips the last record wrote from its pack
 //! held in memory ([`Repo::reading_newest_pack`]), and writes what it must — the op of the boulder
 //! and each ancestor (two blobs, a tree, a commit, a ref each) and the note (a blob, the notes
 //! tree, a commit, a ref), never resolving the committer through gix (see
@@ -104,7 +105,12 @@ pub fn current_boulder(repo: &Repo, stream: &str) -> String {
 /// worktree of one with a plan. `_project` when the plan has a stream named `project` (whose root
 /// boulder is `project`).
 pub fn project_id(plan: Option<&crate::plan::Plan>) -> &'static str {
-    if plan.is_some_and(|p| p.stream(PROJECT).is_some()) {
+    project_id_beside(plan.is_some_and(|p| p.stream(PROJECT).is_some()))
+}
+
+/// [`project_id`], given whether the plan has a stream named `project`.
+fn project_id_beside(project_stream: bool) -> &'static str {
+    if project_stream {
         "_project"
     } else {
         PROJECT
@@ -123,9 +129,10 @@ fn post_commit() -> Result<()> {
     // HEAD's branch and the commit just made on it, from one read of HEAD and the branch.
     let Some((branch, head_id)) = repo.head_branch_and_id() else { return Ok(()) };
     let ws = Workspace::from_repo(repo, None);
-    // No plan is no stream (the project boulder's repository); a plan that does not parse is an error.
-    let plan = ws.plan_if_any()?;
-    let stream = plan.as_ref().and_then(|p| p.stream_for_branch(&branch)).map(|s| s.name.clone());
+    // No plan is no stream (the project boulder's repository); a plan that does not parse is an
+    // error. Only the streams' branches are needed, parsed once per text of the plan.
+    let branches = ws.plan_branches()?;
+    let stream = branches.as_ref().and_then(|b| b.stream_for_branch(&branch)).map(str::to_string);
     // Outside a stream, only the main worktree's commits count: for the project boulder.
     if stream.is_none() && ws.repo.git_dir != ws.repo.common_dir {
         return Ok(());
@@ -147,7 +154,9 @@ fn post_commit() -> Result<()> {
             lock.display()
         )));
     }
-    let Some(stream) = stream else { return project_activity(&ws, plan.as_ref(), head) };
+    let Some(stream) = stream else {
+        return project_activity(&ws, branches.as_ref().is_some_and(|b| b.has_stream(PROJECT)), head);
+    };
     let store = Store::new(&ws.repo)?;
     let story = std::env::var("BOULDER_STORY").ok().filter(|s| !s.is_empty());
     let boulder = current_boulder(&ws.repo, &stream);
@@ -158,12 +167,12 @@ fn post_commit() -> Result<()> {
 /// A commit in the main worktree, off any stream: activity of the boulder `switch` made current
 /// there, else of the project boulder — once it exists (`check`, `checkpoint`, `todo`, `resume`
 /// or a harness hook made it). No note: the commit is no stream's work.
-fn project_activity(ws: &Workspace, plan: Option<&Plan>, head: ObjectId) -> Result<()> {
+fn project_activity(ws: &Workspace, project_stream: bool, head: ObjectId) -> Result<()> {
     let id = std::fs::read_to_string(ws.repo.git_dir.join("boulder-current"))
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| crate::names::problem(s).is_none())
-        .unwrap_or_else(|| project_id(plan).to_string());
+        .unwrap_or_else(|| project_id_beside(project_stream).to_string());
     let store = Store::new(&ws.repo)?;
     let story = std::env::var("BOULDER_STORY").ok().filter(|s| !s.is_empty());
     let activity =

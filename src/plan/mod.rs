@@ -18,12 +18,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+mod branches;
 pub mod edit;
 mod parse;
 pub mod prompt;
 pub mod suggest;
 mod validate;
 
+pub use branches::Branches;
 pub use parse::parse;
 pub use validate::{
     compile_globs, literal_prefix, prd_problem, topo_order, validate, GlobError, GlobProblem, PRD_HINT,
