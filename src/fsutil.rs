@@ -8,6 +8,17 @@ use crate::error::{Error, Result};
 
 /// Write `bytes` to `path` atomically, creating parent directories.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    replace(path, bytes, true)
+}
+
+/// Replace `path` with `bytes` as [`write_atomic`] does, without waiting for the disk: for a
+/// cache, which a crash may leave empty or gone, never half-written under its name.
+pub fn write_replacing(path: &Path, bytes: &[u8]) -> Result<()> {
+    replace(path, bytes, false)
+}
+
+/// [`write_atomic`], the file flushed to disk before it is renamed into place when `sync`.
+fn replace(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
     // A new file gets the mode git gives the files it writes (0666 less the umask), not the
@@ -18,26 +29,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .tempfile_in(dir)
         .map_err(|e| Error::internal(format!("cannot write in {}: {e}", dir.display())))?;
     tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
+    if sync {
+        tmp.as_file().sync_all()?;
+    }
     if let Ok(meta) = std::fs::metadata(path) {
         let _ = std::fs::set_permissions(tmp.path(), meta.permissions());
     }
     tmp.persist(path).map_err(|e| Error::internal(format!("cannot write {}: {}", path.display(), e.error)))?;
-    Ok(())
-}
-
-/// Replace `path` with `bytes` (creating its folder) the way [`write_atomic`] does, without
-/// waiting for the disk: for a cache, which a crash may leave empty or gone, never half-written
-/// under its name.
-pub fn write_replacing(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    // The mode git gives the files it writes (0666 less the umask, which a shared repository
-    // narrows), not the temp file's private 0600.
-    use std::os::unix::fs::PermissionsExt;
-    let mut tmp = tempfile::Builder::new().permissions(std::fs::Permissions::from_mode(0o666)).tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
 

@@ -485,8 +485,6 @@ impl Workspace {
     }
 }
 
-/// The bytes of a stream plan file: read as a PRD is ([`prd::read_file`]: a regular file, bounded),
-/// so a plan symlinked to `/dev/zero` is refused rather than read until memory runs out.
 /// Parse the plan `text` read from `source`; errors name the file and line.
 fn parse_plan(text: &str, source: &PlanSource) -> Result<Plan> {
     let _span = crate::trace::span("parse the stream plan");
@@ -497,6 +495,8 @@ fn parse_plan(text: &str, source: &PlanSource) -> Result<Plan> {
     })
 }
 
+/// The bytes of a stream plan file: read as a PRD is ([`prd::read_file`]: a regular file, bounded),
+/// so a plan symlinked to `/dev/zero` is refused rather than read until memory runs out.
 fn read_plan(path: &Path) -> std::io::Result<Vec<u8>> {
     prd::read_file(path).map_err(|e| match prd::ReadRefusal::of(&e) {
         Some(prd::ReadRefusal::TooLarge) => std::io::Error::new(
