@@ -188,7 +188,6 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
             }
         }
     }
-    drop(first_with);
     // Each story's group, by its root (the group's first story); groups in the order of their roots.
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); n];
     for i in 0..n {
@@ -199,7 +198,7 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
     // entry per distinct key; `key_of`, an index into it per story).
     let mut keys: Vec<String> = Vec::new();
     let mut key_index: Map<String, usize> = map();
-    let mut key_id = |key: &str, keys: &mut Vec<String>| -> usize {
+    let mut key_id = |key: &str| -> usize {
         if let Some(&k) = key_index.get(key) {
             return k;
         }
@@ -210,7 +209,7 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
     let mut key_of: Vec<usize> = vec![0; n];
     for (i, key) in keyed.iter().enumerate() {
         if let Some(k) = key {
-            key_of[i] = key_id(k, &mut keys);
+            key_of[i] = key_id(k);
         }
     }
     for list in members.iter().filter(|l| !l.is_empty()) {
@@ -233,12 +232,11 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
                 .or_else(wave)
                 .unwrap_or_else(|| "other".into())
         };
-        let k = key_id(&key, &mut keys);
+        let k = key_id(&key);
         for &i in list {
             key_of[i] = k;
         }
     }
-    drop(members);
 
     // (stream name, stories, globs) in first-seen order. Keys are few and shared by many
     // stories: each is made a stream name, and given its group, once.
