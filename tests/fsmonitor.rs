@@ -13,10 +13,17 @@ fn dirty(repo: &TestRepo, stream: &str) -> serde_json::Value {
     st["streams"].as_array().unwrap().iter().find(|r| r["name"] == stream).unwrap()["dirty"].clone()
 }
 
-/// What `git status --porcelain` says, looking at every file (the fake monitor answers for the
-/// main worktree, so git in the stream worktree must not ask it).
+/// git in the stream worktree `wt`, not asking the monitor. The fake monitor answers for the main
+/// worktree, and git trusts what it says: asked in `wt`, its "nothing changed" would make `git add`
+/// skip a changed file it believes unchanged (whenever that file is not racily clean).
+fn git_unmonitored(repo: &TestRepo, wt: &Path, args: &[&str]) -> String {
+    let all: Vec<&str> = ["-c", "core.fsmonitor=false"].iter().chain(args).copied().collect();
+    repo.git_in(wt, &all).ok().stdout
+}
+
+/// What `git status --porcelain` says, looking at every file.
 fn porcelain_dirty(repo: &TestRepo, wt: &Path) -> bool {
-    !repo.git_in(wt, &["-c", "core.fsmonitor=false", "status", "--porcelain"]).ok().stdout.trim().is_empty()
+    !git_unmonitored(repo, wt, &["status", "--porcelain"]).trim().is_empty()
 }
 
 /// A monitor hook speaking protocol 2 whose answers the test writes: it logs each call's
@@ -137,11 +144,12 @@ fn the_monitor_is_trusted_and_a_failing_or_forgetful_one_means_the_full_check() 
     assert_eq!(dirty(&repo, "auth"), true);
     // A commit moves HEAD and the index: what was found clean before no longer holds.
     std::fs::remove_file(m.dir.join("fail")).unwrap();
-    repo.git_in(&wt, &["commit", "-qam", "change"]).ok();
+    git_unmonitored(&repo, &wt, &["commit", "-qam", "change"]);
     m.answer("t4", &[]);
     assert_eq!(dirty(&repo, "auth"), false);
     std::fs::write(wt.join("README.md"), "changed\n").unwrap();
-    repo.git_in(&wt, &["add", "README.md"]).ok();
+    git_unmonitored(&repo, &wt, &["add", "README.md"]);
+    assert_eq!(git_unmonitored(&repo, &wt, &["diff", "--cached", "--name-only"]), "README.md\n");
     m.answer("t5", &[]);
     assert_eq!(dirty(&repo, "auth"), true, "a staged change is seen though the monitor reports nothing");
 }
