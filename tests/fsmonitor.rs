@@ -4,26 +4,13 @@
 //! deleted file is still reported dirty, as `git status --porcelain` says; a monitor that fails
 //! or answers "everything" means the full check.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::common::*;
 
 fn dirty(repo: &TestRepo, stream: &str) -> serde_json::Value {
     let st = repo.boulder(&["status", "--json"]).ok().json();
     st["streams"].as_array().unwrap().iter().find(|r| r["name"] == stream).unwrap()["dirty"].clone()
-}
-
-/// git in the stream worktree `wt`, not asking the monitor. The fake monitor answers for the main
-/// worktree, and git trusts what it says: asked in `wt`, its "nothing changed" would make `git add`
-/// skip a changed file it believes unchanged (whenever that file is not racily clean).
-fn git_unmonitored(repo: &TestRepo, wt: &Path, args: &[&str]) -> String {
-    let all: Vec<&str> = ["-c", "core.fsmonitor=false"].iter().chain(args).copied().collect();
-    repo.git_in(wt, &all).ok().stdout
-}
-
-/// What `git status --porcelain` says, looking at every file.
-fn porcelain_dirty(repo: &TestRepo, wt: &Path) -> bool {
-    !git_unmonitored(repo, wt, &["status", "--porcelain"]).trim().is_empty()
 }
 
 /// A monitor hook speaking protocol 2 whose answers the test writes: it logs each call's
@@ -88,23 +75,23 @@ fn a_monitored_worktree_is_dirty_exactly_when_git_status_says_so() {
     std::fs::write(wt.join("src/auth/mod.rs"), "// changed\n").unwrap();
     m.answer("t3", &["src/auth/mod.rs"]);
     assert_eq!(dirty(&repo, "auth"), true);
-    assert!(porcelain_dirty(&repo, &wt));
+    assert!(repo.porcelain_dirty(&wt));
     // Put back: clean again, though the monitor still names the file.
     std::fs::write(wt.join("src/auth/mod.rs"), "// auth\n").unwrap();
     m.answer("t4", &["src/auth/mod.rs"]);
     assert_eq!(dirty(&repo, "auth"), false);
-    assert!(!porcelain_dirty(&repo, &wt));
+    assert!(!repo.porcelain_dirty(&wt));
 
     // Added (a new folder, reported as the file and its folder).
     std::fs::create_dir_all(wt.join("src/auth/new")).unwrap();
     std::fs::write(wt.join("src/auth/new/file.rs"), "new\n").unwrap();
     m.answer("t5", &["src/auth/new/", "src/auth/new/file.rs"]);
     assert_eq!(dirty(&repo, "auth"), true);
-    assert!(porcelain_dirty(&repo, &wt));
+    assert!(repo.porcelain_dirty(&wt));
     std::fs::remove_dir_all(wt.join("src/auth/new")).unwrap();
     m.answer("t6", &["src/auth/new/"]);
     assert_eq!(dirty(&repo, "auth"), false);
-    assert!(!porcelain_dirty(&repo, &wt));
+    assert!(!repo.porcelain_dirty(&wt));
     // An ignored file is no change.
     std::fs::write(wt.join("debug.log"), "x\n").unwrap();
     std::fs::write(repo.dir.join(".git/info/exclude"), "*.log\n").unwrap();
@@ -113,13 +100,13 @@ fn a_monitored_worktree_is_dirty_exactly_when_git_status_says_so() {
     m.answer("t8", &["debug.log"]);
     assert_eq!(dirty(&repo, "auth"), false);
     assert_eq!(m.calls().last().unwrap(), "2 t7");
-    assert!(!porcelain_dirty(&repo, &wt));
+    assert!(!repo.porcelain_dirty(&wt));
 
     // Deleted, in a folder the monitor reports rather than the file.
     std::fs::remove_file(wt.join("src/auth/mod.rs")).unwrap();
     m.answer("t9", &["src/auth"]);
     assert_eq!(dirty(&repo, "auth"), true);
-    assert!(porcelain_dirty(&repo, &wt));
+    assert!(repo.porcelain_dirty(&wt));
 }
 
 #[test]
@@ -144,12 +131,12 @@ fn the_monitor_is_trusted_and_a_failing_or_forgetful_one_means_the_full_check() 
     assert_eq!(dirty(&repo, "auth"), true);
     // A commit moves HEAD and the index: what was found clean before no longer holds.
     std::fs::remove_file(m.dir.join("fail")).unwrap();
-    git_unmonitored(&repo, &wt, &["commit", "-qam", "change"]);
+    repo.git_unmonitored(&wt, &["commit", "-qam", "change"]).ok();
     m.answer("t4", &[]);
     assert_eq!(dirty(&repo, "auth"), false);
     std::fs::write(wt.join("README.md"), "changed\n").unwrap();
-    git_unmonitored(&repo, &wt, &["add", "README.md"]);
-    assert_eq!(git_unmonitored(&repo, &wt, &["diff", "--cached", "--name-only"]), "README.md\n");
+    repo.git_unmonitored(&wt, &["add", "README.md"]).ok();
+    assert_eq!(repo.git_unmonitored(&wt, &["diff", "--cached", "--name-only"]).ok().stdout, "README.md\n");
     m.answer("t5", &[]);
     assert_eq!(dirty(&repo, "auth"), true, "a staged change is seen though the monitor reports nothing");
 }
@@ -173,7 +160,7 @@ fn with_watchman_a_modified_added_or_deleted_file_is_dirty() {
     std::fs::copy(&sample_hook, &hook).unwrap();
     repo.git(&["config", "core.fsmonitor", hook.to_str().unwrap()]).ok();
     let check = |what: &str| {
-        let (ours, git) = (dirty(&repo, "auth"), porcelain_dirty(&repo, &wt));
+        let (ours, git) = (dirty(&repo, "auth"), repo.porcelain_dirty(&wt));
         assert_eq!(ours, serde_json::Value::Bool(git), "{what}: git-boulder says dirty={ours}, git {git}");
         git
     };

@@ -16,11 +16,6 @@ fn dirty(repo: &TestRepo, stream: &str) -> serde_json::Value {
     row(repo, stream)["dirty"].clone()
 }
 
-/// What `git status --porcelain` says in `wt`, looking at every file.
-fn porcelain_dirty(repo: &TestRepo, wt: &Path) -> bool {
-    !repo.git_in(wt, &["-c", "core.fsmonitor=false", "status", "--porcelain"]).ok().stdout.trim().is_empty()
-}
-
 /// A protocol-2 monitor hook made of `body` (a shell script fragment that sees the token asked
 /// with as `$2`), logging each call's arguments to `calls`; installed as `core.fsmonitor`.
 fn install_hook(repo: &TestRepo, body: &str) -> PathBuf {
@@ -100,7 +95,7 @@ fn a_slow_monitor_is_waited_for_and_a_change_made_while_it_runs_is_seen_next_tim
     answer(&hook, "t3", &[".boulder/worktrees/auth/src/auth/mod.rs"]);
     assert_eq!(dirty(&repo, "auth"), true);
     assert_eq!(calls(&hook).last().unwrap(), "2 t2", "asked with the token of the answer before");
-    assert!(porcelain_dirty(&repo, &wt));
+    assert!(repo.porcelain_dirty(&wt));
 }
 
 #[test]
@@ -115,7 +110,7 @@ fn a_monitor_that_fails_after_a_while_means_the_full_check() {
     std::fs::write(wt.join("src/auth/mod.rs"), "// changed\n").unwrap();
     install_hook(&repo, "sleep 0.3\nexit 1");
     assert_eq!(dirty(&repo, "auth"), true);
-    assert!(porcelain_dirty(&repo, &wt));
+    assert!(repo.porcelain_dirty(&wt));
     assert!(
         !repo.dir.join(".git/boulder/fsmonitor.json").exists(),
         "no token is kept from a monitor that did not answer"
@@ -140,7 +135,7 @@ fn untracked_files_the_monitor_reports_are_found_at_any_depth() {
         let changed: Vec<&str> = changed.iter().map(String::as_str).collect();
         answer(&hook, token, &changed);
         assert_eq!(dirty(&repo, "auth"), serde_json::Value::Bool(want), "{what}");
-        assert_eq!(porcelain_dirty(&repo, &wt), want, "{what}: git agrees");
+        assert_eq!(repo.porcelain_dirty(&wt), want, "{what}: git agrees");
     };
     // A new file deep in a new folder, reported alone (not its folders).
     std::fs::create_dir_all(wt.join("src/auth/deep/er")).unwrap();
@@ -203,7 +198,7 @@ fn a_worktree_moved_out_of_the_plans_folder_is_still_checked() {
     let r = row(&repo, "auth");
     assert_eq!(Path::new(r["worktree"].as_str().unwrap()).canonicalize().unwrap(), moved.canonicalize().unwrap());
     assert_eq!(r["dirty"], true, "checked where git has it checked out");
-    assert!(porcelain_dirty(&repo, &moved));
+    assert!(repo.porcelain_dirty(&moved));
     // The worktree in the plan's folder is checked alongside.
     std::fs::write(repo.worktree("docs").join("docs/index.md"), "changed\n").unwrap();
     assert_eq!(dirty(&repo, "docs"), true);
@@ -252,5 +247,5 @@ fn moved_and_asked_once(repo: &TestRepo, hook: &Path, from: &Path, to: &Path, ch
     std::fs::write(to.join("src/auth/mod.rs"), "// changed\n").unwrap();
     answer(hook, token, &[changed]);
     assert_eq!(dirty(repo, "auth"), true);
-    assert!(porcelain_dirty(repo, to));
+    assert!(repo.porcelain_dirty(to));
 }

@@ -229,6 +229,21 @@ impl TestRepo {
         Run::from(self.command("git").args(args).current_dir(dir).output().expect("run git"))
     }
 
+    /// git in the worktree `dir`, not asking a `core.fsmonitor` hook. The fake monitors of the
+    /// status tests answer for the main worktree, and git trusts what a monitor says: asked in a
+    /// stream worktree, their "nothing changed" would make `git add` skip a changed file it believes
+    /// unchanged (whenever that file is not racily clean), and `git status` miss it.
+    pub fn git_unmonitored(&self, dir: &Path, args: &[&str]) -> Run {
+        let all: Vec<&str> = ["-c", "core.fsmonitor=false"].iter().chain(args).copied().collect();
+        self.git_in(dir, &all)
+    }
+
+    /// Whether `git status --porcelain` in the worktree `dir` prints anything, looking at every
+    /// file (not asking a monitor).
+    pub fn porcelain_dirty(&self, dir: &Path) -> bool {
+        !self.git_unmonitored(dir, &["status", "--porcelain"]).ok().stdout.trim().is_empty()
+    }
+
     /// `program` with this repository's fixed environment ([`fixed_env`]) and the next instant
     /// of its clock, run from the main worktree unless told otherwise.
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
