@@ -12,6 +12,7 @@ mod agent_opencode;
 mod agent_prompt;
 mod boulders;
 mod cleanup_safety;
+mod conflict_resolve;
 mod dashboard;
 mod doctor_locks;
 mod extension;

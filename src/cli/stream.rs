@@ -67,6 +67,19 @@ pub enum StreamCommand {
     /// completion into the base's PRD in one commit, and records MERGED. A merge killed at any
     /// step is finished by running it again.
     Merge(super::merge::MergeArgs),
+    /// Rebase a stream onto the base's tip, handing conflicts to its agent.
+    ///
+    /// What `git boulder work` does under settings.on_conflict: agent when a landing meets a
+    /// conflict with what landed first. The stream's branch is rebased with git's own `git rebase`
+    /// in its worktree onto the base's tip (with --remote, that remote's, fetched first). Where
+    /// the rebase stops on conflicts, the PRD is settled story by story and the agent (the
+    /// stream's `agent`, or CMD) is run with BOULDER_PROMPT naming the conflicting files and the
+    /// streams whose landings changed them, and BOULDER_CONFLICTS listing the files; once no
+    /// file is left unmerged and no conflict marker is left, the rebase goes on. An agent that
+    /// leaves conflicts --max-failures times in a row ends it (exit 1): the rebase is aborted and
+    /// the branch is as it was. Killed, the rebase stays stopped in the worktree; run the same
+    /// command again to go on.
+    Resolve(ResolveArgs),
     /// Move a stream's branch back to its fork point with the base (or to REV), keeping the old tip.
     ///
     /// REV must be in the branch's history. The old tip is kept under
@@ -156,6 +169,26 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct ResolveArgs {
+    /// The stream.
+    #[arg(value_parser = super::values::stream_name(), add = super::complete::stream_names())]
+    pub name: String,
+    /// Rebase onto this remote's base branch (default: settings.merge_remote; else the local base).
+    #[arg(long, value_name = "REMOTE", conflicts_with = "no_remote")]
+    pub remote: Option<String>,
+    /// Rebase onto the local base branch even when settings.merge_remote is set.
+    #[arg(long)]
+    pub no_remote: bool,
+    /// Agent runs in a row that leave conflicts before giving up (default:
+    /// settings.boulder.max_failures).
+    #[arg(long, value_name = "N")]
+    pub max_failures: Option<u32>,
+    /// The agent command and its arguments (after `--`); default: the stream's `agent`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct PathArgs {
     /// The stream.
     #[arg(value_parser = super::values::stream_name(), add = super::complete::stream_names())]
@@ -209,6 +242,7 @@ pub fn run(ws: &Workspace, ctx: &Context, cmd: StreamCommand) -> Result<()> {
         }
         StreamCommand::Cleanup(args) => cleanup(ws, args),
         StreamCommand::Merge(args) => super::merge::run(ws, ctx, args),
+        StreamCommand::Resolve(args) => resolve(ws, args),
         StreamCommand::Rollback(args) => super::rollback::rollback(ws, args),
         StreamCommand::Unmerge(args) => super::rollback::unmerge(ws, ctx, args),
         StreamCommand::Claim(args) => super::sync::claim(ws, args),
@@ -310,6 +344,36 @@ fn run_loop(ws: &Workspace, ctx: &Context, args: RunArgs) -> Result<()> {
     if outcome.status == StreamStatus::Completed && plan.settings.auto_merge && !args.worker {
         eprintln!("settings.auto_merge: merging stream {}", stream.name);
         super::merge::auto(ws, ctx, &plan, stream)?;
+    }
+    Ok(())
+}
+
+fn resolve(ws: &Workspace, args: ResolveArgs) -> Result<()> {
+    use crate::stream::resolve::{self, Resolved};
+    let plan = ws.plan()?;
+    let stream = ws.stream(&plan, &args.name)?;
+    let remote = if args.no_remote { None } else { args.remote.or_else(|| plan.settings.merge_remote.clone()) };
+    let opts = resolve::Options {
+        remote,
+        command: args.command,
+        max_failures: args.max_failures.unwrap_or(plan.settings.boulder.max_failures).max(1),
+    };
+    let done = resolve::resolve(ws, &plan, stream, &opts, &|line| eprintln!("{}", crate::text::inert_lines(line)))?;
+    let mut out = std::io::stdout().lock();
+    match done {
+        Resolved::UpToDate { onto } => writeln!(
+            out,
+            "{}: already on the base's tip {}: nothing to resolve",
+            stream.name,
+            crate::merge::short(onto)
+        )?,
+        Resolved::Rebased { onto, tip, stops, agent_runs } => writeln!(
+            out,
+            "{}: rebased onto {} (now {}); {stops} conflict stop(s), {agent_runs} agent run(s)",
+            stream.name,
+            crate::merge::short(onto),
+            crate::merge::short(tip)
+        )?,
     }
     Ok(())
 }

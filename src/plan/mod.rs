@@ -44,6 +44,18 @@ pub enum MergeStrategy {
     Squash,
 }
 
+/// `settings.on_conflict`: what a worker does when a landing meets a conflict with what landed
+/// first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnConflict {
+    /// Refuse the landing and leave the stream for a person (the default).
+    #[default]
+    Stop,
+    /// Rebase the stream onto the remote's base and hand the conflicts to the stream's agent.
+    Agent,
+}
+
 /// `error | warn | ignore` (path_overlap), `error | warn | off` (ownership),
 /// `error | warn | allow` (undeclared_paths): all map onto this.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -110,6 +122,8 @@ pub struct Settings {
     pub claim_remote: Option<String>,
     /// Remote whose base branch `stream merge` lands on (the merge queue), if any.
     pub merge_remote: Option<String>,
+    /// What `work` does when a landing meets a conflict.
+    pub on_conflict: OnConflict,
     /// Seed keys accepted for compatibility.
     pub inherit_guardrails: bool,
     pub inherit_progress: bool,
@@ -136,6 +150,7 @@ impl Default for Settings {
             boulder: BoulderSettings::default(),
             claim_remote: None,
             merge_remote: None,
+            on_conflict: OnConflict::Stop,
             inherit_guardrails: true,
             inherit_progress: false,
         }

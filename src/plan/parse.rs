@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::{BoulderSettings, Level, MergeStrategy, Plan, PlanError, Settings, StreamDef, DEFAULT_PRD};
+use super::{BoulderSettings, Level, MergeStrategy, OnConflict, Plan, PlanError, Settings, StreamDef, DEFAULT_PRD};
 
 pub(crate) const TOP_KEYS: &[&str] = &["version", "prd", "streams", "settings"];
 pub(crate) const STREAM_KEYS: &[&str] =
@@ -55,6 +55,7 @@ pub(crate) const SETTINGS_KEYS: &[&str] = &[
     "boulder",
     "claim_remote",
     "merge_remote",
+    "on_conflict",
     "inherit_guardrails",
     "inherit_progress",
 ];
@@ -618,6 +619,7 @@ impl<'de, T: Copy> Visitor<'de> for Word<'_, T> {
 
 const STRATEGIES: &[(&str, MergeStrategy)] =
     &[("rebase", MergeStrategy::Rebase), ("merge", MergeStrategy::Merge), ("squash", MergeStrategy::Squash)];
+const ON_CONFLICT: &[(&str, OnConflict)] = &[("stop", OnConflict::Stop), ("agent", OnConflict::Agent)];
 const LEVELS: &[(&str, Level)] = &[
     ("error", Level::Error),
     ("warn", Level::Warn),
@@ -1101,6 +1103,13 @@ impl<'de> Visitor<'de> for SettingsSeed<'_> {
                 }
                 "claim_remote" => s.claim_remote = map.next_value_seed(Str { what: w })?,
                 "merge_remote" => s.merge_remote = map.next_value_seed(Str { what: w })?,
+                "on_conflict" => {
+                    if let Some(v) =
+                        map.next_value_seed(Word { ctx, what: w, words: ON_CONFLICT, shown: "stop or agent" })?
+                    {
+                        s.on_conflict = v;
+                    }
+                }
                 "agents" => s.agents = map.next_value_seed(Agents { ctx })?,
                 "boulder" => s.boulder = map.next_value_seed(BoulderSeed { ctx })?,
                 other => return Err(ctx.fail(unknown_key_message(other, "in settings", SETTINGS_KEYS), key.at())),

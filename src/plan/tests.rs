@@ -186,6 +186,7 @@ fn design_example_parses_with_its_values() {
     assert_eq!(s.agents.get("claude").map(String::as_str), Some(r#"claude -p "$BOULDER_PROMPT""#));
     assert_eq!(s.boulder, BoulderSettings::default());
     assert_eq!(s.claim_remote, None);
+    assert_eq!(s.on_conflict, super::OnConflict::Stop);
     // Everything in the example is also the default.
     let defaults = Settings { shared_read: s.shared_read.clone(), agents: s.agents.clone(), ..Settings::default() };
     assert_eq!(*s, defaults);
@@ -313,6 +314,7 @@ settings:
   verify: cargo test
   claim_remote: origin
   merge_remote: origin
+  on_conflict: Agent
   agents: {claude: claude -p, codex: 'codex exec "$BOULDER_PROMPT"'}
   boulder:
     idle_threshold: 45
@@ -339,6 +341,7 @@ settings:
     assert_eq!((s.setup.as_str(), s.verify.as_str()), ("npm ci", "cargo test"));
     assert_eq!(s.claim_remote.as_deref(), Some("origin"));
     assert_eq!(s.merge_remote.as_deref(), Some("origin"));
+    assert_eq!(s.on_conflict, super::OnConflict::Agent);
     assert_eq!(s.agents.len(), 2);
     let b = &s.boulder;
     assert_eq!(b.idle_threshold, Duration::from_secs(45));
@@ -512,6 +515,7 @@ fn wrong_types_name_line_and_accepted_values() {
         ("settings:\n  undeclared_paths: 3\n", 2, "settings.undeclared_paths must be one of error, warn or allow"),
         ("settings:\n  merge_strategy: {}\n", 2, "expected settings.merge_strategy to be one of rebase, merge or squash, found a mapping"),
         ("settings:\n  auto_merge: maybe\n", 2, "settings.auto_merge must be true or false, not \"maybe\""),
+        ("settings:\n  on_conflict: merge\n", 2, "settings.on_conflict must be one of stop or agent, not \"merge\""),
         ("settings:\n  inherit_progress: 1\n", 2, "settings.inherit_progress must be true or false, not 1"),
         ("settings:\n  agents: [claude]\n", 2, "expected settings.agents to be a mapping"),
         ("settings:\n  agents:\n    claude: ''\n", 3, "agent \"claude\" in settings.agents has no command"),

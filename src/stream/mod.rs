@@ -5,6 +5,7 @@
 pub mod lifecycle;
 pub mod prompt;
 pub mod record;
+pub mod resolve;
 pub mod rollback;
 pub mod runloop;
 pub mod shell;

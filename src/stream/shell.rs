@@ -58,3 +58,20 @@ pub fn run_shell(command: &str, dir: &Path, env: &[(String, String)]) -> std::re
         Err(ShellError::Failed { command: command.to_string(), status })
     }
 }
+
+/// The agent command of `stream` as run without a shell: `command` when given, else the plan's
+/// `settings.agents` line of the stream's `agent`, run by `sh -c` (it uses "$BOULDER_PROMPT").
+pub fn agent_command(plan: &Plan, stream: &crate::plan::StreamDef, command: &[String]) -> Result<Vec<String>> {
+    if !command.is_empty() {
+        return Ok(command.to_vec());
+    }
+    let agent = stream.agent.as_ref().ok_or_else(|| {
+        crate::error::Error::usage(format!("stream {} has no agent and no command was given", stream.name))
+            .hint(format!("give the command after `--`, or set `agent:` for stream {} in the plan", stream.name))
+    })?;
+    let line = plan.settings.agents.get(agent).ok_or_else(|| {
+        crate::error::Error::usage(format!("agent {agent:?} is not in settings.agents"))
+            .hint("add it to settings.agents")
+    })?;
+    Ok(vec!["sh".to_string(), "-c".to_string(), line.clone()])
+}
