@@ -161,3 +161,81 @@ fn on_conflict_is_stop_or_agent() {
     let r = repo.boulder(&["stream", "validate"]).code(2);
     assert!(r.stderr.contains("settings.on_conflict must be one of stop or agent, not \"rebase\""), "{}", r.stderr);
 }
+
+/// An agent for both jobs: an iteration (its story done, line two of src/shared.txt its own) or,
+/// given conflicts, the union of both lines. Every prompt is appended to `prompts.txt`.
+const BOTH: &str = "#!/bin/sh\nset -e\nprintf '%s\\n---\\n' \"$BOULDER_PROMPT\" >> \"$PROMPTS\"\n\
+if [ -n \"$BOULDER_CONFLICTS\" ]; then printf 'one\\nA\\nB\\nthree\\n' > src/shared.txt; git add src/shared.txt; exit 0; fi\n\
+case $BOULDER_STREAM in a) l=A;; *) l=B;; esac\n\
+printf 'one\\n%s\\nthree\\n' $l > src/shared.txt\n\
+sed -i \"s/### \\[ \\] $BOULDER_STORY:/### [x] $BOULDER_STORY:/\" \"$BOULDER_PRD\"\n\
+git add -A\ngit commit -q -m \"$BOULDER_STREAM: $BOULDER_STORY\"\n";
+
+#[test]
+fn work_under_on_conflict_agent_hands_a_conflict_back_and_lands_both_streams() {
+    let plan = "version: 1\nprd: .agents/tasks/prd.md\nstreams:\n  a:\n    stories: [US-001]\n    paths: [src/**]\n  \
+                b:\n    stories: [US-002]\n    paths: [src/**]\nsettings:\n  base_branch: main\n  path_overlap: ignore\n  \
+                on_conflict: agent\n  boulder:\n    cooldown: 10ms\n    max_failures: 2\n";
+    let prd = "# PRD\n\n## Stories\n\n### [ ] US-001: a\n### [ ] US-002: b\n";
+    let remote = Remote::new(&[
+        (".boulder/streams.yaml", plan),
+        (".agents/tasks/prd.md", prd),
+        ("src/shared.txt", "one\ntwo\nthree\n"),
+    ]);
+    let m = remote.machine("alpha");
+    let agent = m.tmp.path().join("agent.sh");
+    std::fs::write(&agent, BOTH).unwrap();
+    let prompts = m.tmp.path().join("prompts.txt");
+    // Both streams start from the same base (two at once): whichever lands second conflicts.
+    let r = m.boulder_env(
+        &m.dir,
+        &["work", "--remote", "origin", "--parallel", "2", "--poll", "100ms", "--", "sh", agent.to_str().unwrap()],
+        &[("PROMPTS", prompts.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("the landing met a conflict: handing it to the agent (on_conflict: agent, 1/2)"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("conflict resolved by the agent; landing again"), "{}", r.stderr);
+    assert!(r.stdout.lines().filter(|l| l.ends_with("merged here")).count() == 2, "{}", r.stdout);
+    let all = std::fs::read_to_string(&prompts).unwrap();
+    assert!(
+        all.contains("conflicts with what landed there first")
+            && all.contains("  - src/shared.txt (changed on main by stream "),
+        "{all}"
+    );
+    // On the remote: both landed, linear, the union of both lines, both stories done.
+    m.git(&["fetch", "-q", "origin"]).ok();
+    assert_eq!(m.git_out(&["show", "origin/main:src/shared.txt"]), "one\nA\nB\nthree");
+    assert_eq!(m.git_out(&["rev-list", "--merges", "origin/main"]), "");
+    let prd = m.git_out(&["show", "origin/main:.agents/tasks/prd.md"]);
+    assert!(prd.contains("### [x] US-001: a\n### [x] US-002: b"), "{prd}");
+    m.assert_fsck();
+}
+
+#[test]
+fn work_under_the_default_on_conflict_stop_leaves_the_conflict_to_a_person() {
+    let plan = "version: 1\nprd: .agents/tasks/prd.md\nstreams:\n  a:\n    stories: [US-001]\n    paths: [src/**]\n  \
+                b:\n    stories: [US-002]\n    paths: [src/**]\nsettings:\n  base_branch: main\n  path_overlap: ignore\n  \
+                boulder:\n    cooldown: 10ms\n    max_failures: 2\n";
+    let prd = "# PRD\n\n## Stories\n\n### [ ] US-001: a\n### [ ] US-002: b\n";
+    let repo = TestRepo::with_files(&[
+        (".boulder/streams.yaml", plan),
+        (".agents/tasks/prd.md", prd),
+        ("src/shared.txt", "one\ntwo\nthree\n"),
+    ]);
+    let agent = repo.tmp.path().join("agent.sh");
+    std::fs::write(&agent, BOTH).unwrap();
+    let prompts = repo.tmp.path().join("prompts.txt");
+    let r = repo.boulder_env(
+        &repo.dir,
+        &["work", "--parallel", "2", "--poll", "100ms", "--", "sh", agent.to_str().unwrap()],
+        &[("PROMPTS", prompts.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(!r.stderr.contains("handing it to the agent"), "{}", r.stderr);
+    assert_eq!(r.stdout.lines().filter(|l| l.ends_with("merged here")).count(), 1, "{}", r.stdout);
+    assert!(!std::fs::read_to_string(&prompts).unwrap().contains("conflicts with what landed"));
+}

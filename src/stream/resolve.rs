@@ -189,6 +189,23 @@ pub fn resolve(
     }
 }
 
+/// Does `stream`'s branch conflict with the base's tip — the remote's as the merge queue last
+/// fetched it (`remote_key`), else the local base's? What `git boulder work` asks after a refused
+/// landing under `on_conflict: agent`: only a conflict is handed to the agent. Checked in memory,
+/// changing nothing.
+pub fn conflicts(ws: &Workspace, plan: &Plan, stream: &StreamDef, remote_key: Option<&str>) -> Result<bool> {
+    let base = &plan.settings.base_branch;
+    let base_tip = match remote_key {
+        Some(key) => ws.repo.ref_id(&refs::queue_ref(key, base))?,
+        None => ws.repo.branch_tip(base)?,
+    };
+    let (Some(base_tip), Some(tip)) = (base_tip, ws.repo.branch_tip(&stream.branch)?) else { return Ok(false) };
+    let mem = ws.repo.in_memory();
+    let who = crate::git::identity::rewrite_committer(&ws.repo);
+    let replayed = crate::merge::replay::replay(&mem, base_tip, tip, Some(&plan.prd), &who)?;
+    Ok(!replayed.conflicts.is_empty())
+}
+
 /// The base tip to rebase onto, and how to name it: the remote's base (fetched into the merge
 /// queue's private ref, as the queue fetches it), else the local base.
 fn onto(ws: &Workspace, plan: &Plan, remote: Option<&str>) -> Result<(ObjectId, String)> {

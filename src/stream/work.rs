@@ -116,6 +116,9 @@ pub trait Sink: Send + Sync {
 enum Phase {
     Run,
     Merge,
+    /// `stream resolve` after a landing refused for a conflict (`on_conflict: agent`), from the
+    /// branch's tip then.
+    Resolve(Option<crate::git::ObjectId>),
 }
 
 struct Job {
@@ -179,6 +182,8 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
     let mut jobs: Vec<Job> = Vec::new();
     let mut claims: HashMap<String, f64> = HashMap::new();
     let mut claim_errors: HashMap<String, u32> = HashMap::new();
+    // Landings of each stream refused for a conflict and handed back to its agent.
+    let mut resolves: HashMap<String, u32> = HashMap::new();
     let mut hooks_checked = false;
     let mut last_pull = Instant::now();
     let mut ended: Vec<String> = Vec::new();
@@ -232,7 +237,34 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
                         let outcome = if status.success() && merged {
                             Outcome::MergedHere
                         } else {
+                            let stream = plan.stream(&name).expect("a stream of the plan");
+                            if let Some(job) = hand_back(ws, plan, stream, opts, remote.as_ref(), &mut resolves, &sink)
+                            {
+                                jobs.push(job);
+                                continue;
+                            }
                             Outcome::Failed(format!("stream merge exited with {}", exit_text(status)))
+                        };
+                        say(Some(&name), &outcome.describe());
+                        outcomes.insert(name.clone(), outcome);
+                    }
+                    Phase::Resolve(before) => {
+                        let stream = plan.stream(&name).expect("a stream of the plan");
+                        let after = ws.repo.branch_tip(&stream.branch)?;
+                        let outcome = if status.success() && after != before {
+                            say(Some(&name), "conflict resolved by the agent; landing again");
+                            match spawn_merge(opts, remote.as_ref(), &name, &sink) {
+                                Ok(j) => {
+                                    jobs.push(j);
+                                    continue;
+                                }
+                                Err(e) => Outcome::Failed(format!("merge: {}", e.message)),
+                            }
+                        } else {
+                            Outcome::Failed(format!(
+                                "the landing met a conflict the agent did not resolve (stream resolve exited with {})",
+                                exit_text(status)
+                            ))
                         };
                         say(Some(&name), &outcome.describe());
                         outcomes.insert(name.clone(), outcome);
@@ -511,6 +543,67 @@ enum NotStarted {
     Merged,
     /// Claimed, but its worktree or its loop could not be started.
     Failed(Error),
+}
+
+/// Under `settings.on_conflict: agent`, a landing refused for a conflict with what landed first
+/// goes back to the stream's agent: `stream resolve` rebases the branch onto the base's tip in the
+/// stream's worktree and runs the agent where the rebase stops; then the landing is tried again.
+/// At most `max_failures` times per stream; `None` when the refusal is not handed back.
+fn hand_back(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    opts: &Options,
+    remote: Option<&RemoteName>,
+    resolves: &mut HashMap<String, u32>,
+    sink: &Arc<dyn Sink>,
+) -> Option<Job> {
+    if plan.settings.on_conflict != crate::plan::OnConflict::Agent {
+        return None;
+    }
+    let tries = resolves.entry(stream.name.clone()).or_default();
+    if *tries >= plan.settings.boulder.max_failures.max(1) {
+        return None;
+    }
+    match crate::stream::resolve::conflicts(ws, plan, stream, remote.map(|r| r.key.as_str())) {
+        Ok(true) => {}
+        Ok(false) => return None,
+        Err(e) => {
+            sink.line(
+                Some(&stream.name),
+                false,
+                &format!("warning: cannot check the refusal for conflicts: {}", e.message),
+            );
+            return None;
+        }
+    }
+    *tries += 1;
+    let before = ws.repo.branch_tip(&stream.branch).ok().flatten();
+    let mut args: Vec<String> = opts.child_flags.clone();
+    args.extend(["stream".into(), "resolve".into(), stream.name.clone()]);
+    match remote {
+        Some(r) => args.extend(["--remote".into(), r.given.clone()]),
+        None => args.push("--no-remote".into()),
+    }
+    if !opts.command.is_empty() {
+        args.push("--".into());
+        args.extend(opts.command.iter().cloned());
+    }
+    sink.line(
+        Some(&stream.name),
+        false,
+        &format!(
+            "the landing met a conflict: handing it to the agent (on_conflict: agent, {tries}/{})",
+            plan.settings.boulder.max_failures.max(1)
+        ),
+    );
+    match spawn(opts, &stream.name, Phase::Resolve(before), &args, sink) {
+        Ok(job) => Some(job),
+        Err(e) => {
+            sink.line(Some(&stream.name), false, &format!("warning: cannot start stream resolve: {}", e.message));
+            None
+        }
+    }
 }
 
 fn spawn_merge(opts: &Options, remote: Option<&RemoteName>, name: &str, sink: &Arc<dyn Sink>) -> Result<Job> {
