@@ -91,3 +91,147 @@ fn no_program_a_run_starts_sees_boulder_trust() {
         assert!(!env.contains("BOULDER_TRUST"), "{what} inherited trust:\n{env}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Unmerge is crash-safe.
+
+use crate::merge_queue::{finish, Served, PLAN};
+
+fn unmerge_problems(m: &TestRepo) -> Vec<serde_json::Value> {
+    let d = m.boulder(&["doctor", "--json"]).json();
+    d["problems"].as_array().unwrap().iter().filter(|p| p["area"] == "merge").cloned().collect()
+}
+
+/// How many times the base `rev` (a `git log` range or ref) reverts stream auth.
+fn reverts(subjects: &[String]) -> usize {
+    subjects.iter().filter(|x| x.starts_with("Revert stream auth")).count()
+}
+
+#[test]
+fn an_unmerge_through_a_remote_killed_at_any_step_is_finished_by_a_rerun() {
+    for step in [
+        "unmerge-journal",
+        "unmerge-push",
+        "unmerge-pushed",
+        "unmerge-base-ref",
+        "unmerge-base",
+        "unmerge-stream-ref",
+        "unmerge-rebuilt",
+        "unmerge-record",
+        "unmerge-state",
+    ] {
+        let s = Served::new(PLAN);
+        let a = s.machine("alpha");
+        finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+        a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
+        let landed = s.git(&a, &["rev-parse", "main"]);
+        let cmd = ["stream", "unmerge", "auth", "--remote", "origin"];
+        let r = a.boulder_env(&a.dir, &cmd, &[("BOULDER_FAILPOINT", step)]);
+        assert!(r.stderr.contains(&format!("failpoint {step}")), "{step}: {}", r.stderr);
+        a.assert_fsck();
+        // doctor names the record and the exact command that finishes it.
+        let problems = unmerge_problems(&a);
+        assert_eq!(problems.len(), 1, "{step}: {problems:#?}");
+        assert_eq!(problems[0]["fix"], "git boulder stream unmerge auth --remote origin", "{step}");
+        assert!(a.dir.join(".git/boulder/unmerge/auth.json").is_file(), "{step}");
+        let r = a.boulder(&cmd);
+        assert_eq!(r.code, 0, "{step}: rerun failed\n{}\n{}", r.stdout, r.stderr);
+        // One revert, one reopening, nothing twice; recorded once.
+        assert_eq!(s.git(&a, &["rev-parse", "main~2"]), landed, "{step}");
+        assert_eq!(reverts(&s.subjects(&a)), 1, "{step}: {:?}", s.subjects(&a));
+        assert_eq!(rev(&a, "main"), s.git(&a, &["rev-parse", "main"]), "{step}");
+        assert!(!a.dir.join("src/auth/login.rs").exists(), "{step}");
+        assert_eq!(a.git_in(&a.worktree("auth"), &["status", "--porcelain"]).ok().stdout, "", "{step}");
+        assert_eq!(a.git_in(&a.dir, &["status", "--porcelain"]).ok().stdout, "", "{step}");
+        assert_eq!(rev(&a, "boulder/auth~1"), rev(&a, "main"), "{step}");
+        assert_eq!(s.stream_state(&a, "auth")["status"], "COMPLETED", "{step}");
+        assert_eq!(a.stream_state("auth")["status"], "COMPLETED", "{step}");
+        let ops = a.git_out(&["log", "--format=%H", "refs/boulder/streams/auth"]);
+        let unmerged =
+            ops.lines().filter(|c| a.git_out(&["show", &format!("{c}:op.json")]).contains("\"unmerged\"")).count();
+        assert_eq!(unmerged, 1, "{step}");
+        assert!(!a.dir.join(".git/boulder/unmerge/auth.json").exists(), "{step}");
+        assert!(unmerge_problems(&a).is_empty(), "{step}");
+        a.assert_fsck();
+        s.fsck(&a);
+    }
+}
+
+#[test]
+fn a_local_unmerge_killed_at_any_step_is_finished_by_a_rerun() {
+    for step in [
+        "unmerge-journal",
+        "unmerge-base-ref",
+        "unmerge-base",
+        "unmerge-stream-ref",
+        "unmerge-rebuilt",
+        "unmerge-record",
+        "unmerge-state",
+    ] {
+        let repo = TestRepo::with_files(&[
+            (".agents/tasks/prd.md", crate::merge_queue::PRD),
+            (".boulder/streams.yaml", PLAN),
+            ("src/auth/mod.rs", "// auth\n"),
+            ("README.md", "# sample\n"),
+        ]);
+        repo.boulder(&["stream", "init"]).ok();
+        finish(&repo, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+        repo.boulder(&["stream", "merge", "auth"]).ok();
+        let landed = rev(&repo, "main");
+        let r = repo.boulder_env(&repo.dir, &["stream", "unmerge", "auth"], &[("BOULDER_FAILPOINT", step)]);
+        assert!(r.stderr.contains(&format!("failpoint {step}")), "{step}: {}", r.stderr);
+        repo.assert_fsck();
+        let problems = unmerge_problems(&repo);
+        assert_eq!(problems.len(), 1, "{step}: {problems:#?}");
+        assert_eq!(problems[0]["fix"], "git boulder stream unmerge auth --no-remote", "{step}");
+        let r = repo.boulder(&["stream", "unmerge", "auth"]);
+        assert_eq!(r.code, 0, "{step}: rerun failed\n{}\n{}", r.stdout, r.stderr);
+        assert_eq!(rev(&repo, "main~2"), landed, "{step}");
+        let subjects: Vec<String> = repo.git_out(&["log", "--format=%s", "main"]).lines().map(String::from).collect();
+        assert_eq!(reverts(&subjects), 1, "{step}: {subjects:?}");
+        assert!(!repo.dir.join("src/auth/login.rs").exists(), "{step}");
+        assert_eq!(repo.git_out(&["status", "--porcelain"]), "", "{step}");
+        assert_eq!(rev(&repo, "boulder/auth~1"), rev(&repo, "main"), "{step}");
+        assert_eq!(repo.stream_state("auth")["status"], "COMPLETED", "{step}");
+        assert!(unmerge_problems(&repo).is_empty(), "{step}");
+        repo.assert_fsck();
+    }
+}
+
+#[test]
+fn doctor_tells_of_a_revert_on_the_remote_that_state_does_not_know() {
+    let s = Served::new(PLAN);
+    let a = s.machine("alpha");
+    let b = s.machine("beta");
+    finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
+    let cmd = ["stream", "unmerge", "auth", "--remote", "origin"];
+    // alpha's unmerge is killed once the remote's base holds the revert: state still says MERGED.
+    let r = a.boulder_env(&a.dir, &cmd, &[("BOULDER_FAILPOINT", "unmerge-pushed")]);
+    assert!(r.stderr.contains("failpoint unmerge-pushed"), "{}", r.stderr);
+    b.boulder(&["sync"]).ok();
+    b.git(&["fetch", "-q", "origin"]).ok();
+    assert_eq!(b.stream_state("auth")["status"], "MERGED");
+    let d = b.boulder(&["doctor"]).code(1);
+    assert!(
+        d.stdout.contains("stream auth is recorded MERGED, but refs/remotes/origin/main holds its revert"),
+        "{}",
+        d.stdout
+    );
+    assert!(d.stdout.contains("fix: git boulder stream unmerge auth --remote origin"), "{}", d.stdout);
+    // The fix, run on beta, records it without reverting again…
+    let r = b.boulder(&cmd);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(reverts(&s.subjects(&b)), 1, "{:?}", s.subjects(&b));
+    assert_eq!(s.stream_state(&b, "auth")["status"], "COMPLETED");
+    assert!(unmerge_problems(&b).is_empty());
+    // …and alpha's rerun finishes its own record without a second revert or record.
+    let r = a.boulder(&cmd);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(reverts(&s.subjects(&a)), 1, "{:?}", s.subjects(&a));
+    assert_eq!(a.stream_state("auth")["status"], "COMPLETED");
+    assert!(unmerge_problems(&a).is_empty());
+    a.assert_fsck();
+    b.assert_fsck();
+    s.fsck(&a);
+}
