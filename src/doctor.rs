@@ -12,7 +12,8 @@ use crate::workspace::Workspace;
 /// One problem and its fix.
 #[derive(Debug, Clone, Serialize)]
 pub struct Problem {
-    /// `worktree`, `state`, `plan`, `hooks`, `agent`, `activity`, `ref`, `lock` or `merge`.
+    /// `worktree`, `state`, `plan`, `hooks`, `agent`, `activity`, `ref`, `lock`, `merge` or
+    /// `claim`.
     pub area: &'static str,
     pub message: String,
     /// The command (or action) that fixes it.
@@ -60,8 +61,10 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
         interrupted_runs(plan, &store, &held, &mut problems);
     }
 
-    // Held locks.
-    for (name, holder) in held {
+    claims(ws, &store, &held, &mut problems)?;
+
+    // Held locks (a running worker's is not a problem).
+    for (name, holder) in held.into_iter().filter(|(n, _)| !n.starts_with(crate::stream::work::WORKER_LOCK)) {
         problems.push(Problem {
             area: "lock",
             message: format!("lock {name} is held by {}", holder.describe()),
@@ -291,6 +294,52 @@ fn unrecorded_reverts(
                 fix: format!("{fix}   (it records the unmerge; the revert is not made again)"),
             });
             break;
+        }
+    }
+    Ok(())
+}
+
+/// Claims as last seen on the remotes (`git boulder pull`/`work` fetch them): invalid ones (an
+/// expiry beyond any lease, which workers treat as expired), and this machine's own unexpired
+/// ones that no live worker or run here holds — their worker is gone. What can be known: a claim
+/// records its actor and host, not its process; while any worker runs here, none is said dead.
+fn claims(
+    ws: &Workspace,
+    store: &Store,
+    held: &[(String, crate::lock::Holder)],
+    problems: &mut Vec<Problem>,
+) -> Result<()> {
+    let me = store.known_actor();
+    let host = crate::git::identity::hostname();
+    let worker_alive = held.iter().any(|(n, _)| n.starts_with(crate::stream::work::WORKER_LOCK));
+    for (remote, stream, c) in crate::sync::claim::seen(&ws.repo)? {
+        if let Some(why) = c.invalid() {
+            problems.push(Problem {
+                area: "claim",
+                message: format!(
+                    "the claim on stream {stream} seen on {remote} (held by {} on {}, until {}) is invalid: {why}; \
+                     workers treat it as expired",
+                    c.actor, c.host, c.expires
+                ),
+                fix: format!("git boulder stream release {stream} --remote {remote} --force"),
+            });
+            continue;
+        }
+        let mine = me.as_deref() == Some(c.actor.as_str()) && c.host == host;
+        let running = held.iter().any(|(n, _)| *n == format!("stream-{stream}"));
+        if mine && !c.expired() && !worker_alive && !running {
+            problems.push(Problem {
+                area: "claim",
+                message: format!(
+                    "stream {stream} is claimed on {remote} by this machine ({} on {}, until {}), but no worker \
+                     or run here holds it: its worker is gone (other machines wait until it expires)",
+                    c.actor, c.host, c.expires
+                ),
+                fix: format!(
+                    "git boulder work --remote {remote}   (takes it up again), or git boulder stream release {stream} \
+                     --remote {remote}"
+                ),
+            });
         }
     }
     Ok(())

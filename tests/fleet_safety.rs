@@ -235,3 +235,132 @@ fn doctor_tells_of_a_revert_on_the_remote_that_state_does_not_know() {
     b.assert_fsck();
     s.fsck(&a);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Claims from others are bounded.
+
+const ONE_STREAM: &str = "version: 1\nstreams:\n  a:\n    stories: [US-101]\n    paths: [src/a/**]\n\
+settings:\n  base_branch: main\n  boulder:\n    cooldown: 10ms\n";
+
+fn one_stream_remote() -> Remote {
+    Remote::new(&[(".agents/tasks/prd.md", PRD), (".boulder/streams.yaml", ONE_STREAM), ("src/a/mod.rs", "// a\n")])
+}
+
+/// Wait (at most 120 s, then kill it and fail) for a child git-boulder to end.
+fn wait_child(mut child: std::process::Child, what: &str) -> Run {
+    let start = std::time::Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return Run::from(child.wait_with_output().unwrap());
+        }
+        if start.elapsed() > std::time::Duration::from_secs(120) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("{what} never ended:\n{}", String::from_utf8_lossy(&out.stderr));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Wait until `cond` holds (at most 60 s).
+fn wait_until(what: &str, cond: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(60), "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn spawn(repo: &TestRepo, args: &[&str]) -> std::process::Child {
+    let mut c = repo.command(bin());
+    c.args(args)
+        .current_dir(&repo.dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("git-boulder")
+}
+
+fn claim_problems(m: &TestRepo) -> Vec<serde_json::Value> {
+    let d = m.boulder(&["doctor", "--json"]).json();
+    d["problems"].as_array().unwrap().iter().filter(|p| p["area"] == "claim").cloned().collect()
+}
+
+#[test]
+fn a_claim_that_expires_in_the_year_9000_is_invalid_and_never_waited_on() {
+    let remote = one_stream_remote();
+    let far = remote.machine("far");
+    let b = remote.machine("beta");
+    // far claims a, then forges its claim to last until the year 9000 (a parentless commit
+    // holding only claim.json, as a claim is).
+    far.boulder(&["stream", "claim", "a", "--remote", "origin", "--ttl", "1h"]).ok();
+    far.git(&["fetch", "-q", "origin", "refs/boulder/claims/a"]).ok();
+    let json = far.git_out(&["show", "FETCH_HEAD:claim.json"]);
+    let mut claim: serde_json::Value = serde_json::from_str(&json).unwrap();
+    claim["expires"] = "9000-01-01T00:00:00Z".into();
+    std::fs::write(far.tmp.path().join("claim.json"), serde_json::to_string_pretty(&claim).unwrap() + "\n").unwrap();
+    let blob = far.git_out(&["hash-object", "-w", far.tmp.path().join("claim.json").to_str().unwrap()]);
+    let mut mktree = far.command("git");
+    mktree.arg("mktree").current_dir(&far.dir).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+    let mut child = mktree.spawn().unwrap();
+    {
+        use std::io::Write;
+        writeln!(child.stdin.take().unwrap(), "100644 blob {blob}\tclaim.json").unwrap();
+    }
+    let tree = String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap().trim().to_string();
+    let forged = far.git_out(&["commit-tree", &tree, "-m", "claim a by far"]);
+    far.git(&["push", "-q", "-f", "origin", &format!("{forged}:refs/boulder/claims/a")]).ok();
+
+    // status and doctor name it, its holder and its expiry.
+    b.boulder(&["pull", "origin"]).ok();
+    let st = b.boulder(&["status"]).ok();
+    assert!(
+        st.stderr.contains("a: the claim seen on origin (by far on ")
+            && st.stderr.contains("until 9000-01-01T00:00:00Z) is invalid"),
+        "{}",
+        st.stderr
+    );
+    let problems = claim_problems(&b);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(problems[0]["message"].as_str().unwrap().contains("held by far on"), "{problems:#?}");
+    assert_eq!(problems[0]["fix"], "git boulder stream release a --remote origin --force");
+    // work does not wait on it: it says so, takes a over and lands it.
+    let finisher = script(b.tmp.path(), "finisher.sh", FINISHER);
+    let r = wait_child(spawn(&b, &["work", "--remote", "origin", "--", "sh", finisher.to_str().unwrap()]), "work");
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("until 9000-01-01T00:00:00Z is invalid"), "{}", r.stderr);
+    assert!(r.stderr.contains("treating it as expired"), "{}", r.stderr);
+    assert!(r.stdout.lines().any(|l| l.starts_with("a ") && l.ends_with("merged here")), "{}", r.stdout);
+    assert_eq!(b.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]), "");
+    // Nobody makes such a claim through git-boulder.
+    let r = b.boulder(&["stream", "claim", "a", "--remote", "origin", "--ttl", "3h"]).code(2);
+    assert!(r.stderr.contains("a claim lasts at most 2h"), "{}", r.stderr);
+}
+
+#[test]
+fn doctor_tells_of_a_claim_whose_worker_is_gone() {
+    let remote = one_stream_remote();
+    let m = remote.machine("alpha");
+    let marker = m.tmp.path().join("agent-started");
+    let sleepy = script(m.tmp.path(), "sleepy.sh", &format!("#!/bin/sh\ntouch {}\nsleep 30\n", marker.display()));
+    let worker = spawn(&m, &["work", "--remote", "origin", "--", "sh", sleepy.to_str().unwrap()]);
+    wait_until("the agent", || marker.exists());
+    // While the worker lives, its claim is no problem.
+    assert!(claim_problems(&m).is_empty(), "{:#?}", claim_problems(&m));
+    // The worker dies at once (SIGKILL: no handler runs, the claim stays on the remote).
+    let ok = std::process::Command::new("sh").args(["-c", &format!("kill -KILL {}", worker.id())]).status().unwrap();
+    assert!(ok.success());
+    let _ = wait_child(worker, "the killed worker");
+    assert_ne!(m.git_out(&["ls-remote", "origin", "refs/boulder/claims/a"]), "");
+    wait_until("doctor to tell of the claim", || !claim_problems(&m).is_empty());
+    let problems = claim_problems(&m);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    let message = problems[0]["message"].as_str().unwrap();
+    assert!(message.starts_with("stream a is claimed on origin by this machine (alpha on "), "{message}");
+    assert!(message.contains("no worker or run here holds it: its worker is gone"), "{message}");
+    // A rerun takes it up again (renewing its own claim) and lands it.
+    let finisher = script(m.tmp.path(), "finisher.sh", FINISHER);
+    let r = m.boulder(&["work", "--remote", "origin", "--", "sh", finisher.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(claim_problems(&m).is_empty());
+}
