@@ -364,3 +364,90 @@ fn doctor_tells_of_a_claim_whose_worker_is_gone() {
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(claim_problems(&m).is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------
+// An op-log refused once is remembered by its tip.
+
+/// Commits in the hostile op-log: one more than a pull checks.
+const HOSTILE: u64 = 200_001;
+
+/// Write `count` commits onto `reference` of `repo` with `git fast-import` (on top of its tip
+/// when `on_top`): one tree for all of them, so only the count is hostile.
+fn hostile_log(repo: &TestRepo, reference: &str, count: u64, on_top: bool) {
+    use std::io::Write;
+    let mut stream = Vec::with_capacity(count as usize * 120);
+    for i in 0..count {
+        writeln!(stream, "commit {reference}").unwrap();
+        writeln!(stream, "committer git-boulder <git-boulder@localhost> {} +0000", 1_767_312_000 + i).unwrap();
+        stream.extend_from_slice(b"data 3\nop\n");
+        if i == 0 {
+            if on_top {
+                writeln!(stream, "from {reference}^0").unwrap();
+            }
+            stream.extend_from_slice(b"M 100644 inline op.json\ndata 3\n{}\nM 100644 inline state.json\ndata 3\n{}\n");
+        }
+    }
+    stream.extend_from_slice(b"done\n");
+    repo.fast_import(&stream);
+}
+
+/// `git boulder pull --json` with tracing on: the outcome of `refs/boulder/streams/x`, and stderr.
+fn pull_x(m: &TestRepo) -> (serde_json::Value, String) {
+    let started = std::time::Instant::now();
+    let r = m.boulder_env(&m.dir, &["pull", "--json"], &[("BOULDER_TRACE", "1")]).code(1);
+    // Shown, not asserted: what the memory of refusals saves.
+    eprintln!("pull took {:?}", started.elapsed());
+    let json = r.json();
+    let x = json["refs"].as_array().unwrap().iter().find(|r| r["name"] == "refs/boulder/streams/x").cloned();
+    (x.unwrap_or_else(|| panic!("{json}")), r.stderr)
+}
+
+#[test]
+fn an_op_log_refused_once_is_not_walked_again_until_its_tip_changes() {
+    let remote = Remote::new(&[("README.md", "hello\n")]);
+    let far = remote.machine("far");
+    hostile_log(&far, "refs/boulder/streams/x", HOSTILE, false);
+    far.git(&["push", "-q", "origin", "refs/boulder/streams/x"]).ok();
+    let near = remote.machine("near");
+
+    // The first pull refuses it on its count, while listing it: no op or state was read.
+    let (x, trace) = pull_x(&near);
+    assert_eq!(x["result"], "refused", "{x}");
+    assert!(x["why"].as_str().unwrap().contains("more than 200000 new commits"), "{x}");
+    assert!(!trace.contains("validate:"), "{trace}");
+    assert!(!trace.contains("refused before"), "{trace}");
+    let memo = near.dir.join(".git/boulder/refused.json");
+    let tip = far.git_out(&["rev-parse", "refs/boulder/streams/x"]);
+    assert!(std::fs::read_to_string(&memo).unwrap().contains(&tip), "the refused tip is remembered");
+
+    // The next pulls refuse the same tip at no cost, still saying so in one line.
+    for _ in 0..2 {
+        let (x, trace) = pull_x(&near);
+        assert_eq!(x["result"], "refused", "{x}");
+        let why = x["why"].as_str().unwrap();
+        assert!(
+            why.starts_with(
+                "refused before at this tip, not checked again until refs/boulder/streams/x changes on origin"
+            ),
+            "{why}"
+        );
+        assert!(why.contains("more than 200000 new commits"), "{why}");
+        assert!(trace.contains("pull: 1 op-log tip(s) refused before, not checked again"), "{trace}");
+        let shown = near.boulder(&["pull"]).code(1).stdout;
+        let lines: Vec<&str> = shown.lines().filter(|l| l.contains("refs/boulder/streams/x")).collect();
+        assert_eq!(lines.len(), 1, "{shown}");
+    }
+    assert!(near.git(&["rev-parse", "-q", "--verify", "refs/boulder/streams/x"]).code == 1, "nothing was taken");
+
+    // The remote's ref moves: it is checked again (and refused again).
+    hostile_log(&far, "refs/boulder/streams/x", 1, true);
+    far.git(&["push", "-q", "origin", "refs/boulder/streams/x"]).ok();
+    let (x, trace) = pull_x(&near);
+    assert_eq!(x["result"], "refused", "{x}");
+    assert!(!x["why"].as_str().unwrap().contains("refused before"), "{x}");
+    assert!(!trace.contains("refused before"), "{trace}");
+    // Never pushed: the memory is this machine's.
+    near.boulder(&["push"]);
+    assert_eq!(far.git_out(&["ls-remote", "origin", "refs/boulder/*"]).lines().count(), 1);
+    near.assert_fsck();
+}
