@@ -7,7 +7,7 @@
 //!   (local ahead) or merged deterministically ([`crate::state::Store::absorb`]); notes merge by
 //!   union; claims are kept as the remote's last word. Everything fetched is validated before it
 //!   is used; a ref that fails is refused by name and the local ref is kept as it was. An
-//!   op-log tip refused for what it holds is remembered ([`Refusals`]), so later pulls refuse it
+//!   op-log tip refused for what it holds is remembered (`refused.json`), so later pulls refuse it
 //!   again without walking it until the remote's ref moves.
 //! * **push** sends the op-logs and notes (git CLI, never forced). A ref rejected because the remote
 //!   moved (a lost race): pull, merge, push again, a bounded number of rounds. A ref the server
