@@ -97,7 +97,7 @@ fn no_program_a_run_starts_sees_boulder_trust() {
 
 use crate::merge_queue::{finish, Served, PLAN};
 
-fn unmerge_problems(m: &TestRepo) -> Vec<serde_json::Value> {
+fn merge_problems(m: &TestRepo) -> Vec<serde_json::Value> {
     let d = m.boulder(&["doctor", "--json"]).json();
     d["problems"].as_array().unwrap().iter().filter(|p| p["area"] == "merge").cloned().collect()
 }
@@ -130,7 +130,7 @@ fn an_unmerge_through_a_remote_killed_at_any_step_is_finished_by_a_rerun() {
         assert!(r.stderr.contains(&format!("failpoint {step}")), "{step}: {}", r.stderr);
         a.assert_fsck();
         // doctor names the record and the exact command that finishes it.
-        let problems = unmerge_problems(&a);
+        let problems = merge_problems(&a);
         assert_eq!(problems.len(), 1, "{step}: {problems:#?}");
         assert_eq!(problems[0]["fix"], "git boulder stream unmerge auth --remote origin", "{step}");
         assert!(a.dir.join(".git/boulder/unmerge/auth.json").is_file(), "{step}");
@@ -151,7 +151,7 @@ fn an_unmerge_through_a_remote_killed_at_any_step_is_finished_by_a_rerun() {
             ops.lines().filter(|c| a.git_out(&["show", &format!("{c}:op.json")]).contains("\"unmerged\"")).count();
         assert_eq!(unmerged, 1, "{step}");
         assert!(!a.dir.join(".git/boulder/unmerge/auth.json").exists(), "{step}");
-        assert!(unmerge_problems(&a).is_empty(), "{step}");
+        assert!(merge_problems(&a).is_empty(), "{step}");
         a.assert_fsck();
         s.fsck(&a);
     }
@@ -181,7 +181,7 @@ fn a_local_unmerge_killed_at_any_step_is_finished_by_a_rerun() {
         let r = repo.boulder_env(&repo.dir, &["stream", "unmerge", "auth"], &[("BOULDER_FAILPOINT", step)]);
         assert!(r.stderr.contains(&format!("failpoint {step}")), "{step}: {}", r.stderr);
         repo.assert_fsck();
-        let problems = unmerge_problems(&repo);
+        let problems = merge_problems(&repo);
         assert_eq!(problems.len(), 1, "{step}: {problems:#?}");
         assert_eq!(problems[0]["fix"], "git boulder stream unmerge auth --no-remote", "{step}");
         let r = repo.boulder(&["stream", "unmerge", "auth"]);
@@ -193,7 +193,7 @@ fn a_local_unmerge_killed_at_any_step_is_finished_by_a_rerun() {
         assert_eq!(repo.git_out(&["status", "--porcelain"]), "", "{step}");
         assert_eq!(rev(&repo, "boulder/auth~1"), rev(&repo, "main"), "{step}");
         assert_eq!(repo.stream_state("auth")["status"], "COMPLETED", "{step}");
-        assert!(unmerge_problems(&repo).is_empty(), "{step}");
+        assert!(merge_problems(&repo).is_empty(), "{step}");
         repo.assert_fsck();
     }
 }
@@ -224,13 +224,13 @@ fn doctor_tells_of_a_revert_on_the_remote_that_state_does_not_know() {
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(reverts(&s.subjects(&b)), 1, "{:?}", s.subjects(&b));
     assert_eq!(s.stream_state(&b, "auth")["status"], "COMPLETED");
-    assert!(unmerge_problems(&b).is_empty());
+    assert!(merge_problems(&b).is_empty());
     // …and alpha's rerun finishes its own record without a second revert or record.
     let r = a.boulder(&cmd);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(reverts(&s.subjects(&a)), 1, "{:?}", s.subjects(&a));
     assert_eq!(a.stream_state("auth")["status"], "COMPLETED");
-    assert!(unmerge_problems(&a).is_empty());
+    assert!(merge_problems(&a).is_empty());
     a.assert_fsck();
     b.assert_fsck();
     s.fsck(&a);
@@ -450,4 +450,42 @@ fn an_op_log_refused_once_is_not_walked_again_until_its_tip_changes() {
     near.boulder(&["push"]);
     assert_eq!(far.git_out(&["ls-remote", "origin", "refs/boulder/*"]).lines().count(), 1);
     near.assert_fsck();
+}
+
+#[test]
+fn doctor_names_the_exact_command_that_finishes_an_interrupted_merge() {
+    // Through a remote: the record names it, and so does the fix.
+    let s = Served::new(PLAN);
+    let a = s.machine("alpha");
+    finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    let cmd = ["stream", "merge", "auth", "--remote", "origin"];
+    let r = a.boulder_env(&a.dir, &cmd, &[("BOULDER_FAILPOINT", "queue-pushed")]);
+    assert!(r.stderr.contains("failpoint queue-pushed"), "{}", r.stderr);
+    let problems = merge_problems(&a);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert_eq!(
+        problems[0]["message"],
+        "an interrupted merge of stream auth into main on origin is waiting to be finished"
+    );
+    assert_eq!(problems[0]["fix"], "git boulder stream merge auth --remote origin");
+    a.boulder(&cmd).ok();
+    assert!(merge_problems(&a).is_empty());
+    assert_eq!(s.stream_state(&a, "auth")["status"], "MERGED");
+    // Locally: --no-remote, which finishes it whatever settings.merge_remote says.
+    let repo = TestRepo::with_files(&[
+        (".agents/tasks/prd.md", crate::merge_queue::PRD),
+        (".boulder/streams.yaml", PLAN),
+        ("src/auth/mod.rs", "// auth\n"),
+    ]);
+    repo.boulder(&["stream", "init"]).ok();
+    finish(&repo, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    let r = repo.boulder_env(&repo.dir, &["stream", "merge", "auth"], &[("BOULDER_FAILPOINT", "merge-base-worktree")]);
+    assert!(r.stderr.contains("failpoint merge-base-worktree"), "{}", r.stderr);
+    let problems = merge_problems(&repo);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert_eq!(problems[0]["fix"], "git boulder stream merge auth --no-remote");
+    repo.boulder(&["stream", "merge", "auth", "--no-remote"]).ok();
+    assert!(merge_problems(&repo).is_empty());
+    assert_eq!(repo.stream_state("auth")["status"], "MERGED");
+    repo.assert_fsck();
 }
