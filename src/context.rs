@@ -6,6 +6,11 @@
 //! work; [`crate::trace`], [`crate::progress`] and [`crate::trust`] consult it. The commands a run
 //! starts (git with its hooks, setup and verify, agents) get the same switches through
 //! [`export`], so a `-v` run also traces the git-boulder hooks it triggers.
+//!
+//! Trust is never inherited: [`take_env`], called first thing by the program, reads
+//! `BOULDER_TRUST` and removes it from the process's environment, so no command the run starts
+//! (agents, setup, verify, git and the hooks it runs, child `git boulder` runs) sees it. A worker
+//! hands its trust to its own children explicitly, for the plan it read (`--trust-fingerprint`).
 
 use std::io::IsTerminal;
 use std::process::Command;
@@ -31,6 +36,21 @@ pub struct Context {
 
 static CURRENT: OnceLock<Context> = OnceLock::new();
 
+/// `BOULDER_TRUST` as this process was given it (read once; see [`take_env`]).
+static ENV_TRUST: OnceLock<bool> = OnceLock::new();
+
+fn env_trust() -> bool {
+    *ENV_TRUST.get_or_init(|| std::env::var("BOULDER_TRUST").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes")))
+}
+
+/// Read `BOULDER_TRUST` for this run and take it out of the process's environment, so that it
+/// stands for `--trust` for this command only and no child inherits it. Called by the program
+/// before anything else runs (one thread: nothing reads the environment meanwhile).
+pub fn take_env() {
+    env_trust();
+    std::env::remove_var("BOULDER_TRUST");
+}
+
 impl Context {
     /// The context the environment alone sets (no flags given).
     pub fn from_env() -> Context {
@@ -38,7 +58,7 @@ impl Context {
             quiet: std::env::var_os("BOULDER_QUIET").is_some(),
             trace: std::env::var("BOULDER_TRACE").is_ok_and(|v| !v.is_empty() && v != "0"),
             colour: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stdout().is_terminal(),
-            trust: std::env::var("BOULDER_TRUST").is_ok_and(|v| matches!(v.trim(), "1" | "true" | "yes")),
+            trust: env_trust(),
             trust_fingerprint: None,
         }
     }
@@ -69,6 +89,7 @@ pub fn current() -> &'static Context {
 /// Pass this run's quiet and trace switches on to a command it starts (its git-boulder hooks
 /// then trace, or stay quiet, like the run itself). Trust is never passed on.
 pub fn export(cmd: &mut Command) {
+    cmd.env_remove("BOULDER_TRUST");
     let ctx = current();
     if ctx.trace {
         cmd.env("BOULDER_TRACE", "1");

@@ -12,7 +12,8 @@ use crate::workspace::Workspace;
 /// One problem and its fix.
 #[derive(Debug, Clone, Serialize)]
 pub struct Problem {
-    /// `worktree`, `state`, `plan`, `hooks`, `agent`, `activity`, `ref`, `lock` or `merge`.
+    /// `worktree`, `state`, `plan`, `hooks`, `agent`, `activity`, `ref`, `lock`, `merge` or
+    /// `claim`.
     pub area: &'static str,
     pub message: String,
     /// The command (or action) that fixes it.
@@ -35,6 +36,7 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
     interrupted_merges(ws, &mut problems);
     if let Some(plan) = &plan {
         worktrees(ws, plan, &store, &mut problems)?;
+        unrecorded_reverts(ws, plan, &store, &mut problems)?;
     }
 
     // Hooks.
@@ -59,8 +61,10 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
         interrupted_runs(plan, &store, &held, &mut problems);
     }
 
-    // Held locks.
-    for (name, holder) in held {
+    claims(ws, &store, &held, &mut problems)?;
+
+    // Held locks (a running worker's is not a problem).
+    for (name, holder) in held.into_iter().filter(|(n, _)| !n.starts_with(crate::stream::work::WORKER_LOCK)) {
         problems.push(Problem {
             area: "lock",
             message: format!("lock {name} is held by {}", holder.describe()),
@@ -168,7 +172,8 @@ fn invalid_refs(store: &Store, problems: &mut Vec<Problem>) -> Result<()> {
     Ok(())
 }
 
-/// Merges interrupted part-way (their record is still there).
+/// Merges and unmerges interrupted part-way (their record is still there), each with the exact
+/// command that finishes it.
 fn interrupted_merges(ws: &Workspace, problems: &mut Vec<Problem>) {
     let merges = ws.repo.boulder_dir().join("merge");
     if let Ok(entries) = std::fs::read_dir(&merges) {
@@ -178,13 +183,166 @@ fn interrupted_merges(ws: &Workspace, problems: &mut Vec<Problem>) {
             .collect();
         names.sort();
         for name in names {
+            let record = crate::merge::journal::Journal::load(&ws.repo, &name);
+            let (into, fix) = match record {
+                Ok(Some(j)) => match j.remote {
+                    Some(r) => {
+                        let into = format!(" into {} on {r}", j.base_branch);
+                        (into, format!("git boulder stream merge {name} --remote {r}"))
+                    }
+                    None => {
+                        (format!(" into {}", j.base_branch), format!("git boulder stream merge {name} --no-remote"))
+                    }
+                },
+                Ok(None) => continue,
+                Err(e) => {
+                    problems.push(Problem { area: "merge", message: e.message, fix: e.hints.join("; ") });
+                    continue;
+                }
+            };
             problems.push(Problem {
                 area: "merge",
-                message: format!("an interrupted merge of stream {name} is waiting to be finished"),
-                fix: format!("git boulder stream merge {name}"),
+                message: format!("an interrupted merge of stream {name}{into} is waiting to be finished"),
+                fix,
             });
         }
     }
+    for name in crate::merge::unmerge::Journal::pending(&ws.repo) {
+        match crate::merge::unmerge::Journal::load(&ws.repo, &name) {
+            Ok(Some(j)) => {
+                let from = match &j.remote {
+                    Some(r) => format!("{} on {r}", j.base_branch),
+                    None => j.base_branch.clone(),
+                };
+                problems.push(Problem {
+                    area: "merge",
+                    message: format!(
+                        "an interrupted unmerge of stream {name} from {from} is waiting to be finished (state \
+                         records the stream MERGED until it is)"
+                    ),
+                    fix: j.command(),
+                });
+            }
+            Ok(None) => {}
+            Err(e) => problems.push(Problem { area: "merge", message: e.message, fix: e.hints.join("; ") }),
+        }
+    }
+}
+
+/// Commits looked at per base ref when looking for an unrecorded revert (those after the landing).
+const REVERT_WALK: usize = 10_000;
+
+/// A stream recorded MERGED whose revert (made by `stream unmerge`, recognised by its message
+/// naming the merge) is on the base here or on a remote's base as last fetched: an unmerge that
+/// was not recorded (killed, or made on another machine that did not push its state).
+fn unrecorded_reverts(
+    ws: &Workspace,
+    plan: &crate::plan::Plan,
+    store: &Store,
+    problems: &mut Vec<Problem>,
+) -> Result<()> {
+    let repo = &ws.repo;
+    let base = &plan.settings.base_branch;
+    let pending = crate::merge::unmerge::Journal::pending(repo);
+    // Where a base lives: (ref, the remote it stands for, if any).
+    let mut bases: Vec<(String, Option<String>)> = vec![(refs::branch_ref(base), None)];
+    for (name, _) in refs::list(repo, "refs/remotes/")? {
+        if let Some((remote, _)) = name
+            .strip_prefix("refs/remotes/")
+            .and_then(|rest| rest.split_once('/'))
+            .filter(|(_, b)| *b == base.as_str())
+        {
+            bases.push((name.clone(), Some(remote.to_string())));
+        }
+    }
+    for (name, _) in refs::list(repo, refs::QUEUE)? {
+        if let Some(key) = name.strip_prefix(refs::QUEUE).and_then(|rest| rest.strip_suffix(&format!("/heads/{base}")))
+        {
+            if !bases.iter().any(|(_, r)| r.as_deref() == Some(key)) {
+                bases.push((name.clone(), Some(key.to_string())));
+            }
+        }
+    }
+    for stream in &plan.streams {
+        if pending.contains(&stream.name) {
+            continue;
+        }
+        let Some(e) = store.read::<StreamState>(&state::stream_ref(&stream.name)).ok().flatten() else { continue };
+        if e.state.status != StreamStatus::Merged {
+            continue;
+        }
+        let id = |s: &Option<String>| s.as_deref().and_then(|h| crate::git::ObjectId::from_hex(h.as_bytes()).ok());
+        let (Some(before), Some(landed)) = (id(&e.state.merged_base), id(&e.state.merged_landed)) else { continue };
+        for (name, remote) in &bases {
+            let Some(tip) = repo.ref_id(name)? else { continue };
+            let Some(revert) = crate::merge::unmerge::find_revert(repo, tip, &stream.name, before, landed, REVERT_WALK)
+            else {
+                continue;
+            };
+            let fix = match remote {
+                Some(r) => format!("git boulder stream unmerge {} --remote {r}", stream.name),
+                None => format!("git boulder stream unmerge {} --no-remote", stream.name),
+            };
+            problems.push(Problem {
+                area: "merge",
+                message: format!(
+                    "stream {} is recorded MERGED, but {name} holds its revert {} (an unmerge that was not \
+                     recorded): workers skip it as landed",
+                    stream.name,
+                    &revert.to_string()[..12]
+                ),
+                fix: format!("{fix}   (it records the unmerge; the revert is not made again)"),
+            });
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Claims as last seen on the remotes (`git boulder pull`/`work` fetch them): invalid ones (an
+/// expiry beyond any lease, which workers treat as expired), and this machine's own unexpired
+/// ones that no live worker or run here holds — their worker is gone. What can be known: a claim
+/// records its actor and host, not its process; while any worker runs here, none is said dead.
+fn claims(
+    ws: &Workspace,
+    store: &Store,
+    held: &[(String, crate::lock::Holder)],
+    problems: &mut Vec<Problem>,
+) -> Result<()> {
+    let me = store.known_actor();
+    let host = crate::git::identity::hostname();
+    let worker_alive = held.iter().any(|(n, _)| n.starts_with(crate::stream::work::WORKER_LOCK));
+    for (remote, stream, c) in crate::sync::claim::seen(&ws.repo)? {
+        if let Some(why) = c.invalid() {
+            problems.push(Problem {
+                area: "claim",
+                message: format!(
+                    "the claim on stream {stream} seen on {remote} (held by {} on {}, until {}) is invalid: {why}; \
+                     workers treat it as expired",
+                    c.actor, c.host, c.expires
+                ),
+                fix: format!("git boulder stream release {stream} --remote {remote} --force"),
+            });
+            continue;
+        }
+        let mine = me.as_deref() == Some(c.actor.as_str()) && c.host == host;
+        let running = held.iter().any(|(n, _)| *n == format!("stream-{stream}"));
+        if mine && !c.expired() && !worker_alive && !running {
+            problems.push(Problem {
+                area: "claim",
+                message: format!(
+                    "stream {stream} is claimed on {remote} by this machine ({} on {}, until {}), but no worker \
+                     or run here holds it: its worker is gone (other machines wait until it expires)",
+                    c.actor, c.host, c.expires
+                ),
+                fix: format!(
+                    "git boulder work --remote {remote}   (takes it up again), or git boulder stream release {stream} \
+                     --remote {remote}"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Worktrees: what git knows under worktree_dir against what state records, and leftovers.

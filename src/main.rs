@@ -4,6 +4,9 @@ use clap::{CommandFactory, Parser};
 use git_boulder::cli::{self, Cli};
 
 fn main() -> ExitCode {
+    // BOULDER_TRUST stands for --trust for this command only: read, then out of the environment
+    // every child inherits.
+    git_boulder::context::take_env();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(outcome) = cli::run_hook_directly(&args) {
         return finish(outcome);

@@ -8,7 +8,8 @@
 //! * Trust is recorded in `$GIT_COMMON_DIR/boulder/trust` (one fingerprint a line): on this
 //!   machine only, never in a ref, never pushed.
 //! * `--trust` (any command) or `BOULDER_TRUST=1` trusts the plan in force for one run, for CI
-//!   and scripts whose authors have read the plan.
+//!   and scripts whose authors have read the plan. Neither is inherited by the programs a run
+//!   starts ([`crate::context::take_env`]); a worker gives its children the plan's fingerprint.
 //! * A plan written through git-boulder (`stream suggest --write`) is trusted with
 //!   [`trust_written`].
 

@@ -19,6 +19,7 @@ mod extension;
 mod first_day;
 mod flags;
 mod fleet;
+mod fleet_safety;
 mod foundation;
 mod fsmonitor;
 mod hook_managers;

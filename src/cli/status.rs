@@ -144,6 +144,16 @@ fn hints(ws: &Workspace, plan: &crate::plan::Plan, rows: &[crate::stream::status
             _ => {}
         }
     }
+    // Claims no worker honours (an expiry beyond any lease): shown with their holder, not as held.
+    for (remote, stream, c) in crate::sync::claim::seen(&ws.repo)? {
+        if let Some(why) = c.invalid() {
+            out.push(format!(
+                "{stream}: the claim seen on {remote} (by {} on {}, until {}) is invalid: {why}; workers treat it as \
+                 expired (`git boulder stream release {stream} --remote {remote} --force` removes it)",
+                c.actor, c.host, c.expires
+            ));
+        }
+    }
     if let Some(line) = crate::stream::status::push_hint(ws, plan)? {
         out.push(line);
     }

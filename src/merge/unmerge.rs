@@ -15,16 +15,20 @@
 //!    Nothing is deleted.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result, ResultExt};
 use crate::git::objects::Objects;
 use crate::git::remote::RemoteName;
-use crate::git::{cli, identity, refs, ObjectId};
+use crate::git::{cli, identity, refs, ObjectId, Repo};
 use crate::plan::{Plan, StreamDef};
 use crate::state::{self, Opt, Store, StreamOp, StreamState, StreamStatus};
 use crate::workspace::Workspace;
 use crate::worktree::{self, checkout};
 
+use super::journal;
 use super::replay::{self, Conflict};
 use super::{prd, prd_name, short};
 
@@ -150,7 +154,178 @@ fn plan_revert(
     Ok(Ok(Planned { mem, revert, prd_commit, tip: cur }))
 }
 
+/// How far an unmerge got. Each stage is done once its step finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// The revert and the PRD reopening are written as objects; the base has not moved (with a
+    /// remote: the push may have gone through, a rerun looks before pushing again).
+    Planned,
+    /// With a remote: its base holds the new tip.
+    Pushed,
+    /// The base branch here (and its worktree) holds the new tip, or stays where it was with a
+    /// remote whose base it does not follow.
+    BaseMoved,
+    /// The stream branch is rebuilt on the new base (or left as it was, said why).
+    Rebuilt,
+    /// `unmerged` is recorded in the stream's state.
+    Recorded,
+}
+
+/// The record of an unmerge in progress, `$GIT_COMMON_DIR/boulder/unmerge/<stream>.json`: what
+/// it decided and how far it got, so that an unmerge killed at any step is finished by running
+/// the same command again — never pushing twice, never reverting twice. Written atomically before
+/// each step that moves a ref; removed when the unmerge is recorded (and, with a remote, its
+/// state pushed).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Journal {
+    pub stream: String,
+    pub stream_branch: String,
+    pub base_branch: String,
+    /// The remote as given, for an unmerge through the merge queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
+    /// The recorded merge: the base tip it went from and the one it brought.
+    pub before: String,
+    pub landed: String,
+    /// The base tip the revert was made on, and the tip it makes.
+    pub base_old: String,
+    pub base_new: String,
+    #[serde(default)]
+    pub revert: Option<String>,
+    #[serde(default)]
+    pub prd_commit: Option<String>,
+    /// With a remote: the local base branch's tip when the push went through, if it is to follow
+    /// the remote (it held nothing the remote lacks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_base: Option<String>,
+    pub stage: Stage,
+}
+
+fn journal_path(repo: &Repo, stream: &str) -> PathBuf {
+    repo.boulder_dir().join("unmerge").join(format!("{stream}.json"))
+}
+
+impl Journal {
+    /// The record of an interrupted unmerge of `stream`, if one is pending.
+    pub fn load(repo: &Repo, stream: &str) -> Result<Option<Journal>> {
+        let p = journal_path(repo, stream);
+        let bytes = match std::fs::read(&p) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", p.display()))),
+        };
+        let bad = |why: String| {
+            Error::usage(format!("{} is not a valid unmerge record: {why}", p.display()))
+                .hint(format!("delete it (`rm {}`) and check the branches with `git log`", p.display()))
+        };
+        let j: Journal = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+        if j.stream != stream {
+            return Err(bad(format!("it names stream {:?}", j.stream)));
+        }
+        for h in [&j.before, &j.landed, &j.base_old, &j.base_new]
+            .into_iter()
+            .chain(j.revert.iter())
+            .chain(j.prd_commit.iter())
+            .chain(j.local_base.iter())
+        {
+            journal::id(h).map_err(|e| bad(e.message))?;
+        }
+        Ok(Some(j))
+    }
+
+    /// Every pending unmerge record's stream, sorted.
+    pub fn pending(repo: &Repo) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(repo.boulder_dir().join("unmerge")) else { return Vec::new() };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.strip_suffix(".json").map(str::to_owned))
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The command that finishes this unmerge.
+    pub fn command(&self) -> String {
+        match &self.remote {
+            Some(r) => format!("git boulder stream unmerge {} --remote {r}", self.stream),
+            None => format!("git boulder stream unmerge {} --no-remote", self.stream),
+        }
+    }
+
+    fn save(&self, repo: &Repo) -> Result<()> {
+        let text = serde_json::to_vec_pretty(self).map_err(|e| Error::internal(format!("unmerge record: {e}")))?;
+        crate::fsutil::write_atomic(&journal_path(repo, &self.stream), &text)
+    }
+
+    fn remove(&self, repo: &Repo) -> Result<()> {
+        match std::fs::remove_file(journal_path(repo, &self.stream)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::internal(format!("cannot remove the unmerge record: {e}"))),
+        }
+    }
+
+    fn new(
+        stream: &StreamDef,
+        base: &str,
+        remote: Option<&RemoteName>,
+        (before, landed): (ObjectId, ObjectId),
+        old: ObjectId,
+        p: &Planned,
+    ) -> Journal {
+        Journal {
+            stream: stream.name.clone(),
+            stream_branch: stream.branch.clone(),
+            base_branch: base.to_string(),
+            remote: remote.map(|r| r.given.clone()),
+            before: before.to_string(),
+            landed: landed.to_string(),
+            base_old: old.to_string(),
+            base_new: p.tip.to_string(),
+            revert: p.revert.map(|c| c.to_string()),
+            prd_commit: p.prd_commit.map(|c| c.to_string()),
+            local_base: None,
+            stage: Stage::Planned,
+        }
+    }
+}
+
+/// The first line of the revert commit's body names the merge it takes out: how `doctor`
+/// recognises an unmerge that was not recorded.
+pub fn revert_marker(before: &str, landed: &str) -> String {
+    format!("{before}..{landed}.")
+}
+
+/// A commit among the base's newer ones (at most `limit` looked at, newest first) that is the
+/// revert of the recorded merge `before..landed` of stream `name`.
+pub fn find_revert(
+    repo: &Repo,
+    tip: ObjectId,
+    name: &str,
+    before: ObjectId,
+    landed: ObjectId,
+    limit: usize,
+) -> Option<ObjectId> {
+    let objects = repo.objects();
+    let subject = format!("Revert stream {name} (");
+    let marker = revert_marker(&before.to_string(), &landed.to_string());
+    let walk = objects.walk([tip], [landed]).ok()?;
+    for info in walk.take(limit) {
+        let id = info.ok()?.id;
+        let Ok(raw) = objects.read(id) else { continue };
+        let text = String::from_utf8_lossy(&raw);
+        let Some((_, message)) = text.split_once("\n\n") else { continue };
+        if message.starts_with(&subject) && message.contains(&marker) {
+            return Some(id);
+        }
+    }
+    None
+}
+
 /// Take stream `stream` back out of the base: locally, or with `remote` on that remote's base.
+/// Each step is journalled: a run killed anywhere is finished by running it again.
 pub fn unmerge(
     ws: &Workspace,
     plan: &Plan,
@@ -181,143 +356,301 @@ pub fn unmerge(
         ..Unmerged::default()
     };
     let remote = remote.map(|r| RemoteName::new(repo, r)).transpose()?;
-    let planned = match &remote {
-        None => {
-            let (before, landed) = recorded(ws, stream)?;
-            let tip = repo
-                .branch_tip(&base)?
-                .ok_or_else(|| Error::usage(format!("the base branch {base:?} does not exist")))?;
-            let p = match plan_revert(ws, plan, stream, tip, before, landed)? {
-                Ok(p) => p,
-                Err(c) => {
-                    out.conflicts = c;
-                    return Ok(out);
-                }
-            };
-            let new = p.tip;
-            p.mem.persist(repo)?;
-            if new != tip {
-                let msg = format!("boulder unmerge: stream {}", stream.name);
-                checkout::move_branch(
-                    repo,
-                    &base,
-                    tip,
-                    new,
-                    &msg,
-                    &format!("the unmerge of stream {}", stream.name),
-                    "unmerge-base-ref",
-                )?;
+    let mut pending = resumable(ws, stream, &base, remote.as_ref(), say)?;
+    // A plan made before a kill, whose base is no longer where it was: start over.
+    if let Some(j) = pending.as_mut().filter(|j| j.stage == Stage::Planned) {
+        let old = journal::id(&j.base_old)?;
+        let new = journal::id(&j.base_new)?;
+        let still = match &remote {
+            None => {
+                let tip = repo.branch_tip(&base)?;
+                tip == Some(old) || tip == Some(new)
             }
-            (p.revert, p.prd_commit, new, before, landed)
-        }
-        Some(r) => {
-            let mut round = 0;
-            loop {
-                crate::sync::pull(repo, r)?;
-                let (before, landed) = recorded(ws, stream)?;
-                let spec = format!("+{}:{}", refs::branch_ref(&base), refs::queue_ref(&r.key, &base));
-                let fetched = crate::git::remote::fetch(repo, &r.given, &[spec])?;
-                let tip = fetched
-                    .first()
-                    .map(|f| f.id)
-                    .ok_or_else(|| Error::usage(format!("the remote {} has no branch {base}", r.given)))?;
-                let p = match plan_revert(ws, plan, stream, tip, before, landed)? {
-                    Ok(p) => p,
-                    Err(c) => {
-                        out.conflicts = c;
-                        return Ok(out);
-                    }
-                };
-                let new = p.tip;
-                p.mem.persist(repo)?;
-                if new == tip {
-                    break (p.revert, p.prd_commit, new, before, landed);
-                }
-                let lease = vec![(refs::branch_ref(&base), Some(tip.to_string()))];
-                let pushed = cli::push_leased(
-                    repo.run_dir(),
-                    &r.given,
-                    &lease,
-                    &[format!("{new}:{}", refs::branch_ref(&base))],
-                )?;
-                if !pushed.refs.iter().any(cli::PushedRef::rejected) && !pushed.refs.is_empty() {
-                    crate::failpoint::hit("unmerge-push");
-                    break (p.revert, p.prd_commit, new, before, landed);
-                }
-                let moved = crate::git::remote::fetch(
-                    repo,
-                    &r.given,
-                    &[format!("+{}:{}", refs::branch_ref(&base), refs::queue_ref(&r.key, &base))],
-                )?
-                .first()
-                .map(|f| f.id)
-                    != Some(tip);
-                if !moved && !pushed.refs.iter().any(cli::PushedRef::lost_race) {
-                    return Err(Error::refused(format!(
-                        "{} refused the unmerge of stream {}; nothing was changed there\n{}",
-                        r.given,
-                        stream.name,
-                        pushed.server_said()
-                    ))
-                    .hint("`git push` of the base branch must be allowed from here"));
-                }
-                round += 1;
-                out.rounds = round;
-                say(&format!(
-                    "round {round}/{}: {base} on {} moved while this unmerge ran; fetching it and trying again",
-                    super::queue::ROUNDS,
-                    r.given
-                ));
-                if round >= super::queue::ROUNDS {
-                    return Err(Error::refused(format!(
-                        "the unmerge of stream {} lost the race for {base} on {} {round} times; nothing was changed there",
-                        stream.name, r.given
-                    ))
-                    .hint("try again when the remote is quieter"));
+            Some(r) => {
+                let tip = fetch_base(ws, r, &base)?;
+                if repo.objects().is_ancestor(new, tip)? {
+                    // The push went through before the kill.
+                    pushed(ws, j, r, new, say)?;
+                    true
+                } else {
+                    tip == old
                 }
             }
+        };
+        if !still {
+            say(&format!(
+                "the record of an interrupted unmerge of stream {} no longer applies ({base} moved since); starting over",
+                stream.name
+            ));
+            j.remove(repo)?;
+            pending = None;
         }
-    };
-    let (revert, prd_commit, new_base, before, landed) = planned;
-    out.revert = revert;
-    out.prd_commit = prd_commit;
-    out.base_tip = Some(new_base);
-    if let Some(r) = &remote {
-        follow(ws, &stream.name, &base, new_base, &r.given, say);
     }
-    rebuild_stream(ws, plan, stream, before, new_base, &mut out)?;
-    let store = Store::new(repo)?;
-    store.append::<StreamState>(
-        &state::stream_ref(&stream.name),
-        StreamOp::Unmerged { commit: new_base.to_string(), reverted: Opt::Set(landed.to_string()) },
-    )?;
+    let mut j = match pending {
+        Some(j) => j,
+        None => match start(ws, plan, stream, &base, remote.as_ref(), &mut out, say)? {
+            Some(j) => j,
+            None => return Ok(out),
+        },
+    };
+    if let (Stage::Planned, Some(r)) = (j.stage, &remote) {
+        // Resumed before its push: push it now, under the same lease.
+        match push(ws, &j, r, stream)? {
+            Ok(()) => {
+                let new = journal::id(&j.base_new)?;
+                pushed(ws, &mut j, r, new, say)?
+            }
+            Err(lost) => {
+                j.remove(repo)?;
+                return Err(lost.hint(format!("run `{}` again", j.command())));
+            }
+        }
+    }
+    let new_base = journal::id(&j.base_new)?;
+    out.revert = j.revert.as_deref().map(journal::id).transpose()?;
+    out.prd_commit = j.prd_commit.as_deref().map(journal::id).transpose()?;
+    out.base_tip = Some(new_base);
+    if j.stage < Stage::BaseMoved {
+        match &remote {
+            None => {
+                let old = journal::id(&j.base_old)?;
+                if new_base != old {
+                    checkout::move_branch(
+                        repo,
+                        &base,
+                        old,
+                        new_base,
+                        &ours,
+                        &format!("the unmerge of stream {}", stream.name),
+                        "unmerge-base-ref",
+                    )?;
+                }
+            }
+            Some(r) => {
+                if let Some(local) = j.local_base.as_deref().map(journal::id).transpose()? {
+                    follow(ws, &stream.name, &base, local, new_base, &r.given, say);
+                }
+            }
+        }
+        j.stage = Stage::BaseMoved;
+        j.save(repo)?;
+    }
+    crate::failpoint::hit("unmerge-base");
+    if j.stage < Stage::Rebuilt {
+        rebuild_stream(ws, plan, stream, journal::id(&j.before)?, new_base, &mut out)?;
+        j.stage = Stage::Rebuilt;
+        j.save(repo)?;
+    }
+    crate::failpoint::hit("unmerge-rebuilt");
+    if j.stage < Stage::Recorded {
+        if let Some(r) = &remote {
+            // Another machine may have recorded it meanwhile (finishing what this one left).
+            crate::sync::pull(repo, r)?;
+        }
+        let store = Store::new(repo)?;
+        let st = store.read::<StreamState>(&state::stream_ref(&stream.name))?.map(|e| e.state);
+        // Recorded once: a run killed after the record and before the journal knew it finds it.
+        let recorded_already =
+            st.is_none_or(|s| s.status != StreamStatus::Merged || s.merged_landed.as_deref() != Some(&j.landed));
+        if !recorded_already {
+            store.append::<StreamState>(
+                &state::stream_ref(&stream.name),
+                StreamOp::Unmerged { commit: new_base.to_string(), reverted: Opt::Set(j.landed.clone()) },
+            )?;
+        }
+        crate::failpoint::hit("unmerge-record");
+        j.stage = Stage::Recorded;
+        j.save(repo)?;
+    }
     if let Some(r) = &remote {
         if let Err(e) = crate::sync::push(repo, r) {
             say(&format!("the state was not pushed ({}); run `git boulder sync {}`", e.message, r.given));
         }
     }
+    crate::failpoint::hit("unmerge-state");
+    j.remove(repo)?;
     Ok(out)
 }
 
-/// The local base follows the remote's new tip when it holds nothing the remote lacks.
-fn follow(ws: &Workspace, stream: &str, base: &str, new: ObjectId, remote: &str, say: &dyn Fn(&str)) {
+/// The record of an interrupted unmerge of `stream` that this command finishes, if any; refused
+/// when it is one made for another remote (or none).
+fn resumable(
+    ws: &Workspace,
+    stream: &StreamDef,
+    base: &str,
+    remote: Option<&RemoteName>,
+    say: &dyn Fn(&str),
+) -> Result<Option<Journal>> {
     let repo = &ws.repo;
-    let Ok(Some(local)) = repo.branch_tip(base) else { return };
-    if local == new {
-        return;
+    let Some(j) = Journal::load(repo, &stream.name)? else { return Ok(None) };
+    if j.remote.as_deref() != remote.map(|r| r.given.as_str()) {
+        let here = match remote {
+            Some(r) => format!("through {}", r.given),
+            None => "locally".to_string(),
+        };
+        let there = match &j.remote {
+            Some(r) => format!("through {r}"),
+            None => "locally".to_string(),
+        };
+        return Err(Error::refused(format!(
+            "an interrupted unmerge of stream {} {there} is pending; finish it before unmerging it {here}",
+            stream.name
+        ))
+        .hint(format!("finish it with `{}`", j.command())));
     }
-    match repo.objects().is_ancestor(local, new) {
-        Ok(true) => {
-            let msg = format!("boulder unmerge: stream {stream}; {base} follows {remote}");
-            if let Err(e) = checkout::move_branch(repo, base, local, new, &msg, "the unmerge", "unmerge-base-ref") {
-                say(&format!("the local branch {base} was not brought to {}: {}", short(new), e.message));
-            }
+    if j.stream_branch != stream.branch || j.base_branch != base {
+        say(&format!(
+            "the record of an interrupted unmerge of stream {} names other branches than the plan does; starting over",
+            stream.name
+        ));
+        j.remove(repo)?;
+        return Ok(None);
+    }
+    say(&format!("finishing the interrupted unmerge of stream {}", stream.name));
+    Ok(Some(j))
+}
+
+/// The remote's base tip, fetched into the queue's ref.
+fn fetch_base(ws: &Workspace, r: &RemoteName, base: &str) -> Result<ObjectId> {
+    let spec = format!("+{}:{}", refs::branch_ref(base), refs::queue_ref(&r.key, base));
+    let fetched = crate::git::remote::fetch(&ws.repo, &r.given, &[spec])?;
+    fetched.first().map(|f| f.id).ok_or_else(|| Error::usage(format!("the remote {} has no branch {base}", r.given)))
+}
+
+/// Push the journal's new base tip under the lease of its old one: `Err` holds why the remote
+/// turned it down (a lost race is `Ok(Err)` too; the caller decides whether to go round again).
+fn push(ws: &Workspace, j: &Journal, r: &RemoteName, stream: &StreamDef) -> Result<std::result::Result<(), Error>> {
+    let repo = &ws.repo;
+    let lease = vec![(refs::branch_ref(&j.base_branch), Some(j.base_old.clone()))];
+    let pushed = cli::push_leased(
+        repo.run_dir(),
+        &r.given,
+        &lease,
+        &[format!("{}:{}", j.base_new, refs::branch_ref(&j.base_branch))],
+    )?;
+    if !pushed.refs.iter().any(cli::PushedRef::rejected) && !pushed.refs.is_empty() {
+        return Ok(Ok(()));
+    }
+    let moved = fetch_base(ws, r, &j.base_branch)? != journal::id(&j.base_old)?;
+    if !moved && !pushed.refs.iter().any(cli::PushedRef::lost_race) {
+        return Err(Error::refused(format!(
+            "{} refused the unmerge of stream {}; nothing was changed there\n{}",
+            r.given,
+            stream.name,
+            pushed.server_said()
+        ))
+        .hint("`git push` of the base branch must be allowed from here"));
+    }
+    Ok(Err(Error::refused(format!(
+        "{} on {} moved while this unmerge ran; nothing was changed there",
+        j.base_branch, r.given
+    ))))
+}
+
+/// The push went through: plan the local base's following, once, and journal it.
+fn pushed(ws: &Workspace, j: &mut Journal, r: &RemoteName, new: ObjectId, say: &dyn Fn(&str)) -> Result<()> {
+    crate::failpoint::hit("unmerge-push");
+    let repo = &ws.repo;
+    if let Some(local) = repo.branch_tip(&j.base_branch)? {
+        if local != new && repo.objects().is_ancestor(local, new)? {
+            j.local_base = Some(local.to_string());
+        } else if local != new {
+            say(&format!(
+                "the local branch {} has commits {} lacks; it stays at {} (the remote's is at {})",
+                j.base_branch,
+                r.given,
+                short(local),
+                short(new)
+            ));
         }
-        _ => say(&format!(
-            "the local branch {base} has commits {remote} lacks; it stays at {} (the remote's is at {})",
-            short(local),
-            short(new)
-        )),
+    }
+    j.stage = Stage::Pushed;
+    j.save(repo)?;
+    crate::failpoint::hit("unmerge-pushed");
+    Ok(())
+}
+
+/// Plan the unmerge (and, with a remote, push it, going round on lost races), journalled before
+/// anything moves. `None`: the revert conflicts (in `out`); nothing changed.
+fn start(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    base: &str,
+    remote: Option<&RemoteName>,
+    out: &mut Unmerged,
+    say: &dyn Fn(&str),
+) -> Result<Option<Journal>> {
+    let repo = &ws.repo;
+    let Some(r) = remote else {
+        let merge = recorded(ws, stream)?;
+        let tip =
+            repo.branch_tip(base)?.ok_or_else(|| Error::usage(format!("the base branch {base:?} does not exist")))?;
+        let p = match plan_revert(ws, plan, stream, tip, merge.0, merge.1)? {
+            Ok(p) => p,
+            Err(c) => {
+                out.conflicts = c;
+                return Ok(None);
+            }
+        };
+        let j = Journal::new(stream, base, None, merge, tip, &p);
+        p.mem.persist(repo)?;
+        j.save(repo)?;
+        crate::failpoint::hit("unmerge-journal");
+        return Ok(Some(j));
+    };
+    let mut round = 0;
+    loop {
+        crate::sync::pull(repo, r)?;
+        let merge = recorded(ws, stream)?;
+        let tip = fetch_base(ws, r, base)?;
+        let p = match plan_revert(ws, plan, stream, tip, merge.0, merge.1)? {
+            Ok(p) => p,
+            Err(c) => {
+                out.conflicts = c;
+                return Ok(None);
+            }
+        };
+        let mut j = Journal::new(stream, base, Some(r), merge, tip, &p);
+        let new = p.tip;
+        p.mem.persist(repo)?;
+        j.save(repo)?;
+        crate::failpoint::hit("unmerge-journal");
+        if new == tip {
+            pushed(ws, &mut j, r, new, say)?;
+            return Ok(Some(j));
+        }
+        match push(ws, &j, r, stream)? {
+            Ok(()) => {
+                pushed(ws, &mut j, r, new, say)?;
+                return Ok(Some(j));
+            }
+            Err(_) => j.remove(repo)?,
+        }
+        round += 1;
+        out.rounds = round;
+        say(&format!(
+            "round {round}/{}: {base} on {} moved while this unmerge ran; fetching it and trying again",
+            super::queue::ROUNDS,
+            r.given
+        ));
+        if round >= super::queue::ROUNDS {
+            return Err(Error::refused(format!(
+                "the unmerge of stream {} lost the race for {base} on {} {round} times; nothing was changed there",
+                stream.name, r.given
+            ))
+            .hint("try again when the remote is quieter"));
+        }
+    }
+}
+
+/// The local base follows the remote's new tip from `local`, the tip it had when the push went
+/// through (it held nothing the remote lacks); a failure is told, not fatal.
+fn follow(ws: &Workspace, stream: &str, base: &str, local: ObjectId, new: ObjectId, remote: &str, say: &dyn Fn(&str)) {
+    let repo = &ws.repo;
+    let msg = format!("boulder unmerge: stream {stream}; {base} follows {remote}");
+    if let Err(e) = checkout::move_branch(repo, base, local, new, &msg, "the unmerge", "unmerge-base-ref") {
+        say(&format!("the local branch {base} was not brought to {}: {}", short(new), e.message));
     }
 }
 

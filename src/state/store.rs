@@ -35,9 +35,11 @@ const MAX_TRIES: u32 = 400;
 /// How often an append retries an error that is neither a lost race nor a held lock.
 const MAX_ODD_TRIES: u32 = 3;
 /// Most new commits one validation checks (what a pull adds over the state it already holds):
-/// a bound on the time a hostile remote can make a pull take, far above any real history (a
-/// million ops validate in well under a minute). The history already held is not walked again.
-pub const MAX_NEW_COMMITS: usize = 10_000_000;
+/// a bound on the time and memory a hostile remote can make a pull take, counted while the
+/// commits are listed (from their headers, before any op or state is read), and far above any
+/// real history (twice the ops of 100,000 stories recorded one by one). The history already held
+/// is not walked again, and a tip refused once is not walked again either (see `sync`).
+pub const MAX_NEW_COMMITS: usize = 200_000;
 /// Largest op commit (headers and message) read; checked before the object is read.
 pub const MAX_COMMIT_BYTES: u64 = 64 * 1024;
 /// Largest op commit tree (it holds two entries).

@@ -172,6 +172,8 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
         return Err(e);
     }
     let me = Store::new(&ws.repo)?.actor()?;
+    // Held while this worker runs: `doctor` tells this machine's claims no live worker holds.
+    let _worker = WorkerLock::take(ws)?;
     if let Some(r) = &remote {
         pull(ws, r, &say);
     }
@@ -185,6 +187,7 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
     // Landings of each stream refused for a conflict and handed back to its agent.
     let mut resolves: HashMap<String, u32> = HashMap::new();
     let mut hooks_checked = false;
+    let mut warned: BTreeSet<(String, String)> = BTreeSet::new();
     let mut last_pull = Instant::now();
     let mut ended: Vec<String> = Vec::new();
     let mut was_interrupted = false;
@@ -297,6 +300,9 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
                     Some(_) => crate::sync::claim::seen(&ws.repo)?,
                     None => Vec::new(),
                 };
+                if let Some(r) = &remote {
+                    warn_invalid_claims(r, &seen, &mut warned, &say);
+                }
                 let locked: BTreeSet<String> = crate::lock::holders(&ws.repo).into_iter().map(|(n, _)| n).collect();
                 for name in &order {
                     if jobs.len() >= opts.parallel {
@@ -779,6 +785,51 @@ fn adopt_branch(ws: &Workspace, stream: &StreamDef, remote: &RemoteName, say: &d
         ),
     }
 }
+
+/// Say once per claim that a claim seen on `remote` is invalid (an expiry beyond any lease): it is
+/// treated as expired, never waited on.
+fn warn_invalid_claims(
+    remote: &RemoteName,
+    seen: &[(String, String, crate::sync::claim::Claim)],
+    warned: &mut BTreeSet<(String, String)>,
+    say: &dyn Fn(Option<&str>, &str),
+) {
+    for (_, stream, c) in seen.iter().filter(|(key, _, _)| *key == remote.key) {
+        let Some(why) = c.invalid() else { continue };
+        if warned.insert((stream.clone(), c.expires.clone())) {
+            say(
+                Some(stream),
+                &format!(
+                    "warning: the claim on {} by {} on {} until {} is invalid ({why}); treating it as expired",
+                    remote.given, c.actor, c.host, c.expires
+                ),
+            );
+        }
+    }
+}
+
+/// The lock `worker-<pid>` a worker holds while it runs (its file removed after).
+struct WorkerLock(Option<crate::lock::LockGuard>);
+
+impl WorkerLock {
+    fn take(ws: &Workspace) -> Result<WorkerLock> {
+        let name = format!("{WORKER_LOCK}{}", std::process::id());
+        Ok(WorkerLock(Some(crate::lock::acquire(&ws.repo, &name, false, "git boulder work")?)))
+    }
+}
+
+impl Drop for WorkerLock {
+    fn drop(&mut self) {
+        if let Some(g) = self.0.take() {
+            let path = g.path().to_owned();
+            drop(g);
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The name of a worker's lock, before its process id.
+pub const WORKER_LOCK: &str = "worker-";
 
 fn pull(ws: &Workspace, remote: &RemoteName, say: &dyn Fn(Option<&str>, &str)) {
     if let Err(e) = crate::sync::pull(&ws.repo, remote) {

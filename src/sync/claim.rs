@@ -50,13 +50,63 @@ impl Claim {
         Ok(())
     }
 
+    /// Lapsed, or not a valid lease at all ([`Claim::invalid`]): either way anyone may take it.
     pub fn expired(&self) -> bool {
         crate::time::parse_rfc3339(&self.expires).is_none_or(|e| e <= crate::time::now_secs())
+            || self.invalid().is_some()
+    }
+
+    /// Why this claim is not a lease any worker honours, if it is not: its expiry lies more than
+    /// [`MAX_LEASE`] after it was taken, or more than that (and [`SKEW`]) from now. A worker's
+    /// claim lasts [`crate::stream::work::CLAIM_TTL`] and `stream claim --ttl` at most
+    /// [`MAX_LEASE`], so only a forged or broken claim (one that would be waited on for years)
+    /// is.
+    pub fn invalid(&self) -> Option<String> {
+        let (since, expires) = (crate::time::parse_rfc3339(&self.since)?, crate::time::parse_rfc3339(&self.expires)?);
+        let max = MAX_LEASE.as_secs_f64();
+        if expires - since > max {
+            return Some(format!(
+                "its expiry {} lies more than {} after it was taken ({})",
+                self.expires,
+                span(MAX_LEASE),
+                self.since
+            ));
+        }
+        let now = crate::time::now_secs();
+        if expires - now > max + SKEW.as_secs_f64() {
+            return Some(format!(
+                "its expiry {} lies more than {} from now (it says it was taken at {})",
+                self.expires,
+                span(MAX_LEASE),
+                self.since
+            ));
+        }
+        None
     }
 
     /// `actor on host until T` for messages.
     pub fn describe(&self) -> String {
         format!("{} on {} (since {}, until {})", self.actor, self.host, self.since, self.expires)
+    }
+}
+
+/// The longest lease a valid claim has: the worker's ([`crate::stream::work::CLAIM_TTL`], one
+/// hour) times [`LEASE_FACTOR`]. A claim promising more is invalid and treated as expired.
+pub const MAX_LEASE: std::time::Duration =
+    std::time::Duration::from_secs(crate::stream::work::CLAIM_TTL.as_secs() * LEASE_FACTOR);
+
+/// How many of the worker's leases a claim may span.
+pub const LEASE_FACTOR: u64 = 2;
+
+/// The clock difference between machines allowed for a claim's expiry seen from here.
+pub const SKEW: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// `2h`, `90m`, `45s`: a duration as `--ttl` takes it.
+fn span(d: std::time::Duration) -> String {
+    match d.as_secs() {
+        s if s % 3600 == 0 && s > 0 => format!("{}h", s / 3600),
+        s if s % 60 == 0 && s > 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
     }
 }
 
@@ -279,6 +329,14 @@ pub fn take(
     actor: &str,
     ttl: std::time::Duration,
 ) -> Result<(Claim, Taken)> {
+    if ttl > MAX_LEASE {
+        return Err(Error::usage(format!(
+            "a claim lasts at most {} (--ttl {}): longer ones are treated as invalid by every machine",
+            span(MAX_LEASE),
+            span(ttl)
+        ))
+        .hint("claim it again (that renews it) before it expires"));
+    }
     let now = crate::time::now_secs();
     let current = current(repo, remote, stream)?;
     let how = match &current {

@@ -6,7 +6,9 @@
 //!   `refs/boulder-remotes/<remote>/…`, then brings each op-log in: created, fast-forwarded, kept
 //!   (local ahead) or merged deterministically ([`crate::state::Store::absorb`]); notes merge by
 //!   union; claims are kept as the remote's last word. Everything fetched is validated before it
-//!   is used; a ref that fails is refused by name and the local ref is kept as it was.
+//!   is used; a ref that fails is refused by name and the local ref is kept as it was. An
+//!   op-log tip refused for what it holds is remembered (`refused.json`), so later pulls refuse it
+//!   again without walking it until the remote's ref moves.
 //! * **push** sends the op-logs and notes (git CLI, never forced). A ref rejected because the remote
 //!   moved (a lost race): pull, merge, push again, a bounded number of rounds. A ref the server
 //!   refuses for its own reasons (a hook, a `receive.*` rule) stops the push at once.
@@ -254,6 +256,9 @@ struct Pending {
 enum Taken {
     Done(Option<RefOutcome>),
     Pending(Pending),
+    /// An op-log refused for what it holds (the same tip is refused again, whatever this machine
+    /// does): remembered by its tip, see [`Refusals`].
+    Refused(RefOutcome),
 }
 
 /// Bring the fetched op-log `id` into the ref `name` on its own (compare-and-swap with retry).
@@ -279,11 +284,74 @@ fn prepare_log<S: State>(
     misnamed: impl Fn(&S) -> Option<String>,
 ) -> Taken {
     let refused = |why: String| Taken::Done(Some(outcome(name, "refused", Some(why))));
+    let lasting = |why: String| Taken::Refused(outcome(name, "refused", Some(why)));
     match store.prepare_pull::<S>(name, id, misnamed) {
-        Ok(Err(why)) => refused(why),
+        Ok(Err(why)) => lasting(why),
         Ok(Ok(state::Prepared::UpToDate)) => Taken::Done(Some(outcome(name, "up_to_date", None))),
         Ok(Ok(state::Prepared::Move { swap, how })) => Taken::Pending(Pending { kind, id, swap, how }),
+        Err(e) if verdict(&e) => lasting(e.message),
         Err(e) => refused(e.message),
+    }
+}
+
+/// Is `e` a verdict on what a fetched op-log holds (its commits, sizes, ops, states), which the
+/// same tip earns again, rather than a failure to read or write here?
+fn verdict(e: &Error) -> bool {
+    use crate::state::store::ChainError as C;
+    let chain = std::error::Error::source(e).and_then(|s| s.downcast_ref::<C>());
+    chain.is_some_and(|c| !matches!(c, C::Unreadable { .. } | C::Broken { .. } | C::Walk { .. } | C::Recompute { .. }))
+}
+
+/// Op-log tips a pull refused for what they hold, per remote and remote ref, in
+/// `$GIT_COMMON_DIR/boulder/refused.json` (this machine's only, never pushed): a later pull that
+/// fetches the same tip refuses it again at no cost, until the remote's ref moves.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Refusals(BTreeMap<String, BTreeMap<String, RefusedTip>>);
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct RefusedTip {
+    tip: String,
+    why: String,
+}
+
+impl RefusedTip {
+    fn is(&self, id: ObjectId) -> bool {
+        ObjectId::from_hex(self.tip.as_bytes()).ok() == Some(id)
+    }
+}
+
+fn refusals_path(repo: &Repo) -> std::path::PathBuf {
+    repo.boulder_dir().join("refused.json")
+}
+
+impl Refusals {
+    /// What is recorded (nothing when the file is missing or does not parse: each tip is then
+    /// checked again, the cost of a first pull).
+    fn load(repo: &Repo) -> Refusals {
+        std::fs::read(refusals_path(repo)).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+    }
+
+    fn save(&self, repo: &Repo) {
+        if let Ok(text) = serde_json::to_vec_pretty(self) {
+            let _ = std::fs::create_dir_all(repo.boulder_dir());
+            let _ = crate::fsutil::write_atomic(&refusals_path(repo), &text);
+        }
+    }
+
+    /// Why the op-log tip `id` of `remote_ref` on the remote `key` was refused before, if it was.
+    fn of(&self, key: &str, remote_ref: &str, id: ObjectId) -> Option<&str> {
+        let r = self.0.get(key)?.get(remote_ref)?;
+        r.is(id).then_some(r.why.as_str())
+    }
+}
+
+/// The local op-log ref a fetched op-log ref goes to.
+fn log_ref(remote_ref: &str) -> Option<String> {
+    match target(remote_ref)? {
+        Target::Stream(n) => Some(state::stream_ref(&n)),
+        Target::Boulder(n) => Some(state::boulder_ref(&n)),
+        Target::Prd => Some(state::PRD_REF.to_string()),
+        Target::Notes | Target::Claim(_) => None,
     }
 }
 
@@ -291,6 +359,7 @@ fn prepare_log<S: State>(
 fn absorb_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: ObjectId) -> Result<Option<RefOutcome>> {
     Ok(match take_one(repo, store, key, remote_ref, id)? {
         Taken::Done(o) => o,
+        Taken::Refused(o) => Some(o),
         Taken::Pending(p) => Some(absorb_kind(store, p.kind, &p.swap.name, p.id)),
     })
 }
@@ -364,8 +433,15 @@ fn is_log(remote_ref: &str) -> bool {
 /// Check the fetched op-logs among `fetched` (each at its index), on two threads when there are
 /// enough of them: each ref is taken by whichever thread is free, on its own handle on the
 /// repository. Returns what [`take_one`] returns for each op-log, by index.
-fn check_logs(repo: &Repo, store: &Store, key: &str, fetched: &[remote::Fetched]) -> BTreeMap<usize, Result<Taken>> {
-    let logs: Vec<usize> = (0..fetched.len()).filter(|&n| is_log(&fetched[n].remote_ref)).collect();
+fn check_logs(
+    repo: &Repo,
+    store: &Store,
+    key: &str,
+    fetched: &[remote::Fetched],
+    skip: &BTreeMap<usize, Result<Taken>>,
+) -> BTreeMap<usize, Result<Taken>> {
+    let logs: Vec<usize> =
+        (0..fetched.len()).filter(|&n| is_log(&fetched[n].remote_ref) && !skip.contains_key(&n)).collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let work = |repo: &Repo, store: &Store| {
         let mut out = Vec::new();
@@ -451,9 +527,26 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
     let mut claims_seen = Vec::new();
     // Op-logs checked and ready to move, with their place in the report.
     let mut pending: Vec<(usize, Pending)> = Vec::new();
+    // Op-log tips refused before for what they hold: refused again without a walk.
+    let refusals = Refusals::load(repo);
+    let mut known_refused: BTreeMap<usize, Result<Taken>> = BTreeMap::new();
+    for (n, f) in fetched.iter().enumerate().take(MAX_REFS_PER_PULL) {
+        if let (Some(why), Some(local)) = (refusals.of(&remote.key, &f.remote_ref, f.id), log_ref(&f.remote_ref)) {
+            let why = format!(
+                "refused before at this tip, not checked again until {} changes on {}: {why}",
+                f.remote_ref, remote.given
+            );
+            known_refused.insert(n, Ok(Taken::Refused(outcome(&local, "refused", Some(why)))));
+        }
+    }
+    if crate::trace::enabled() && !known_refused.is_empty() {
+        crate::trace::line(&format!("pull: {} op-log tip(s) refused before, not checked again", known_refused.len()));
+    }
     let span = crate::trace::span("pull: check the op-logs");
-    let mut checked = check_logs(repo, &store, &remote.key, &fetched[..fetched.len().min(MAX_REFS_PER_PULL)]);
+    let mut checked =
+        check_logs(repo, &store, &remote.key, &fetched[..fetched.len().min(MAX_REFS_PER_PULL)], &known_refused);
     drop(span);
+    let mut lasting: BTreeMap<String, RefusedTip> = BTreeMap::new();
     for (n, f) in fetched.iter().enumerate() {
         if let Some(Target::Claim(s)) = target(&f.remote_ref) {
             claims_seen.push(s);
@@ -463,12 +556,21 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
             continue;
         }
         crate::progress::show(&format!("merging {}/{} {}", n + 1, fetched.len(), f.remote_ref));
-        let taken = match checked.remove(&n) {
+        let taken = match known_refused.remove(&n).or_else(|| checked.remove(&n)) {
             Some(taken) => taken,
             None => take_one(repo, &store, &remote.key, &f.remote_ref, f.id),
         };
         match taken? {
             Taken::Done(Some(o)) => report.refs.push(o),
+            Taken::Refused(o) => {
+                // Remembered with the first reason given for this tip.
+                let why = match refusals.0.get(&remote.key).and_then(|m| m.get(&f.remote_ref)) {
+                    Some(r) if r.is(f.id) => r.why.clone(),
+                    _ => o.why.clone().unwrap_or_default(),
+                };
+                lasting.insert(f.remote_ref.clone(), RefusedTip { tip: f.id.to_string(), why });
+                report.refs.push(o);
+            }
             Taken::Done(None) => {}
             Taken::Pending(p) => {
                 report.refs.push(outcome(&p.swap.name, absorbed_word(p.how), None));
@@ -513,6 +615,16 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
         }
     }
     remember(repo, &remote.key, &fetched.iter().filter_map(|f| Some((f.local_ref.clone()?, f.id))).collect::<Vec<_>>());
+    // The refused tips of this remote are those refused now: a ref that moved is checked anew.
+    if refusals.0.get(&remote.key).map_or(!lasting.is_empty(), |before| *before != lasting) {
+        let mut refusals = refusals;
+        if lasting.is_empty() {
+            refusals.0.remove(&remote.key);
+        } else {
+            refusals.0.insert(remote.key.clone(), lasting);
+        }
+        refusals.save(repo);
+    }
     // A command that is slow anyway packs the state's loose objects past the threshold.
     crate::state::pack::auto(repo);
     Ok(report)
