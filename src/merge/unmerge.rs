@@ -517,8 +517,9 @@ fn fetch_base(ws: &Workspace, r: &RemoteName, base: &str) -> Result<ObjectId> {
     fetched.first().map(|f| f.id).ok_or_else(|| Error::usage(format!("the remote {} has no branch {base}", r.given)))
 }
 
-/// Push the journal's new base tip under the lease of its old one: `Err` holds why the remote
-/// turned it down (a lost race is `Ok(Err)` too; the caller decides whether to go round again).
+/// Push the journal's new base tip under the lease of its old one. `Ok(Err)`: a lost race (the
+/// caller decides whether to go round again); `Err`: the remote turned it down for good (the
+/// journal is dropped), or the push failed on the way (the journal stays: it may have landed).
 fn push(ws: &Workspace, j: &Journal, r: &RemoteName, stream: &StreamDef) -> Result<std::result::Result<(), Error>> {
     let repo = &ws.repo;
     let lease = vec![(refs::branch_ref(&j.base_branch), Some(j.base_old.clone()))];
@@ -533,6 +534,8 @@ fn push(ws: &Workspace, j: &Journal, r: &RemoteName, stream: &StreamDef) -> Resu
     }
     let moved = fetch_base(ws, r, &j.base_branch)? != journal::id(&j.base_old)?;
     if !moved && !pushed.refs.iter().any(cli::PushedRef::lost_race) {
+        // Turned down for good (a hook, a rule): nothing changed there, nothing to finish.
+        j.remove(repo)?;
         return Err(Error::refused(format!(
             "{} refused the unmerge of stream {}; nothing was changed there\n{}",
             r.given,
