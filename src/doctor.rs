@@ -244,8 +244,9 @@ fn unrecorded_reverts(
     let repo = &ws.repo;
     let base = &plan.settings.base_branch;
     let pending = crate::merge::unmerge::Journal::pending(repo);
-    // Where a base lives: (ref, the remote it stands for, if any).
-    let mut bases: Vec<(String, Option<String>)> = vec![(refs::branch_ref(base), None)];
+    // Where a base lives: (ref, the remote it stands for, if any); the remotes' first, whose fix
+    // records the unmerge where every machine sees it.
+    let mut bases: Vec<(String, Option<String>)> = Vec::new();
     for (name, _) in refs::list(repo, "refs/remotes/")? {
         if let Some((remote, _)) = name
             .strip_prefix("refs/remotes/")
@@ -263,6 +264,17 @@ fn unrecorded_reverts(
             }
         }
     }
+    bases.push((refs::branch_ref(base), None));
+    // Each base read once (its newest commits), then every MERGED stream looked for in it.
+    let mut found: Vec<(String, Option<String>, Vec<crate::merge::unmerge::Revert>)> = Vec::new();
+    for (name, remote) in bases {
+        if let Some(tip) = repo.ref_id(&name)? {
+            found.push((name, remote, crate::merge::unmerge::reverts(repo, tip, REVERT_WALK)));
+        }
+    }
+    if found.iter().all(|(_, _, r)| r.is_empty()) {
+        return Ok(());
+    }
     for stream in &plan.streams {
         if pending.contains(&stream.name) {
             continue;
@@ -273,28 +285,24 @@ fn unrecorded_reverts(
         }
         let id = |s: &Option<String>| s.as_deref().and_then(|h| crate::git::ObjectId::from_hex(h.as_bytes()).ok());
         let (Some(before), Some(landed)) = (id(&e.state.merged_base), id(&e.state.merged_landed)) else { continue };
-        for (name, remote) in &bases {
-            let Some(tip) = repo.ref_id(name)? else { continue };
-            let Some(revert) = crate::merge::unmerge::find_revert(repo, tip, &stream.name, before, landed, REVERT_WALK)
-            else {
-                continue;
-            };
-            let fix = match remote {
-                Some(r) => format!("git boulder stream unmerge {} --remote {r}", stream.name),
-                None => format!("git boulder stream unmerge {} --no-remote", stream.name),
-            };
-            problems.push(Problem {
-                area: "merge",
-                message: format!(
-                    "stream {} is recorded MERGED, but {name} holds its revert {} (an unmerge that was not \
-                     recorded): workers skip it as landed",
-                    stream.name,
-                    &revert.to_string()[..12]
-                ),
-                fix: format!("{fix}   (it records the unmerge; the revert is not made again)"),
-            });
-            break;
-        }
+        let hit = found.iter().find_map(|(name, remote, reverts)| {
+            Some((name, remote, reverts.iter().find(|r| r.of(&stream.name, before, landed))?))
+        });
+        let Some((name, remote, revert)) = hit else { continue };
+        let fix = match remote {
+            Some(r) => format!("git boulder stream unmerge {} --remote {r}", stream.name),
+            None => format!("git boulder stream unmerge {} --no-remote", stream.name),
+        };
+        problems.push(Problem {
+            area: "merge",
+            message: format!(
+                "stream {} is recorded MERGED, but {name} holds its revert {} (an unmerge that was not \
+                 recorded): workers skip it as landed",
+                stream.name,
+                &revert.id.to_string()[..12]
+            ),
+            fix: format!("{fix}   (it records the unmerge; the revert is not made again)"),
+        });
     }
     Ok(())
 }

@@ -489,3 +489,23 @@ fn doctor_names_the_exact_command_that_finishes_an_interrupted_merge() {
     assert_eq!(repo.stream_state("auth")["status"], "MERGED");
     repo.assert_fsck();
 }
+
+#[test]
+fn an_unmerge_the_remote_turns_down_leaves_nothing_to_finish() {
+    let s = Served::new(PLAN);
+    let a = s.machine("alpha");
+    finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
+    let landed = s.git(&a, &["rev-parse", "main"]);
+    // The remote's own rule: its base is frozen.
+    let hook = s.remote.bare.join("hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\nwhile read old new name; do [ \"$name\" = refs/heads/main ] && { echo frozen >&2; exit 1; }; done\nexit 0\n").unwrap();
+    let ok = std::process::Command::new("chmod").arg("+x").arg(&hook).status().unwrap();
+    assert!(ok.success());
+    let r = a.boulder(&["stream", "unmerge", "auth", "--remote", "origin"]).code(1);
+    assert!(r.stderr.contains("refused the unmerge of stream auth; nothing was changed there"), "{}", r.stderr);
+    assert_eq!(s.git(&a, &["rev-parse", "main"]), landed);
+    assert!(!a.dir.join(".git/boulder/unmerge/auth.json").exists());
+    assert!(merge_problems(&a).is_empty(), "{:#?}", merge_problems(&a));
+    assert_eq!(a.stream_state("auth")["status"], "MERGED");
+}

@@ -298,30 +298,37 @@ pub fn revert_marker(before: &str, landed: &str) -> String {
     format!("{before}..{landed}.")
 }
 
-/// A commit among the base's newer ones (at most `limit` looked at, newest first) that is the
-/// revert of the recorded merge `before..landed` of stream `name`.
-pub fn find_revert(
-    repo: &Repo,
-    tip: ObjectId,
-    name: &str,
-    before: ObjectId,
-    landed: ObjectId,
-    limit: usize,
-) -> Option<ObjectId> {
+/// The unmerge reverts among the newest `limit` commits of `tip` (newest first): each with its
+/// message, as [`Revert::of`] reads them.
+pub fn reverts(repo: &Repo, tip: ObjectId, limit: usize) -> Vec<Revert> {
     let objects = repo.objects();
-    let subject = format!("Revert stream {name} (");
-    let marker = revert_marker(&before.to_string(), &landed.to_string());
-    let walk = objects.walk([tip], [landed]).ok()?;
+    let Ok(walk) = objects.walk([tip], []) else { return Vec::new() };
+    let mut out = Vec::new();
     for info in walk.take(limit) {
-        let id = info.ok()?.id;
-        let Ok(raw) = objects.read(id) else { continue };
+        let Ok(info) = info else { break };
+        let Ok(raw) = objects.read(info.id) else { continue };
         let text = String::from_utf8_lossy(&raw);
         let Some((_, message)) = text.split_once("\n\n") else { continue };
-        if message.starts_with(&subject) && message.contains(&marker) {
-            return Some(id);
+        if message.starts_with("Revert stream ") {
+            out.push(Revert { id: info.id, message: message.to_string() });
         }
     }
-    None
+    out
+}
+
+/// A revert commit `stream unmerge` made.
+#[derive(Debug, Clone)]
+pub struct Revert {
+    pub id: ObjectId,
+    pub message: String,
+}
+
+impl Revert {
+    /// Is this the revert of stream `name`'s merge `before..landed`?
+    pub fn of(&self, name: &str, before: ObjectId, landed: ObjectId) -> bool {
+        self.message.starts_with(&format!("Revert stream {name} ("))
+            && self.message.contains(&revert_marker(&before.to_string(), &landed.to_string()))
+    }
 }
 
 /// Take stream `stream` back out of the base: locally, or with `remote` on that remote's base.
@@ -517,8 +524,9 @@ fn fetch_base(ws: &Workspace, r: &RemoteName, base: &str) -> Result<ObjectId> {
     fetched.first().map(|f| f.id).ok_or_else(|| Error::usage(format!("the remote {} has no branch {base}", r.given)))
 }
 
-/// Push the journal's new base tip under the lease of its old one: `Err` holds why the remote
-/// turned it down (a lost race is `Ok(Err)` too; the caller decides whether to go round again).
+/// Push the journal's new base tip under the lease of its old one. `Ok(Err)`: a lost race (the
+/// caller decides whether to go round again); `Err`: the remote turned it down for good (the
+/// journal is dropped), or the push failed on the way (the journal stays: it may have landed).
 fn push(ws: &Workspace, j: &Journal, r: &RemoteName, stream: &StreamDef) -> Result<std::result::Result<(), Error>> {
     let repo = &ws.repo;
     let lease = vec![(refs::branch_ref(&j.base_branch), Some(j.base_old.clone()))];
@@ -533,6 +541,8 @@ fn push(ws: &Workspace, j: &Journal, r: &RemoteName, stream: &StreamDef) -> Resu
     }
     let moved = fetch_base(ws, r, &j.base_branch)? != journal::id(&j.base_old)?;
     if !moved && !pushed.refs.iter().any(cli::PushedRef::lost_race) {
+        // Turned down for good (a hook, a rule): nothing changed there, nothing to finish.
+        j.remove(repo)?;
         return Err(Error::refused(format!(
             "{} refused the unmerge of stream {}; nothing was changed there\n{}",
             r.given,
