@@ -17,6 +17,7 @@ pub mod batch;
 pub mod journal;
 pub mod prd;
 pub mod queue;
+pub mod recorded;
 pub mod replay;
 pub mod unmerge;
 
@@ -78,6 +79,9 @@ pub struct Report {
     pub remote: Option<String>,
     /// Rounds lost to other machines landing first before this one landed (the merge queue).
     pub rounds: usize,
+    /// How many commits are recorded for the stream (notes naming it), when the check counted
+    /// them: a landing of none of its own says whether any were ever recorded.
+    pub recorded: Option<usize>,
 }
 
 pub fn strategy_name(s: MergeStrategy) -> &'static str {
@@ -289,6 +293,7 @@ pub(crate) fn check(
         ownership,
         remote: None,
         rounds: 0,
+        recorded: None,
     };
     if !r.conflicts.is_empty() {
         return Ok(Checked { report, mem, stream_tip, stream_new: stream_tip, base_new: base_tip });
@@ -316,6 +321,7 @@ pub(crate) fn check(
         }
     };
     report.gained = if base_new == base_tip { 0 } else { replay::commits_to_replay(&mem, base_tip, base_new)?.len() };
+    report.recorded = Some(landing_holds_work(ws, stream, &base, &r.steps, base_tip, opts)?);
     report.up_to_date = base_new == base_tip;
     report.commit = Some(base_new);
 
@@ -341,6 +347,63 @@ pub(crate) fn check(
         }
     }
     Ok(Checked { report, mem, stream_tip, stream_new, base_new })
+}
+
+/// Refuse a landing that lacks commits recorded for the stream ([`recorded`]), unless forced;
+/// the number of commits recorded for it otherwise.
+fn landing_holds_work(
+    ws: &Workspace,
+    stream: &StreamDef,
+    base: &str,
+    steps: &[Step],
+    base_tip: ObjectId,
+    opts: &Options,
+) -> Result<usize> {
+    let work = recorded::check(&ws.repo, &stream.name, steps, base_tip)?;
+    if work.missing.is_empty() || opts.force {
+        return Ok(work.recorded);
+    }
+    let n = work.missing.len();
+    let list: Vec<String> = work.missing.iter().take(20).map(|m| format!("  {}", m.line())).collect();
+    let more = if n > 20 { format!("\n  …and {} more", n - 20) } else { String::new() };
+    let target = match &opts.remote {
+        Some(r) => format!("{base} on {}", crate::text::inert(r)),
+        None => base.to_string(),
+    };
+    let message = format!(
+        "stream {} cannot land: {n} commit(s) recorded for it would not be in {target}; nothing was changed:\n{}{more}",
+        stream.name,
+        list.join("\n")
+    );
+    let (name, branch) = (&stream.name, &stream.branch);
+    let hint = if work.missing.iter().all(|m| m.subject.is_some()) {
+        // Here, but off the branch (a reset, a rebase that left them out).
+        let ids: Vec<String> = work.missing.iter().map(|m| short(m.commit)).collect();
+        format!(
+            "they are in this repository but not on {branch}: put them back with `cd \"$(git boulder stream path {name})\" && git cherry-pick {}`; or land without them with --force",
+            ids.join(" ")
+        )
+    } else {
+        let remote = match &opts.remote {
+            Some(r) => crate::text::inert(r).into_owned(),
+            None => crate::git::remote::default_remote(&ws.repo, base).unwrap_or_else(|_| "REMOTE".into()),
+        };
+        let machines: BTreeSet<String> = work
+            .missing
+            .iter()
+            .filter_map(|m| m.actor.as_deref())
+            .map(|a| crate::text::inert(a).into_owned())
+            .collect();
+        let there = if machines.is_empty() {
+            "on the machine that has them".to_string()
+        } else {
+            format!("on {}", machines.into_iter().collect::<Vec<_>>().join(", "))
+        };
+        format!(
+            "bring them onto its branch first: {there}, `git push {remote} {branch}`; then here, `cd \"$(git boulder stream path {name})\" && git pull --rebase {remote} {branch}`; or land without them with --force"
+        )
+    };
+    Err(Error::refused(message).hint(hint))
 }
 
 /// Write what a check planned: its objects, after making sure nothing stands in the way of the
@@ -481,6 +544,7 @@ fn resume(ws: &Workspace, plan: &Plan, stream: &StreamDef, j: Journal, say: &dyn
         ownership: Vec::new(),
         remote: None,
         rounds: 0,
+        recorded: None,
     }))
 }
 

@@ -133,6 +133,7 @@ pub fn merge(
                         ownership: Vec::new(),
                         remote: Some(given.to_string()),
                         rounds: 0,
+                        recorded: None,
                     })
                 }
                 Landed::LostRace => {
