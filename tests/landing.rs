@@ -97,3 +97,49 @@ fn a_stream_with_no_recorded_commits_anywhere_lands_and_says_so() {
     assert_shown!("landing_with_no_recorded_commits", repo.boulder(&["stream", "merge", "docs"]).ok());
     assert_eq!(repo.stream_state("docs")["status"], "MERGED");
 }
+
+#[test]
+fn a_dry_run_exits_as_the_real_run_would_for_ownership() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    let wt = repo.worktree("docs");
+    commit_in(&repo, &wt, "src/api/sneaky.rs", "// not docs'\n", "docs: touch api");
+    repo.boulder(&["prd", "done", "US-005"]).ok();
+    let dry = repo.boulder(&["stream", "merge", "docs", "--dry-run"]).code(1);
+    let real = repo.boulder(&["stream", "merge", "docs"]).code(1);
+    assert!(dry.stderr.contains("src/api/sneaky.rs  owned by api"), "{}", dry.stderr);
+    assert_eq!(dry.stderr, real.stderr);
+    assert!(!dry.stdout.contains("check: clean"), "{}", dry.stdout);
+}
+
+#[test]
+fn deleting_files_no_stream_owns_is_refused_whatever_undeclared_paths_says() {
+    let repo = sample_with("  undeclared_paths: allow\n");
+    repo.git(&["config", "boulder.actor", "alice"]).ok();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    let wt = repo.worktree("docs");
+    // An agent that saw a half-made worktree commits the deletion of what it never saw.
+    repo.git_in(&wt, &["rm", "-q", "README.md"]).ok();
+    repo.git_in(&wt, &["commit", "-q", "-m", "docs: tidy up"]).ok();
+    commit_in(&repo, &wt, "NOTES.txt", "undeclared, added: fine under allow\n", "docs: notes");
+    repo.boulder(&["prd", "done", "US-005"]).ok();
+    let before = rev(&repo, "main");
+    assert_shown!("landing_deletes_unowned_files", repo.boulder(&["stream", "merge", "docs"]).code(1));
+    repo.boulder(&["stream", "merge", "docs", "--dry-run"]).code(1);
+    assert_eq!(rev(&repo, "main"), before);
+    assert_eq!(repo.git_out(&["show", "main:README.md"]), "# sample");
+}
+
+#[test]
+fn a_queue_dry_run_refuses_when_the_remote_branch_has_commits_this_machine_lacks() {
+    let s = Served::new(PLAN);
+    let (alpha, beta) = (s.machine("alpha"), s.machine("beta"));
+    finish(&alpha, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    alpha.git(&["push", "-q", "origin", "boulder/auth"]).ok();
+    alpha.boulder(&["push", "origin"]).ok();
+    beta.boulder(&["pull", "origin"]).ok();
+    let dry = beta.boulder(&["stream", "merge", "auth", "--remote", "origin", "--dry-run"]).code(1);
+    let real = beta.boulder(&["stream", "merge", "auth", "--remote", "origin"]).code(1);
+    assert!(real.stderr.contains("has commits this machine's branch lacks"), "{}", real.stderr);
+    assert_eq!(dry.stderr, real.stderr);
+}

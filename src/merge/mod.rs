@@ -191,9 +191,13 @@ fn ownership(
         return Ok(Vec::new());
     }
     let changes = ws.repo.changed_paths(stream_tip, vec![base_tip])?;
-    let found = crate::hooks::check_paths(plan, &stream.name, &changes);
+    let mut found = crate::hooks::check_paths(plan, &stream.name, &changes);
+    let deleted = deleted_unowned(ws, plan, &changes)?;
+    found.retain(|v| v.refused || !deleted.iter().any(|d| d.commit == v.commit && d.path == v.path));
+    found.extend(deleted);
     let refused: Vec<&crate::hooks::Violation> = found.iter().filter(|v| v.refused).collect();
-    if plan.settings.ownership == crate::plan::Level::Error && !refused.is_empty() && !opts.force && !opts.dry_run {
+    // A dry run refuses as the real run would: it says what the merge would do.
+    if plan.settings.ownership == crate::plan::Level::Error && !refused.is_empty() && !opts.force {
         let list: Vec<String> = refused.iter().take(20).map(|v| format!("  {}", violation_line(v))).collect();
         let more = if refused.len() > 20 { format!("\n  …and {} more", refused.len() - 20) } else { String::new() };
         return Err(Error::refused(format!(
@@ -206,6 +210,42 @@ fn ownership(
     Ok(found)
 }
 
+/// The files no stream owns that the stream's commits delete: violations whatever
+/// `undeclared_paths` says (an agent's commit must not land the deletion of files it never
+/// saw). A path already reported as a violation is not reported again; a warning about it is
+/// replaced.
+fn deleted_unowned(ws: &Workspace, plan: &Plan, changes: &[(String, Vec<u8>)]) -> Result<Vec<crate::hooks::Violation>> {
+    if plan.settings.undeclared_paths == crate::plan::Level::Error {
+        return Ok(Vec::new());
+    }
+    let checker = crate::hooks::Checker::new(plan);
+    let mut by_commit: Vec<(&str, Vec<&[u8]>)> = Vec::new();
+    for (commit, path) in changes {
+        if !checker.undeclared(&String::from_utf8_lossy(path)) {
+            continue;
+        }
+        match by_commit.last_mut() {
+            Some((c, paths)) if *c == commit.as_str() => paths.push(path),
+            _ => by_commit.push((commit, vec![path])),
+        }
+    }
+    let mut out = Vec::new();
+    for (commit, paths) in by_commit {
+        let id: ObjectId = commit.parse().map_err(|_| Error::internal(format!("not a commit id: {commit}")))?;
+        for i in ws.repo.absent_at(id, &paths)? {
+            out.push(crate::hooks::Violation {
+                commit: commit.to_string(),
+                path: crate::hooks::RepoPath(paths[i].to_vec()),
+                rule: crate::hooks::Rule::Undeclared,
+                owner: None,
+                refused: true,
+                deleted: true,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// `COMMIT  PATH  owned by OWNER`, as pre-push reports a violation.
 pub fn violation_line(v: &crate::hooks::Violation) -> String {
     let rule = match (v.rule, v.owner.as_deref()) {
@@ -213,7 +253,8 @@ pub fn violation_line(v: &crate::hooks::Violation) -> String {
         (rule, _) => rule.as_str().to_string(),
     };
     let level = if v.refused { "" } else { " [warning]" };
-    format!("{}  {}  {rule}{level}", &v.commit[..v.commit.len().min(10)], v.path)
+    let deleted = if v.deleted { ", deleted" } else { "" };
+    format!("{}  {}  {rule}{deleted}{level}", &v.commit[..v.commit.len().min(10)], v.path)
 }
 
 fn message(kind: &str, stream: &StreamDef, base: &str, steps: &[Step]) -> String {
