@@ -52,7 +52,10 @@ fn a_local_landing_that_dropped_recorded_commits_is_refused_until_forced() {
     let wt = repo.worktree("docs");
     commit_in(&repo, &wt, "docs/guide.md", "# Guide\n", "docs: the guide");
     repo.boulder(&["prd", "done", "US-005"]).ok();
-    // The branch loses the commit (a reset, not a rollback): it is still recorded for docs.
+    // A dry run reads the notes (this machine's index of them is made); one more commit after.
+    repo.boulder(&["stream", "merge", "docs", "--dry-run"]).ok();
+    commit_in(&repo, &wt, "docs/faq.md", "# FAQ\n", "docs: the FAQ");
+    // The branch loses both (a reset, not a rollback): they are still recorded for docs.
     repo.git_in(&wt, &["reset", "-q", "--hard", "main"]).ok();
     let before = rev(&repo, "main");
     assert_shown!("local_landing_without_the_recorded_work", repo.boulder(&["stream", "merge", "docs"]).code(1));
