@@ -28,6 +28,7 @@ mod hooks;
 mod hostile;
 mod human_output;
 mod journey;
+mod landing;
 mod log_first_line;
 mod log_read_ahead;
 mod merge;

@@ -89,9 +89,12 @@ pub fn run(args: DemoArgs, ctx: &Context) -> Result<()> {
     demo.say("7. The api agent strays into auth's files: the push is refused")?;
     demo.agent(&api, &[("src/auth/backdoor.txt", "not yours\n", "api: touch auth")])?;
     demo.show_git(&api, &["push", "origin", "boulder/api"])?;
-    demo.git_in(&api, &["reset", "-q", "--hard", "HEAD~1"])?;
+    demo.step("", &["stream", "rollback", "api", "--to", "boulder/api~1"])?;
     demo.show_git(&api, &["push", "-q", "origin", "boulder/api"])?;
-    demo.line("after undoing the stray commit, the push goes through")?;
+    demo.line(
+        "after rolling the stray commit back (kept under a backup ref, set aside in its note so no landing \
+         waits for it), the push goes through",
+    )?;
 
     demo.step(
         "8. Stories done, recorded in git without editing the PRD",
@@ -116,6 +119,9 @@ pub fn run(args: DemoArgs, ctx: &Context) -> Result<()> {
         "13. Merging docs is refused before anything changes: the conflict table",
         &["stream", "merge", "docs"],
     )?;
+    demo.show_git(&docs, &["rebase", "-q", "-X", "theirs", "main"])?;
+    demo.show_git(&docs, &["push", "-q", "origin", "boulder/docs"])?;
+    demo.line("docs rebased onto main keeping its README, and its branch shared for whoever lands it")?;
 
     demo.step("14. Share the state: push it to the remote", &["push"])?;
     let mate = dir.join("teammate");
@@ -186,8 +192,8 @@ impl Demo {
             }
         }
         self.line(
-            "api went on from the boulder/api pushed in step 7; docs' story was already recorded done (step 12), \
-             so it landed just the PRD sync",
+            "api went on from the boulder/api pushed in step 7; docs landed the two commits pushed in step 13: \
+             a stream lands only with every commit recorded for it",
         )?;
         self.say("20. The remote's main: every stream landed once, in a straight line")?;
         self.git_in(&machines[0], &["fetch", "-q", "origin"])?;

@@ -135,7 +135,9 @@ fn print(ctx: &Context, out: &mut impl Write, r: &Report, dry_run: bool) -> Resu
     }
     if dry_run {
         writeln!(out, "stream {} → {} ({strategy}), dry run: nothing changed", r.stream, base_shown(r))?;
-        if r.steps.is_empty() {
+        if r.steps.is_empty() && r.recorded == Some(0) {
+            writeln!(out, "commits: none (no commits of its own were recorded for this stream)")?;
+        } else if r.steps.is_empty() {
             writeln!(out, "commits: none (the base already holds the stream)")?;
         } else {
             writeln!(out, "commits:")?;
@@ -171,6 +173,9 @@ fn print(ctx: &Context, out: &mut impl Write, r: &Report, dry_run: bool) -> Resu
             base_shown(r),
             r.gained
         )?;
+    }
+    if r.steps.is_empty() && r.recorded == Some(0) {
+        writeln!(out, "{}: no commits of its own were recorded for this stream", r.stream)?;
     }
     if let Some(p) = r.prd_commit {
         writeln!(out, "{}: PRD completion synced in {}", r.stream, merge::short(p))?;

@@ -791,6 +791,44 @@ fn idx_count(idx: &Path) -> Option<usize> {
     Some(u32::from_be_bytes(b) as usize)
 }
 
+/// The patch id of each of `commits` that has one (a commit that changes nothing, and a merge
+/// commit, has none), as `git diff-tree --stdin -p | git patch-id --stable` computes it.
+///
+/// Why the git CLI: "the same change after a rebase" is git's patch id (what `git cherry` and
+/// `git rebase` use to drop commits already upstream), whose exact definition — the diff text
+/// without line numbers or whitespace, hashed — is git's to say. Asked only for commits a
+/// landing could not account for otherwise, rarely more than a few.
+pub fn patch_ids(
+    dir: &Path,
+    commits: &[crate::git::ObjectId],
+) -> Result<std::collections::HashMap<crate::git::ObjectId, String>> {
+    let mut out = std::collections::HashMap::new();
+    if commits.is_empty() {
+        return Ok(out);
+    }
+    let mut input = String::new();
+    for c in commits {
+        input.push_str(&c.to_string());
+        input.push('\n');
+    }
+    let mut diff = git(dir);
+    diff.args(["diff-tree", "--stdin", "-p", "--no-color", "--no-ext-diff", "--no-renames", "--no-textconv"]);
+    diff.stdout(Stdio::piped());
+    let patches = run_with_input(diff, input.as_bytes(), "diff the commits a landing checks")?;
+    let mut ids = git(dir);
+    ids.args(["patch-id", "--stable"]).stdout(Stdio::piped());
+    let listed = run_with_input(ids, &patches.stdout, "compute patch ids")?;
+    for line in String::from_utf8_lossy(&listed.stdout).lines() {
+        let mut parts = line.split_whitespace();
+        if let (Some(patch), Some(commit)) = (parts.next(), parts.next()) {
+            if let Ok(c) = crate::git::ObjectId::from_hex(commit.as_bytes()) {
+                out.insert(c, patch.to_string());
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

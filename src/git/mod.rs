@@ -31,6 +31,7 @@ pub mod index;
 pub mod lockfiles;
 pub mod merge;
 pub mod notes;
+pub mod notes_index;
 pub mod objects;
 mod open;
 pub mod packfile;

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use gix::bstr::ByteSlice;
 use gix::note::plumbing::State;
+use gix::prelude::Find;
 
 use super::identity::{self, Signature};
 use super::objects::{Loose, WriteFresh};
@@ -321,6 +322,109 @@ fn all_in(repo: &gix::Repository, commit: ObjectId) -> Result<BTreeMap<ObjectId,
     Ok(out)
 }
 
+/// A record of a note, with its line as written.
+pub type Record = (Note, Vec<u8>);
+
+/// A commit whose note holds records of one stream ([`recorded_for`]).
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub commit: ObjectId,
+    /// The note's records of that stream, each with its line as written: a commit rewritten
+    /// by a rebase carries the same lines (see [`carry`]).
+    pub records: Vec<Record>,
+    /// A `stream rollback` set it aside from the stream ([`set_aside`]).
+    pub set_aside: bool,
+}
+
+/// Every commit whose note in `refs/notes/boulder` holds a record of `stream`, by id.
+///
+/// ### Performance
+/// Which notes name the stream comes from this machine's index of the notes
+/// ([`super::notes_index`]), brought up to date by reading only the notes new since; then only
+/// those notes are read.
+pub fn recorded_for(repo: &Repo, stream: &str) -> Result<Vec<Recorded>> {
+    let Some(tip) = tip(&repo.repo)? else { return Ok(Vec::new()) };
+    let tree = repo
+        .repo
+        .find_commit(tip)
+        .and_then(|c| c.tree_id().map(|t| t.detach()))
+        .map_err(|e| Error::internal(format!("{NOTES_REF}: commit {tip}: {e}")))?;
+    let commits = super::notes_index::index(repo, tree)?.commits_of(stream);
+    if commits.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut state = state_at(&repo.repo, Some(tip))?;
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    for commit in commits {
+        let Some(blob) = state
+            .get(&commit, &repo.repo)
+            .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {commit}: {e}")))?
+        else {
+            continue;
+        };
+        let data = match repo.repo.objects.try_find(&blob, &mut buf) {
+            Ok(Some(d)) if d.kind == gix::object::Kind::Blob => d.data,
+            // A note that cannot be read is no record; pull checked every note it brought.
+            _ => continue,
+        };
+        let (marks, records): (Vec<Record>, Vec<Record>) = lines(data)
+            .into_iter()
+            .filter_map(|l| serde_json::from_slice::<Note>(&l).ok().map(|n| (n, l)))
+            .filter(|(n, _)| n.stream == stream)
+            .partition(|(n, _)| n.set_aside.is_some());
+        if !records.is_empty() {
+            out.push(Recorded { commit, records, set_aside: !marks.is_empty() });
+        }
+    }
+    Ok(out)
+}
+
+/// Add the mark `mark` (a record of `stream` with `set_aside`) to the note of each of `commits`
+/// that holds a record of `stream`, in one notes commit; a note that has a mark of the stream
+/// with the same `set_aside` already is left as it is, so marking again changes nothing.
+/// Returns how many notes changed.
+pub fn set_aside(repo: &Repo, stream: &str, commits: &[ObjectId], mark: &Note) -> Result<usize> {
+    let repo = &identity::with_notes_identity(&repo.repo);
+    let line = serde_json::to_vec(mark).map_err(|e| Error::internal(format!("cannot write a note: {e}")))?;
+    let changed = refs::update_with_retry_in(repo, NOTES_REF, RETRY, |_| {
+        let Some(tip) = tip(repo)? else { return Ok(Step::Done(0)) };
+        let mut state = state_at(repo, Some(tip))?;
+        let mut n = 0;
+        for commit in commits {
+            let Some(blob) = state
+                .get(commit, repo)
+                .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {commit}: {e}")))?
+            else {
+                continue;
+            };
+            let data =
+                repo.find_object(blob).map_err(|e| Error::internal(format!("note blob {blob}: {e}")))?.detach().data;
+            let mut records = lines(&data);
+            let parsed: Vec<Note> = records.iter().filter_map(|l| serde_json::from_slice(l).ok()).collect();
+            let ours = parsed.iter().any(|r| r.stream == stream && r.set_aside.is_none());
+            let marked = parsed.iter().any(|r| r.stream == stream && r.set_aside == mark.set_aside);
+            if !ours || marked {
+                continue;
+            }
+            records.push(line.clone());
+            let mut text = records.join(&b'\n');
+            text.push(b'\n');
+            let id = repo.write_blob(&text).map_err(|e| Error::internal(format!("cannot write a note: {e}")))?.detach();
+            state.edit(*commit, Some(id), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+            n += 1;
+        }
+        if n == 0 {
+            return Ok(Step::Done(0));
+        }
+        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+        let message = "Notes marked set aside by git-boulder";
+        let id = notes_commit(repo, message, tree, &[tip])?;
+        Ok(step(Expect::At(tip), id, format!("notes: {message}"), n))
+    })?;
+    changed.map_err(|_| lost_the_race())
+}
+
 /// Largest note git-boulder reads from a fetched notes ref.
 pub const MAX_NOTE_BYTES: u64 = 64 * 1024;
 
@@ -345,12 +449,23 @@ pub enum NoteError {
 /// lenient beyond `stream`, so records of other versions (missing fields, or more) still read.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Note {
+    /// The machine (actor id) that recorded it; absent in records of versions before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
     /// When the commit was recorded: now for the hook, the committer time for `git boulder record`.
     pub at: Option<String>,
     /// The boulder it counted for (and that boulder's ancestors).
     pub boulder: Option<String>,
+    /// The host name of the machine that recorded it (absent as `actor` is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// That boulder's iteration after it.
     pub iteration: Option<u64>,
+    /// Not a record of work but a mark: a `stream rollback` set the commit aside from the
+    /// stream (the backup ref that keeps it, or the tip the branch went back to), so a landing
+    /// does not require it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_aside: Option<String>,
     /// The story it was for (`BOULDER_STORY`), when said.
     pub story: Option<String>,
     /// The stream whose work it is.
@@ -389,7 +504,7 @@ pub fn check(data: &[u8]) -> std::result::Result<(), NoteError> {
 }
 
 /// The lines of a note, for union merges: each record once, in order.
-fn lines(data: &[u8]) -> Vec<Vec<u8>> {
+pub(super) fn lines(data: &[u8]) -> Vec<Vec<u8>> {
     data.lines().filter(|l| !l.trim().is_empty()).map(|l| l.to_vec()).collect()
 }
 
@@ -490,9 +605,12 @@ mod tests {
     #[test]
     fn a_note_is_one_json_line_with_sorted_keys_and_reads_back() {
         let note = Note {
+            actor: None,
             at: Some("2026-01-01T00:00:00.000Z".into()),
             boulder: Some("auth".into()),
+            host: None,
             iteration: Some(3),
+            set_aside: None,
             story: None,
             stream: "auth".into(),
         };

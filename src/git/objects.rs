@@ -186,6 +186,29 @@ impl Repo {
             .collect())
     }
 
+    /// Which of `paths` (git's bytes) have no entry in the tree of `commit`: the files a commit
+    /// that changed them deleted. A few are looked up one by one; many (a commit deleting most
+    /// of the tree) against one listing of the tree.
+    pub fn absent_at(&self, commit: gix::ObjectId, paths: &[&[u8]]) -> Result<Vec<usize>> {
+        let c = self.repo.find_commit(commit).internal("cannot read commit")?;
+        let tree = c.tree().internal("cannot read tree")?;
+        if paths.len() <= 64 {
+            let mut out = Vec::new();
+            for (i, p) in paths.iter().enumerate() {
+                let parts = p.split(|b| *b == b'/').map(gix::bstr::BString::from);
+                let found = tree.lookup_entry(parts).internal("cannot look up a path")?;
+                if found.is_none() {
+                    out.push(i);
+                }
+            }
+            return Ok(out);
+        }
+        let mut rec = gix::traverse::tree::Recorder::default();
+        tree.traverse().breadthfirst(&mut rec).internal("cannot walk tree")?;
+        let present: std::collections::HashSet<Vec<u8>> = rec.records.into_iter().map(|e| e.filepath.into()).collect();
+        Ok(paths.iter().enumerate().filter(|(_, p)| !present.contains(**p)).map(|(i, _)| i).collect())
+    }
+
     /// The bytes of the file at `path` in the tree of `commit`, if it exists there.
     pub fn file_at(&self, commit: gix::ObjectId, path: &str) -> Result<Option<Vec<u8>>> {
         let commit = self.repo.find_commit(commit).internal("cannot read commit")?;

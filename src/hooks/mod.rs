@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::git::config::ConfigFile;
 use crate::git::Repo;
 
-pub use ownership::{check_paths, RepoPath, Rule, Verdict, Violation};
+pub use ownership::{check_paths, Checker, RepoPath, Rule, Verdict, Violation};
 pub use run::{current_boulder, project_id, run, PROJECT};
 
 /// The shim template.

@@ -69,6 +69,10 @@ pub struct Violation {
     pub owner: Option<String>,
     /// False for warnings.
     pub refused: bool,
+    /// The commit deletes the path (a deletion of a file the stream does not own is always
+    /// refused, whatever `undeclared_paths` says).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
 }
 
 /// The compiled ownership rules of a plan.
@@ -108,6 +112,12 @@ impl<'p> Checker<'p> {
             }
         };
         Checker { plan, set, owners }
+    }
+
+    /// Whether `path` is one no stream owns (nor `shared_read`, nor the PRD): what
+    /// `undeclared_paths` judges.
+    pub fn undeclared(&self, path: &str) -> bool {
+        path != self.plan.prd && self.set.matches(path).is_empty()
     }
 
     /// The verdict on `path` changed by `stream`.
@@ -155,7 +165,14 @@ pub fn check_paths<P: AsRef<[u8]>>(plan: &Plan, stream: &str, changes: &[(String
                 Verdict::Violation(rule, owner) => (rule, owner, true),
                 Verdict::Warning(rule) => (rule, None, false),
             };
-            Some(Violation { commit: commit.clone(), path: RepoPath(path.to_vec()), rule, owner, refused })
+            Some(Violation {
+                commit: commit.clone(),
+                path: RepoPath(path.to_vec()),
+                rule,
+                owner,
+                refused,
+                deleted: false,
+            })
         })
         .collect()
 }

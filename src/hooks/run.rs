@@ -196,6 +196,11 @@ pub struct RecordedCommit {
     pub at: String,
 }
 
+/// The machine a note names as the one that recorded its commit: this one's actor id and host.
+pub fn recorder(store: &Store) -> (Option<String>, Option<String>) {
+    (store.known_actor(), Some(crate::git::identity::hostname()))
+}
+
 impl RecordedCommit {
     /// The activity op each boulder it counts for records.
     pub fn activity(&self) -> BoulderOp {
@@ -216,12 +221,17 @@ impl RecordedCommit {
         }
     }
 
-    /// The note of the commit, once its boulder is at `iteration`.
-    pub fn note(&self, iteration: u64) -> Note {
+    /// The note of the commit, once its boulder is at `iteration`, recorded by the machine of
+    /// `store`.
+    pub fn note(&self, iteration: u64, store: &Store) -> Note {
+        let (actor, host) = recorder(store);
         Note {
+            actor,
             at: Some(self.at.clone()),
             boulder: Some(self.boulder.clone()),
+            host,
             iteration: Some(iteration),
+            set_aside: None,
             story: self.story.clone(),
             stream: self.stream.clone(),
         }
@@ -277,7 +287,7 @@ pub fn record_commit(repo: &Repo, store: &Store, rec: &RecordedCommit) -> Result
     // not, by a run that was stopped between them) keeps the one it had.
     let commit = rec.commit.to_string();
     let iteration = planned.first().map_or(0, |(_, _, _, e)| e.state.iteration_of(&commit));
-    let note = rec.note(iteration);
+    let note = rec.note(iteration, store);
     let note_plan = notes::plan(repo_read, rec.commit, &note, &batch)?;
     // Every object planned went into the batch; one written through the reading handle would be
     // in its memory only, and no ref may name it.
@@ -334,7 +344,7 @@ fn record_from(repo: &Repo, store: &Store, rec: &RecordedCommit, start: String, 
         iteration.get_or_insert(e.state.iteration_of(&commit));
         id = e.state.parent.clone();
     }
-    notes::write(repo, rec.commit, &rec.note(iteration.unwrap_or(0)))
+    notes::write(repo, rec.commit, &rec.note(iteration.unwrap_or(0), store))
 }
 
 fn post_rewrite(args: &[String]) -> Result<()> {

@@ -17,6 +17,7 @@ pub mod batch;
 pub mod journal;
 pub mod prd;
 pub mod queue;
+pub mod recorded;
 pub mod replay;
 pub mod unmerge;
 
@@ -78,6 +79,9 @@ pub struct Report {
     pub remote: Option<String>,
     /// Rounds lost to other machines landing first before this one landed (the merge queue).
     pub rounds: usize,
+    /// How many commits are recorded for the stream (notes naming it), when the check counted
+    /// them: a landing of none of its own says whether any were ever recorded.
+    pub recorded: Option<usize>,
 }
 
 pub fn strategy_name(s: MergeStrategy) -> &'static str {
@@ -187,9 +191,13 @@ fn ownership(
         return Ok(Vec::new());
     }
     let changes = ws.repo.changed_paths(stream_tip, vec![base_tip])?;
-    let found = crate::hooks::check_paths(plan, &stream.name, &changes);
+    let mut found = crate::hooks::check_paths(plan, &stream.name, &changes);
+    let deleted = deleted_unowned(ws, plan, &changes)?;
+    found.retain(|v| v.refused || !deleted.iter().any(|d| d.commit == v.commit && d.path == v.path));
+    found.extend(deleted);
     let refused: Vec<&crate::hooks::Violation> = found.iter().filter(|v| v.refused).collect();
-    if plan.settings.ownership == crate::plan::Level::Error && !refused.is_empty() && !opts.force && !opts.dry_run {
+    // A dry run refuses as the real run would: it says what the merge would do.
+    if plan.settings.ownership == crate::plan::Level::Error && !refused.is_empty() && !opts.force {
         let list: Vec<String> = refused.iter().take(20).map(|v| format!("  {}", violation_line(v))).collect();
         let more = if refused.len() > 20 { format!("\n  …and {} more", refused.len() - 20) } else { String::new() };
         return Err(Error::refused(format!(
@@ -202,6 +210,42 @@ fn ownership(
     Ok(found)
 }
 
+/// The files no stream owns that the stream's commits delete: violations whatever
+/// `undeclared_paths` says (an agent's commit must not land the deletion of files it never
+/// saw). A path already reported as a violation is not reported again; a warning about it is
+/// replaced.
+fn deleted_unowned(ws: &Workspace, plan: &Plan, changes: &[(String, Vec<u8>)]) -> Result<Vec<crate::hooks::Violation>> {
+    if plan.settings.undeclared_paths == crate::plan::Level::Error {
+        return Ok(Vec::new());
+    }
+    let checker = crate::hooks::Checker::new(plan);
+    let mut by_commit: Vec<(&str, Vec<&[u8]>)> = Vec::new();
+    for (commit, path) in changes {
+        if !checker.undeclared(&String::from_utf8_lossy(path)) {
+            continue;
+        }
+        match by_commit.last_mut() {
+            Some((c, paths)) if *c == commit.as_str() => paths.push(path),
+            _ => by_commit.push((commit, vec![path])),
+        }
+    }
+    let mut out = Vec::new();
+    for (commit, paths) in by_commit {
+        let id: ObjectId = commit.parse().map_err(|_| Error::internal(format!("not a commit id: {commit}")))?;
+        for i in ws.repo.absent_at(id, &paths)? {
+            out.push(crate::hooks::Violation {
+                commit: commit.to_string(),
+                path: crate::hooks::RepoPath(paths[i].to_vec()),
+                rule: crate::hooks::Rule::Undeclared,
+                owner: None,
+                refused: true,
+                deleted: true,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// `COMMIT  PATH  owned by OWNER`, as pre-push reports a violation.
 pub fn violation_line(v: &crate::hooks::Violation) -> String {
     let rule = match (v.rule, v.owner.as_deref()) {
@@ -209,7 +253,8 @@ pub fn violation_line(v: &crate::hooks::Violation) -> String {
         (rule, _) => rule.as_str().to_string(),
     };
     let level = if v.refused { "" } else { " [warning]" };
-    format!("{}  {}  {rule}{level}", &v.commit[..v.commit.len().min(10)], v.path)
+    let deleted = if v.deleted { ", deleted" } else { "" };
+    format!("{}  {}  {rule}{deleted}{level}", &v.commit[..v.commit.len().min(10)], v.path)
 }
 
 fn message(kind: &str, stream: &StreamDef, base: &str, steps: &[Step]) -> String {
@@ -289,6 +334,7 @@ pub(crate) fn check(
         ownership,
         remote: None,
         rounds: 0,
+        recorded: None,
     };
     if !r.conflicts.is_empty() {
         return Ok(Checked { report, mem, stream_tip, stream_new: stream_tip, base_new: base_tip });
@@ -316,6 +362,7 @@ pub(crate) fn check(
         }
     };
     report.gained = if base_new == base_tip { 0 } else { replay::commits_to_replay(&mem, base_tip, base_new)?.len() };
+    report.recorded = Some(landing_holds_work(ws, stream, &base, &r.steps, base_tip, opts)?);
     report.up_to_date = base_new == base_tip;
     report.commit = Some(base_new);
 
@@ -341,6 +388,63 @@ pub(crate) fn check(
         }
     }
     Ok(Checked { report, mem, stream_tip, stream_new, base_new })
+}
+
+/// Refuse a landing that lacks commits recorded for the stream ([`recorded`]), unless forced;
+/// the number of commits recorded for it otherwise.
+fn landing_holds_work(
+    ws: &Workspace,
+    stream: &StreamDef,
+    base: &str,
+    steps: &[Step],
+    base_tip: ObjectId,
+    opts: &Options,
+) -> Result<usize> {
+    let work = recorded::check(&ws.repo, &stream.name, steps, base_tip)?;
+    if work.missing.is_empty() || opts.force {
+        return Ok(work.recorded);
+    }
+    let n = work.missing.len();
+    let list: Vec<String> = work.missing.iter().take(20).map(|m| format!("  {}", m.line())).collect();
+    let more = if n > 20 { format!("\n  …and {} more", n - 20) } else { String::new() };
+    let target = match &opts.remote {
+        Some(r) => format!("{base} on {}", crate::text::inert(r)),
+        None => base.to_string(),
+    };
+    let message = format!(
+        "stream {} cannot land: {n} commit(s) recorded for it would not be in {target}; nothing was changed:\n{}{more}",
+        stream.name,
+        list.join("\n")
+    );
+    let (name, branch) = (&stream.name, &stream.branch);
+    let hint = if work.missing.iter().all(|m| m.subject.is_some()) {
+        // Here, but off the branch (a reset, a rebase that left them out).
+        let ids: Vec<String> = work.missing.iter().map(|m| short(m.commit)).collect();
+        format!(
+            "they are in this repository but not on {branch}: put them back with `cd \"$(git boulder stream path {name})\" && git cherry-pick {}`; or land without them with --force",
+            ids.join(" ")
+        )
+    } else {
+        let remote = match &opts.remote {
+            Some(r) => crate::text::inert(r).into_owned(),
+            None => crate::git::remote::default_remote(&ws.repo, base).unwrap_or_else(|_| "REMOTE".into()),
+        };
+        let machines: BTreeSet<String> = work
+            .missing
+            .iter()
+            .filter_map(|m| m.actor.as_deref())
+            .map(|a| crate::text::inert(a).into_owned())
+            .collect();
+        let there = if machines.is_empty() {
+            "on the machine that has them".to_string()
+        } else {
+            format!("on {}", machines.into_iter().collect::<Vec<_>>().join(", "))
+        };
+        format!(
+            "bring them onto its branch first: {there}, `git push {remote} {branch}`; then here, `cd \"$(git boulder stream path {name})\" && git pull --rebase {remote} {branch}`; or land without them with --force"
+        )
+    };
+    Err(Error::refused(message).hint(hint))
 }
 
 /// Write what a check planned: its objects, after making sure nothing stands in the way of the
@@ -481,6 +585,7 @@ fn resume(ws: &Workspace, plan: &Plan, stream: &StreamDef, j: Journal, say: &dyn
         ownership: Vec::new(),
         remote: None,
         rounds: 0,
+        recorded: None,
     }))
 }
 

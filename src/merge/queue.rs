@@ -133,6 +133,7 @@ pub fn merge(
                         ownership: Vec::new(),
                         remote: Some(given.to_string()),
                         rounds: 0,
+                        recorded: None,
                     })
                 }
                 Landed::LostRace => {
@@ -151,18 +152,14 @@ pub fn merge(
             crate::sync::pull(repo, &remote)?;
         }
         let seen = fetch_tips(ws, &remote, &base, &stream.branch)?;
-        let c = check(ws, plan, stream, opts, seen.base)?;
-        if !c.report.conflicts.is_empty() || opts.dry_run {
-            let mut report = c.report;
-            report.remote = Some(given.to_string());
-            report.rounds = rounds;
-            return Ok(report);
-        }
-        if let Some(theirs) = seen.stream {
+        // Commits of the remote's stream branch come here first: refused before the check, whose
+        // refusals (work recorded but missing) would point elsewhere.
+        // (Without a local branch, the check says how to make one.)
+        if let (Some(theirs), Some(local)) = (seen.stream, repo.branch_tip(&stream.branch)?) {
             let objects = repo.objects();
             // Known here when this branch, the remote's base or a backup of the stream (a
             // rollback's, an unmerge's) holds it.
-            let mut known = objects.is_ancestor(theirs, c.stream_tip)?
+            let mut known = objects.is_ancestor(theirs, local)?
                 || objects.is_ancestor(theirs, seen.base)?
                 || tip_before.map(|t| objects.is_ancestor(theirs, t)).transpose()?.unwrap_or(false);
             for (_, _, kept) in crate::stream::rollback::backups(repo, &stream.name)? {
@@ -179,6 +176,20 @@ pub fn merge(
                     stream.name, stream.branch
                 )));
             }
+        }
+        let c = check(ws, plan, stream, opts, seen.base)?;
+        if !c.report.conflicts.is_empty() {
+            let mut report = c.report;
+            report.remote = Some(given.to_string());
+            report.rounds = rounds;
+            return Ok(report);
+        }
+        if opts.dry_run {
+            // After every refusal the real run makes before it changes anything.
+            let mut report = c.report;
+            report.remote = Some(given.to_string());
+            report.rounds = rounds;
+            return Ok(report);
         }
         let (stream_tip, stream_new, base_new) = (c.stream_tip, c.stream_new, c.base_new);
         let mut report = super::write_planned(ws, c, &[(stream.branch.as_str(), stream_tip, stream_new)])?;

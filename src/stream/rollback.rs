@@ -5,10 +5,10 @@
 //! is ever deleted: every tip a rollback or restore leaves is kept under a backup ref first, and
 //! the move is recorded (`rolled_back`).
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, ResultExt};
 use crate::failpoint;
 use crate::git::refs::{self, Expect, Writer};
-use crate::git::{ObjectId, Repo};
+use crate::git::{notes, ObjectId, Repo};
 use crate::plan::{Plan, StreamDef};
 use crate::state::{self, Opt, Store, StreamOp, StreamState};
 use crate::workspace::Workspace;
@@ -108,8 +108,41 @@ fn move_to(ws: &Workspace, stream: &StreamDef, from: ObjectId, to: ObjectId, res
     )?;
     failpoint::hit("rollback-moved");
     let rolled = Rolled { stream: stream.name.clone(), branch: stream.branch.clone(), from, to, backup, restored };
-    record(&Store::new(repo)?, &rolled)?;
+    let store = Store::new(repo)?;
+    mark_set_aside(repo, &store, &rolled)?;
+    record(&store, &rolled)?;
     Ok(rolled)
+}
+
+/// A rollback sets the stream's recorded commits it leaves out aside, in their notes, so that no
+/// landing — on any machine the notes reach — requires them (DESIGN §14). Before the op is
+/// recorded: a rollback killed between the two marks again when its rerun records it, and
+/// marking twice changes nothing. A restore marks nothing: what it brings back is on the branch.
+fn mark_set_aside(repo: &Repo, store: &Store, r: &Rolled) -> Result<()> {
+    if r.restored {
+        return Ok(());
+    }
+    let mut left_out = Vec::new();
+    for info in repo.objects().walk([r.from], [r.to]).internal("cannot walk the commits the rollback leaves out")? {
+        left_out.push(info.internal("cannot walk the commits the rollback leaves out")?.id);
+    }
+    if left_out.is_empty() {
+        return Ok(());
+    }
+    let (actor, host) = crate::hooks::run::recorder(store);
+    let mark = notes::Note {
+        actor,
+        at: Some(crate::time::now_rfc3339()),
+        boulder: None,
+        host,
+        iteration: None,
+        set_aside: Some(r.backup.clone().unwrap_or_else(|| r.to.to_string())),
+        story: None,
+        stream: r.stream.clone(),
+    };
+    notes::set_aside(repo, &r.stream, &left_out, &mark)?;
+    failpoint::hit("rollback-set-aside");
+    Ok(())
 }
 
 /// Record a rollback or restore in the stream's op-log.
@@ -161,6 +194,7 @@ fn record_interrupted(ws: &Workspace, stream: &StreamDef, tip: ObjectId) -> Resu
     }
     let backup = backups(repo, &stream.name)?.into_iter().rev().find(|(_, _, id)| *id == from).map(|(_, n, _)| n);
     let rolled = Rolled { stream: stream.name.clone(), branch: stream.branch.clone(), from, to, backup, restored };
+    mark_set_aside(repo, &store, &rolled)?;
     record(&store, &rolled)?;
     Ok(Some(rolled))
 }

@@ -1,0 +1,148 @@
+//! What a landing must hold and keep: every commit recorded for the stream (its notes, from any
+//! machine this one pulled) is in the new base or the landing is refused; merge commits on a
+//! stream branch keep their changes; the old tip is kept under a backup ref; a dry run exits as
+//! the real run would. Machines are clones of a bare remote served by `git daemon`.
+
+use crate::common::*;
+use crate::merge_queue::{finish, Served, PLAN};
+
+/// The subjects of `rev` in `m`, newest first.
+fn subjects(m: &TestRepo, rev: &str) -> Vec<String> {
+    m.git_out(&["log", "--format=%s", rev]).lines().map(String::from).collect()
+}
+
+#[test]
+fn a_stream_whose_commits_are_on_another_machine_is_refused_not_landed_empty() {
+    let s = Served::new(PLAN);
+    let (alpha, beta) = (s.machine("alpha"), s.machine("beta"));
+    for m in [&alpha, &beta] {
+        m.boulder(&["hooks", "install"]).ok();
+    }
+    // alpha does the work of auth and shares the state (notes, stories done), not the branch.
+    finish(&alpha, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    alpha.boulder(&["push", "origin"]).ok();
+    // beta has auth's branch as `stream init` made it: the base, nothing of its own.
+    beta.boulder(&["pull", "origin"]).ok();
+    let before = s.git(&beta, &["rev-parse", "main"]);
+    let refused = beta.boulder(&["stream", "merge", "auth", "--remote", "origin"]).code(1);
+    assert_shown!("landing_without_the_recorded_work", refused);
+    // The dry run says the same, with the same exit code.
+    let dry = beta.boulder(&["stream", "merge", "auth", "--remote", "origin", "--dry-run"]).code(1);
+    assert_eq!(dry.stderr, refused.stderr);
+    // Nothing landed, nothing recorded MERGED, here or on the remote.
+    assert_eq!(s.git(&beta, &["rev-parse", "main"]), before);
+    assert_ne!(beta.stream_state("auth")["status"], "MERGED");
+    assert_ne!(s.stream_state(&beta, "auth")["status"], "MERGED");
+    // The way the hint gives: the machine that has them pushes the branch, this one pulls it.
+    alpha.git(&["push", "-q", "origin", "boulder/auth"]).ok();
+    beta.git_in(&beta.worktree("auth"), &["pull", "-q", "--rebase", "origin", "boulder/auth"]).ok();
+    let landed = beta.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
+    assert!(landed.stdout.contains("auth: merged into main on origin"), "{}", landed.stdout);
+    assert_eq!(s.git(&beta, &["show", "main:src/auth/login.rs"]), "fn login() {}");
+    assert_eq!(s.stream_state(&beta, "auth")["status"], "MERGED");
+    s.fsck(&beta);
+}
+
+#[test]
+fn a_local_landing_that_dropped_recorded_commits_is_refused_until_forced() {
+    let repo = sample();
+    repo.git(&["config", "boulder.actor", "alice"]).ok();
+    repo.boulder(&["hooks", "install"]).ok();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    let wt = repo.worktree("docs");
+    commit_in(&repo, &wt, "docs/guide.md", "# Guide\n", "docs: the guide");
+    repo.boulder(&["prd", "done", "US-005"]).ok();
+    // A dry run reads the notes (this machine's index of them is made); one more commit after.
+    repo.boulder(&["stream", "merge", "docs", "--dry-run"]).ok();
+    commit_in(&repo, &wt, "docs/faq.md", "# FAQ\n", "docs: the FAQ");
+    // The branch loses both (a reset, not a rollback): they are still recorded for docs.
+    repo.git_in(&wt, &["reset", "-q", "--hard", "main"]).ok();
+    let before = rev(&repo, "main");
+    assert_shown!("local_landing_without_the_recorded_work", repo.boulder(&["stream", "merge", "docs"]).code(1));
+    repo.boulder(&["stream", "merge", "--all"]).code(1);
+    repo.boulder(&["stream", "merge", "docs", "--dry-run"]).code(1);
+    assert_eq!(rev(&repo, "main"), before);
+    assert_ne!(repo.stream_state("docs")["status"], "MERGED");
+    // A person may decide to land without them.
+    repo.boulder(&["stream", "merge", "docs", "--force"]).ok();
+    assert_eq!(repo.stream_state("docs")["status"], "MERGED");
+}
+
+#[test]
+fn a_stream_rebased_without_the_hooks_lands_by_patch_id() {
+    let repo = sample();
+    repo.boulder(&["hooks", "install"]).ok();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    let wt = repo.worktree("docs");
+    commit_in(&repo, &wt, "docs/guide.md", "# Guide\n", "docs: the guide");
+    repo.boulder(&["prd", "done", "US-005"]).ok();
+    commit_in(&repo, &repo.dir, "README.md", "# sample, moved on\n", "main moves on");
+    // A rebase with hooks off: the note stays on the old commit, the new one has none.
+    repo.git_in(&wt, &["-c", "core.hooksPath=/dev/null", "rebase", "-q", "main"]).ok();
+    let r = repo.boulder(&["stream", "merge", "docs"]).ok();
+    assert!(r.stdout.contains("docs: merged into main"), "{}", r.stdout);
+    assert_eq!(subjects(&repo, "main")[1], "docs: the guide");
+}
+
+#[test]
+fn a_stream_with_no_recorded_commits_anywhere_lands_and_says_so() {
+    let repo = sample();
+    repo.git(&["config", "boulder.actor", "alice"]).ok();
+    repo.boulder(&["hooks", "install"]).ok();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    repo.boulder(&["prd", "done", "US-005"]).ok();
+    let dry = repo.boulder(&["stream", "merge", "docs", "--dry-run"]).ok();
+    assert!(
+        dry.stdout.contains("commits: none (no commits of its own were recorded for this stream)"),
+        "{}",
+        dry.stdout
+    );
+    assert_shown!("landing_with_no_recorded_commits", repo.boulder(&["stream", "merge", "docs"]).ok());
+    assert_eq!(repo.stream_state("docs")["status"], "MERGED");
+}
+
+#[test]
+fn a_dry_run_exits_as_the_real_run_would_for_ownership() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    let wt = repo.worktree("docs");
+    commit_in(&repo, &wt, "src/api/sneaky.rs", "// not docs'\n", "docs: touch api");
+    repo.boulder(&["prd", "done", "US-005"]).ok();
+    let dry = repo.boulder(&["stream", "merge", "docs", "--dry-run"]).code(1);
+    let real = repo.boulder(&["stream", "merge", "docs"]).code(1);
+    assert!(dry.stderr.contains("src/api/sneaky.rs  owned by api"), "{}", dry.stderr);
+    assert_eq!(dry.stderr, real.stderr);
+    assert!(!dry.stdout.contains("check: clean"), "{}", dry.stdout);
+}
+
+#[test]
+fn deleting_files_no_stream_owns_is_refused_whatever_undeclared_paths_says() {
+    let repo = sample_with("  undeclared_paths: allow\n");
+    repo.git(&["config", "boulder.actor", "alice"]).ok();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    let wt = repo.worktree("docs");
+    // An agent that saw a half-made worktree commits the deletion of what it never saw.
+    repo.git_in(&wt, &["rm", "-q", "README.md"]).ok();
+    repo.git_in(&wt, &["commit", "-q", "-m", "docs: tidy up"]).ok();
+    commit_in(&repo, &wt, "NOTES.txt", "undeclared, added: fine under allow\n", "docs: notes");
+    repo.boulder(&["prd", "done", "US-005"]).ok();
+    let before = rev(&repo, "main");
+    assert_shown!("landing_deletes_unowned_files", repo.boulder(&["stream", "merge", "docs"]).code(1));
+    repo.boulder(&["stream", "merge", "docs", "--dry-run"]).code(1);
+    assert_eq!(rev(&repo, "main"), before);
+    assert_eq!(repo.git_out(&["show", "main:README.md"]), "# sample");
+}
+
+#[test]
+fn a_queue_dry_run_refuses_when_the_remote_branch_has_commits_this_machine_lacks() {
+    let s = Served::new(PLAN);
+    let (alpha, beta) = (s.machine("alpha"), s.machine("beta"));
+    finish(&alpha, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    alpha.git(&["push", "-q", "origin", "boulder/auth"]).ok();
+    alpha.boulder(&["push", "origin"]).ok();
+    beta.boulder(&["pull", "origin"]).ok();
+    let dry = beta.boulder(&["stream", "merge", "auth", "--remote", "origin", "--dry-run"]).code(1);
+    let real = beta.boulder(&["stream", "merge", "auth", "--remote", "origin"]).code(1);
+    assert!(real.stderr.contains("has commits this machine's branch lacks"), "{}", real.stderr);
+    assert_eq!(dry.stderr, real.stderr);
+}
