@@ -146,3 +146,28 @@ fn a_queue_dry_run_refuses_when_the_remote_branch_has_commits_this_machine_lacks
     assert!(real.stderr.contains("has commits this machine's branch lacks"), "{}", real.stderr);
     assert_eq!(dry.stderr, real.stderr);
 }
+
+#[test]
+fn every_landing_that_rewrites_the_stream_keeps_its_old_tip_under_a_backup_ref() {
+    // A local merge.
+    let repo = sample();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    let wt = repo.worktree("docs");
+    commit_in(&repo, &wt, "docs/guide.md", "# Guide\n", "docs: the guide");
+    repo.boulder(&["prd", "done", "US-005"]).ok();
+    commit_in(&repo, &repo.dir, "README.md", "# sample, moved on\n", "main moves on");
+    let old = rev(&repo, "boulder/docs");
+    let r = repo.boulder(&["stream", "merge", "docs"]).ok();
+    assert!(r.stderr.contains("is kept in refs/boulder/backup/docs/1"), "{}", r.stderr);
+    assert_eq!(rev(&repo, "refs/boulder/backup/docs/1"), old);
+    assert_ne!(rev(&repo, "boulder/docs"), old, "the branch moved to the rewritten tip");
+    // Through the merge queue.
+    let s = Served::new(PLAN);
+    let (a, b) = s.alpha_and_beta(("src/auth/login.rs", "fn login() {}\n"), ("src/api/list.rs", "fn list() {}\n"));
+    a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
+    let old = rev(&b, "boulder/api");
+    b.boulder(&["stream", "merge", "api", "--remote", "origin"]).ok();
+    assert_eq!(rev(&b, "refs/boulder/backup/api/1"), old);
+    // Backups stay on the machine: the remote has none.
+    assert_eq!(s.git(&b, &["for-each-ref", "refs/boulder/backup/"]), "");
+}
