@@ -146,3 +146,72 @@ fn a_queue_dry_run_refuses_when_the_remote_branch_has_commits_this_machine_lacks
     assert!(real.stderr.contains("has commits this machine's branch lacks"), "{}", real.stderr);
     assert_eq!(dry.stderr, real.stderr);
 }
+
+#[test]
+fn every_landing_that_rewrites_the_stream_keeps_its_old_tip_under_a_backup_ref() {
+    // A local merge.
+    let repo = sample();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    let wt = repo.worktree("docs");
+    commit_in(&repo, &wt, "docs/guide.md", "# Guide\n", "docs: the guide");
+    repo.boulder(&["prd", "done", "US-005"]).ok();
+    commit_in(&repo, &repo.dir, "README.md", "# sample, moved on\n", "main moves on");
+    let old = rev(&repo, "boulder/docs");
+    let r = repo.boulder(&["stream", "merge", "docs"]).ok();
+    assert!(r.stderr.contains("is kept in refs/boulder/backup/docs/1"), "{}", r.stderr);
+    assert_eq!(rev(&repo, "refs/boulder/backup/docs/1"), old);
+    assert_ne!(rev(&repo, "boulder/docs"), old, "the branch moved to the rewritten tip");
+    // Through the merge queue.
+    let s = Served::new(PLAN);
+    let (a, b) = s.alpha_and_beta(("src/auth/login.rs", "fn login() {}\n"), ("src/api/list.rs", "fn list() {}\n"));
+    a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
+    let old = rev(&b, "boulder/api");
+    b.boulder(&["stream", "merge", "api", "--remote", "origin"]).ok();
+    assert_eq!(rev(&b, "refs/boulder/backup/api/1"), old);
+    // Backups stay on the machine: the remote has none.
+    assert_eq!(s.git(&b, &["for-each-ref", "refs/boulder/backup/"]), "");
+}
+
+#[test]
+fn a_change_made_inside_a_merge_commit_on_the_stream_branch_lands() {
+    let repo = sample();
+    repo.boulder(&["hooks", "install"]).ok();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    let wt = repo.worktree("docs");
+    commit_in(&repo, &wt, "docs/guide.md", "# Guide\nrun `notes`\n", "docs: the guide");
+    commit_in(&repo, &repo.dir, "README.md", "# sample\nrenamed the tool to `nts`\n", "main: rename the tool");
+    // The stream merges main in and fixes its guide inside that merge commit.
+    repo.git_in(&wt, &["merge", "-q", "--no-commit", "--no-ff", "main"]).ok();
+    std::fs::write(wt.join("docs/guide.md"), "# Guide\nrun `nts`\n").unwrap();
+    repo.git_in(&wt, &["add", "docs/guide.md"]).ok();
+    repo.git_in(&wt, &["commit", "-q", "-m", "Merge main; the guide follows the rename"]).ok();
+    let merge_commit = rev(&repo, "boulder/docs");
+    repo.boulder(&["prd", "done", "US-005"]).ok();
+    // main moves on again, so every commit is replayed.
+    commit_in(&repo, &repo.dir, "src/auth/mod.rs", "// auth, later\n", "main: later");
+    let dry = repo.boulder(&["stream", "merge", "docs", "--dry-run"]).ok();
+    let line = dry.stdout.lines().find(|l| l.contains("Merge main; the guide")).unwrap_or_default().to_string();
+    assert!(line.contains("(a merge commit: what it changed beyond its parents, as one commit)"), "{}", dry.stdout);
+    repo.boulder(&["stream", "merge", "docs"]).ok();
+    assert_eq!(repo.git_out(&["show", "main:docs/guide.md"]), "# Guide\nrun `nts`");
+    assert_eq!(repo.git_out(&["rev-list", "--merges", "--count", "main"]), "0");
+    assert_eq!(rev(&repo, "refs/boulder/backup/docs/1"), merge_commit);
+    repo.assert_fsck();
+}
+
+#[test]
+fn a_merge_commit_that_only_merged_is_dropped_and_the_dry_run_says_so() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    let wt = repo.worktree("docs");
+    commit_in(&repo, &wt, "docs/guide.md", "# Guide\n", "docs: the guide");
+    commit_in(&repo, &repo.dir, "README.md", "# sample, moved on\n", "main moves on");
+    repo.git_in(&wt, &["merge", "-q", "--no-ff", "-m", "Merge main", "main"]).ok();
+    repo.boulder(&["prd", "done", "US-005"]).ok();
+    commit_in(&repo, &repo.dir, "src/auth/mod.rs", "// auth, later\n", "main: later");
+    let dry = repo.boulder(&["stream", "merge", "docs", "--dry-run"]).ok();
+    let line = dry.stdout.lines().find(|l| l.ends_with("Merge main")).unwrap_or_default().to_string();
+    assert!(line.contains("dropped (a merge commit that changed nothing beyond its parents"), "{}", dry.stdout);
+    repo.boulder(&["stream", "merge", "docs"]).ok();
+    assert_eq!(repo.git_out(&["show", "main:docs/guide.md"]), "# Guide");
+}

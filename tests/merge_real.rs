@@ -334,10 +334,9 @@ fn merge_runs_the_ownership_check_of_pre_push() {
     repo.boulder(&["prd", "done", "US-001"]).ok();
     let before = rev(&repo, "main");
 
-    // The dry run shows the violation in its report.
-    let d = repo.boulder(&["stream", "merge", "auth", "--dry-run"]).ok();
-    assert!(d.stdout.contains("ownership:"), "{}", d.stdout);
-    assert!(d.stdout.contains("src/api/mod.rs  owned by api"), "{}", d.stdout);
+    // The dry run refuses as the real run does (exit 1), naming the violation.
+    let d = repo.boulder(&["stream", "merge", "auth", "--dry-run"]).code(1);
+    assert!(d.stderr.contains("src/api/mod.rs  owned by api"), "{}", d.stderr);
     // settings.ownership: error (the default) refuses, changing nothing.
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
     assert!(r.stderr.contains("src/api/mod.rs  owned by api"), "{}", r.stderr);

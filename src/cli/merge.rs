@@ -142,10 +142,20 @@ fn print(ctx: &Context, out: &mut impl Write, r: &Report, dry_run: bool) -> Resu
         } else {
             writeln!(out, "commits:")?;
             for s in &r.steps {
-                let to = match s.new {
-                    Some(n) if n == s.original => "kept".to_string(),
-                    Some(n) => format!("→ {}", merge::short(n)),
-                    None => "dropped (already on the base)".to_string(),
+                let to = match (s.new, s.merge) {
+                    (Some(n), false) if n == s.original => "kept".to_string(),
+                    (Some(n), false) => format!("→ {}", merge::short(n)),
+                    (None, false) => "dropped (already on the base)".to_string(),
+                    (Some(n), true) => {
+                        format!(
+                            "→ {} (a merge commit: what it changed beyond its parents, as one commit)",
+                            merge::short(n)
+                        )
+                    }
+                    (None, true) => {
+                        "dropped (a merge commit that changed nothing beyond its parents, whose commits are replayed)"
+                            .to_string()
+                    }
                 };
                 writeln!(out, "  {} {to}  {}", merge::short(s.original), crate::text::inert(&s.subject))?;
             }

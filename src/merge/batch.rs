@@ -28,8 +28,9 @@ pub fn run(
     mut shown: impl FnMut(&Report) -> Result<()>,
 ) -> Result<Vec<String>> {
     let opts = &batch.opts;
-    // A dry run refuses as the real run would (it runs nothing itself).
-    crate::trust::require(&ws.repo, plan, "stream merge", &[crate::trust::VERIFY.to_string()])?;
+    if !opts.dry_run {
+        crate::trust::require(&ws.repo, plan, "stream merge", &[crate::trust::VERIFY.to_string()])?;
+    }
     let what = if batch.all { "--all".to_string() } else { batch.names.join(" ") };
     let _lock = crate::lock::acquire(&ws.repo, "merge", opts.wait, &format!("git boulder stream merge {what}"))?;
     let names: Vec<String> = if batch.all {

@@ -622,6 +622,18 @@ pub(crate) fn advance_stream(ws: &Workspace, plan: &Plan, j: &mut Journal, say: 
     crate::progress::show(&format!("moving {} and its worktree", j.stream_branch));
     let what = format!("the merge of stream {}", j.stream);
     if j.stage < Stage::StreamUpdated {
+        // The old tip is kept first, as rollback and unmerge keep it, when the branch moves to
+        // commits rewritten from it (kept once: a rerun finds the backup holding it).
+        if s_old != s_new && !repo.objects().is_ancestor(s_old, s_new)? {
+            let kept = crate::stream::rollback::keep(
+                repo,
+                &j.stream,
+                s_old,
+                &format!("boulder merge: stream {} (old tip)", j.stream),
+            )?;
+            say(&format!("the old tip {} of {} is kept in {kept}", short(s_old), j.stream_branch));
+            failpoint::hit("merge-backup");
+        }
         let msg = format!("boulder merge: {} onto {}", strategy_label(&j.strategy), j.base_branch);
         checkout::move_branch(repo, &j.stream_branch, s_old, s_new, &msg, &what, "merge-stream-ref")
             .or_else(|e| stop(ws, j, &j.stream_branch, s_new, e))?;

@@ -2,14 +2,19 @@
 //! `git rebase` would do, without a worktree, an index or rebase state. Each commit `C` with parent
 //! `P` becomes `merge_trees(P, current tip, C)` committed with `C`'s author and message; a commit
 //! already sitting on the current tip is kept as it is, a commit whose changes are already there
-//! is dropped, merge commits are dropped (their parents' changes are replayed). The PRD is merged
-//! story by story (see [`super::prd`]). The first commit with a conflict stops the replay.
+//! is dropped. A merge commit keeps what it changed beyond its parents: the three-way merge of
+//! its parents (what `git merge` would have made without help) is compared with the merge
+//! commit's tree, and that difference is replayed as one commit (none when there is none: its
+//! parents' changes are replayed as they come). A merge commit whose parents do not merge
+//! cleanly (it resolved conflicts) or that has more than two parents is refused, named: a
+//! replay cannot tell its resolution from its parents' changes. The PRD is merged story by
+//! story (see [`super::prd`]). The first commit with a conflict stops the replay.
 
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use crate::error::{Result, ResultExt};
+use crate::error::{Error, Result, ResultExt};
 pub use crate::git::merge::ConflictKind;
 use crate::git::objects::Objects;
 use crate::git::{identity::Signature, ObjectId};
@@ -33,6 +38,9 @@ pub struct Step {
     /// already on the base).
     pub new: Option<ObjectId>,
     pub subject: String,
+    /// A merge commit: `new` holds what it changed beyond its parents, `None` when that is
+    /// nothing.
+    pub merge: bool,
 }
 
 /// The outcome of a replay.
@@ -135,6 +143,17 @@ pub fn merge_trees(
     Ok(Ok(tree))
 }
 
+/// The tree `git merge` would make of the two commits `parents` without help (their merge base
+/// as the ancestor, the PRD merged story by story); `None` when they conflict, or are not two.
+fn parents_merged(repo: &Objects, parents: &[ObjectId], prd: Option<&str>) -> Result<Option<ObjectId>> {
+    let [a, b] = parents else { return Ok(None) };
+    let ancestor = match repo.merge_base(*a, *b) {
+        Some(m) => repo.tree_of(m)?,
+        None => repo.empty_tree(),
+    };
+    Ok(merge_trees(repo, ancestor, repo.tree_of(*a)?, repo.tree_of(*b)?, prd)?.ok())
+}
+
 /// Replay the commits of `tip` that `base` lacks onto `base`.
 pub fn replay(
     repo: &Objects,
@@ -165,13 +184,47 @@ pub fn replay_commits(
         let c = repo.commit_info(id)?;
         let (parent_ids, subject, tree) = (c.parents, c.subject, c.tree);
         if parent_ids.len() > 1 {
-            steps.push(Step { original: id, new: None, subject });
+            // What the merge commit changed beyond its parents, on top of the parents' merge.
+            let Some(auto) = parents_merged(repo, &parent_ids, prd)? else {
+                crate::progress::done();
+                return Err(Error::refused(format!(
+                    "merge commit {} ({}) on the stream's branch {}; a replay cannot tell its own changes from its parents', so nothing was changed",
+                    id.to_hex_with_len(8),
+                    crate::text::inert(&subject),
+                    if parent_ids.len() > 2 { "has more than two parents" } else { "resolved conflicts between its parents" },
+                ))
+                .hint(format!(
+                    "flatten the branch: in the stream's worktree, `git rebase {}` replays its commits without the merge (resolve the conflicts again, and redo what the merge commit changed), then merge again",
+                    base.to_hex_with_len(8)
+                )));
+            };
+            if auto == tree {
+                steps.push(Step { original: id, new: None, subject, merge: true });
+                continue;
+            }
+            match merge_trees(repo, auto, cur_tree, tree, prd)? {
+                Err(found) => {
+                    let conflicts = found
+                        .into_iter()
+                        .map(|(path, kind)| Conflict { path, kind, commit: id.to_string(), subject: subject.clone() })
+                        .collect();
+                    crate::progress::done();
+                    return Ok(Replayed { steps, tip: cur, conflicts });
+                }
+                Ok(merged) if merged == cur_tree => steps.push(Step { original: id, new: None, subject, merge: true }),
+                Ok(merged) => {
+                    let new = repo.rewrite(id, merged, vec![cur], committer)?;
+                    cur = new;
+                    cur_tree = merged;
+                    steps.push(Step { original: id, new: Some(new), subject, merge: true });
+                }
+            }
             continue;
         }
         if parent_ids.first() == Some(&cur) {
             cur = id;
             cur_tree = tree;
-            steps.push(Step { original: id, new: Some(id), subject });
+            steps.push(Step { original: id, new: Some(id), subject, merge: false });
             continue;
         }
         let ancestor = match parent_ids.first() {
@@ -189,13 +242,13 @@ pub fn replay_commits(
             }
             Ok(merged) => {
                 if merged == cur_tree && tree != ancestor {
-                    steps.push(Step { original: id, new: None, subject });
+                    steps.push(Step { original: id, new: None, subject, merge: false });
                     continue;
                 }
                 let new = repo.rewrite(id, merged, vec![cur], committer)?;
                 cur = new;
                 cur_tree = merged;
-                steps.push(Step { original: id, new: Some(new), subject });
+                steps.push(Step { original: id, new: Some(new), subject, merge: false });
             }
         }
     }
