@@ -11,13 +11,13 @@ N=${2:-10000}
 M=${3:-100}
 
 # make_plan DIR STORIES STREAMS: a repository with a Ralph PRD of STORIES stories and a plan of
-# STREAMS streams sharing them out, each owning its own folder.
+# STREAMS streams sharing them out, each owning its own folder, which holds a file.
 make_plan() {
   local dir=$1 n=$2 m=$3
   mkdir -p "$dir/.boulder" "$dir/.agents/tasks"
   git -C "$dir" init -q -b main
   python3 - "$dir" "$n" "$m" <<'PY'
-import sys
+import os, sys
 root, n, m = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 with open(f"{root}/.agents/tasks/prd.md", "w") as f:
     f.write("# PRD: scale\n\n## Stories\n\n")
@@ -30,6 +30,8 @@ with open(f"{root}/.boulder/streams.yaml", "w") as f:
     for s in range(m):
         ids = ", ".join(f"US-{i:06d}" for i in range(s * per, (s + 1) * per))
         f.write(f"  s{s:04d}:\n    stories: [{ids}]\n    paths: ['src/s{s:04d}/**']\n")
+        os.makedirs(f"{root}/src/s{s:04d}", exist_ok=True)
+        open(f"{root}/src/s{s:04d}/mod.rs", "w").close()
     f.write("settings:\n  base_branch: main\n")
 PY
   git -C "$dir" add -A

@@ -206,15 +206,19 @@ impl Workspace {
     }
 
     /// Absolute path of the PRD: `explicit` (relative to the current directory: the user's own
-    /// choice, any file) or the plan's `prd` relative to the main worktree, which must stay inside
-    /// it: an absolute path or a `..` component ([`plan::prd_problem`]), or a symlink resolving
-    /// outside the main worktree (`prd.md -> /dev/zero`, `-> ~/.ssh/id_ed25519`), is refused.
+    /// choice, any file), else the plan's `prd` relative to the main worktree, which must stay
+    /// inside it: an absolute path or a `..` component ([`plan::prd_problem`]), or a symlink
+    /// resolving outside the main worktree (`prd.md -> /dev/zero`, `-> ~/.ssh/id_ed25519`), is
+    /// refused. Without a plan, the one PRD kept at a usual place ([`Workspace::find_prd`]).
     pub fn prd_path(&self, plan: Option<&Plan>, explicit: Option<&Path>) -> Result<PathBuf> {
         if let Some(p) = explicit {
             return Ok(std::env::current_dir()?.join(p));
         }
-        let rel = plan_prd(plan)?;
         let root = self.root()?;
+        let rel = match plan {
+            Some(_) => plan_prd(plan)?.to_string(),
+            None => self.find_prd(None)?,
+        };
         let path = root.join(rel);
         let (real, real_root) = (resolve(&path), resolve(root));
         if !real.starts_with(&real_root) {
@@ -230,8 +234,62 @@ impl Workspace {
         Ok(path)
     }
 
+    /// The PRD of a repository without a plan: the one file at a place where people keep PRDs
+    /// ([`usual_prd_places`]), in the main worktree, or in a bare repository in the tree of
+    /// `tip`. Relative to the repository root. None there, or several, is a usage error that
+    /// lists them and asks for `--prd`.
+    pub fn find_prd(&self, tip: Option<ObjectId>) -> Result<String> {
+        let found = match (tip, &self.repo.main_work_dir) {
+            (Some(tip), _) => usual_prd_places(self.repo.tree_paths(tip)?),
+            (None, Some(root)) => {
+                let mut files = Vec::new();
+                for dir in PRD_PLACES.iter().map(|(dir, _)| *dir) {
+                    let Ok(entries) = std::fs::read_dir(root.join(dir)) else { continue };
+                    for e in entries.flatten() {
+                        let Some(name) = e.file_name().to_str().map(str::to_string) else { continue };
+                        let rel = if dir.is_empty() { name } else { format!("{dir}/{name}") };
+                        // A regular file, or a symlink to one (where it leads is checked later).
+                        if std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()) {
+                            files.push(rel);
+                        }
+                    }
+                }
+                usual_prd_places(files)
+            }
+            (None, None) => Vec::new(),
+        };
+        let places = PRD_PLACES.iter().map(|(dir, name)| {
+            let name = if *name == "prd*" { "prd*.md|json" } else { name };
+            if dir.is_empty() {
+                name.to_string()
+            } else {
+                format!("{dir}/{name}")
+            }
+        });
+        match found.len() {
+            1 => Ok(found.into_iter().next().unwrap_or_default()),
+            0 => Err(Error::usage(format!(
+                "no PRD found: there is no stream plan naming one, and none is where PRDs are kept ({})",
+                places.collect::<Vec<_>>().join(", ")
+            ))
+            .hint(format!(
+                "pass the PRD's path with --prd PATH, or keep it at one of those places ({} is the default)",
+                plan::DEFAULT_PRD
+            ))),
+            _ => Err(Error::usage(format!(
+                "{} PRDs found and no stream plan naming one: {}",
+                found.len(),
+                found.iter().map(|p| crate::text::inert(p)).collect::<Vec<_>>().join(", ")
+            ))
+            .hint("pass the one to use with --prd PATH")
+            .hint(
+                "`git boulder stream suggest --prd PATH --write` writes a plan whose `prd:` names it for every command",
+            )),
+        }
+    }
+
     /// `stream suggest`: a plan proposed from the PRD (the one `explicit` names, else the one an
-    /// existing plan names, else the default), for the base an existing plan sets explicitly,
+    /// existing plan names, else the one found at a usual place), for the base an existing plan sets explicitly,
     /// else the repository's real default branch, else `main`.
     pub fn suggest_plan(&self, explicit: Option<&Path>) -> Result<String> {
         // The PRD path comes from an existing plan when it parses, else the default.
@@ -303,10 +361,20 @@ impl Workspace {
         if explicit.is_some() || !self.repo.is_bare() {
             return load_prd(&self.prd_path(plan, explicit)?);
         }
-        let rel = plan_prd(plan)?;
         let tip = match plan {
             Some(p) => self.tree_commit(p)?,
             None => self.bare_source()?.map(|(t, _)| t),
+        };
+        let found;
+        let rel = match plan {
+            Some(_) => plan_prd(plan)?,
+            None => {
+                found = self.find_prd(Some(tip.ok_or_else(|| {
+                    Error::usage("no PRD found: the repository has no commit yet")
+                        .hint("pass the PRD's path with --prd PATH")
+                })?))?;
+                found.as_str()
+            }
         };
         let branch = plan.map(|p| p.settings.base_branch.clone()).unwrap_or_else(|| "HEAD".into());
         let label = format!("{branch}:{rel}");
@@ -552,6 +620,41 @@ fn load_prd_with(path: &Path, read: impl Fn(&Path) -> std::io::Result<Vec<u8>>) 
     })?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     parse_prd(bytes, &path.display().to_string(), &name)
+}
+
+/// Where people keep PRDs, as (folder, file name): `prd*` is any name starting with `prd`
+/// and ending in `.md` or `.json`. Ralph keeps `scripts/ralph/prd.json` (or `prd.json`,
+/// `.ralph/prd.json`), its PRD skill writes `tasks/prd-NAME.md`, and git-boulder's default is
+/// `.agents/tasks/prd.md`.
+pub const PRD_PLACES: &[(&str, &str)] = &[
+    (".agents/tasks", "prd*"),
+    ("scripts/ralph", "prd.json"),
+    ("", "prd.json"),
+    ("tasks", "prd*"),
+    ("", "PRD.md"),
+    (".ralph", "prd.json"),
+];
+
+/// Those of `paths` (relative to the repository root) at a place of [`PRD_PLACES`], in the
+/// order of the places, by name within one.
+pub fn usual_prd_places(paths: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut found: Vec<(usize, String)> = paths
+        .into_iter()
+        .filter_map(|p| {
+            let (dir, name) = p.rsplit_once('/').unwrap_or(("", &p));
+            let at = PRD_PLACES.iter().position(|(d, n)| {
+                *d == dir
+                    && match n.strip_suffix('*') {
+                        Some(stem) => name.starts_with(stem) && (name.ends_with(".md") || name.ends_with(".json")),
+                        None => name == *n,
+                    }
+            })?;
+            Some((at, p))
+        })
+        .collect();
+    found.sort();
+    found.dedup();
+    found.into_iter().map(|(_, p)| p).collect()
 }
 
 /// The plan's `prd` (without a plan, the default), refused when it leaves the repository as

@@ -69,7 +69,7 @@ fn stop_with_stories_open_blocks_with_the_enforcement_message_and_records_it() {
     assert_eq!(keys, ["decision", "reason"], "{out}");
     assert_eq!(out["decision"], "block");
     let reason = out["reason"].as_str().unwrap();
-    assert!(reason.starts_with("Boulder [Boulder: 0]") && reason.contains("Reminder 1 of 5"), "{reason}");
+    assert!(reason.starts_with("Boulder auth (iteration 0)\n") && reason.contains("Reminder 1 of 5"), "{reason}");
     // Recorded exactly as `check` records it: the enforced op, the failure count, the message.
     let b = boulder_state(&repo, "auth");
     assert_eq!(b["failure_count"], 1);

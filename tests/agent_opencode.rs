@@ -104,7 +104,7 @@ fn a_main_session_that_says_done_gets_one_toast_and_one_prompt_and_a_child_nothi
     assert_eq!(prompt["args"]["path"]["id"], "ses_main");
     let text = prompt["args"]["body"]["parts"][0]["text"].as_str().unwrap();
     assert_eq!(prompt["args"]["body"]["parts"][0]["type"], "text");
-    assert!(text.starts_with("Boulder [Boulder: 0]"), "the enforcement message: {text}");
+    assert!(text.starts_with("Boulder auth (iteration 0)\n"), "the enforcement message: {text}");
 
     // check recorded the enforcement on the stream's boulder, with that message.
     let log = repo.boulder_in(&wt, &["log", "auth", "--json"]).ok().json();

@@ -59,7 +59,7 @@ fn check_gates_through_the_binary() {
     let j = at(&repo, t0, &["check", "--boulder", "auth", "--json"]).ok().json();
     assert_eq!(j["enforce"], true, "{j}");
     assert_eq!(j["variant"], "error");
-    assert!(j["message"].as_str().unwrap().starts_with("Boulder [Boulder: 0]"), "{j}");
+    assert!(j["message"].as_str().unwrap().starts_with("Boulder auth (iteration 0)\n"), "{j}");
     assert_eq!(j["depth"], 0);
     // Right after: cooldown (30s × 2^1).
     let j = at(&repo, "2030-01-01T00:00:30Z", &["check", "--boulder", "auth", "--json"]).ok().json();

@@ -124,7 +124,7 @@ fn prd_show_table_bytes() {
 }
 
 /// A Ralph PRD of `n` stories (every third done) and a plan of `m` streams sharing them out,
-/// each owning its own folder.
+/// each owning its own folder, which holds a file.
 fn large_plan(n: usize, m: usize) -> TestRepo {
     let mut prd = String::from("# PRD: scale\n\n## Stories\n\n");
     for i in 0..n {
@@ -141,7 +141,10 @@ fn large_plan(n: usize, m: usize) -> TestRepo {
         plan.push_str(&format!("  s{s:04}:\n    stories: [{}]\n    paths: ['src/s{s:04}/**']\n", ids.join(", ")));
     }
     plan.push_str("settings:\n  base_branch: main\n");
-    TestRepo::with_files(&[(".agents/tasks/prd.md", &prd), (".boulder/streams.yaml", &plan)])
+    let folders: Vec<String> = (0..m).map(|s| format!("src/s{s:04}/mod.rs")).collect();
+    let mut files = vec![(".agents/tasks/prd.md", prd.as_str()), (".boulder/streams.yaml", plan.as_str())];
+    files.extend(folders.iter().map(|f| (f.as_str(), "")));
+    TestRepo::with_files(&files)
 }
 
 #[test]

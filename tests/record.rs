@@ -148,13 +148,40 @@ fn record_refuses_commits_of_no_stream_and_writes_nothing() {
     assert!(r.stderr.contains("--stream"), "{}", r.stderr);
     assert_eq!(tip(&repo, "refs/notes/boulder"), "", "nothing was written");
 
-    // No range where no stream's branch is checked out: say how to name one.
-    let r = repo.boulder(&["record"]).code(2);
-    assert!(r.stderr.contains("git boulder record --stream NAME"), "{}", r.stderr);
+    // No range where no stream's branch is checked out: every stream's commits, and the base's
+    // own commit is none of them.
+    let r = repo.boulder(&["record"]).ok();
+    assert_eq!(r.stdout, "0 commit(s) recorded\n");
     // An unknown stream, and a range git cannot read.
     repo.boulder(&["record", "--stream", "nope"]).code(2);
     repo.boulder(&["record", "no-such-rev..HEAD"]).code(2);
     assert_eq!(tip(&repo, "refs/notes/boulder"), "");
+}
+
+#[test]
+fn record_without_arguments_in_the_main_worktree_records_what_doctor_lists_each_once() {
+    let repo = without_hooks();
+    let (auth, docs) = (worktree(&repo, "auth"), worktree(&repo, "docs"));
+    let a = commit_at(&repo, &auth, "src/auth/x.rs", "@1700000000 +0000");
+    // docs builds on auth's commit: it is on both branches.
+    repo.git_in(&docs, &["merge", "-q", "--ff-only", "boulder/auth"]).ok();
+    let d = commit_at(&repo, &docs, "docs/x.md", "@1700000050 +0000");
+    let listed: Vec<String> = activity_problems(&repo).iter().map(|p| p["fix"].as_str().unwrap().to_string()).collect();
+    assert_eq!(listed, ["git boulder record --stream auth", "git boulder record --stream docs"]);
+
+    let r = repo.boulder(&["record"]).ok();
+    assert_eq!(
+        r.stdout,
+        format!("recorded {} for stream auth\nrecorded {} for stream docs\n2 commit(s) recorded\n", &a[..12], &d[..12])
+    );
+    assert_eq!(note(&repo, &a).unwrap()["stream"], "auth");
+    assert_eq!(note(&repo, &d).unwrap()["stream"], "docs");
+    assert_eq!(boulder_state(&repo, "auth")["iteration"], 1);
+    assert_eq!(boulder_state(&repo, "docs")["iteration"], 1);
+    assert!(activity_problems(&repo).is_empty());
+    // Again: nothing new.
+    let r = repo.boulder(&["record"]).ok();
+    assert_eq!(r.stdout, "0 commit(s) recorded (2 already recorded)\n");
 }
 
 #[test]

@@ -37,6 +37,7 @@ mod merge_queue_edges;
 mod merge_real;
 mod notes_rewrite;
 mod oplog_scale;
+mod plan_grounded;
 mod prd_forms;
 mod prd_scale;
 mod pre_push_pushed;

@@ -493,7 +493,7 @@ fn every_gate_of_decide_fits_the_schema() {
         // Filled in as `check` does: the message only when enforcing.
         let mut v = serde_json::to_value(&d).unwrap();
         let o = v.as_object_mut().unwrap();
-        o.insert("message".into(), if d.enforce { json!("Boulder [Boulder: 0]\n…") } else { Value::Null });
+        o.insert("message".into(), if d.enforce { json!("Boulder auth (iteration 0)\n…") } else { Value::Null });
         o.extend([
             ("boulder".into(), json!("auth")),
             ("iteration".into(), json!(0)),

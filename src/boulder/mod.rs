@@ -166,31 +166,29 @@ pub fn decide(
     }
 }
 
-/// The enforcement message with the hierarchy, e.g. `Boulder [Parent: 12] → [Child: 5]`.
+/// The enforcement message: for a boulder of its own `Boulder auth (iteration 3)`, for a child
+/// the hierarchy, e.g. `Boulder [Parent: 12] → [Child: 5]`, with its parent and depth.
 pub fn message(chain: &[(String, &BoulderState)], task: &str, failures: u32, max: u32) -> String {
     let (name, b) = chain.first().expect("the boulder itself");
     let mut s = String::from("Boulder ");
-    let path: Vec<String> = chain
-        .iter()
-        .rev()
-        .enumerate()
-        .map(|(i, (_, st))| {
-            let label = if i + 1 == chain.len() && chain.len() > 1 {
-                "Child"
-            } else if chain.len() > 1 {
-                "Parent"
-            } else {
-                "Boulder"
-            };
-            format!("[{label}: {}]", st.iteration)
-        })
-        .collect();
-    s.push_str(&path.join(" → "));
+    if chain.len() > 1 {
+        let path: Vec<String> = chain
+            .iter()
+            .rev()
+            .enumerate()
+            .map(|(i, (_, st))| {
+                format!("[{}: {}]", if i + 1 == chain.len() { "Child" } else { "Parent" }, st.iteration)
+            })
+            .collect();
+        s.push_str(&path.join(" → "));
+    } else {
+        s.push_str(&format!("{name} (iteration {})", b.iteration));
+    }
     s.push_str(&format!("\n\nTask: {task}\n"));
     if let Some((parent, _)) = chain.get(1) {
         s.push_str(&format!("Parent: {parent}\n"));
+        s.push_str(&format!("Boulder: {name} (iteration {}, depth {})\n", b.iteration, b.depth));
     }
-    s.push_str(&format!("Boulder: {name} (iteration {}, depth {})\n", b.iteration, b.depth));
     s.push_str("\nThe boulder never stops: continue with the next open story, commit your progress");
     if chain.len() > 1 {
         s.push_str(", and finish this subtask — its parent is waiting");
@@ -283,5 +281,16 @@ mod tests {
         assert!(m1.starts_with("Boulder [Parent: 12] → [Child: 5]"), "{m1}");
         assert!(m1.contains("Task: Set up OAuth") && m1.contains("Parent: auth") && m1.contains("depth 1"));
         assert_ne!(m1, message(&chain, "Set up OAuth", 1, 5));
+    }
+
+    #[test]
+    fn the_message_of_a_boulder_of_its_own_names_it_once() {
+        let b = BoulderState::default();
+        let m = message(&[("auth".to_string(), &b)], "auth", 0, 5);
+        assert_eq!(
+            m,
+            "Boulder auth (iteration 0)\n\nTask: auth\n\nThe boulder never stops: continue with the next open story, \
+             commit your progress.\nReminder 1 of 5."
+        );
     }
 }

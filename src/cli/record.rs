@@ -8,7 +8,8 @@ use crate::workspace::Workspace;
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
     /// The commits to record: one commit or a range (A..B, A...B) as `git log` takes them.
-    /// Default: the stream's commits the base branch lacks.
+    /// Default: the commits the base branch lacks of the stream (--stream, else the worktree's
+    /// own); outside a stream's worktree, of every stream (those `git boulder doctor` lists).
     #[arg(value_name = "RANGE")]
     pub range: Option<String>,
 

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 mod branches;
 pub mod edit;
+mod globs;
 mod parse;
 pub mod prompt;
 pub mod suggest;
@@ -164,7 +165,12 @@ pub struct StreamDef {
     /// Defaults to `boulder/<name>`.
     pub branch: String,
     pub stories: Vec<String>,
+    /// Every glob the stream owns: those of `paths:`, then those of `creates:` that `paths:`
+    /// does not list.
     pub paths: Vec<String>,
+    /// The globs of `creates:`: files the stream will add, which need not exist in the base tree
+    /// yet (`validate` does not report them as matching nothing).
+    pub creates: Vec<String>,
     pub depends_on: Vec<String>,
     pub agent: Option<String>,
     pub max_iterations: Option<u32>,
@@ -243,9 +249,10 @@ pub enum Severity {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Finding {
     pub severity: Severity,
-    /// A short stable code: `name`, `unknown_story`, `duplicate_story`, `glob`, `depends_on`,
-    /// `cycle`, `overlap`, `potential_overlap`, `shared_read`, `agent`, `branch`, `no_streams`,
-    /// `no_stories`, `worktree_dir` (added by `stream validate`, which knows the repository).
+    /// A short stable code: `name`, `unknown_story`, `duplicate_story`, `glob`, `bare_directory`,
+    /// `no_match`, `depends_on`, `cycle`, `overlap`, `potential_overlap`, `shared_read`, `agent`,
+    /// `branch`, `no_streams`, `no_stories`, `prd`, `worktree_dir` (added by `stream validate`,
+    /// which knows the repository).
     pub code: &'static str,
     pub message: String,
     pub hint: Option<String>,

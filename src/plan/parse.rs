@@ -14,7 +14,9 @@
 //! * `version` may be left out (it means 1); any other value than 1 is an error.
 //! * A missing or `null` value means "the default"; so does an empty string for `branch`, `prd`,
 //!   `agent` and the settings strings.
-//! * `paths`, `depends_on`, `shared_read` and `copy_into_worktree` take a list or a single string;
+//! * `paths`, `creates`, `depends_on`, `shared_read` and `copy_into_worktree` take a list or a
+//!   single string; a stream's `creates` globs are added to its `paths` (those it does not list
+//!   already), and kept apart so that `validate` does not expect them in the tree;
 //!   `stories` must be a list (entries may be numbers: their text is kept, `1.10` stays `1.10`).
 //! * Durations are `30s`, `5m`, `1h30m`, … or a number of seconds.
 //! * Booleans also accept `yes/no/on/off`; `backoff_multiplier` is 1 to 1000; `max_failures`,
@@ -35,7 +37,7 @@ use super::{BoulderSettings, Level, MergeStrategy, OnConflict, Plan, PlanError, 
 
 pub(crate) const TOP_KEYS: &[&str] = &["version", "prd", "streams", "settings"];
 pub(crate) const STREAM_KEYS: &[&str] =
-    &["branch", "stories", "paths", "depends_on", "agent", "max_iterations", "merge_strategy"];
+    &["branch", "stories", "paths", "creates", "depends_on", "agent", "max_iterations", "merge_strategy"];
 pub(crate) const SETTINGS_KEYS: &[&str] = &[
     "base_branch",
     "worktree_dir",
@@ -940,6 +942,7 @@ impl StreamSeed<'_> {
             branch: format!("boulder/{}", self.name),
             stories: Vec::new(),
             paths: Vec::new(),
+            creates: Vec::new(),
             depends_on: Vec::new(),
             agent: None,
             max_iterations: None,
@@ -984,6 +987,10 @@ impl<'de> Visitor<'de> for StreamSeed<'_> {
                         single: true,
                     })?
                 }
+                "creates" => {
+                    s.creates =
+                        map.next_value_seed(StrList { ctx, what: &w, example: "[src/auth/session.rs]", single: true })?
+                }
                 "depends_on" => {
                     s.depends_on = map.next_value_seed(StrList { ctx, what: &w, example: "[api, db]", single: true })?
                 }
@@ -991,6 +998,12 @@ impl<'de> Visitor<'de> for StreamSeed<'_> {
                 "max_iterations" => s.max_iterations = map.next_value_seed(Count { ctx, what: &w, min: 1 })?,
                 "merge_strategy" => s.merge_strategy = map.next_value_seed(strategy(ctx, &w))?,
                 other => return Err(ctx.fail(unknown_key_message(other, &place, STREAM_KEYS), key.at())),
+            }
+        }
+        // What a stream will create it owns too: one list of owned globs for every check.
+        for g in &s.creates {
+            if !s.paths.contains(g) {
+                s.paths.push(g.clone());
             }
         }
         Ok(s)

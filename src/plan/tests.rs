@@ -192,7 +192,13 @@ fn design_example_parses_with_its_values() {
     assert_eq!(*s, defaults);
     // And the example validates cleanly.
     let ids = strings(&["US-001", "US-002", "US-003"]);
-    let tree = strings(&["src/auth/login.rs", "src/types/user.rs", "README.md"]);
+    let tree = strings(&[
+        "src/auth/login.rs",
+        "src/middleware/auth.rs",
+        "tests/auth/login.rs",
+        "src/types/user.rs",
+        "README.md",
+    ]);
     assert_eq!(validate(&plan, Some(&ids), &tree), Vec::new());
 }
 
@@ -238,6 +244,7 @@ fn defaults_fill_in() {
             branch: "boulder/auth".into(),
             stories: vec![],
             paths: vec![],
+            creates: vec![],
             depends_on: vec![],
             agent: None,
             max_iterations: None,
@@ -459,7 +466,7 @@ streams:
     let e = err("streams:\n  a:\n    colour: blue\n");
     assert_eq!(
         e.message,
-        r#"line 3: unknown key "colour" in stream "a"; valid keys: branch, stories, paths, depends_on, agent, max_iterations, merge_strategy"#
+        r#"line 3: unknown key "colour" in stream "a"; valid keys: branch, stories, paths, creates, depends_on, agent, max_iterations, merge_strategy"#
     );
 
     // The first key of the document, and flow style.
@@ -592,7 +599,8 @@ fn suggestions_use_edit_distance() {
     assert_eq!(closest("agnet", STORY_KEYS.iter().copied()), Some("agent"));
 }
 
-const STORY_KEYS: &[&str] = &["branch", "stories", "paths", "depends_on", "agent", "max_iterations", "merge_strategy"];
+const STORY_KEYS: &[&str] =
+    &["branch", "stories", "paths", "creates", "depends_on", "agent", "max_iterations", "merge_strategy"];
 
 // ------------------------------------------------------------------------------------------------
 // validate
@@ -603,6 +611,7 @@ fn stream(name: &str, stories: &[&str], paths: &[&str]) -> StreamDef {
         branch: format!("boulder/{name}"),
         stories: strings(stories),
         paths: strings(paths),
+        creates: vec![],
         depends_on: vec![],
         agent: None,
         max_iterations: None,
@@ -816,7 +825,10 @@ fn potential_overlap_without_files() {
     };
     let f = case(&["src/**"], &["src/auth/**"]);
     assert_eq!(codes(&f), vec!["potential_overlap"]);
-    assert_eq!(f[0].message, r#"streams "a" and "b" may own the same files: "src/**" (a) and "src/auth/**" (b)"#);
+    assert_eq!(
+        f[0].message,
+        r#"streams "a" and "b" may own the same files: "src/**" (a) and "src/auth/**" (b), both matching "src/auth/a""#
+    );
     assert_eq!(f[0].severity, Severity::Warning);
     assert_eq!(codes(&case(&["lib/**"], &["lib/**"])), vec!["potential_overlap"]);
     assert_eq!(codes(&case(&["src/auth/"], &["src/auth/**"])), vec!["potential_overlap"]);
@@ -834,7 +846,68 @@ fn potential_overlap_without_files() {
     assert!(f[0].message.ends_with(", and 2 more glob pairs"), "{}", f[0].message);
     // Not reported as potential when the pair already overlaps concretely.
     let p = plan_of(vec![stream("a", &["1"], &["src/**"]), stream("b", &["2"], &["src/**", "lib/**"])]);
-    assert_eq!(codes(&validate(&p, None, &strings(&["src/x"]))), vec!["overlap"]);
+    assert_eq!(codes(&validate(&p, None, &strings(&["src/x", "lib/y"]))), vec!["overlap"]);
+}
+
+#[test]
+fn potential_overlap_is_exact_for_braces_classes_and_stars() {
+    let case = |a: &str, b: &str| -> Vec<Finding> {
+        let mut p = plan_of(vec![stream("a", &["1"], &[a]), stream("b", &["2"], &[b])]);
+        p.settings.path_overlap = Level::Error;
+        validate(&p, None, &[])
+    };
+    // Disjoint: no finding, even under path_overlap: error.
+    for (a, b) in [
+        ("docs/{routing,pinia}.md", "docs/{elk,todo}.md"),
+        ("docs/[rp]*.md", "docs/[et]*.md"),
+        ("docs/[!r]*.md", "docs/r*.md"),
+        ("docs/[a-f]?.md", "docs/[g-z]?.md"),
+        ("src/{a,b}/**", "src/c/**"),
+        ("src/**/*.{rs,toml}", "src/**/*.md"),
+        ("src/**", "src"),
+    ] {
+        assert_eq!(case(a, b), Vec::new(), "{a} and {b}");
+    }
+    // Meeting: an error, naming a path both would own.
+    for (a, b, example) in [
+        ("src/**", "src/a/*.rs", "src/a/a.rs"),
+        ("docs/{routing,pinia}.md", "docs/{pinia,elk}.md", "docs/pinia.md"),
+        ("docs/[rp]*.md", "docs/[pt]*.md", "docs/p.md"),
+        ("**/*.md", "docs/[!x]*", "docs/a.md"),
+        ("{src,lib}/**/mod.rs", "lib/a/**", "lib/a/mod.rs"),
+    ] {
+        let f = case(a, b);
+        assert_eq!(codes(&f), vec!["potential_overlap"], "{a} and {b}");
+        assert_eq!(f[0].severity, Severity::Error);
+        assert!(f[0].message.ends_with(&format!(", both matching {example:?}")), "{}", f[0].message);
+    }
+}
+
+#[test]
+fn globs_matching_no_file_warn_unless_created() {
+    let text = "version: 1\nstreams:\n  docs:\n    stories: [US-1]\n    paths: ['docs/**', 'en/zh/**', 'fetch/async/**']\n    creates: [docs/new.md, 'src/new/*.rs']\n  web:\n    stories: [US-2]\n    paths: ['web/*.ts', src/web, 'src/{a,b}.rs']\n";
+    let plan = parse(text).unwrap();
+    let docs = plan.stream("docs").unwrap();
+    assert_eq!(docs.paths, strings(&["docs/**", "en/zh/**", "fetch/async/**", "docs/new.md", "src/new/*.rs"]));
+    assert_eq!(docs.creates, strings(&["docs/new.md", "src/new/*.rs"]));
+    let tree = strings(&["docs/guide.md", "web/app.ts", "src/web/mod.rs", "src/b.rs"]);
+    let f = validate(&plan, None, &tree);
+    assert_eq!(codes(&f), vec!["bare_directory", "no_match"], "{f:#?}");
+    assert_eq!(
+        f[1].message,
+        r#"stream "docs" (line 3): globs "en/zh/**" and "fetch/async/**" match no file in the tree"#
+    );
+    assert_eq!(f[1].severity, Severity::Warning);
+    assert!(f[1].hint.as_deref().unwrap().contains("`creates:`"), "{:?}", f[1].hint);
+    // One glob, said once; a glob listed in both `paths` and `creates` is marked as created.
+    let plan = parse("version: 1\nstreams:\n  a:\n    paths: [x/**, y.md]\n    creates: y.md\n  b:\n    paths: z/**\n")
+        .unwrap();
+    assert_eq!(plan.streams[0].paths, strings(&["x/**", "y.md"]));
+    let f = validate(&plan, None, &strings(&["x/1"]));
+    assert_eq!(codes(&f), vec!["no_stories", "no_stories", "no_match"]);
+    assert_eq!(f[2].message, r#"stream "b" (line 6): glob "z/**" matches no file in the tree"#);
+    // An empty tree (a repository without commits) has nothing to match against.
+    assert_eq!(codes(&validate(&plan, None, &[])), vec!["no_stories", "no_stories"]);
 }
 
 #[test]
@@ -842,7 +915,7 @@ fn shared_read_overlap_warns() {
     let mut p = plan_of(vec![stream("api", &["1"], &["src/**"]), stream("ui", &["2"], &["web/**"])]);
     p.settings.shared_read = strings(&["src/types/**"]);
     p.settings.path_overlap = Level::Off; // does not silence shared_read
-    let f = validate(&p, None, &strings(&["src/types/user.rs", "src/api.rs"]));
+    let f = validate(&p, None, &strings(&["src/types/user.rs", "src/api.rs", "web/index.html"]));
     assert_eq!(codes(&f), vec!["shared_read"]);
     assert_eq!(f[0].severity, Severity::Warning);
     assert_eq!(
@@ -1066,6 +1139,56 @@ proptest! {
         let _ = compile_globs(&globs);
         for g in &globs {
             let _ = literal_prefix(g);
+        }
+    }
+}
+
+/// A small glob: components of a few atoms (literals, wildcards, classes, braces, escapes), or
+/// `**`, joined by `/`.
+fn small_glob() -> impl Strategy<Value = String> {
+    let atom = prop::sample::select(vec![
+        "a", "b", ".", "?", "*", "[ab]", "[!a]", "[a-b]", "[!b]", "[.c]", "{a,b}", "{a/b,c}", "{,a}", "{*.a,b?}",
+        "{a,**/b}", "\\*",
+    ]);
+    let component = prop_oneof![
+        1 => Just("**".to_string()),
+        5 => prop::collection::vec(atom, 1..4).prop_map(|v| v.concat()),
+    ];
+    prop::collection::vec(component, 1..4).prop_map(|v| v.join("/"))
+}
+
+/// A small path: one to three components of one to three of `a`, `b`, `c`, `.`.
+fn small_path() -> impl Strategy<Value = String> {
+    let component = prop::collection::vec(prop::sample::select(vec!['a', 'b', 'c', '.']), 1..4)
+        .prop_map(|v| v.into_iter().collect::<String>());
+    prop::collection::vec(component, 1..4).prop_map(|v| v.join("/"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// The overlap decision against brute force: globset, as the plan's globs are compiled,
+    /// matching generated paths. A path both globs match means an overlap; an overlap's example
+    /// is matched by both.
+    #[test]
+    fn overlap_agrees_with_matching_paths(a in small_glob(), b in small_glob(),
+                                          paths in prop::collection::vec(small_path(), 64)) {
+        use super::validate::{compile_one, meet, Meet};
+        let (Ok(ga), Ok(gb)) = (compile_one(&a), compile_one(&b)) else {
+            // `..` components: refused before any comparison.
+            return Ok(());
+        };
+        let decision = meet(&ga, &gb);
+        if let Some(p) = paths.iter().find(|p| ga.is_match(p.as_bytes()) && gb.is_match(p.as_bytes())) {
+            prop_assert_ne!(&decision, &Meet::No, "{} and {} both match {}", a, b, p);
+        }
+        match decision {
+            Meet::Yes(Some(example)) => prop_assert!(
+                ga.is_match(example.as_bytes()) && gb.is_match(example.as_bytes()),
+                "{} and {}: example {} not matched by both", a, b, example
+            ),
+            Meet::Yes(None) => prop_assert!(false, "{} and {}: decided without the exact test", a, b),
+            Meet::No => {}
         }
     }
 }

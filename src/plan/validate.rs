@@ -4,20 +4,27 @@
 //! Overlap between two streams comes in two kinds, reported per `settings.path_overlap`:
 //! * **concrete** (`overlap`): files of HEAD's tree matched by globs of both streams; at most
 //!   [`MAX_FILES_SHOWN`] are named per pair, with the count of the rest;
-//! * **potential** (`potential_overlap`): globs of two streams that could match the same path even
-//!   though no such file exists yet — identical globs, or literal prefixes that nest (`src/**` and
-//!   `src/auth/**`), unless their fixed depth or literal suffix rules it out (`*.md` and `src/**`
-//!   cannot meet, nor can `**/*.md` and `**/*.rs`). A pair of streams with a concrete overlap is
-//!   not reported again as potential: fixing the concrete one usually fixes both.
+//! * **potential** (`potential_overlap`): globs of two streams that match a common path even
+//!   though no such file exists yet, with the shortest such path as the example. Decided exactly
+//!   ([`super::globs`]): brace alternatives, character classes, `*`, `?` and `**` mean what they
+//!   mean when the globs are matched, so `docs/{routing,pinia}.md` and `docs/{elk,todo}.md`, or
+//!   `docs/[rp]*.md` and `docs/[et]*.md`, do not overlap, and `src/**` and `src/a/*.rs` do
+//!   (`src/a/a.rs`). A pair of streams with a concrete overlap is not reported again as
+//!   potential: fixing the concrete one usually fixes both.
+//!
+//! A glob of a stream's `paths` that matches no file of the tree is a warning (`no_match`),
+//! unless the stream lists it under `creates:` (files it will add).
 //!
 //! `shared_read` globs that overlap a stream's paths are warnings (`shared_read`), whatever
 //! `path_overlap` says: the stream may not change those files after all.
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 
+use super::globs::{self, Shape};
 use super::parse::{closest, quote};
 use super::{Finding, Level, Plan, Severity, StreamDef};
 
@@ -172,19 +179,66 @@ fn fixed_depth(glob: &str) -> Option<usize> {
 }
 
 /// A stream's (or shared_read's) usable glob.
-struct Compiled {
+pub(super) struct Compiled {
     text: String,
     norm: String,
     glob: Glob,
     matcher: GlobMatcher,
+    /// Its automaton, made when first compared with another glob.
+    shape: OnceCell<Option<Shape>>,
 }
 
-fn compile_one(text: &str) -> Result<Compiled, GlobProblem> {
+impl Compiled {
+    /// Whether the glob matches `path` (the bytes of a path, as git gives them).
+    #[cfg(test)]
+    pub(super) fn is_match(&self, path: &[u8]) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        self.matcher.is_match(std::path::Path::new(std::ffi::OsStr::from_bytes(path)))
+    }
+    fn shape(&self) -> Option<&Shape> {
+        self.shape.get_or_init(|| globs::shape(&self.glob)).as_ref()
+    }
+}
+
+pub(super) fn compile_one(text: &str) -> Result<Compiled, GlobProblem> {
     let glob = build_glob(text)?;
-    Ok(Compiled { text: text.to_string(), norm: normalize(text).into_owned(), matcher: glob.compile_matcher(), glob })
+    Ok(Compiled {
+        text: text.to_string(),
+        norm: normalize(text).into_owned(),
+        matcher: glob.compile_matcher(),
+        glob,
+        shape: OnceCell::new(),
+    })
 }
 
-/// Could some path be matched by both globs? Errs on the side of yes.
+/// Whether two globs match a common path.
+#[derive(Debug, PartialEq)]
+pub(super) enum Meet {
+    No,
+    /// They do; the shortest such path, when the exact test could answer.
+    Yes(Option<String>),
+}
+
+/// Whether some path is matched by both globs: exactly, with the shortest such path, when both
+/// have an automaton ([`globs::common_path`]); else by [`may_overlap`], which errs on the side
+/// of yes.
+pub(super) fn meet(a: &Compiled, b: &Compiled) -> Meet {
+    if let (Some(sa), Some(sb)) = (a.shape(), b.shape()) {
+        match globs::common_path(sa, sb) {
+            Ok(Some(path)) => return Meet::Yes(Some(String::from_utf8_lossy(&path).into_owned())),
+            Ok(None) => return Meet::No,
+            Err(()) => {}
+        }
+    }
+    if may_overlap(a, b) {
+        Meet::Yes(None)
+    } else {
+        Meet::No
+    }
+}
+
+/// Could some path be matched by both globs? Errs on the side of yes: the fallback of [`meet`]
+/// for globs too large for the exact test.
 fn may_overlap(a: &Compiled, b: &Compiled) -> bool {
     if a.norm == b.norm {
         return true;
@@ -302,8 +356,10 @@ impl Check<'_> {
 }
 
 /// Validate a parsed plan. `story_ids` are the PRD's ids (`None` when there is no PRD to check
-/// against); `tree_paths` are the files of HEAD's tree for concrete overlap. Findings come in a
-/// fixed order: the PRD's path, names, branches, stories, globs, dependencies, agents, overlap.
+/// against); `tree_paths` are the files of HEAD's tree, for concrete overlap and globs that match
+/// nothing (not reported when the tree is empty). Findings come in a fixed order: the PRD's path,
+/// names, branches, stories, globs (invalid, bare directories, matching nothing), dependencies,
+/// agents, overlap.
 pub fn validate(plan: &Plan, story_ids: Option<&[String]>, tree_paths: &[String]) -> Vec<Finding> {
     let mut c = Check { plan, out: Vec::new() };
     if let Some(message) = prd_problem(&plan.prd) {
@@ -320,10 +376,12 @@ pub fn validate(plan: &Plan, story_ids: Option<&[String]>, tree_paths: &[String]
     branches(&mut c);
     stories(&mut c, story_ids);
     let globs = globs(&mut c);
-    bare_directories(&mut c, tree_paths);
+    let owners = owners_of_files(&globs, tree_paths);
+    let bare = bare_directories(&mut c, tree_paths);
+    no_match(&mut c, &globs, &owners, &bare, tree_paths);
     dependencies(&mut c);
     agents(&mut c);
-    overlap(&mut c, &globs, tree_paths);
+    overlap(&mut c, &globs, &owners);
     c.out
 }
 
@@ -478,13 +536,15 @@ fn globs(c: &mut Check) -> Vec<Vec<Compiled>> {
 }
 
 /// A path without wildcards names one path; when that is a directory of HEAD's tree, the stream
-/// owns nothing below it (`src/auth` owns neither `src/auth/mod.rs` nor anything else).
-fn bare_directories(c: &mut Check, tree_paths: &[String]) {
+/// owns nothing below it (`src/auth` owns neither `src/auth/mod.rs` nor anything else). Returns
+/// the (stream index, glob) pairs it reported.
+fn bare_directories(c: &mut Check, tree_paths: &[String]) -> HashSet<(usize, String)> {
+    let mut reported = HashSet::new();
     // Sorted once: whether a path is a file, or has files below it, is a binary search.
     let mut sorted: Vec<&str> = tree_paths.iter().map(String::as_str).collect();
     sorted.sort_unstable();
     let first_from = |prefix: &str| sorted.get(sorted.partition_point(|p| *p < prefix)).copied();
-    for s in &c.plan.streams {
+    for (i, s) in c.plan.streams.iter().enumerate() {
         for g in &s.paths {
             let lit = normalize(g);
             if lit.is_empty() || lit.contains(is_meta) || first_from(&lit) == Some(&*lit) {
@@ -502,8 +562,44 @@ fn bare_directories(c: &mut Check, tree_paths: &[String]) {
                     ),
                     format!("write {} to own everything below it", quote(&format!("{lit}/**"))),
                 );
+                reported.insert((i, g.clone()));
             }
         }
+    }
+    reported
+}
+
+/// A glob of a stream's `paths` that matches no file of the tree, unless the stream lists it
+/// under `creates:` or it names a directory (reported by [`bare_directories`]).
+fn no_match(
+    c: &mut Check,
+    globs: &[Vec<Compiled>],
+    owners: &Owners,
+    bare: &HashSet<(usize, String)>,
+    tree_paths: &[String],
+) {
+    if tree_paths.is_empty() {
+        return;
+    }
+    for (i, s) in c.plan.streams.iter().enumerate() {
+        let mut none: Vec<&str> = Vec::new();
+        for (k, g) in globs[i].iter().enumerate() {
+            if owners.matched[i][k] || s.creates.contains(&g.text) || bare.contains(&(i, g.text.clone())) {
+                continue;
+            }
+            none.push(&g.text);
+        }
+        if none.is_empty() {
+            continue;
+        }
+        let (what, it) = if none.len() == 1 { ("glob", "it") } else { ("globs", "them") };
+        c.warn(
+            "no_match",
+            format!("stream {}{}: {what} {} {} no file in the tree", quote(&s.name), at(s), list(&none), if none.len() == 1 { "matches" } else { "match" }),
+            format!(
+                "fix the paths to name files that exist, or, if the stream will add these files, list {it} under the stream's `creates:`"
+            ),
+        );
     }
 }
 
@@ -660,19 +756,27 @@ impl Files {
     }
 }
 
-/// Which streams own the same files of the tree, by pair of stream indexes, and which streams own
-/// files that `shared_read` makes read-only, each with the files.
-fn owners_of_files(
-    stream_globs: &[Vec<Compiled>],
-    shared: &[Compiled],
-    tree_paths: &[String],
-) -> (BTreeMap<(usize, usize), Files>, BTreeMap<usize, Files>) {
-    let mut owners: Vec<usize> = Vec::new();
+/// What the files of the tree tell about the globs: which streams own the same files (by pair of
+/// stream indexes), which streams own files that `shared_read` makes read-only, each with the
+/// files, and which of each stream's globs match a file at all.
+struct Owners {
+    pairs: BTreeMap<(usize, usize), Files>,
+    shared: BTreeMap<usize, Files>,
+    /// `matched[i][k]`: glob `k` of stream `i` matches a file of the tree.
+    matched: Vec<Vec<bool>>,
+}
+
+/// [`Owners`] of `globs` (each stream's, then shared_read's): one pass over the tree, matching
+/// each path against all globs at once.
+fn owners_of_files(globs: &[Vec<Compiled>], tree_paths: &[String]) -> Owners {
+    let (stream_globs, shared) = globs.split_at(globs.len() - 1);
+    let shared = &shared[0];
+    let mut owners: Vec<(usize, usize)> = Vec::new();
     let mut builder = GlobSetBuilder::new();
     for (i, gs) in stream_globs.iter().enumerate() {
-        for g in gs {
+        for (k, g) in gs.iter().enumerate() {
             builder.add(g.glob.clone());
-            owners.push(i);
+            owners.push((i, k));
         }
     }
     let set = builder.build().ok();
@@ -683,22 +787,30 @@ fn owners_of_files(
         }
         b.build().ok()
     };
+    let mut matched: Vec<Vec<bool>> = stream_globs.iter().map(|gs| vec![false; gs.len()]).collect();
     let mut pairs: BTreeMap<(usize, usize), Files> = BTreeMap::new();
     let mut shared_hits: BTreeMap<usize, Files> = BTreeMap::new();
     let mut hits: Vec<usize> = Vec::new();
-    let mut matched: Vec<usize> = Vec::new();
+    let mut found: Vec<usize> = Vec::new();
     for path in tree_paths {
         hits.clear();
         match &set {
             Some(set) => {
-                set.matches_into(path.as_str(), &mut matched);
-                hits.extend(matched.iter().map(|&k| owners[k]));
+                set.matches_into(path.as_str(), &mut found);
+                for &n in &found {
+                    let (i, k) = owners[n];
+                    matched[i][k] = true;
+                    hits.push(i);
+                }
             }
             // A set too large to build together: match glob by glob.
             None => {
                 for (i, gs) in stream_globs.iter().enumerate() {
-                    if gs.iter().any(|g| g.matcher.is_match(path)) {
-                        hits.push(i);
+                    for (k, g) in gs.iter().enumerate() {
+                        if g.matcher.is_match(path) {
+                            matched[i][k] = true;
+                            hits.push(i);
+                        }
                     }
                 }
             }
@@ -723,10 +835,10 @@ fn owners_of_files(
             }
         }
     }
-    (pairs, shared_hits)
+    Owners { pairs, shared: shared_hits, matched }
 }
 
-fn overlap(c: &mut Check, globs: &[Vec<Compiled>], tree_paths: &[String]) {
+fn overlap(c: &mut Check, globs: &[Vec<Compiled>], owners: &Owners) {
     let plan = c.plan;
     let n = plan.streams.len();
     let (stream_globs, shared) = globs.split_at(n);
@@ -737,7 +849,7 @@ fn overlap(c: &mut Check, globs: &[Vec<Compiled>], tree_paths: &[String]) {
         Level::Off => None,
     };
 
-    let (pairs, shared_hits) = owners_of_files(stream_globs, shared, tree_paths);
+    let (pairs, shared_hits) = (&owners.pairs, &owners.shared);
 
     let name = |i: usize| plan.streams[i].name.as_str();
     let hint = "each file should belong to one stream: narrow the paths of one of them, move files both \
@@ -745,7 +857,7 @@ fn overlap(c: &mut Check, globs: &[Vec<Compiled>], tree_paths: &[String]) {
     let mut budget = PAIR_BUDGET;
     let mut gave_up = false;
     if let Some(severity) = severity {
-        for ((i, j), files) in &pairs {
+        for ((i, j), files) in pairs {
             let msg = format!(
                 "streams {} both own {} {}: {}",
                 list(&[name(*i), name(*j)]),
@@ -755,8 +867,8 @@ fn overlap(c: &mut Check, globs: &[Vec<Compiled>], tree_paths: &[String]) {
             );
             c.push(severity, "overlap", msg, hint);
         }
-        // Only globs whose literal prefixes are prefixes of one another can overlap (the first
-        // thing `may_overlap` checks): find those pairs through an index of the prefixes, not by
+        // Only globs whose literal prefixes are prefixes of one another can overlap (every path a
+        // glob matches starts with its literal prefix): find those pairs through an index of the prefixes, not by
         // comparing every glob of every stream with every other (quadratic in the plan's size).
         let mut by_prefix: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
         for (i, gs) in stream_globs.iter().enumerate() {
@@ -813,10 +925,17 @@ fn overlap(c: &mut Check, globs: &[Vec<Compiled>], tree_paths: &[String]) {
             }
             budget -= 1;
             let (a, b) = (&stream_globs[i][k], &stream_globs[j][l]);
-            if may_overlap(a, b) {
+            if let Meet::Yes(example) = meet(a, b) {
                 total += 1;
                 if shown.len() < MAX_GLOB_PAIRS_SHOWN {
-                    shown.push(format!("{} ({}) and {} ({})", quote(&a.text), name(i), quote(&b.text), name(j)));
+                    let example = example.map(|p| format!(", both matching {}", quote(&p))).unwrap_or_default();
+                    shown.push(format!(
+                        "{} ({}) and {} ({}){example}",
+                        quote(&a.text),
+                        name(i),
+                        quote(&b.text),
+                        name(j)
+                    ));
                 }
             }
         }
@@ -851,7 +970,7 @@ fn overlap(c: &mut Check, globs: &[Vec<Compiled>], tree_paths: &[String]) {
                     break;
                 }
                 budget -= 1;
-                if may_overlap(a, b) {
+                if meet(a, b) != Meet::No {
                     total += 1;
                     if shown.len() < MAX_GLOB_PAIRS_SHOWN {
                         shown.push(format!("{} overlaps {}", quote(&a.text), quote(&b.text)));

@@ -1,6 +1,6 @@
 //! Commits made without the hooks (hooks missing, git-boulder not on an editor's PATH,
 //! `--no-verify` does not matter: post-commit always runs): finding them (`doctor`) and recording
-//! them after the fact (`git boulder record`), each once.
+//! them after the fact (`git boulder record`: a range, one stream's, or every stream's), each once.
 //!
 //! A stream's unrecorded commits are those of `base..branch` with no note on `refs/notes/boulder`,
 //! merge commits left out (merging is not an iteration of work). Recording one does what the
@@ -117,8 +117,21 @@ fn stream_here<'p>(ws: &Workspace, plan: &'p Plan) -> Option<&'p StreamDef> {
     ws.repo.head_branch().and_then(|b| plan.stream_for_branch(&b))
 }
 
-/// Record the commits of `range` (default: the stream's commits the base lacks) that have no
-/// note, as work of `stream` (default: the stream whose branch holds each commit).
+/// Every stream's commits the base lacks, oldest first stream by stream in plan order, each
+/// commit once (with the first stream whose branch holds it).
+fn every_stream<'p>(ws: &Workspace, plan: &'p Plan) -> Result<Vec<(ObjectId, &'p StreamDef)>> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for s in &plan.streams {
+        let Some((commits, _)) = stream_commits(ws, plan, s, None)? else { continue };
+        out.extend(commits.into_iter().filter(|c| seen.insert(*c)).map(|c| (c, s)));
+    }
+    Ok(out)
+}
+
+/// Record the commits of `range` that have no note, as work of `stream` (default: the stream
+/// whose branch holds each commit). Without a range, the commits the base lacks of `stream`, or
+/// of the stream of this worktree's branch, or else of every stream (what `doctor` lists).
 pub fn record(ws: &Workspace, range: Option<&str>, stream: Option<&str>) -> Result<Outcome> {
     let plan = ws.plan()?;
     let mut chosen = match stream {
@@ -129,13 +142,11 @@ pub fn record(ws: &Workspace, range: Option<&str>, stream: Option<&str>) -> Resu
     };
     let here = stream_here(ws, &plan);
 
-    // The commits asked for, oldest first; without a range, the stream is known.
-    let commits: Vec<ObjectId> = match range {
-        None => {
-            let Some(s) = chosen.or(here) else {
-                return Err(Error::usage("this worktree is not on a stream's branch, so there is no default range")
-                    .hint("name the stream: `git boulder record --stream NAME`, or give a range such as A..B"));
-            };
+    // The commits asked for, oldest first.
+    let commits: Vec<ObjectId> = match (range, chosen.or(here)) {
+        // Nothing named, outside a stream's worktree: every stream's commits, each once.
+        (None, None) => return record_owned(ws, here, every_stream(ws, &plan)?),
+        (None, Some(s)) => {
             chosen = Some(s);
             match stream_commits(ws, &plan, s, None)? {
                 Some((c, _)) => c,
@@ -145,7 +156,7 @@ pub fn record(ws: &Workspace, range: Option<&str>, stream: Option<&str>) -> Resu
                 }
             }
         }
-        Some(spec) => resolve(&ws.repo, spec)?,
+        (Some(spec), _) => resolve(&ws.repo, spec)?,
     };
 
     // Whose each commit is.
@@ -191,7 +202,11 @@ pub fn record(ws: &Workspace, range: Option<&str>, stream: Option<&str>) -> Resu
         ))
         .hint("give a range of stream commits, or say whose they are with `git boulder record --stream NAME RANGE`"));
     }
+    record_owned(ws, here, owners)
+}
 
+/// Record each commit of `owners` that has no note as its stream's work, in the order given.
+fn record_owned(ws: &Workspace, here: Option<&StreamDef>, owners: Vec<(ObjectId, &StreamDef)>) -> Result<Outcome> {
     let store = Store::new(&ws.repo)?;
     let mut noted = Noted::new(&ws.repo)?;
     let objects = ws.repo.objects();
