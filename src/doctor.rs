@@ -12,8 +12,8 @@ use crate::workspace::Workspace;
 /// One problem and its fix.
 #[derive(Debug, Clone, Serialize)]
 pub struct Problem {
-    /// `worktree`, `state`, `plan`, `hooks`, `agent`, `activity`, `ref`, `lock`, `merge` or
-    /// `claim`.
+    /// `worktree`, `state`, `plan`, `hooks`, `agent`, `activity`, `work`, `ref`, `lock`, `merge`
+    /// or `claim`.
     pub area: &'static str,
     pub message: String,
     /// The command (or action) that fixes it.
@@ -54,6 +54,7 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
     // Stream commits without a note: made where the hooks did not run.
     if let Some(plan) = &plan {
         activity(ws, plan, &mut problems)?;
+        work(ws, plan, &store, &mut problems)?;
     }
 
     let held = crate::lock::holders(&ws.repo);
@@ -486,6 +487,79 @@ fn activity(ws: &Workspace, plan: &crate::plan::Plan, problems: &mut Vec<Problem
             ),
             fix: format!("git boulder record --stream {}", stream.name),
         });
+    }
+    Ok(())
+}
+
+/// The work of each stream that is nowhere it should be (DESIGN §14): commits recorded for it
+/// (notes, from any machine pulled) that are neither on its branch nor in the base, with the
+/// machine that recorded them; and commits on a MERGED stream's branch made after its landing.
+fn work(ws: &Workspace, plan: &crate::plan::Plan, store: &Store, problems: &mut Vec<Problem>) -> Result<()> {
+    let repo = &ws.repo;
+    let base = &plan.settings.base_branch;
+    let Some(base_tip) = repo.branch_tip(base)? else { return Ok(()) };
+    let remote = crate::git::remote::default_remote(repo, base).unwrap_or_else(|_| "REMOTE".into());
+    for stream in &plan.streams {
+        let tip = repo.branch_tip(&stream.branch)?;
+        let (name, branch) = (&stream.name, &stream.branch);
+        let stranded = crate::merge::recorded::stranded(repo, name, tip, base_tip)?;
+        if !stranded.is_empty() {
+            let list: Vec<String> = stranded.iter().take(10).map(|m| format!("    {}", m.line())).collect();
+            let more =
+                if stranded.len() > 10 { format!("\n    …and {} more", stranded.len() - 10) } else { String::new() };
+            let here = stranded.iter().all(|m| m.subject.is_some());
+            let fix = if here {
+                let ids: Vec<String> = stranded.iter().map(|m| crate::merge::short(m.commit)).collect();
+                format!(
+                    "put them back on {branch}: cd \"$(git boulder stream path {name})\" && git cherry-pick {} (or set them aside with `git boulder stream rollback`)",
+                    ids.join(" ")
+                )
+            } else {
+                format!(
+                    "on the machine that recorded them: git push {remote} {branch}; then here: cd \"$(git boulder stream path {name})\" && git pull --rebase {remote} {branch}"
+                )
+            };
+            problems.push(Problem {
+                area: "work",
+                message: format!(
+                    "stream {name}: {} commit(s) recorded for it are neither on {branch} nor in {base}:\n{}{more}",
+                    stranded.len(),
+                    list.join("\n")
+                ),
+                fix,
+            });
+        }
+        let Some(tip) = tip else { continue };
+        // A state ref that does not read is reported above, as invalid.
+        let Some(st) = store.read::<StreamState>(&state::stream_ref(name)).ok().flatten() else { continue };
+        if st.state.status != StreamStatus::Merged {
+            continue;
+        }
+        let landed: Vec<crate::git::ObjectId> =
+            [&st.state.merged_tip, &st.state.merged_landed, &st.state.merged_commit]
+                .into_iter()
+                .filter_map(|c| c.as_deref().and_then(|c| c.parse().ok()))
+                .collect();
+        let after = crate::merge::recorded::after_landing(repo, tip, base_tip, &landed)?;
+        if !after.is_empty() {
+            let list: Vec<String> = after
+                .iter()
+                .take(10)
+                .map(|(c, s)| format!("    {}  {}", crate::merge::short(*c), crate::text::inert(s)))
+                .collect();
+            let more = if after.len() > 10 { format!("\n    …and {} more", after.len() - 10) } else { String::new() };
+            problems.push(Problem {
+                area: "work",
+                message: format!(
+                    "stream {name} is recorded MERGED, but {branch} has {} commit(s) made after its landing that {base} lacks:\n{}{more}",
+                    after.len(),
+                    list.join("\n")
+                ),
+                fix: format!(
+                    "land them: git boulder stream merge {name} (a stream with commits after its landing merges again)"
+                ),
+            });
+        }
     }
     Ok(())
 }

@@ -215,3 +215,59 @@ fn a_merge_commit_that_only_merged_is_dropped_and_the_dry_run_says_so() {
     repo.boulder(&["stream", "merge", "docs"]).ok();
     assert_eq!(repo.git_out(&["show", "main:docs/guide.md"]), "# Guide");
 }
+
+#[test]
+fn doctor_names_stranded_work_and_commits_after_a_landing_on_every_machine() {
+    let s = Served::new(PLAN);
+    let (alpha, beta) = (s.machine("alpha"), s.machine("beta"));
+    for m in [&alpha, &beta] {
+        m.boulder(&["hooks", "install"]).ok();
+        m.git(&["config", "boulder.actor", if m.dir == alpha.dir { "alpha" } else { "beta" }]).ok();
+    }
+    finish(&alpha, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    alpha.boulder(&["push", "origin"]).ok();
+    beta.boulder(&["pull", "origin"]).ok();
+    // beta has the record, not the commit: stranded on alpha.
+    let doc = beta.boulder(&["doctor"]).code(1);
+    assert_shown!("doctor_stranded_work", doc);
+    assert!(
+        doc.stdout.contains("stream auth: 1 commit(s) recorded for it are neither on boulder/auth nor in main"),
+        "{}",
+        doc.stdout
+    );
+    assert!(doc.stdout.contains("(not in this repository)  recorded by alpha on"), "{}", doc.stdout);
+    let json = beta.boulder(&["doctor", "--json"]).code(1).json();
+    assert!(json.to_string().contains("\"area\":\"work\""), "{json}");
+    // Landed anyway (forced, as an older version landed it empty): alpha's branch now holds
+    // commits after the landing, and alpha's doctor says so.
+    beta.boulder(&["stream", "merge", "auth", "--remote", "origin", "--force"]).ok();
+    alpha.boulder(&["pull", "origin"]).ok();
+    assert_eq!(alpha.stream_state("auth")["status"], "MERGED");
+    let doc = alpha.boulder(&["doctor"]).code(1);
+    assert_shown!("doctor_commits_after_landing", doc);
+    assert!(
+        doc.stdout.contains("stream auth is recorded MERGED, but boulder/auth has 1 commit(s) made after its landing"),
+        "{}",
+        doc.stdout
+    );
+    assert!(doc.stdout.contains("auth: work"), "{}", doc.stdout);
+}
+
+#[test]
+fn doctor_is_quiet_about_work_that_landed() {
+    let repo = sample();
+    repo.boulder(&["hooks", "install"]).ok();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    let wt = repo.worktree("docs");
+    commit_in(&repo, &wt, "docs/guide.md", "# Guide\n", "docs: the guide");
+    repo.boulder(&["prd", "done", "US-005"]).ok();
+    commit_in(&repo, &repo.dir, "README.md", "# sample, moved on\n", "main moves on");
+    repo.boulder(&["stream", "merge", "docs"]).ok();
+    let doc = repo.boulder(&["doctor"]);
+    assert!(!doc.stdout.contains("recorded for it") && !doc.stdout.contains("after its landing"), "{}", doc.stdout);
+    // A commit after the landing is named.
+    commit_in(&repo, &wt, "docs/faq.md", "# FAQ\n", "docs: the FAQ, late");
+    let doc = repo.boulder(&["doctor"]).code(1);
+    assert!(doc.stdout.contains("has 1 commit(s) made after its landing"), "{}", doc.stdout);
+    assert!(doc.stdout.contains("docs: the FAQ, late"), "{}", doc.stdout);
+}

@@ -163,7 +163,12 @@ fn three_machines_syncing_in_random_orders_converge_and_lose_nothing() {
     assert_eq!(got, done.iter().map(|s| s.to_string()).collect());
     for m in &machines {
         m.assert_fsck();
-        m.boulder(&["doctor"]).ok();
+        // Each machine's stream commits stay on its own branch (never pushed): doctor names them
+        // as stranded work, and nothing else.
+        let doc = m.boulder(&["doctor", "--json"]).json();
+        let areas: Vec<&str> =
+            doc["problems"].as_array().unwrap().iter().map(|p| p["area"].as_str().unwrap()).collect();
+        assert!(areas.iter().all(|a| *a == "work"), "{doc}");
     }
 }
 

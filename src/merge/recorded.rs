@@ -176,3 +176,52 @@ pub fn check(repo: &Repo, stream: &str, steps: &[Step], base_tip: ObjectId) -> R
     }
     Ok(work)
 }
+
+/// The commits recorded for `stream` that are neither on its branch (`branch_tip`) nor in the
+/// base (`base_tip`), nor accounted for otherwise (see the module's list): work stranded on
+/// the machine that recorded it, or lost.
+pub fn stranded(repo: &Repo, stream: &str, branch_tip: Option<ObjectId>, base_tip: ObjectId) -> Result<Vec<Missing>> {
+    let mut steps = Vec::new();
+    if let Some(tip) = branch_tip {
+        for info in repo.objects().walk([tip], [base_tip]).internal("cannot walk the stream's branch")? {
+            let id = info.internal("cannot walk the stream's branch")?.id;
+            steps.push(Step { original: id, new: None, subject: String::new(), merge: false });
+        }
+    }
+    Ok(check(repo, stream, &steps, base_tip)?.missing)
+}
+
+/// The commits of a MERGED stream's branch made after its landing: on `branch_tip`, not in the
+/// base nor in the history of what was landed (`landed`: the recorded tips), and not the same
+/// change as a commit the base gained since they forked (its patch id). Oldest first, with
+/// their subjects.
+pub fn after_landing(
+    repo: &Repo,
+    branch_tip: ObjectId,
+    base_tip: ObjectId,
+    landed: &[ObjectId],
+) -> Result<Vec<(ObjectId, String)>> {
+    let objects = repo.objects();
+    let mut hidden = vec![base_tip];
+    hidden.extend(landed.iter().copied().filter(|c| objects.has(*c)));
+    let mut after = Vec::new();
+    for info in objects.walk([branch_tip], hidden).internal("cannot walk the stream's branch")? {
+        after.push(info.internal("cannot walk the stream's branch")?.id);
+    }
+    if after.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut pool = Vec::new();
+    if let Some(fork) = objects.merge_base(branch_tip, base_tip) {
+        for info in objects.walk([base_tip], [fork]).internal("cannot walk the base's history")? {
+            pool.push(info.internal("cannot walk the base's history")?.id);
+        }
+    }
+    let mut all = after.clone();
+    all.extend(pool.iter().copied());
+    let ids = if pool.is_empty() { HashMap::new() } else { cli::patch_ids(repo.run_dir(), &all)? };
+    let upstream: HashSet<&String> = pool.iter().filter_map(|c| ids.get(c)).collect();
+    after.retain(|c| !ids.get(c).is_some_and(|p| upstream.contains(p)));
+    after.reverse();
+    after.into_iter().map(|c| Ok((c, objects.commit_info(c)?.subject))).collect()
+}
