@@ -4,11 +4,16 @@
 # 10×N (M and 10×M). Linear cost means a ratio near 10; the goal is at most 12.
 # For scale, the same run times `git status` of the repository (what every command pays anyway).
 #
-# usage: bash bench/scale.sh [RUNS] [STORIES] [STREAMS]   (defaults 3, 10000, 100)
+# Then `stream init` of a plan of I streams and of 10×I (one run each, in a repository of 20 files:
+# the checkout of each worktree costs the same at both sizes), with the ratio of the two.
+#
+# usage: bash bench/scale.sh [RUNS] [STORIES] [STREAMS] [INIT_STREAMS]
+#        (defaults 3, 10000, 100, 100; INIT_STREAMS 0 skips `stream init`)
 source "$(dirname "$0")/common.sh"
 RUNS=${1:-3}
 N=${2:-10000}
 M=${3:-100}
+I=${4:-100}
 
 # make_plan DIR STORIES STREAMS: a repository with a Ralph PRD of STORIES stories and a plan of
 # STREAMS streams sharing them out, each owning its own folder, which holds a file.
@@ -79,3 +84,41 @@ measure "status" git-boulder status
 measure "status --json" git-boulder status --json
 measure "stream validate" git-boulder stream validate
 measure "stream suggest" git-boulder stream suggest
+
+# make_streams DIR STREAMS: 20 files and a plan of STREAMS one-story streams.
+make_streams() {
+  local dir=$1 m=$2
+  mkdir -p "$dir"
+  git -C "$dir" init -q -b main
+  python3 - "$dir" "$m" <<'PY'
+import os, sys
+root, m = sys.argv[1], int(sys.argv[2])
+os.makedirs(f"{root}/.boulder", exist_ok=True)
+os.makedirs(f"{root}/.agents/tasks", exist_ok=True)
+with open(f"{root}/.agents/tasks/prd.md", "w") as f:
+    f.write("# PRD: streams\n\n## Stories\n\n")
+    for i in range(m):
+        f.write(f"### [ ] US-{i:06d}: Story {i}\nChange `src/s{i:04d}/mod.rs`.\n\n")
+with open(f"{root}/.boulder/streams.yaml", "w") as f:
+    f.write("version: 1\nprd: .agents/tasks/prd.md\nstreams:\n")
+    for s in range(m):
+        f.write(f"  s{s:04d}:\n    stories: [US-{s:06d}]\n    paths: ['src/s{s:04d}/**']\n")
+    f.write("settings:\n  base_branch: main\n")
+for i in range(20):
+    os.makedirs(f"{root}/src/f{i:02d}", exist_ok=True)
+    with open(f"{root}/src/f{i:02d}/mod.rs", "w") as f:
+        f.write(f"// file {i}\n")
+PY
+  git -C "$dir" add -A
+  git -C "$dir" commit -q -m "plan: $m streams"
+}
+
+if [ "$I" -gt 0 ]; then
+  make_streams "$WORK/init-small" "$I"
+  make_streams "$WORK/init-large" "$((I * 10))"
+  a=$(cd "$WORK/init-small" && time_ms git-boulder stream init --no-hooks)
+  b=$(cd "$WORK/init-large" && time_ms git-boulder stream init --no-hooks)
+  echo
+  echo "stream init (one run each, wall): $I streams ${a} ms, $((I * 10)) streams ${b} ms," \
+    "growth $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", (a > 0 ? b / a : 0) }') (linear: 10)"
+fi

@@ -1,6 +1,7 @@
 //! A stream's life on this machine: `stream init` (branch + linked worktree + setup, recorded as
 //! INITIALIZED) and `stream cleanup` (worktree removed, branch deleted when merged, recorded).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
@@ -149,19 +150,40 @@ pub fn ensure_root_boulder(store: &Store, name: &str) -> Result<()> {
 /// left to the main checkout (`BOULDER_PORT` = `port_base` there). Returns the index with its lock
 /// (`index-<n>`) held; an index whose lock another `stream init` holds is skipped.
 fn pick_index(store: &Store, name: &str, recorded: Option<&StreamState>) -> Result<(u64, lock::LockGuard)> {
-    let mut taken = std::collections::BTreeSet::new();
+    // The index each op-log tip holds for this machine, kept for the whole command: a tip's state
+    // never changes, so `stream init` of many streams reads each other stream's state once, not
+    // once per stream it initializes (which made it quadratic in the streams).
+    // Keyed by the tip and this machine's actor, whose streams hold indexes here.
+    type Held = HashMap<(ObjectId, String), Option<u64>>;
+    static HELD: std::sync::Mutex<Option<Held>> = std::sync::Mutex::new(None);
     let actor = store.actor()?;
-    for (refname, _) in store.list(state::STREAMS)? {
-        if refname.strip_prefix(state::STREAMS) == Some(name) {
-            continue;
+    let taken = {
+        let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+        let held = held.get_or_insert_with(HashMap::new);
+        let mut taken = std::collections::BTreeSet::new();
+        for (refname, tip) in store.list(state::STREAMS)? {
+            if refname.strip_prefix(state::STREAMS) == Some(name) {
+                continue;
+            }
+            let key = (tip, actor.clone());
+            let index = match held.get(&key) {
+                Some(index) => *index,
+                None => {
+                    // Unreadable state (garbage from a remote) holds no index.
+                    let Ok(Some(e)) = store.read::<StreamState>(&refname) else { continue };
+                    let here = e.state.initialized_by.as_deref() == Some(actor.as_str());
+                    let index = e.state.index.filter(|_| here && e.state.status.is_live());
+                    // Kept only when read at the tip listed (the ref may have moved since).
+                    if e.commit == tip {
+                        held.insert(key, index);
+                    }
+                    index
+                }
+            };
+            taken.extend(index);
         }
-        // Unreadable state (garbage from a remote) holds no index.
-        let Ok(Some(e)) = store.read::<StreamState>(&refname) else { continue };
-        let here = e.state.initialized_by.as_deref() == Some(actor.as_str());
-        if let (true, true, Some(i)) = (here, e.state.status.is_live(), e.state.index) {
-            taken.insert(i);
-        }
-    }
+        taken
+    };
     let candidates = recorded.and_then(|s| s.index).into_iter().chain(1..=state::op::MAX_INDEX);
     let mut busy = None;
     for (tries, i) in candidates.filter(|i| !taken.contains(i)).enumerate() {

@@ -294,7 +294,9 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
     // 3. A fresh worktree. The branch must not be checked out anywhere else (unborn HEADs too).
     folder = folder_state(&target)?;
     debug_assert!(folder != Folder::NonEmpty);
-    let regs = registrations(repo)?;
+    // Read again only when a leftover was removed above (reading every registration is linear in
+    // the worktrees, and `stream init` of many streams does it once per stream).
+    let regs = if recovered.is_empty() { regs } else { registrations(repo)? };
     let full = name.clone();
     let main_head = read_trimmed(&repo.common_dir.join("HEAD"));
     if let (Some(main), Some(h)) = (&repo.main_work_dir, &main_head) {
