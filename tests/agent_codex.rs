@@ -58,8 +58,11 @@ fn letting_it_stop_prints_an_empty_object() {
 fn a_payload_it_cannot_read_is_exit_1_never_2() {
     let repo = initialized("");
     let wt = repo.worktree("auth");
+    // Outside a stream's worktree (the main worktree here); in one, see
+    // an_edit_it_cannot_read_is_denied_in_a_stream_worktree.
+    let _ = &wt;
     for input in [&b"garbage"[..], b"", b"{\"cwd\": 3, \"hook_event_name\": \"Stop\"}"] {
-        let r = run_with_input(&repo, &wt, &["agent", "hook", "codex"], input).code(1);
+        let r = run_with_input(&repo, &repo.dir, &["agent", "hook", "codex"], input).code(1);
         assert_eq!(r.stdout, "");
         assert!(r.stderr.starts_with("git-boulder agent hook codex: "), "{}", r.stderr);
     }
