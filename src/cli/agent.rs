@@ -71,7 +71,11 @@ pub fn install(args: InstallArgs) -> Result<()> {
     let report = install::install(&repo, args.harness)?;
     print_report(&report, &format!("{} already installed in every worktree", args.harness));
     if args.harness == Harness::Codex {
-        eprintln!("note: Codex runs a project's hooks once the project and its hooks are trusted in Codex");
+        eprintln!(
+            "note: Codex runs a project's hooks only once the project and each hook are trusted in Codex, and \
+             skips an untrusted or changed hook silently: start `codex` in the main worktree, type /hooks, and \
+             trust the `git boulder agent hook codex` entries (again after an upgrade changes them)"
+        );
     }
     Ok(())
 }
