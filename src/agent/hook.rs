@@ -543,6 +543,17 @@ mod tests {
     }
 
     #[test]
+    fn scan_field_finds_a_key_but_never_text_inside_a_string() {
+        let raw = br#"{"hook_event_name": "PreToolUse", "tool_input": {"new_string": "\"hook_event_name\":\"Stop\" \\"}, "tool_name":"Write"}"#;
+        assert_eq!(scan_field(raw, "hook_event_name").as_deref(), Some("PreToolUse"));
+        assert_eq!(scan_field(raw, "tool_name").as_deref(), Some("Write"));
+        assert_eq!(scan_field(b"{\"tool_name\": 3", "tool_name"), None);
+        // Two values: none is trusted.
+        assert_eq!(scan_field(br#"{"a":"x","a":"y"}"#, "a"), None);
+        assert_eq!(scan_field(b"garbage", "a"), None);
+    }
+
+    #[test]
     fn resolve_folds_dots_past_the_existing_ancestor() {
         let tmp = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(tmp.path()).unwrap();
