@@ -262,9 +262,12 @@ fn hostile_paths_are_judged_and_shown_inert() {
     let payload = fixture("claude/pre_tool_use_edit", &wt, |v| v["tool_input"]["file_path"] = back_in.into());
     let out = feed(&repo, "claude", &payload).code(0).json();
     assert_eq!(out["hookSpecificOutput"]["permissionDecision"], "deny", "{out}");
-    // A lone surrogate is no JSON string: exit 1, never 2.
+    // A lone surrogate is no JSON string: never exit 2; in a stream's worktree the edit it cannot
+    // read is denied (fail closed), elsewhere exit 1 lets it go.
     let text = fixture("claude/pre_tool_use_write", &wt, |_| {}).to_string().replace("file.txt", "\\ud800.txt");
-    let r = run_with_input(&repo, &wt, &["agent", "hook", "claude"], text.as_bytes()).code(1);
+    let r = run_with_input(&repo, &wt, &["agent", "hook", "claude"], text.as_bytes()).code(0);
+    assert_eq!(r.json()["hookSpecificOutput"]["permissionDecision"], "deny", "{}", r.stdout);
+    let r = run_with_input(&repo, &repo.dir, &["agent", "hook", "claude"], text.as_bytes()).code(1);
     assert_eq!(r.stdout, "");
     // A file_path of the wrong type, and a tool_input that is no object, are no edit to judge.
     for bad in [Value::from(7), Value::Null] {
@@ -335,11 +338,15 @@ fn a_payload_it_cannot_read_is_exit_1_never_2() {
         .into_bytes(),
         format!("{{\"x\": \"{}\"}}", "a".repeat(65 << 20)).into_bytes(),
     ];
+    // Outside a stream's worktree (here the main worktree) an unreadable payload lets the agent go
+    // on; in a stream's worktree one that may be an edit is denied (see
+    // an_edit_the_hook_cannot_read_is_denied_in_a_stream_worktree_only).
     for input in garbled {
-        let r = run_with_input(&repo, &wt, &["agent", "hook", "claude"], &input).code(1);
+        let r = run_with_input(&repo, &repo.dir, &["agent", "hook", "claude"], &input).code(1);
         assert_eq!(r.stdout, "");
         assert!(r.stderr.starts_with("git-boulder agent hook claude: "), "{}", r.stderr);
     }
+    let _ = &wt;
     assert_eq!(boulder_state(&repo, "auth")["failure_count"], 0);
 }
 
@@ -424,4 +431,175 @@ fn the_installed_claude_hooks_run_these_decisions() {
         assert!(reason.starts_with(&format!("src/{other}/x.rs is owned by stream {other}")), "{reason}");
         assert_eq!(run_installed(&repo, &wt, &pre, &write(format!("src/{stream}/x.rs"))).code(0).stdout, "");
     }
+}
+
+/// Run `git boulder agent hook HARNESS` in `dir` with `env` added, `stdin` as its input.
+pub fn hook_env(repo: &TestRepo, dir: &Path, harness: &str, env: &[(&str, &Path)], stdin: &[u8]) -> Run {
+    let mut cmd = repo.command(bin());
+    cmd.args(["agent", "hook", harness]).current_dir(dir);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("run git-boulder");
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    Run::from(child.wait_with_output().unwrap())
+}
+
+fn denial(r: Run) -> String {
+    let out = r.code(0).json();
+    let h = &out["hookSpecificOutput"];
+    assert_eq!((&h["hookEventName"], &h["permissionDecision"]), (&"PreToolUse".into(), &"deny".into()), "{out}");
+    h["permissionDecisionReason"].as_str().unwrap().to_string()
+}
+
+/// Edit payloads git-boulder cannot read: not JSON, a lone surrogate, nesting past serde_json's
+/// 128 levels, past the size bound.
+pub fn unreadable_edits(wt: &Path) -> Vec<(&'static str, Vec<u8>)> {
+    let edit = fixture("claude/pre_tool_use_edit", wt, |v| v["tool_input"]["file_path"] = "src/auth/login.rs".into());
+    let text = edit.to_string();
+    let deep = text.replace("\"replace_all\":false", &format!("\"x\":{}1{}", "[".repeat(200), "]".repeat(200)));
+    assert_ne!(deep, text);
+    vec![
+        ("cut short", text.as_bytes()[..text.len() - 9].to_vec()),
+        ("lone surrogate", text.replace("\"new\"", "\"new \\ud800\"").into_bytes()),
+        ("deep", deep.into_bytes()),
+        ("oversized", text.replace("\"new\"", &format!("\"{}\"", "n".repeat(65 << 20))).into_bytes()),
+    ]
+}
+
+#[test]
+fn an_edit_the_hook_cannot_read_is_denied_in_a_stream_worktree_only() {
+    let repo = initialized("");
+    let wt = repo.worktree("auth");
+    for (what, input) in unreadable_edits(&wt) {
+        // In the stream's worktree (the hook runs there, as Claude Code runs it): denied, even an
+        // edit of the stream's own file, since git-boulder cannot tell which file it is.
+        let reason = denial(hook_env(&repo, &wt, "claude", &[], &input));
+        assert!(reason.starts_with("git-boulder could not read this edit's hook payload"), "{what}: {reason}");
+        assert!(reason.contains("stream auth"), "{what}: {reason}");
+        // The session's folder decides, not where the hook process happens to run.
+        let reason = denial(hook_env(&repo, &repo.dir, "claude", &[("CLAUDE_PROJECT_DIR", &wt)], &input));
+        assert!(reason.contains("stream auth"), "{what}: {reason}");
+        // The main worktree, and a session of the main worktree: exit 1, the edit goes on.
+        let r = hook_env(&repo, &repo.dir, "claude", &[], &input).code(1);
+        assert_eq!(r.stdout, "", "{what}");
+        let r = hook_env(&repo, &wt, "claude", &[("CLAUDE_PROJECT_DIR", &repo.dir)], &input).code(1);
+        assert_eq!(r.stdout, "", "{what}");
+    }
+    let denied = ops(&repo, "auth").into_iter().filter(|op| op["kind"] == "denied").count();
+    assert_eq!(denied, 8);
+    // A stop it cannot read is no edit: exit 1 as before, never a PreToolUse answer.
+    let stop = fixture("claude/stop", &wt, |_| {}).to_string().replace("I am done", "I am done \\ud800");
+    assert_eq!(hook_env(&repo, &wt, "claude", &[], stop.as_bytes()).code(1).stdout, "");
+
+    // Under ownership: warn, and in a repository without git-boulder state: exit 1.
+    let warn = initialized("  ownership: warn\n");
+    let wt = warn.worktree("auth");
+    for (what, input) in unreadable_edits(&wt) {
+        assert_eq!(hook_env(&warn, &wt, "claude", &[], &input).code(1).stdout, "", "{what}");
+    }
+    let plain = TestRepo::with_files(&[("README.md", "# plain\n")]);
+    for (what, input) in unreadable_edits(&plain.dir) {
+        assert_eq!(hook_env(&plain, &plain.dir, "claude", &[], &input).code(1).stdout, "", "{what}");
+    }
+    assert!(plain.refs("refs/boulder/").is_empty());
+}
+
+#[test]
+fn the_stream_is_the_sessions_not_the_folder_the_agent_moved_to() {
+    let repo = initialized("");
+    let auth = repo.worktree("auth");
+    let api = repo.worktree("api");
+    // The agent of a session started in auth's worktree ran `cd ../api`: Claude Code's payload
+    // says cwd is api's worktree; CLAUDE_PROJECT_DIR still names auth's.
+    let payload =
+        fixture("claude/pre_tool_use_edit", &api, |v| v["tool_input"]["file_path"] = "src/api/list.rs".into());
+    let reason =
+        denial(hook_env(&repo, &api, "claude", &[("CLAUDE_PROJECT_DIR", &auth)], payload.to_string().as_bytes()));
+    assert!(
+        reason.contains("is in the worktree of stream api") && reason.contains("stream auth works only"),
+        "{reason}"
+    );
+    let abs = api.join("src/api/new.rs");
+    let payload =
+        fixture("claude/pre_tool_use_write", &api, |v| v["tool_input"]["file_path"] = abs.to_str().unwrap().into());
+    let reason =
+        denial(hook_env(&repo, &api, "claude", &[("CLAUDE_PROJECT_DIR", &auth)], payload.to_string().as_bytes()));
+    assert!(reason.contains("is in the worktree of stream api"), "{reason}");
+    // Its own files, from wherever the agent is, go on.
+    let own = auth.join("src/auth/login.rs");
+    let payload =
+        fixture("claude/pre_tool_use_write", &api, |v| v["tool_input"]["file_path"] = own.to_str().unwrap().into());
+    let r = hook_env(&repo, &api, "claude", &[("CLAUDE_PROJECT_DIR", &auth)], payload.to_string().as_bytes());
+    assert_eq!(r.code(0).stdout, "");
+    // The stop of that session is judged on auth's boulder.
+    let stop = fixture("claude/stop", &api, |_| {});
+    let out =
+        hook_env(&repo, &api, "claude", &[("CLAUDE_PROJECT_DIR", &auth)], stop.to_string().as_bytes()).code(0).json();
+    assert_eq!(out["decision"], "block");
+    assert_eq!(boulder_state(&repo, "auth")["failure_count"], 1);
+    assert_eq!(boulder_state(&repo, "api")["failure_count"], 0);
+}
+
+#[test]
+fn writes_into_git_data_of_any_worktree_are_denied() {
+    let repo = initialized("");
+    let wt = repo.worktree("auth");
+    let api = repo.worktree("api");
+    let admin = std::fs::read_to_string(wt.join(".git")).unwrap();
+    let admin = Path::new(admin.trim().strip_prefix("gitdir: ").unwrap()).to_path_buf();
+    for file in [
+        wt.join(".git"),
+        api.join(".git"),
+        repo.dir.join(".git/config"),
+        repo.dir.join(".git/hooks/pre-commit"),
+        admin.join("HEAD"),
+        admin.join("commondir"),
+    ] {
+        let payload =
+            fixture("claude/pre_tool_use_write", &wt, |v| v["tool_input"]["file_path"] = file.to_str().unwrap().into());
+        let reason = denial(feed(&repo, "claude", &payload));
+        assert!(reason.contains("git's own data"), "{}: {reason}", file.display());
+    }
+    // Relative, from the worktree: its own `.git` file.
+    let payload = fixture("claude/pre_tool_use_edit", &wt, |v| v["tool_input"]["file_path"] = ".git".into());
+    assert!(denial(feed(&repo, "claude", &payload)).contains("git's own data"));
+    let denied: Vec<Value> = ops(&repo, "auth").into_iter().filter(|op| op["kind"] == "denied").collect();
+    assert_eq!(denied.len(), 7);
+    assert!(denied.iter().all(|op| op["data"]["rule"] == "git_dir"), "{denied:?}");
+    // The worktree's .git file is unchanged: the hook judges, it writes nothing there.
+    assert!(std::fs::read_to_string(wt.join(".git")).unwrap().starts_with("gitdir: "));
+}
+
+#[test]
+fn a_continued_stop_is_held_again_only_after_new_work_and_below_the_cap() {
+    let repo = initialized("");
+    let wt = repo.worktree("auth");
+    let cap = Path::new("3");
+    let stop = |active: bool| {
+        let p = fixture("claude/stop", &wt, |v| v["stop_hook_active"] = Value::Bool(active));
+        hook_env(&repo, &wt, "claude", &[("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP", cap)], p.to_string().as_bytes()).code(0)
+    };
+    // The first stop of a prompt: blocked (1 in a row).
+    assert_eq!(stop(false).json()["decision"], "block");
+    // Going on because of that block, with no commit since: let through, nothing recorded.
+    assert_eq!(stop(true).stdout, "");
+    assert_eq!(boulder_state(&repo, "auth")["failure_count"], 1);
+    // A commit since the last block: held again (2 in a row), recorded under the gate progress.
+    commit_in(&repo, &wt, "src/auth/a.rs", "a\n", "part one");
+    let out = stop(true).json();
+    assert_eq!(out["decision"], "block", "{out}");
+    assert!(out["reason"].as_str().unwrap().contains("US-001"), "the next story: {out}");
+    let log = ops(&repo, "auth");
+    assert_eq!((&log[0]["kind"], &log[0]["data"]["gate"]), (&"enforced".into(), &"progress".into()), "{log:?}");
+    assert_eq!(stop(true).stdout, "", "no new work since");
+    // More work, but a third block in a row would reach the cap of 3: let through.
+    commit_in(&repo, &wt, "src/auth/b.rs", "b\n", "part two");
+    assert_eq!(stop(true).stdout, "");
+    let enforced = ops(&repo, "auth").into_iter().filter(|op| op["kind"] == "enforced").count();
+    assert_eq!(enforced, 2);
+    // With the default cap (8), that stop is held.
+    let p = fixture("claude/stop", &wt, |v| v["stop_hook_active"] = Value::Bool(true));
+    assert_eq!(feed(&repo, "claude", &p).code(0).json()["decision"], "block");
 }

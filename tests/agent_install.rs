@@ -169,7 +169,12 @@ fn uninstall_of_a_file_install_made_removes_it_and_its_folders() {
     let j: serde_json::Value = serde_json::from_slice(&read_bytes(&hooks).unwrap()).unwrap();
     assert_eq!(
         j,
-        serde_json::json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "git boulder agent hook codex"}]}]}})
+        serde_json::json!({"hooks": {
+            "SessionStart": [{"hooks": [{"type": "command", "command": "git boulder agent hook codex"}]}],
+            "PreToolUse": [{"matcher": "apply_patch|Write|Edit",
+                            "hooks": [{"type": "command", "command": "git boulder agent hook codex"}]}],
+            "Stop": [{"hooks": [{"type": "command", "command": "git boulder agent hook codex"}]}]
+        }})
     );
     assert_clean(&repo, &repo.dir);
 

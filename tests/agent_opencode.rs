@@ -191,3 +191,165 @@ fn in_the_main_worktree_the_plugin_pushes_on_through_the_project_boulder() {
     assert_eq!(enforced.len(), 1, "{log}");
     assert_eq!(enforced[0]["op"]["data"]["message"].as_str().unwrap(), text);
 }
+
+/// Run the installed plugin with the config's JSON text as given (so that it can hold what serde
+/// cannot write, such as a lone surrogate escape).
+fn drive_text(repo: &TestRepo, dir: &Path, config: &str) -> Value {
+    let plugin = dir.join(".opencode/plugins/git-boulder.js");
+    let run =
+        Run::from(repo.command("node").arg(driver()).arg(&plugin).arg(config).current_dir(dir).output().unwrap()).ok();
+    assert_eq!(run.stderr, "", "the plugin wrote to stderr");
+    run.json()
+}
+
+#[test]
+fn tool_execute_before_throws_git_boulders_reason_for_an_edit_the_stream_may_not_make() {
+    if !node() {
+        return;
+    }
+    let (repo, wt) = installed();
+    repo.boulder(&["stream", "init", "api"]).ok();
+    let dir = wt.display().to_string();
+    let api = repo.worktree("api");
+    let config = json!({
+        "directory": dir, "tui": false, "sessions": {}, "events": [],
+        "tools": [
+            {"tool": "edit", "args": {"filePath": wt.join("src/api/list.rs"), "oldString": "a", "newString": "b"}},
+            {"tool": "write", "args": {"filePath": "src/types/user.rs", "content": "x"}},
+            {"tool": "multiedit", "args": {"filePath": api.join("src/api/x.rs"), "edits": []}},
+            {"tool": "apply_patch", "args": {"patchText": "*** Begin Patch\n*** Add File: src/api/p.rs\n+x\n*** End Patch\n"}},
+            {"tool": "write", "args": {"filePath": ".git", "content": "gitdir: /elsewhere"}},
+            {"tool": "edit", "args": {"filePath": wt.join("src/auth/login.rs"), "oldString": "a", "newString": "b"}},
+            {"tool": "write", "args": {"filePath": "src/auth/new.rs", "content": "x"}},
+            {"tool": "bash", "args": {"command": "echo > src/api/x.rs"}},
+            {"tool": "read", "args": {"filePath": "src/api/list.rs"}},
+            {"tool": "write", "args": {"filePath": "src/auth/u.rs", "content": "LONE"}}
+        ]
+    });
+    let text = config.to_string().replace("LONE", "\\ud800");
+    let out = drive_text(&repo, &wt, &text);
+    let tools = out["tools"].as_array().unwrap();
+    let errors: Vec<Option<&str>> = tools.iter().map(|t| t["error"].as_str()).collect();
+    for (i, want) in [
+        "src/api/list.rs is owned by stream api",
+        "src/types/user.rs is shared_read",
+        "is in the worktree of stream api",
+        "src/api/p.rs is owned by stream api",
+        "git's own data",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let e = errors[i].unwrap_or_else(|| panic!("tool {i} went through: {out}"));
+        assert!(e.starts_with("git-boulder: ") && e.contains(want), "{i}: {e}");
+    }
+    assert_eq!(&errors[5..9], &[None, None, None, None], "{out}");
+    // A payload the binary cannot read (a lone surrogate): denied in the stream's worktree.
+    assert!(errors[9].is_some_and(|e| e.contains("could not read")), "{out}");
+    let log = repo.boulder_in(&wt, &["log", "auth", "--json"]).ok().json();
+    let denied = log.as_array().unwrap().iter().filter(|e| e["op"]["kind"] == "denied").count();
+    assert_eq!(denied, 6, "{log}");
+
+    // In the main worktree nothing is denied.
+    let main = repo.dir.display().to_string();
+    let config = json!({"directory": main, "tui": false, "sessions": {}, "events": [],
+        "tools": [{"tool": "write", "args": {"filePath": "src/api/list.rs", "content": "x"}}]});
+    let out = drive(&repo, &repo.dir, config, &[]);
+    assert_eq!(out["tools"][0]["error"], Value::Null, "{out}");
+}
+
+fn turn(user_text: &str, assistant: Value) -> Value {
+    json!([
+        {"info": {"role": "user", "agent": "plan", "model": {"providerID": "local", "modelID": "m-1"}},
+         "parts": [{"type": "text", "text": user_text}]},
+        assistant
+    ])
+}
+
+#[test]
+fn prompts_carry_the_sessions_agent_and_model_and_an_aborted_turn_is_left_alone() {
+    if !node() {
+        return;
+    }
+    let (repo, wt) = installed();
+    let dir = wt.display().to_string();
+    let done = json!({"info": {"role": "assistant"}, "parts": [{"type": "text", "text": "I am done."}]});
+    let config = json!({
+        "directory": dir, "tui": false,
+        "sessions": {"ses_main": {"directory": dir, "messages": turn("build it", done)}},
+        "events": [idle_status("ses_main")]
+    });
+    let out = drive(&repo, &wt, config, &[]);
+    let calls = out["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{out}");
+    let body = &calls[0]["args"]["body"];
+    assert_eq!(body["agent"], "plan", "{out}");
+    assert_eq!(body["model"], json!({"providerID": "local", "modelID": "m-1"}), "{out}");
+
+    // The user pressed Esc: the last assistant message carries MessageAbortedError.
+    let (repo, wt) = installed();
+    let dir = wt.display().to_string();
+    let aborted = json!({"info": {"role": "assistant", "error": {"name": "MessageAbortedError", "data": {"message": "aborted"}}},
+                         "parts": [{"type": "text", "text": "I am done."}]});
+    let config = json!({
+        "directory": dir, "tui": true,
+        "sessions": {"ses_main": {"directory": dir, "messages": turn("build it", aborted)}},
+        "events": [idle_status("ses_main")]
+    });
+    let out = drive(&repo, &wt, config, &[("BOULDER_NOW", "2030-01-01T00:00:00Z")]);
+    assert_eq!(out["calls"], json!([]), "{out}");
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["failure_count"], 0, "nothing counted");
+}
+
+#[test]
+fn under_opencode_run_nothing_is_checked_or_counted() {
+    if !node() {
+        return;
+    }
+    let (repo, wt) = installed();
+    let dir = wt.display().to_string();
+    let done = json!({"info": {"role": "assistant"}, "parts": [{"type": "text", "text": "I am done."}]});
+    let config = json!({
+        "directory": dir, "tui": false, "argv": ["run", "--model", "x", "build the login form"],
+        "sessions": {"ses_main": {"directory": dir, "messages": turn("build it", done)}},
+        "events": [idle_status("ses_main")],
+        "tools": [{"tool": "write", "args": {"filePath": "src/api/list.rs", "content": "x"}}]
+    });
+    let out = drive(&repo, &wt, config, &[]);
+    assert_eq!(out["calls"], json!([]), "{out}");
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["failure_count"], 0, "nothing counted");
+    // Edits are still judged under `run`.
+    assert!(out["tools"][0]["error"].as_str().is_some_and(|e| e.contains("owned by stream api")), "{out}");
+}
+
+#[test]
+fn a_session_going_on_because_of_a_push_is_pushed_again_only_after_new_work() {
+    if !node() {
+        return;
+    }
+    let (repo, wt) = installed();
+    let dir = wt.display().to_string();
+    let done = json!({"info": {"role": "assistant"}, "parts": [{"type": "text", "text": "I am done."}]});
+    let first = json!({
+        "directory": dir, "tui": false,
+        "sessions": {"ses_main": {"directory": dir, "messages": turn("build it", done.clone())}},
+        "events": [idle_status("ses_main")]
+    });
+    let out = drive(&repo, &wt, first, &[]);
+    let pushed = out["calls"][0]["args"]["body"]["parts"][0]["text"].as_str().unwrap().to_string();
+    // The next idle answers that push: with no commit since, it is let be.
+    let again = |repo: &TestRepo| {
+        let config = json!({
+            "directory": dir, "tui": false,
+            "sessions": {"ses_main": {"directory": dir, "messages": turn(&pushed, done.clone())}},
+            "events": [idle_status("ses_main")]
+        });
+        drive(repo, &wt, config, &[])
+    };
+    assert_eq!(again(&repo)["calls"], json!([]));
+    commit_in(&repo, &wt, "src/auth/a.rs", "a\n", "work");
+    let out = again(&repo);
+    assert_eq!(out["calls"].as_array().unwrap().len(), 1, "{out}");
+    let log = repo.boulder_in(&wt, &["log", "auth", "--json"]).ok().json();
+    assert_eq!(log[0]["op"]["data"]["gate"], "progress", "{log}");
+}

@@ -2,14 +2,21 @@
 // `git boulder agent uninstall opencode`. Edits here are kept by uninstall, and reported by
 // `git boulder agent status` and `git boulder doctor`.
 //
-// When a main session goes idle, ask `git boulder check --json` (the boulder gates: idle time,
-// cooldown, max failures, completion detection); when it says enforce, show a toast and send the
-// enforcement message to that session. The plugin keeps no state: the gates, cooldowns and
-// counters are git-boulder's, in its op-log. ESM, no dependencies; runs under Bun and Node >= 20.
+// Before a tool writes a file (`tool.execute.before`), ask `git boulder agent hook opencode`
+// whether this stream may change it, and throw git-boulder's reason when not: OpenCode then
+// refuses the tool with that message. When a main session goes idle, ask `git boulder check
+// --json` (the boulder gates: idle time, cooldown, max failures, completion detection); when it
+// says enforce, show a toast and send the enforcement message to that session, with the agent and
+// model of the session's last prompt. The plugin keeps no state: the gates, cooldowns and counters
+// are git-boulder's, in its op-log. ESM, no dependencies; runs under Bun and Node >= 20.
 
 import { execFile } from "node:child_process";
 
 const CHECK_TIMEOUT_MS = 30_000;
+// OpenCode's tools that write files; every other tool goes on unasked.
+const EDIT_TOOLS = ["edit", "write", "multiedit", "patch", "apply_patch"];
+// Every enforcement message of git-boulder starts so: a prompt of the plugin's own.
+const ENFORCEMENT_PREFIX = "Boulder [";
 // The end of the agent's last message is enough for completion detection.
 const MESSAGE_LIMIT = 8_000;
 
@@ -45,32 +52,92 @@ async function sessionInfo(client, id) {
   }
 }
 
-// The text of the session's last message when the assistant wrote it (for completion detection).
-async function lastAssistantText(client, id) {
+function textOf(entry) {
+  const parts = entry && Array.isArray(entry.parts) ? entry.parts : [];
+  return parts
+    .filter((p) => p && p.type === "text" && typeof p.text === "string" && !p.synthetic)
+    .map((p) => p.text)
+    .join("\n")
+    .trim();
+}
+
+// What the session's messages say about its last turn: the text of the last message when the
+// assistant wrote it (for completion detection), whether that turn was aborted by the user (a
+// `MessageAbortedError`), and the last prompt — its agent and model, and whether it was the
+// plugin's own push (the agent is then already going on because of an enforcement).
+async function lastTurn(client, id) {
+  const turn = { text: null, aborted: false, agent: null, model: null, continued: false };
   try {
-    if (typeof client.session.messages !== "function") return null;
+    if (typeof client.session.messages !== "function") return turn;
     const list = dataOf(await client.session.messages({ path: { id } }));
-    if (!Array.isArray(list) || list.length === 0) return null;
-    const entry = list[list.length - 1] || {};
-    const info = entry.info || entry;
-    if (info.role !== "assistant") return null;
-    const parts = Array.isArray(entry.parts) ? entry.parts : [];
-    const text = parts
-      .filter((p) => p && p.type === "text" && typeof p.text === "string" && !p.synthetic)
-      .map((p) => p.text)
-      .join("\n")
-      .trim();
-    return text ? text.slice(-MESSAGE_LIMIT) : null;
+    if (!Array.isArray(list) || list.length === 0) return turn;
+    const last = list[list.length - 1] || {};
+    const info = last.info || last;
+    if (info.role === "assistant") {
+      const error = info.error;
+      turn.aborted = !!(error && typeof error === "object" && error.name === "MessageAbortedError");
+      const text = textOf(last);
+      turn.text = text ? text.slice(-MESSAGE_LIMIT) : null;
+    }
+    for (let i = list.length - 1; i >= 0; i--) {
+      const entry = list[i] || {};
+      const user = entry.info || entry;
+      if (user.role !== "user") continue;
+      if (typeof user.agent === "string" && user.agent) turn.agent = user.agent;
+      const m = user.model;
+      if (m && typeof m.providerID === "string" && typeof m.modelID === "string") {
+        turn.model = { providerID: m.providerID, modelID: m.modelID };
+      }
+      turn.continued = textOf(entry).startsWith(ENFORCEMENT_PREFIX);
+      break;
+    }
   } catch {
-    // No message text: check runs without completion detection.
-    return null;
+    // No messages: check runs without completion detection.
   }
+  return turn;
+}
+
+// `opencode run` ends at the first idle: a prompt sent then is never delivered, so nothing is
+// checked (and nothing counted) there.
+function underRun() {
+  const args = (process.argv || []).slice(2);
+  return args.find((a) => typeof a === "string" && !a.startsWith("-")) === "run";
+}
+
+// Run `git boulder ARGS` in `cwd` without a shell, `input` on stdin; the answer parsed as JSON,
+// or null (not a git-boulder repository, git-boulder missing, an error).
+function boulder(cwd, args, input) {
+  return new Promise((resolve) => {
+    try {
+      const child = execFile(
+        "git",
+        ["boulder", ...args],
+        { cwd, timeout: CHECK_TIMEOUT_MS, maxBuffer: 1 << 20, windowsHide: true },
+        (error, stdout) => {
+          try {
+            const answer = JSON.parse(stdout);
+            resolve(answer && typeof answer === "object" ? answer : null);
+          } catch {
+            resolve(null);
+          }
+          void error;
+        },
+      );
+      if (child.stdin) {
+        child.stdin.on("error", () => {});
+        child.stdin.end(input === undefined ? "" : input);
+      }
+    } catch {
+      resolve(null);
+    }
+  });
 }
 
 // `git boulder check --json [--message TEXT]` in `cwd`, without a shell. Null when it did not
 // answer with JSON (not a git-boulder repository, git-boulder missing, a refusal).
-function check(cwd, message) {
+function check(cwd, message, continued) {
   const args = ["boulder", "check", "--json"];
+  if (continued) args.push("--continued");
   // One argument, so a message that starts with "-" is never read as a flag.
   if (message) args.push(`--message=${message}`);
   return new Promise((resolve) => {
@@ -96,11 +163,15 @@ function check(cwd, message) {
 }
 
 async function onIdle(client, fallbackDir, id) {
+  if (underRun()) return;
   const info = await sessionInfo(client, id);
   // A child session (a subagent) is never held; a session we cannot read is left alone too.
   if (!info || info.parentID) return;
   const cwd = typeof info.directory === "string" && info.directory ? info.directory : fallbackDir;
-  const answer = await check(cwd, await lastAssistantText(client, id));
+  const turn = await lastTurn(client, id);
+  // The user stopped the turn (Esc): never pushed back to work.
+  if (turn.aborted) return;
+  const answer = await check(cwd, turn.text, turn.continued);
   if (!answer || answer.enforce !== true || typeof answer.message !== "string" || !answer.message) return;
   const message = answer.message;
   const variant = typeof answer.variant === "string" ? answer.variant : "warning";
@@ -110,7 +181,12 @@ async function onIdle(client, fallbackDir, id) {
     // No TUI (a server or a headless run): the prompt below still goes.
   }
   try {
-    await client.session.promptAsync({ path: { id }, body: { parts: [{ type: "text", text: message }] } });
+    // The session's own agent and model: a prompt without them would switch a session in the
+    // read-only `plan` agent to the default one.
+    const body = { parts: [{ type: "text", text: message }] };
+    if (turn.agent) body.agent = turn.agent;
+    if (turn.model) body.model = turn.model;
+    await client.session.promptAsync({ path: { id }, body });
   } catch {
     // The session is gone or the server refused: nothing to do until the next idle.
   }
@@ -123,7 +199,26 @@ export const GitBoulder = async ({ client, directory, worktree } = {}) => {
   let queue = Promise.resolve();
   // Which idle events this OpenCode sends (not a gate: the gates are git-boulder's).
   const seen = { status: false };
+  // The folder OpenCode was started in decides the stream, never a folder the agent moved to.
+  const sessionDir = directory || worktree || process.cwd();
   return {
+    // Throwing here is how OpenCode refuses a tool: git-boulder's reason reaches the agent.
+    "tool.execute.before": async (input, output) => {
+      const tool = input && typeof input.tool === "string" ? input.tool : "";
+      if (!EDIT_TOOLS.includes(tool)) return;
+      const args = output && output.args !== undefined ? output.args : input && input.args;
+      const payload = JSON.stringify({
+        hook_event_name: "PreToolUse",
+        cwd: sessionDir,
+        session_id: input.sessionID,
+        tool_name: tool,
+        tool_input: args === undefined ? null : args,
+      });
+      const answer = await boulder(sessionDir, ["agent", "hook", "opencode"], payload);
+      if (answer && answer.decision === "block" && typeof answer.reason === "string" && answer.reason) {
+        throw new Error(`git-boulder: ${answer.reason}`);
+      }
+    },
     event: async ({ event } = {}) => {
       try {
         const id = idleSessionID(event, seen);

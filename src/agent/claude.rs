@@ -9,24 +9,41 @@ use serde_json::{json, Value};
 use super::hook::{self, Payload, EDIT_TOOLS};
 use crate::error::Result;
 
+/// A `PreToolUse` denial with `reason`, in the form Claude Code and Codex both read.
+pub fn deny(reason: String) -> Value {
+    json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+            "permissionDecisionReason": reason}})
+}
+
+/// A payload that did not parse (`why`): the denial when it may be an edit in a stream's worktree
+/// under `ownership: error` (the session's folder: `$CLAUDE_PROJECT_DIR`, else where the hook
+/// runs), `None` (exit 1, the agent goes on) everywhere else.
+pub fn unreadable(raw: &[u8], why: &str) -> Option<Value> {
+    let session = hook::claude_project_dir().or_else(|| std::env::current_dir().ok())?;
+    hook::unreadable_edit(&session, raw, why, EDIT_TOOLS).map(deny)
+}
+
 /// The answer to one payload: `Some(json)` to print, `None` to print nothing.
 pub fn answer(p: &Payload) -> Result<Option<Value>> {
     let event = p.event()?;
     match event {
-        // The main agent stops. A stop already continued by a stop hook, and a subagent's stop
-        // (a payload carrying agent_id), are let through.
+        // The main agent stops. A subagent's stop (a payload carrying agent_id) is let through.
         "Stop" => {
-            if p.flag("stop_hook_active") || p.has("agent_id") {
+            if p.has("agent_id") {
                 return Ok(None);
             }
-            let Some(ws) = hook::open(&p.cwd()?) else { return Ok(None) };
-            let reason = hook::stop(&ws, p.str("last_assistant_message"))?;
+            // Already going on because of a stop hook: held again only on new work.
+            let continued = p.flag("stop_hook_active").then(hook::claude_block_cap);
+            let session = hook::claude_project_dir().map_or_else(|| p.cwd(), Ok)?;
+            let Some(ws) = hook::open(&session) else { return Ok(None) };
+            let reason = hook::stop(&ws, p.str("last_assistant_message"), continued)?;
             Ok(reason.map(|r| json!({"decision": "block", "reason": r})))
         }
         // The subagent gate: a subagent is never held.
         "SubagentStop" => Ok(None),
         "SessionStart" => {
-            let Some(ws) = hook::open(&p.cwd()?) else { return Ok(None) };
+            let session = hook::claude_project_dir().map_or_else(|| p.cwd(), Ok)?;
+            let Some(ws) = hook::open(&session) else { return Ok(None) };
             let context = hook::session_context(&ws)?;
             Ok(Some(json!({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}})))
         }
@@ -42,12 +59,12 @@ pub fn answer(p: &Payload) -> Result<Option<Value>> {
                 .filter(|f| !f.is_empty());
             let Some(file) = file else { return Ok(None) };
             let cwd = p.cwd()?;
-            let Some(ws) = hook::open(&cwd) else { return Ok(None) };
+            // The stream is the session's (the folder Claude Code was started in), not the one
+            // the agent's `cd` moved `cwd` to; a relative path is where the tool writes it.
+            let session = hook::claude_project_dir().unwrap_or_else(|| cwd.clone());
+            let Some(ws) = hook::open(&session) else { return Ok(None) };
             let reason = hook::edit(&ws, &cwd, Path::new(file))?;
-            Ok(reason.map(|r| {
-                json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-                        "permissionDecisionReason": r}})
-            }))
+            Ok(reason.map(deny))
         }
         _ => Ok(None),
     }

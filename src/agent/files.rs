@@ -43,7 +43,7 @@ fn events(harness: Harness) -> &'static [(&'static str, Option<&'static str>)] {
             ("Stop", None),
             ("SubagentStop", None),
         ],
-        Harness::Codex => &[("Stop", None)],
+        Harness::Codex => &[("SessionStart", None), ("PreToolUse", Some("apply_patch|Write|Edit")), ("Stop", None)],
         Harness::Opencode => &[],
     }
 }

@@ -13,7 +13,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::boulder::enforce::{check, Overrides};
+use crate::boulder::enforce::{check, check_continued, Overrides};
 use crate::boulder::tree;
 use crate::error::{Error, Result};
 use crate::git::Repo;
@@ -40,18 +40,18 @@ pub struct Payload(pub Map<String, Value>);
 impl Payload {
     /// Read one JSON object of at most [`MAX_PAYLOAD`] bytes.
     pub fn read(input: impl Read) -> Result<Payload> {
-        let mut bytes = Vec::new();
-        input
-            .take(MAX_PAYLOAD + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| Error::refused(format!("cannot read the hook payload on stdin: {e}")))?;
+        Payload::parse(&read_raw(input)?)
+    }
+
+    /// One JSON object from the bytes [`read_raw`] read.
+    pub fn parse(bytes: &[u8]) -> Result<Payload> {
         if bytes.len() as u64 > MAX_PAYLOAD {
             return Err(Error::refused(format!("the hook payload is larger than {MAX_PAYLOAD} bytes")));
         }
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Err(Error::refused("no hook payload on stdin (expected one JSON object)"));
         }
-        match serde_json::from_slice::<Value>(&bytes) {
+        match serde_json::from_slice::<Value>(bytes) {
             Ok(Value::Object(map)) => Ok(Payload(map)),
             Ok(_) => Err(Error::refused("the hook payload is not a JSON object")),
             Err(e) => Err(Error::refused(format!("the hook payload is not JSON: {e}"))),
@@ -87,6 +87,93 @@ impl Payload {
     }
 }
 
+/// The bytes on stdin, at most one more than [`MAX_PAYLOAD`] (so that a larger payload is seen).
+pub fn read_raw(input: impl Read) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    input
+        .take(MAX_PAYLOAD + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::refused(format!("cannot read the hook payload on stdin: {e}")))?;
+    Ok(bytes)
+}
+
+/// The string value of the top-level `key` of a payload that did not parse, found by scanning its
+/// text: a key whose quotes are not escaped (a quote inside a JSON string always is), the same
+/// value every time it occurs. `None` when it is not there, or not one clear value.
+pub fn scan_field(raw: &[u8], key: &str) -> Option<String> {
+    let needle = format!("\"{key}\"");
+    let needle = needle.as_bytes();
+    let mut found: Option<String> = None;
+    let mut at = 0;
+    while let Some(pos) = raw[at..].windows(needle.len()).position(|w| w == needle) {
+        let start = at + pos;
+        at = start + needle.len();
+        let backslashes = raw[..start].iter().rev().take_while(|b| **b == b'\\').count();
+        if backslashes % 2 == 1 {
+            continue;
+        }
+        let rest = &raw[at..];
+        let rest = &rest[rest.iter().take_while(|b| b.is_ascii_whitespace()).count()..];
+        let Some(rest) = rest.strip_prefix(b":") else { continue };
+        let rest = &rest[rest.iter().take_while(|b| b.is_ascii_whitespace()).count()..];
+        let rest = rest.strip_prefix(b"\"")?;
+        let end = rest.iter().position(|b| *b == b'"' || *b == b'\\')?;
+        if rest[end] != b'"' {
+            return None;
+        }
+        let value = String::from_utf8(rest[..end].to_vec()).ok()?;
+        match &found {
+            Some(v) if *v != value => return None,
+            _ => found = Some(value),
+        }
+    }
+    found
+}
+
+/// An edit whose payload git-boulder could not read (`why`), in the session at `session`: the
+/// reason to deny it with when that is a stream's worktree under `ownership: error` — an edit
+/// git-boulder cannot judge is never let through there. `None` anywhere else (outside a
+/// repository, without git-boulder state, in the main worktree, under `ownership: warn|off`), and
+/// when the scanned text names another event or a tool that writes no file.
+pub fn unreadable_edit(session: &Path, raw: &[u8], why: &str, edit_tools: &[&str]) -> Option<String> {
+    if scan_field(raw, "hook_event_name").is_some_and(|e| e != "PreToolUse") {
+        return None;
+    }
+    if scan_field(raw, "tool_name").is_some_and(|t| !edit_tools.contains(&t.as_str())) {
+        return None;
+    }
+    let ws = open(session)?;
+    let plan = ws.plan_if_any().ok()??;
+    let stream = ws.here_stream(&plan)?;
+    if plan.settings.ownership != Level::Error {
+        return None;
+    }
+    let me = crate::text::inert(&stream.name).into_owned();
+    record_denial(&ws, "(unreadable payload)", "unreadable", None);
+    Some(format!(
+        "git-boulder could not read this edit's hook payload ({}), so it cannot tell which file it writes; in \
+         the worktree of stream {me} an edit it cannot judge is denied. Retry it with content that is valid \
+         JSON text (no unpaired UTF-16 surrogates, at most 128 levels of nesting, at most {} MiB).",
+        crate::text::inert(why),
+        MAX_PAYLOAD >> 20
+    ))
+}
+
+/// The session's project folder: Claude Code's `$CLAUDE_PROJECT_DIR` (the folder the session was
+/// started in, set for every hook), else `fallback`. Never a `cwd` the agent can change with `cd`.
+pub fn claude_project_dir() -> Option<PathBuf> {
+    std::env::var_os("CLAUDE_PROJECT_DIR").filter(|d| !d.is_empty()).map(PathBuf::from)
+}
+
+/// Claude Code's cap on Stop-hook blocks in a row (`$CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`, 8 when unset
+/// or not a number).
+pub fn claude_block_cap() -> u32 {
+    std::env::var("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(crate::boulder::enforce::DEFAULT_BLOCK_CAP)
+}
+
 /// The workspace at `cwd`, when it is a git repository with git-boulder state.
 pub fn open(cwd: &Path) -> Option<Workspace> {
     let repo = Repo::discover_at(cwd).ok()?;
@@ -108,14 +195,21 @@ fn has_state(ws: &Workspace) -> bool {
 /// The agent is stopping: run the gates of `check` on this worktree's boulder with the agent's
 /// last message (recording an enforcement as `check` does). `Some(message)` to send the agent
 /// back to work with; `None` to let it stop (no boulder here, or a gate said so).
-pub fn stop(ws: &Workspace, message: Option<&str>) -> Result<Option<String>> {
+///
+/// `continued`: the agent is already going on because of a stop hook (`stop_hook_active`), and
+/// the harness honours fewer than this many blocks in a row: held again only on new work (see
+/// [`check_continued`]).
+pub fn stop(ws: &Workspace, message: Option<&str>, continued: Option<u32>) -> Result<Option<String>> {
     // A plan that does not parse is an error, never a reason to let the agent stop unchecked.
     ws.plan_if_any()?;
     let Ok(id) = tree::target(ws, None) else { return Ok(None) };
     if tree::read(&Store::new(&ws.repo)?, &id)?.is_none() {
         return Ok(None);
     }
-    let c = check(ws, &id, &Overrides::default(), false, message)?;
+    let c = match continued {
+        Some(cap) => check_continued(ws, &id, cap, message)?,
+        None => check(ws, &id, &Overrides::default(), false, message)?,
+    };
     Ok(c.decision.enforce.then(|| crate::text::inert_lines(&c.message).into_owned()))
 }
 
@@ -218,7 +312,8 @@ pub fn session_context(ws: &Workspace) -> Result<String> {
     Ok(s)
 }
 
-/// An edit of `file` (absolute, or relative to `cwd`) is about to happen in the worktree of `ws`:
+/// An edit of `file` (absolute, or relative to `cwd`) is about to happen in a session of the
+/// worktree of `ws` (the session's project folder, whatever `cwd` the agent moved to):
 /// `Some(reason)` when the worktree is a stream's and the stream may not change that path (by the
 /// ownership rules of the pre-commit and pre-push hooks, under `ownership: error`) — the denial
 /// is recorded on the worktree's boulder; `None` for everything else.
@@ -231,28 +326,54 @@ pub fn edit(ws: &Workspace, cwd: &Path, file: &Path) -> Result<Option<String>> {
     }
     let Some(root) = ws.repo.work_dir.as_deref() else { return Ok(None) };
     let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let me = stream.name.clone();
+    // From here on the edit is judged for a stream under `ownership: error`: an error of
+    // git-boulder's own denies it, never lets it through.
+    Ok(judge(ws, &plan, &me, &root, cwd, file).unwrap_or_else(|e| {
+        Some(format!(
+            "git-boulder could not judge this edit ({}); in the worktree of stream {me} an edit it cannot \
+             judge is denied.",
+            crate::text::inert(&e.message)
+        ))
+    }))
+}
+
+fn judge(
+    ws: &Workspace,
+    plan: &crate::plan::Plan,
+    me: &str,
+    root: &Path,
+    cwd: &Path,
+    file: &Path,
+) -> Result<Option<String>> {
     let target = resolve(cwd, file);
-    let me = &stream.name;
-    if let Some(other) = other_worktree(ws, &plan, &root, &target) {
+    let shown_target = crate::text::inert(&target.display().to_string()).into_owned();
+    if let Some(git) = in_git_data(ws, &target)? {
         let reason = format!(
-            "{} is in {other}, not in this worktree ({}); stream {me} works only in its own worktree. Make the \
-             change here, in a path stream {me} owns, or leave it to that worktree's stream.",
-            crate::text::inert(&target.display().to_string()),
-            crate::text::inert(&root.display().to_string()),
+            "{shown_target} is in {git}, git's own data for this repository's worktrees; stream {me} never writes \
+             there (it would change what git records for every worktree). Use git commands instead."
         );
-        let rel = target.display().to_string();
-        record_denial(ws, &rel, Rule::OtherStream, None);
+        record_denial(ws, &target.display().to_string(), "git_dir", None);
         return Ok(Some(reason));
     }
-    let Ok(rel) = target.strip_prefix(&root) else { return Ok(None) };
-    if rel.as_os_str().is_empty() || rel.components().next() == Some(Component::Normal(".git".as_ref())) {
+    if let Some(other) = other_worktree(ws, plan, root, &target)? {
+        let reason = format!(
+            "{shown_target} is in {other}, not in this worktree ({}); stream {me} works only in its own worktree. Make \
+             the change here, in a path stream {me} owns, or leave it to that worktree's stream.",
+            crate::text::inert(&root.display().to_string()),
+        );
+        record_denial(ws, &target.display().to_string(), "other_stream", None);
+        return Ok(Some(reason));
+    }
+    let Ok(rel) = target.strip_prefix(root) else { return Ok(None) };
+    if rel.as_os_str().is_empty() {
         return Ok(None);
     }
     let rel: String =
         rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/");
-    let found = check_paths(&plan, &stream.name, &[(String::new(), rel.clone())]);
+    let found = check_paths(plan, me, &[(String::new(), rel.clone())]);
     let Some(v) = found.into_iter().find(|v| v.refused) else { return Ok(None) };
-    let owned = crate::stream::prompt::owned_paths(&plan, me);
+    let owned = crate::stream::prompt::owned_paths(plan, me);
     let shown = crate::text::inert(&rel);
     let reason = match (v.rule, v.owner.as_deref()) {
         (Rule::OtherStream, Some(owner)) => format!(
@@ -268,43 +389,81 @@ pub fn edit(ws: &Workspace, cwd: &Path, file: &Path) -> Result<Option<String>> {
              own paths ({owned})."
         ),
     };
-    record_denial(ws, &rel, v.rule, v.owner.as_deref());
+    let rule = match v.rule {
+        Rule::OtherStream => "other_stream",
+        Rule::SharedRead => "shared_read",
+        Rule::Undeclared => "undeclared",
+    };
+    record_denial(ws, &rel, rule, v.owner.as_deref());
     Ok(Some(reason))
+}
+
+/// Where `target` lies in git's own data of this repository, described for a reason: the common
+/// git dir (objects, refs, hooks, config, every linked worktree's admin folder under
+/// `worktrees/`), this worktree's git dir, or the `.git` file or folder of any of the
+/// repository's worktrees.
+fn in_git_data(ws: &Workspace, target: &Path) -> Result<Option<String>> {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let common = canon(&ws.repo.common_dir);
+    if target.starts_with(&common) {
+        return Ok(Some(format!("the repository's git dir ({})", crate::text::inert(&common.display().to_string()))));
+    }
+    let own = canon(&ws.repo.git_dir);
+    if target.starts_with(&own) {
+        return Ok(Some(format!("this worktree's git dir ({})", crate::text::inert(&own.display().to_string()))));
+    }
+    let mut trees: Vec<PathBuf> = ws.repo.main_work_dir.iter().map(|m| canon(m)).collect();
+    trees.extend(ws.repo.work_dir.iter().map(|w| canon(w)));
+    for reg in crate::git::worktree::registrations(&ws.repo)? {
+        trees.extend(reg.base.as_deref().map(canon));
+        let admin = canon(&reg.admin);
+        if target.starts_with(&admin) {
+            return Ok(Some(format!(
+                "the admin folder of a worktree ({})",
+                crate::text::inert(&admin.display().to_string())
+            )));
+        }
+    }
+    for t in trees {
+        let dot_git = t.join(".git");
+        if target.starts_with(&dot_git) {
+            return Ok(Some(format!("the .git of the worktree {}", crate::text::inert(&t.display().to_string()))));
+        }
+    }
+    Ok(None)
 }
 
 /// The other worktree of this repository `target` lies in — the innermost one holding it, when
 /// that is not this stream's worktree `root` (the main worktree holds the stream worktrees under
 /// `worktree_dir`, so the innermost decides) — described for a reason: "the worktree of stream
 /// X" or "the main worktree". `None` when `target` is in this worktree or in none of them.
-fn other_worktree(ws: &Workspace, plan: &crate::plan::Plan, root: &Path, target: &Path) -> Option<String> {
+fn other_worktree(ws: &Workspace, plan: &crate::plan::Plan, root: &Path, target: &Path) -> Result<Option<String>> {
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let main = ws.repo.main_work_dir.as_deref().map(canon);
     let mut trees: Vec<(PathBuf, Option<String>)> = main.clone().map(|m| (m, None)).into_iter().collect();
-    for reg in crate::git::worktree::registrations(&ws.repo).ok()? {
+    for reg in crate::git::worktree::registrations(&ws.repo)? {
         if let Some(base) = &reg.base {
             trees.push((canon(base), reg.branch()));
         }
     }
-    let (inner, branch) =
-        trees.into_iter().filter(|(t, _)| target.starts_with(t)).max_by_key(|(t, _)| t.as_os_str().len())?;
+    let Some((inner, branch)) =
+        trees.into_iter().filter(|(t, _)| target.starts_with(t)).max_by_key(|(t, _)| t.as_os_str().len())
+    else {
+        return Ok(None);
+    };
     if inner == root {
-        return None;
+        return Ok(None);
     }
-    Some(match branch.as_deref().and_then(|b| plan.stream_for_branch(b)) {
+    Ok(Some(match branch.as_deref().and_then(|b| plan.stream_for_branch(b)) {
         Some(s) => format!("the worktree of stream {}", s.name),
         None if main.as_deref() == Some(inner.as_path()) => "the main worktree".to_string(),
         None => format!("another worktree ({})", crate::text::inert(&inner.display().to_string())),
-    })
+    }))
 }
 
 /// Record a denied edit on the worktree's boulder, when it exists. A failure to record never
 /// turns a denial into an error.
-fn record_denial(ws: &Workspace, path: &str, rule: Rule, owner: Option<&str>) {
-    let rule = match rule {
-        Rule::OtherStream => "other_stream",
-        Rule::SharedRead => "shared_read",
-        Rule::Undeclared => "undeclared",
-    };
+fn record_denial(ws: &Workspace, path: &str, rule: &str, owner: Option<&str>) {
     let mut path = path.to_string();
     if path.len() > 4096 {
         let mut cut = 4096;
@@ -381,6 +540,17 @@ mod tests {
         }
         let big = format!("{{\"x\":\"{}\"}}", "a".repeat(MAX_PAYLOAD as usize));
         assert!(Payload::read(big.as_bytes()).unwrap_err().message.contains("larger"));
+    }
+
+    #[test]
+    fn scan_field_finds_a_key_but_never_text_inside_a_string() {
+        let raw = br#"{"hook_event_name": "PreToolUse", "tool_input": {"new_string": "\"hook_event_name\":\"Stop\" \\"}, "tool_name":"Write"}"#;
+        assert_eq!(scan_field(raw, "hook_event_name").as_deref(), Some("PreToolUse"));
+        assert_eq!(scan_field(raw, "tool_name").as_deref(), Some("Write"));
+        assert_eq!(scan_field(b"{\"tool_name\": 3", "tool_name"), None);
+        // Two values: none is trusted.
+        assert_eq!(scan_field(br#"{"a":"x","a":"y"}"#, "a"), None);
+        assert_eq!(scan_field(b"garbage", "a"), None);
     }
 
     #[test]

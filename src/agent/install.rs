@@ -603,7 +603,11 @@ pub fn status(repo: &Repo) -> Result<Status> {
             let rel = files::local_file(harness);
             for wt in &worktrees {
                 let rec = inst.files.iter().find(|f| &f.worktree == wt && f.file == rel);
-                statuses.push(file_status(harness, wt, rel, rec)?);
+                let mut st = file_status(harness, wt, rel, rec)?;
+                if harness == Harness::Codex {
+                    codex_reads_main(repo, wt, &mut st)?;
+                }
+                statuses.push(st);
             }
         }
         let committed = match &repo.work_dir {
@@ -640,6 +644,32 @@ fn file_status(harness: Harness, wt: &Path, rel: &str, rec: Option<&FileRecord>)
         Presence::Broken(e) => ("broken", Some(e.to_string())),
     };
     Ok(FileStatus { worktree: wt.to_owned(), file: rel.to_string(), state, detail })
+}
+
+/// Codex reads the hooks of a linked worktree from the main checkout's `.codex/hooks.json` (the
+/// same folder relative to it), never from the worktree's own: the worktree's `.codex/` folder
+/// only makes Codex look. A linked worktree whose own file is fine while the main checkout's lacks
+/// git-boulder's hooks gets none of them: `missing`, saying why.
+fn codex_reads_main(repo: &Repo, wt: &Path, st: &mut FileStatus) -> Result<()> {
+    let Some(main) = repo.main_work_dir.as_deref() else { return Ok(()) };
+    if crate::git::worktree::normalize(wt) == crate::git::worktree::normalize(main) {
+        return Ok(());
+    }
+    if !matches!(st.state, "present" | "modified") {
+        return Ok(());
+    }
+    let rel = files::local_file(Harness::Codex);
+    let bytes = read_opt(&main.join(rel))?;
+    if files::presence(Harness::Codex, bytes.as_deref()) != Presence::Present {
+        st.state = "missing";
+        st.detail = Some(format!(
+            "Codex runs the hooks of the main checkout's {} in a linked worktree ({}), and that file lacks \
+             git-boulder's hooks",
+            rel,
+            main.join(rel).display()
+        ));
+    }
+    Ok(())
 }
 
 fn stale_detail(harness: Harness) -> String {

@@ -7,7 +7,7 @@
 //!   what is there, restored exactly on uninstall), in the main worktree and every stream worktree.
 //! * [`hook`]: `agent hook HARNESS` — one payload on stdin, the harness's answer on stdout: the
 //!   decisions ([`hook::stop`], [`hook::session_context`], [`hook::edit`]) in [`hook`], each
-//!   harness's payloads and answers in [`claude`] and [`codex`].
+//!   harness's payloads and answers in [`claude`], [`codex`] and [`opencode`] (the plugin's questions).
 
 pub mod claude;
 pub mod codex;
@@ -15,6 +15,7 @@ pub mod files;
 pub mod hook;
 pub mod install;
 pub mod json;
+pub mod opencode;
 
 /// A harness git-boulder speaks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum, serde::Serialize)]

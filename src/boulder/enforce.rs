@@ -17,6 +17,9 @@ pub struct Overrides {
     pub max_failures: Option<u32>,
     pub recovery_window: Option<Duration>,
     pub backoff_multiplier: Option<f64>,
+    /// Record an enforcement under this gate instead of the one the gates decided (`progress`,
+    /// for [`check_continued`]).
+    pub gate: Option<&'static str>,
 }
 
 /// What a check decided about a boulder.
@@ -119,6 +122,9 @@ pub fn check(
         if d.reset_failures {
             store.append::<BoulderState>(&bref, BoulderOp::ResetFailures {})?;
         }
+        if let Some(g) = overrides.gate {
+            d.gate = g;
+        }
         let seen = b.last_enforcement.clone();
         let op = BoulderOp::Enforced { gate: Opt::Set(d.gate.to_string()), message: Opt::Set(text.clone()) };
         let recorded = store.append_if::<BoulderState>(&bref, |cur| {
@@ -143,4 +149,73 @@ pub fn check(
         parent_iteration: parent.as_ref().map(|(_, s)| s.iteration),
         depth: b.depth,
     })
+}
+
+/// The gate an enforcement of [`check_continued`] is recorded under.
+pub const PROGRESS_GATE: &str = "progress";
+
+/// The cap on enforcements in a row a harness honours when nobody has written since (Claude
+/// Code's `CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`, 8 by default).
+pub const DEFAULT_BLOCK_CAP: u32 = 8;
+
+/// The agent stops while it is already going on because of an enforcement (Claude Code's and
+/// Codex's `stop_hook_active`, an OpenCode session pushed by the plugin). It is held again — the
+/// gates of [`check`] without the idle threshold and cooldown, recorded under the gate
+/// `progress` — only when a commit was recorded on the boulder since its last enforcement (new
+/// work), and while the enforcements in a row stay below `cap` (a chain starts with an
+/// enforcement of another gate: the first push of a turn). Otherwise it is let stop: gate
+/// `no_progress` or `block_cap`. Every hold needs a new commit, so the chain cannot go on
+/// without work, and it is cut before the harness's own cap.
+pub fn check_continued(ws: &Workspace, id: &str, cap: u32, message: Option<&str>) -> Result<Checked> {
+    let store = Store::new(&ws.repo)?;
+    let bref = state::boulder_ref(id);
+    let b = read(&store, id)?.ok_or_else(|| Error::usage(format!("no boulder {id:?}")))?;
+    let let_stop = |gate: &'static str, reason: String| Checked {
+        decision: Decision { enforce: false, gate, reason, variant: None, reset_failures: false },
+        message: String::new(),
+        boulder: id.to_string(),
+        iteration: b.iteration,
+        parent_iteration: None,
+        depth: b.depth,
+    };
+    let Some(tip) = ws.repo.ref_id(&bref)? else {
+        return Ok(let_stop("no_progress", "no enforcement on this boulder to go on from".into()));
+    };
+    let mut last: Option<crate::git::ObjectId> = None;
+    let mut chain = 0u32;
+    for entry in store.history_iter(tip) {
+        let entry = entry?;
+        if entry.op.kind != "enforced" {
+            continue;
+        }
+        last.get_or_insert(entry.commit);
+        chain += 1;
+        let gate = entry.op.data.get("gate").and_then(serde_json::Value::as_str);
+        if gate != Some(PROGRESS_GATE) || chain >= cap {
+            break;
+        }
+    }
+    let Some(last) = last else {
+        return Ok(let_stop("no_progress", "no enforcement on this boulder to go on from".into()));
+    };
+    let then = store.entry::<BoulderState>(last).map_err(|e| Error::internal(format!("{bref}: {e}")))?.state;
+    if b.iteration <= then.iteration {
+        return Ok(let_stop(
+            "no_progress",
+            "no commit recorded since the last enforcement: the agent may stop (new work holds it again)".into(),
+        ));
+    }
+    if chain.saturating_add(1) >= cap {
+        return Ok(let_stop(
+            "block_cap",
+            format!("{chain} enforcements in a row; the harness honours fewer than {cap} (its cap)"),
+        ));
+    }
+    let overrides = Overrides {
+        idle_threshold: Some(Duration::ZERO),
+        cooldown: Some(Duration::ZERO),
+        gate: Some(PROGRESS_GATE),
+        ..Overrides::default()
+    };
+    check(ws, id, &overrides, false, message)
 }

@@ -5,7 +5,7 @@ use clap::Subcommand;
 use std::io::Write;
 
 use crate::agent::{install, Harness};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::git::Repo;
 use crate::text::inert;
 
@@ -71,7 +71,11 @@ pub fn install(args: InstallArgs) -> Result<()> {
     let report = install::install(&repo, args.harness)?;
     print_report(&report, &format!("{} already installed in every worktree", args.harness));
     if args.harness == Harness::Codex {
-        eprintln!("note: Codex runs a project's hooks once the project and its hooks are trusted in Codex");
+        eprintln!(
+            "note: Codex runs a project's hooks only once the project and each hook are trusted in Codex, and \
+             skips an untrusted or changed hook silently: start `codex` in the main worktree, type /hooks, and \
+             trust the `git boulder agent hook codex` entries (again after an upgrade changes them)"
+        );
     }
     Ok(())
 }
@@ -134,16 +138,22 @@ pub fn status(args: StatusArgs) -> Result<()> {
 /// its own, is one line on stderr and exit 1 (a non-blocking error: the agent goes on).
 pub fn hook(args: HookArgs) -> Result<u8> {
     use std::io::Write;
-    let answered = (|| -> Result<Option<serde_json::Value>> {
-        let payload = crate::agent::hook::Payload::read(std::io::stdin().lock())?;
-        match args.harness {
-            Harness::Claude => crate::agent::claude::answer(&payload),
-            Harness::Codex => crate::agent::codex::answer(&payload).map(Some),
-            Harness::Opencode => {
-                Err(Error::refused("OpenCode has no command hooks: its plugin asks `git boulder check --json` itself"))
-            }
-        }
-    })();
+    let raw = crate::agent::hook::read_raw(std::io::stdin().lock()).unwrap_or_default();
+    let answered = crate::agent::hook::Payload::parse(&raw).and_then(|payload| match args.harness {
+        Harness::Claude => crate::agent::claude::answer(&payload),
+        Harness::Codex => crate::agent::codex::answer(&payload).map(Some),
+        Harness::Opencode => crate::agent::opencode::answer(&payload).map(Some),
+    });
+    // A payload git-boulder cannot read, or cannot answer, may be an edit: in a stream's worktree
+    // under `ownership: error` it is denied (fail closed); anywhere else the error lets it go.
+    let answered = answered.or_else(|e| {
+        let denied = match args.harness {
+            Harness::Claude => crate::agent::claude::unreadable(&raw, &e.message),
+            Harness::Codex => crate::agent::codex::unreadable(&raw, &e.message),
+            Harness::Opencode => crate::agent::opencode::unreadable(&raw, &e.message),
+        };
+        denied.map(Some).ok_or(e)
+    });
     match answered {
         Ok(Some(v)) => {
             let mut out = std::io::stdout().lock();

@@ -66,6 +66,13 @@ pub struct CheckArgs {
     /// Override settings.boulder.backoff_multiplier (1 to 1000).
     #[arg(long, value_name = "X", value_parser = super::values::multiplier())]
     pub backoff_multiplier: Option<f64>,
+    /// The agent is already going on because of an enforcement: push it again only when a commit
+    /// was recorded since the last enforcement, and fewer than --block-cap times in a row.
+    #[arg(long)]
+    pub continued: bool,
+    /// With --continued: the enforcements in a row the harness honours (default 8).
+    #[arg(long, value_name = "N", requires = "continued")]
+    pub block_cap: Option<u32>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -149,8 +156,17 @@ pub fn check(ws: &Workspace, args: CheckArgs) -> Result<()> {
         max_failures: args.max_failures,
         recovery_window: args.recovery_window,
         backoff_multiplier: args.backoff_multiplier,
+        gate: None,
     };
-    let c = crate::boulder::enforce::check(ws, &id, &overrides, args.subagent, args.message.as_deref())?;
+    let c = match args.continued {
+        true if !args.subagent => crate::boulder::enforce::check_continued(
+            ws,
+            &id,
+            args.block_cap.unwrap_or(crate::boulder::enforce::DEFAULT_BLOCK_CAP),
+            args.message.as_deref(),
+        )?,
+        _ => crate::boulder::enforce::check(ws, &id, &overrides, args.subagent, args.message.as_deref())?,
+    };
     let d = &c.decision;
     let mut out = std::io::stdout().lock();
     if args.json {

@@ -5,7 +5,9 @@
 //   node opencode-driver.mjs PLUGIN_FILE CONFIG_JSON
 //
 // CONFIG_JSON: { directory, tui: bool, sessions: { id: { parentID?, directory?, messages? } },
-//                events: [ { type, properties } ] }
+//                events: [ { type, properties } ], tools?: [ { tool, args } ] (each handed to
+//                `tool.execute.before` in order, what it throws recorded), argv?: [ … ] (the
+//                command line OpenCode was started with, e.g. ["run", "task"]) }
 import { pathToFileURL } from "node:url";
 
 const [pluginFile, configText] = process.argv.slice(2);
@@ -38,6 +40,8 @@ if (config.tui) {
   };
 }
 
+if (Array.isArray(config.argv)) process.argv = [process.argv[0], "opencode", ...config.argv];
+
 const mod = await import(pathToFileURL(pluginFile).href);
 const plugins = Object.values(mod).filter((f) => typeof f === "function");
 const hooks = [];
@@ -55,4 +59,17 @@ for (const event of config.events) {
     }
   }
 }
-process.stdout.write(JSON.stringify({ plugins: plugins.length, calls, thrown }) + "\n");
+const tools = [];
+for (const [i, t] of (config.tools || []).entries()) {
+  let error = null;
+  for (const h of hooks) {
+    if (typeof h["tool.execute.before"] !== "function") continue;
+    try {
+      await h["tool.execute.before"]({ tool: t.tool, sessionID: "ses_main", callID: `call_${i}` }, { args: t.args });
+    } catch (e) {
+      error = e instanceof Error ? e.message : String(e);
+    }
+  }
+  tools.push({ tool: t.tool, error });
+}
+process.stdout.write(JSON.stringify({ plugins: plugins.length, calls, thrown, tools }) + "\n");
