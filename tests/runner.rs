@@ -58,4 +58,5 @@ mod streams;
 mod sync;
 mod trust;
 mod warm_worktrees;
+mod whole_worktrees;
 mod worktree_lib;

@@ -132,6 +132,27 @@ fn run_loop(
         return Err(Error::usage(format!("stream {} has no worktree at {}", stream.name, wt.display()))
             .hint(format!("create it with `git boulder stream init {}`", stream.name)));
     }
+    // Only a whole worktree reaches the agent: one whose making was interrupted (a killed
+    // `stream init`: no index, files missing) is finished first, as a rerun of `stream init` does.
+    if let Some(why) = crate::worktree::not_whole(&ws.repo, &wt)? {
+        say(&format!("the worktree {} is not whole ({why}); finishing it first", wt.display()));
+        let report = crate::stream::lifecycle::init_with(ws, plan, stream, true)?;
+        if let Some(e) = report.setup_failed {
+            return Err(Error::refused(format!("stream {}: setup failed: {e}", stream.name))
+                .hint(format!("fix it, then rerun `git boulder stream init {}`", stream.name)));
+        }
+        for c in &report.changes {
+            say(&format!("  {c}"));
+        }
+        if let Some(why) = crate::worktree::not_whole(&ws.repo, &report.path)? {
+            return Err(Error::refused(format!(
+                "stream {}: the worktree {} is not whole: {why}",
+                stream.name,
+                wt.display()
+            ))
+            .hint(format!("run `git boulder stream init {}`", stream.name)));
+        }
+    }
     let command = if opts.command.is_empty() {
         let agent = stream.agent.as_ref().ok_or_else(|| {
             Error::usage(format!("stream {} has no agent and no command was given", stream.name))

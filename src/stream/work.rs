@@ -482,12 +482,20 @@ fn start(
             adopt_branch(ws, stream, r, &|s, t| sink.line(s, false, t));
         }
         let wt = ws.worktree_path(plan, name).map_err(NotStarted::Failed)?;
-        if !wt.join(".git").exists() {
+        // Only a whole worktree reaches an agent: one missing, or whose making was interrupted
+        // (a killed `stream init`), is made or finished first, as a rerun of `stream init` does.
+        let unfinished = crate::worktree::not_whole(&ws.repo, &wt).map_err(NotStarted::Failed)?;
+        if let Some(why) = unfinished {
+            let existed = wt.join(".git").exists();
             let report = crate::stream::lifecycle::init(ws, plan, stream).map_err(NotStarted::Failed)?;
             if let Some(e) = report.setup_failed {
                 return Err(NotStarted::Failed(Error::refused(format!("setup failed: {e}"))));
             }
-            sink.line(Some(name), false, &format!("worktree made at {}", report.path.display()));
+            let what = match existed {
+                true => format!("worktree finished at {} ({why})", report.path.display()),
+                false => format!("worktree made at {}", report.path.display()),
+            };
+            sink.line(Some(name), false, &what);
         }
         let mut args: Vec<String> = opts.child_flags.clone();
         args.extend(["stream".into(), "run".into(), name.clone(), "--worker".into()]);
