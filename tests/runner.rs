@@ -59,4 +59,5 @@ mod sync;
 mod trust;
 mod warm_worktrees;
 mod whole_worktrees;
+mod work_shared;
 mod worktree_lib;

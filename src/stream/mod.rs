@@ -7,6 +7,7 @@ pub mod prompt;
 pub mod record;
 pub mod rollback;
 pub mod runloop;
+pub mod share;
 pub mod shell;
 pub mod status;
 pub mod work;
