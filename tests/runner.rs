@@ -62,4 +62,6 @@ mod streams;
 mod sync;
 mod trust;
 mod warm_worktrees;
+mod whole_worktrees;
+mod work_shared;
 mod worktree_lib;

@@ -163,6 +163,10 @@ pub struct RunArgs {
     /// leave settings.auto_merge to the worker.
     #[arg(long, hide = true)]
     pub worker: bool,
+    /// Run for `git boulder work --remote R`: share the branch and the state with R after each
+    /// iteration that made progress.
+    #[arg(long, hide = true, value_name = "REMOTE", requires = "worker")]
+    pub push_to: Option<String>,
     /// The agent command and its arguments (after `--`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -327,6 +331,7 @@ fn run_loop(ws: &Workspace, ctx: &Context, args: RunArgs) -> Result<()> {
         max_failures: args.max_failures.unwrap_or(b.max_failures).max(1),
         command: args.command,
         claim_held: args.worker,
+        push_to: args.push_to,
     };
     let outcome =
         crate::stream::runloop::run(ws, &plan, stream, &opts, |line| eprintln!("{}", crate::text::inert_lines(line)))?;

@@ -84,6 +84,26 @@ pub fn rebuild_index(work_dir: &Path) -> Result<usize> {
     Ok(written)
 }
 
+/// Whether the worktree at `work_dir` lacks its index, or has an empty one while its HEAD commit
+/// has files: what a checkout killed before it wrote the index leaves (git reads a missing index
+/// as an empty one, so `git add -A` there stages the deletion of every file not yet written).
+pub fn index_missing_or_empty(work_dir: &Path) -> Result<bool> {
+    let wt = crate::git::worktree::open_worktree(work_dir)?;
+    if !wt.index_path().exists() {
+        return Ok(true);
+    }
+    let index = wt.open_index().map_err(|e| gix_err("cannot read the worktree index", e))?;
+    if !index.entries().is_empty() {
+        return Ok(false);
+    }
+    let tree = match wt.head_tree_id() {
+        Ok(t) => t.detach(),
+        // An unborn HEAD has no files to miss.
+        Err(_) => return Ok(false),
+    };
+    Ok(tree != ObjectId::empty_tree(wt.object_hash()))
+}
+
 /// Write the files of `index`'s entries into `work_dir` through gix's checkout (filters, modes,
 /// symlinks), recording their stat data in `index`. `overwrite` replaces existing files; without
 /// it files are created exclusively and an existing one is an error. Returns the files written.

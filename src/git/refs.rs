@@ -153,6 +153,14 @@ impl Repo {
         Some((line.previous_oid, line.new_oid, line.message.to_str_lossy().into_owned()))
     }
 
+    /// Whether `name` held `id` at some point its reflog remembers.
+    pub fn reflog_contains(&self, name: &str, id: gix::ObjectId) -> bool {
+        let Ok(r) = self.repo.find_reference(name) else { return false };
+        let mut platform = r.log_iter();
+        let Ok(Some(lines)) = platform.all() else { return false };
+        lines.flatten().any(|l| l.new_oid() == id || l.previous_oid() == id)
+    }
+
     pub fn reflog_oldest(&self, name: &str) -> Option<gix::ObjectId> {
         let r = self.repo.find_reference(name).ok()?;
         let mut platform = r.log_iter();

@@ -168,39 +168,38 @@ pub fn add_linked(repo: &Repo, target: &Path, full_branch: &str) -> Result<std::
     // Before it creates anything, gix reads every other worktree's registration; one that another
     // `stream init` (or `git worktree add`) is creating this very moment has an empty `gitdir`
     // file for an instant. That is a passing state, not an error: look again shortly.
-    let mut result = writer.add_worktree(
-        target,
-        gix::worktree::add::Head::Attached(name.clone()),
-        gix::progress::Discard,
-        &interrupt,
-    );
+    let prepare = || writer.prepare_add_worktree(target, gix::worktree::add::Head::Attached(name.clone()), &interrupt);
+    let mut result = prepare();
     for _ in 0..50 {
         match &result {
             Err(e) if format!("{e:#}").contains("Failed to read or iterate worktree directories") => {
                 std::thread::sleep(std::time::Duration::from_millis(20));
-                result = writer.add_worktree(
-                    target,
-                    gix::worktree::add::Head::Attached(name.clone()),
-                    gix::progress::Discard,
-                    &interrupt,
-                );
+                result = prepare();
             }
             _ => break,
         }
     }
-    let (_wt, outcome) = match result {
-        Ok(r) => r,
-        Err(e) => {
-            if let Some(gix::worktree::add::Error::CheckedOut { worktree_dirs, .. }) =
-                e.downcast_any_ref::<gix::worktree::add::Error>()
-            {
-                return Ok(Err(AddError::CheckedOut(worktree_dirs.clone())));
-            }
-            if e.is_conflict() {
-                return Ok(Err(AddError::Conflict(format!("{e:#}"))));
-            }
-            return Ok(Err(AddError::Failed(format!("{e:#}"))));
+    let classify = |e: gix::Error| {
+        if let Some(gix::worktree::add::Error::CheckedOut { worktree_dirs, .. }) =
+            e.downcast_any_ref::<gix::worktree::add::Error>()
+        {
+            return AddError::CheckedOut(worktree_dirs.clone());
         }
+        if e.is_conflict() {
+            return AddError::Conflict(format!("{e:#}"));
+        }
+        AddError::Failed(format!("{e:#}"))
+    };
+    let prepared = match result {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(classify(e))),
+    };
+    // Registered (`.git` file, admin dir locked `initializing`), no index, no files yet: a kill
+    // here or during the checkout leaves a worktree that must be finished before any use.
+    crate::failpoint::hit("worktree-registered");
+    let (_wt, outcome) = match prepared.checkout(gix::progress::Discard, &interrupt) {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(classify(e))),
     };
     if let Some(err) = outcome.errors.first() {
         return Ok(Err(AddError::File { path: err.path.to_string(), error: format!("{:#}", err.error) }));

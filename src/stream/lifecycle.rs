@@ -26,6 +26,12 @@ pub struct InitReport {
 
 /// Create (or finish, or confirm) one stream's branch and worktree, and record INITIALIZED.
 pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitReport> {
+    init_with(ws, plan, stream, false)
+}
+
+/// [`init`] for a caller that holds the stream's lock already (`stream run` finishing a worktree
+/// whose making was interrupted).
+pub fn init_with(ws: &Workspace, plan: &Plan, stream: &StreamDef, lock_held: bool) -> Result<InitReport> {
     let repo = &ws.repo;
     let path = ws.worktree_path(plan, &stream.name)?;
     let store = Store::new(repo)?;
@@ -47,7 +53,10 @@ pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitRepor
         crate::trust::require(repo, plan, "stream init", &[crate::trust::SETUP.to_string()])?;
     }
 
-    let _guard = lock::try_acquire(repo, &format!("stream-{}", stream.name), "stream init")?;
+    let _guard = match lock_held {
+        true => None,
+        false => Some(lock::try_acquire(repo, &format!("stream-{}", stream.name), "stream init")?),
+    };
     let from = match repo.branch_tip(&stream.branch)? {
         Some(_) => plan.settings.base_branch.clone(),
         None => {

@@ -8,6 +8,7 @@ pub mod record;
 pub mod resolve;
 pub mod rollback;
 pub mod runloop;
+pub mod share;
 pub mod shell;
 pub mod status;
 pub mod work;

@@ -22,6 +22,9 @@ pub struct Options {
     pub command: Vec<String>,
     /// The caller (`git boulder work`) holds the stream's claim: take none here.
     pub claim_held: bool,
+    /// Share the work in progress with this remote after each iteration that made progress: the
+    /// branch under a lease, then the state ([`crate::stream::share`]).
+    pub push_to: Option<String>,
 }
 
 /// How the loop ended.
@@ -132,6 +135,27 @@ fn run_loop(
         return Err(Error::usage(format!("stream {} has no worktree at {}", stream.name, wt.display()))
             .hint(format!("create it with `git boulder stream init {}`", stream.name)));
     }
+    // Only a whole worktree reaches the agent: one whose making was interrupted (a killed
+    // `stream init`: no index, files missing) is finished first, as a rerun of `stream init` does.
+    if let Some(why) = crate::worktree::not_whole(&ws.repo, &wt)? {
+        say(&format!("the worktree {} is not whole ({why}); finishing it first", wt.display()));
+        let report = crate::stream::lifecycle::init_with(ws, plan, stream, true)?;
+        if let Some(e) = report.setup_failed {
+            return Err(Error::refused(format!("stream {}: setup failed: {e}", stream.name))
+                .hint(format!("fix it, then rerun `git boulder stream init {}`", stream.name)));
+        }
+        for c in &report.changes {
+            say(&format!("  {c}"));
+        }
+        if let Some(why) = crate::worktree::not_whole(&ws.repo, &report.path)? {
+            return Err(Error::refused(format!(
+                "stream {}: the worktree {} is not whole: {why}",
+                stream.name,
+                wt.display()
+            ))
+            .hint(format!("run `git boulder stream init {}`", stream.name)));
+        }
+    }
     let command = if opts.command.is_empty() {
         let agent = stream.agent.as_ref().ok_or_else(|| {
             Error::usage(format!("stream {} has no agent and no command was given", stream.name))
@@ -156,6 +180,10 @@ fn run_loop(
     if opts.claim_held {
         stop_with_the_worker();
     }
+    let share_to = match &opts.push_to {
+        Some(r) => Some(crate::git::remote::RemoteName::new(&ws.repo, r)?),
+        None => None,
+    };
     let store = Store::new(&ws.repo)?;
     record(&store, &stream.name, StreamStatus::Running, "stream run started")?;
     let prd_path = ws.prd_path(Some(plan), None)?;
@@ -256,6 +284,7 @@ fn run_loop(
         if tip_after != tip_before || done_after > done_before {
             failures = 0;
             say(&format!("  progress (agent exited {})", status.code().unwrap_or(-1)));
+            share_progress(ws, stream, share_to.as_ref(), say);
             continue;
         }
         failures += 1;
@@ -276,6 +305,27 @@ fn run_loop(
         while std::time::Instant::now() < until && !stopped_by_signal() {
             std::thread::sleep(Duration::from_millis(20).min(until - std::time::Instant::now()));
         }
+    }
+}
+
+/// Share an iteration's progress with `remote` (see [`crate::stream::share`]). A failure is told,
+/// not fatal: the loop goes on, and the worker keeps the claim until the work is shared.
+fn share_progress(
+    ws: &Workspace,
+    stream: &StreamDef,
+    remote: Option<&crate::git::remote::RemoteName>,
+    say: &dyn Fn(&str),
+) {
+    let Some(r) = remote else { return };
+    match crate::stream::share::share(ws, stream, r) {
+        Ok(crate::stream::share::Branch::Pushed(tip)) => {
+            say(&format!("  shared on {}: {} at {}", r.given, stream.branch, crate::merge::short(tip)))
+        }
+        Ok(_) => {}
+        Err(e) => say(&format!(
+            "  warning: the progress was not shared with {}: {}; this machine keeps the claim",
+            r.given, e.message
+        )),
     }
 }
 

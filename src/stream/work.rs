@@ -190,6 +190,9 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
     let mut warned: BTreeSet<(String, String)> = BTreeSet::new();
     let mut last_pull = Instant::now();
     let mut ended: Vec<String> = Vec::new();
+    // Streams that ended here whose work could not be shared yet: their claims are kept.
+    let mut unshared: Vec<String> = Vec::new();
+    let mut last_share = Instant::now();
     let mut was_interrupted = false;
     // Any error on the way stops what runs and releases its claims before it is returned.
     let ran = (|| -> Result<()> {
@@ -275,15 +278,14 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
                 }
                 ended.push(name);
             }
-            // The state goes out before the claims are released: a machine that sees no claim on a
-            // stream also sees how it ended.
-            if !ended.is_empty() {
-                if let Some(r) = &remote {
-                    push(ws, r, &say);
-                }
-                for name in ended.drain(..) {
-                    release(ws, remote.as_ref(), &me, &name, &mut claims, &say);
-                }
+            // The branch and the state go out before the claims are released: a machine that sees
+            // no claim on a stream also sees how it ended, and has its commits. Work that could not
+            // be shared keeps its claim, and is tried again each poll.
+            if !ended.is_empty() || (!unshared.is_empty() && last_share.elapsed() >= opts.poll) {
+                let mut names = std::mem::take(&mut unshared);
+                names.append(&mut ended);
+                unshared = share_then_release(ws, plan, remote.as_ref(), &me, names, &mut claims, &say);
+                last_share = Instant::now();
             }
             renew(ws, remote.as_ref(), &me, &mut claims, &say);
             // Pick what is ready, up to the limit.
@@ -393,23 +395,25 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
     })();
     if let Err(e) = ran {
         stop_all(&mut jobs, &say);
-        if let Some(r) = &remote {
-            push(ws, r, &say);
-        }
-        for name in claims.keys().cloned().collect::<Vec<_>>() {
-            release(ws, remote.as_ref(), &me, &name, &mut claims, &say);
-        }
+        let held: Vec<String> = claims.keys().cloned().collect();
+        share_then_release(ws, plan, remote.as_ref(), &me, held, &mut claims, &say);
         return Err(e);
     }
-    // Whatever ran here is stopped now: share its state, release its claim; the base follows
-    // the remote's.
-    if let Some(r) = &remote {
-        push(ws, r, &say);
-        follow_base(ws, plan, r, &say);
-    }
+    // Whatever ran here is stopped now: share its branch and state, release its claim (kept when
+    // its work could not be shared); the base follows the remote's.
     let held: Vec<String> = claims.keys().cloned().collect();
-    for name in held {
-        release(ws, remote.as_ref(), &me, &name, &mut claims, &say);
+    let kept = share_then_release(ws, plan, remote.as_ref(), &me, held, &mut claims, &say);
+    if let Some(r) = &remote {
+        for name in &kept {
+            say(
+                Some(name),
+                &format!(
+                    "warning: its work is not on {} yet, so this machine keeps the claim; rerun `git boulder work --remote {}` once {} takes pushes",
+                    r.given, r.given, r.given
+                ),
+            );
+        }
+        follow_base(ws, plan, r, &say);
     }
     let seen: Vec<(String, String, crate::sync::claim::Claim)> = match &remote {
         Some(_) => crate::sync::claim::seen(&ws.repo)?,
@@ -517,18 +521,29 @@ fn start(
                 return Err(NotStarted::Merged);
             }
             follow_base(ws, plan, r, &|s, t| sink.line(s, false, t));
-            adopt_branch(ws, stream, r, &|s, t| sink.line(s, false, t));
+            adopt_branch(ws, stream, r, &|s, t| sink.line(s, false, t)).map_err(NotStarted::Failed)?;
         }
         let wt = ws.worktree_path(plan, name).map_err(NotStarted::Failed)?;
-        if !wt.join(".git").exists() {
+        // Only a whole worktree reaches an agent: one missing, or whose making was interrupted
+        // (a killed `stream init`), is made or finished first, as a rerun of `stream init` does.
+        let unfinished = crate::worktree::not_whole(&ws.repo, &wt).map_err(NotStarted::Failed)?;
+        if let Some(why) = unfinished {
+            let existed = wt.join(".git").exists();
             let report = crate::stream::lifecycle::init(ws, plan, stream).map_err(NotStarted::Failed)?;
             if let Some(e) = report.setup_failed {
                 return Err(NotStarted::Failed(Error::refused(format!("setup failed: {e}"))));
             }
-            sink.line(Some(name), false, &format!("worktree made at {}", report.path.display()));
+            let what = match existed {
+                true => format!("worktree finished at {} ({why})", report.path.display()),
+                false => format!("worktree made at {}", report.path.display()),
+            };
+            sink.line(Some(name), false, &what);
         }
         let mut args: Vec<String> = opts.child_flags.clone();
         args.extend(["stream".into(), "run".into(), name.clone(), "--worker".into()]);
+        if let Some(r) = remote {
+            args.extend(["--push-to".into(), r.given.clone()]);
+        }
         if !opts.command.is_empty() {
             args.push("--".into());
             args.extend(opts.command.iter().cloned());
@@ -687,6 +702,73 @@ fn stop_all(jobs: &mut Vec<Job>, say: &dyn Fn(Option<&str>, &str)) {
     jobs.clear();
 }
 
+/// Share the branches of `names` that are not merged (see [`crate::stream::share`]) and the state
+/// with `remote`, then release their claims. A stream whose branch (or the state) could not be
+/// pushed keeps its claim: it is returned, and the next call tries again.
+fn share_then_release(
+    ws: &Workspace,
+    plan: &Plan,
+    remote: Option<&RemoteName>,
+    me: &str,
+    names: Vec<String>,
+    claims: &mut HashMap<String, f64>,
+    say: &dyn Fn(Option<&str>, &str),
+) -> Vec<String> {
+    let Some(r) = remote else {
+        for name in names {
+            release(ws, remote, me, &name, claims, say);
+        }
+        return Vec::new();
+    };
+    let mut kept = Vec::new();
+    let mut shared = Vec::new();
+    for name in names {
+        let merged = status_of(ws, &name).is_ok_and(|s| s == StreamStatus::Merged);
+        let Some(stream) = plan.stream(&name).filter(|_| !merged) else {
+            shared.push(name);
+            continue;
+        };
+        match crate::stream::share::branch(ws, stream, r) {
+            Ok(crate::stream::share::Branch::Pushed(tip)) => {
+                say(Some(&name), &format!("shared on {}: {} at {}", r.given, stream.branch, crate::merge::short(tip)));
+                shared.push(name);
+            }
+            Ok(_) => shared.push(name),
+            Err(e) => {
+                say(
+                    Some(&name),
+                    &format!(
+                        "warning: its branch was not shared with {}: {}; this machine keeps the claim",
+                        r.given, e.message
+                    ),
+                );
+                kept.push(name);
+            }
+        }
+    }
+    crate::failpoint::hit("progress-branch-pushed");
+    let state = crate::sync::push(&ws.repo, r).and_then(|p| {
+        let rejected: Vec<String> = p.refs.iter().filter(|o| o.result == "rejected").map(|o| o.name.clone()).collect();
+        match rejected.is_empty() {
+            true => Ok(()),
+            false => Err(Error::refused(format!("{} rejected", rejected.join(", ")))),
+        }
+    });
+    if let Err(e) = state {
+        say(
+            None,
+            &format!("warning: cannot push the state to {}: {}; the claims of what ended are kept", r.given, e.message),
+        );
+        kept.append(&mut shared);
+        return kept;
+    }
+    crate::failpoint::hit("progress-state-pushed");
+    for name in shared {
+        release(ws, remote, me, &name, claims, say);
+    }
+    kept
+}
+
 fn release(
     ws: &Workspace,
     remote: Option<&RemoteName>,
@@ -749,41 +831,71 @@ fn follow_base(ws: &Workspace, plan: &Plan, remote: &RemoteName, say: &dyn Fn(Op
     }
 }
 
-/// A stream without a branch here whose branch is on the remote (pushed by a machine that ran it
-/// before, or by a person) continues from there: the local branch is made at the remote's tip.
-fn adopt_branch(ws: &Workspace, stream: &StreamDef, remote: &RemoteName, say: &dyn Fn(Option<&str>, &str)) {
-    let adopted = (|| -> Result<Option<crate::git::ObjectId>> {
-        if remote.key != remote.given || ws.repo.branch_tip(&stream.branch)?.is_some() {
-            return Ok(None);
-        }
-        let tracking = refs::remote_branch_ref(&remote.given, &stream.branch);
-        let spec = format!("+{}:{tracking}", refs::branch_ref(&stream.branch));
-        let Some(tip) = crate::git::remote::fetch(&ws.repo, &remote.given, &[spec])?.first().map(|f| f.id) else {
-            return Ok(None);
-        };
-        let reflog = format!("boulder work: branch: Created from {tracking}");
-        refs::update(
-            &ws.repo,
-            &refs::branch_ref(&stream.branch),
-            refs::Expect::Absent,
-            tip,
-            &reflog,
-            refs::Writer::Configured,
-        )?
-        .map_err(|e| Error::internal(format!("cannot create {}: {e}", stream.branch)))?;
-        Ok(Some(tip))
-    })();
-    match adopted {
-        Ok(Some(tip)) => say(
+/// The stream continues from the remote's branch, where the machines that ran it before shared
+/// their work in progress: the local branch is made at the remote's tip when this clone has none,
+/// and brought up to it (with its worktree, as `git merge --ff-only` would) when it is behind.
+/// Branches that diverged are refused, naming both tips and the fix: running on either would
+/// leave the other's commits out. A local branch ahead of the remote's, or one rewritten here
+/// from what the remote holds (a rebase), is used as it is.
+fn adopt_branch(
+    ws: &Workspace,
+    stream: &StreamDef,
+    remote: &RemoteName,
+    say: &dyn Fn(Option<&str>, &str),
+) -> Result<()> {
+    let full = refs::branch_ref(&stream.branch);
+    let spec = format!("+{full}:{}", refs::queue_ref(&remote.key, &stream.branch));
+    let fetched = crate::git::remote::fetch(&ws.repo, &remote.given, &[spec]).map_err(|e| {
+        Error::refused(format!(
+            "stream {}: cannot fetch its branch {} from {}: {}",
+            stream.name, stream.branch, remote.given, e.message
+        ))
+        .hint("check that `git fetch` from that remote works here, then rerun")
+    })?;
+    let Some(theirs) = fetched.iter().find(|f| f.remote_ref == full).map(|f| f.id) else { return Ok(()) };
+    let continuing = |tip| {
+        say(
             Some(&stream.name),
             &format!("continuing from {}'s {} ({})", remote.given, stream.branch, crate::merge::short(tip)),
-        ),
-        Ok(None) => {}
-        Err(e) => say(
-            Some(&stream.name),
-            &format!("warning: {} not taken from {}: {}", stream.branch, remote.given, e.message),
-        ),
+        )
+    };
+    let Some(ours) = ws.repo.branch_tip(&stream.branch)? else {
+        let reflog = format!("boulder work: branch: Created from {} {}", remote.given, stream.branch);
+        refs::update(&ws.repo, &full, refs::Expect::Absent, theirs, &reflog, refs::Writer::Configured)?
+            .map_err(|e| Error::internal(format!("cannot create {}: {e}", stream.branch)))?;
+        continuing(theirs);
+        return Ok(());
+    };
+    if ours == theirs || crate::stream::share::own_history(ws, stream, ours, theirs)? {
+        return Ok(());
     }
+    if ws.repo.objects().is_ancestor(ours, theirs)? {
+        let reflog = format!("boulder work: {} follows {}", stream.branch, remote.given);
+        crate::worktree::checkout::move_branch(
+            &ws.repo,
+            &stream.branch,
+            ours,
+            theirs,
+            &reflog,
+            "continuing from the remote",
+            "work-branch",
+        )?;
+        continuing(theirs);
+        return Ok(());
+    }
+    Err(Error::refused(format!(
+        "stream {}: its branch {} here ({}) and on {} ({}) have diverged; running on either would leave the other's commits out. Bring them together, then rerun: cd \"$(git boulder stream path {})\" && git pull --rebase {} {} && git push {} {}",
+        stream.name,
+        stream.branch,
+        crate::merge::short(ours),
+        remote.given,
+        crate::merge::short(theirs),
+        stream.name,
+        remote.given,
+        stream.branch,
+        remote.given,
+        stream.branch
+    )))
 }
 
 /// Say once per claim that a claim seen on `remote` is invalid (an expiry beyond any lease): it is
@@ -834,12 +946,6 @@ pub const WORKER_LOCK: &str = "worker-";
 fn pull(ws: &Workspace, remote: &RemoteName, say: &dyn Fn(Option<&str>, &str)) {
     if let Err(e) = crate::sync::pull(&ws.repo, remote) {
         say(None, &format!("warning: cannot pull the state of {}: {}", remote.given, e.message));
-    }
-}
-
-fn push(ws: &Workspace, remote: &RemoteName, say: &dyn Fn(Option<&str>, &str)) {
-    if let Err(e) = crate::sync::push(&ws.repo, remote) {
-        say(None, &format!("warning: cannot push the state to {}: {}", remote.given, e.message));
     }
 }
 

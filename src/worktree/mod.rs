@@ -283,6 +283,9 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
         if !live.admin.join("index").exists() {
             let n = crate::git::index::rebuild_index(&target)?;
             repaired.push(format!("rebuilt the missing index ({n} missing files checked out)"));
+        } else if crate::git::index::index_missing_or_empty(&target)? {
+            let n = crate::git::index::rebuild_index(&target)?;
+            repaired.push(format!("rebuilt the empty index ({n} missing files checked out)"));
         }
         if repaired.is_empty() && recovered.is_empty() {
             return Ok(AddOutcome::AlreadyPresent);
@@ -348,6 +351,26 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
         }
     };
     Ok(AddOutcome::Created { branch_created, files, recovered })
+}
+
+/// Why the worktree at `path` is not whole — not to be handed to an agent — or `None` when it is:
+/// it is missing, its checkout was interrupted (git's registration still locked `initializing`),
+/// or it has no index, or an empty one while its HEAD has files. [`add`] (as `stream init` runs it)
+/// finishes each of these.
+pub fn not_whole(repo: &Repo, path: &Path) -> Result<Option<String>> {
+    let target = normalize(path);
+    let Some(admin) = dot_git_target(&target) else {
+        return Ok(Some(if target.exists() { "it has no .git file".into() } else { "it does not exist".into() }));
+    };
+    let reg = registrations(repo)?.into_iter().find(|r| r.admin == admin);
+    let Some(reg) = reg else { return Ok(Some("git has no registration of it".into())) };
+    if reg.initializing() {
+        return Ok(Some("its checkout was interrupted (git still marks it initializing)".into()));
+    }
+    if crate::git::index::index_missing_or_empty(&target)? {
+        return Ok(Some("its index is missing or empty while its branch has files".into()));
+    }
+    Ok(None)
 }
 
 /// A new worktree is a sparse checkout when the one it was made from is (git and gix copy its
