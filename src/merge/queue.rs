@@ -165,6 +165,9 @@ pub fn merge(
             for (_, _, kept) in crate::stream::rollback::backups(repo, &stream.name)? {
                 known = known || objects.is_ancestor(theirs, kept)?;
             }
+            // A tip this branch had here, rewritten here since (a rebase: `stream resolve`, the
+            // agent's own): its commits are on the branch in their new form.
+            known = known || crate::stream::share::own_history(ws, stream, local, theirs)?;
             if !known {
                 return Err(Error::refused(format!(
                     "the branch {} on {given} has commits this machine's branch lacks ({}); nothing was changed",
