@@ -209,7 +209,8 @@ impl Workspace {
     /// choice, any file), else the plan's `prd` relative to the main worktree, which must stay
     /// inside it: an absolute path or a `..` component ([`plan::prd_problem`]), or a symlink
     /// resolving outside the main worktree (`prd.md -> /dev/zero`, `-> ~/.ssh/id_ed25519`), is
-    /// refused. Without a plan, the one PRD kept at a usual place ([`Workspace::find_prd`]).
+    /// refused. Without a plan, the one PRD kept at a usual place ([`Workspace::find_prd`]), else
+    /// the default path.
     pub fn prd_path(&self, plan: Option<&Plan>, explicit: Option<&Path>) -> Result<PathBuf> {
         if let Some(p) = explicit {
             return Ok(std::env::current_dir()?.join(p));
@@ -217,7 +218,12 @@ impl Workspace {
         let root = self.root()?;
         let rel = match plan {
             Some(_) => plan_prd(plan)?.to_string(),
-            None => self.find_prd(None)?,
+            // Lenient for what only looks (`resume`, the project boulder): the default unless one
+            // PRD is found; commands that read the PRD ask `find_prd` first.
+            None => match self.prd_candidates(None)?.as_slice() {
+                [one] => one.clone(),
+                _ => plan::DEFAULT_PRD.to_string(),
+            },
         };
         let path = root.join(rel);
         let (real, real_root) = (resolve(&path), resolve(root));
@@ -234,12 +240,11 @@ impl Workspace {
         Ok(path)
     }
 
-    /// The PRD of a repository without a plan: the one file at a place where people keep PRDs
+    /// The PRDs of a repository without a plan: the files at a place where people keep PRDs
     /// ([`usual_prd_places`]), in the main worktree, or in a bare repository in the tree of
-    /// `tip`. Relative to the repository root. None there, or several, is a usage error that
-    /// lists them and asks for `--prd`.
-    pub fn find_prd(&self, tip: Option<ObjectId>) -> Result<String> {
-        let found = match (tip, &self.repo.main_work_dir) {
+    /// `tip`; relative to the repository root.
+    fn prd_candidates(&self, tip: Option<ObjectId>) -> Result<Vec<String>> {
+        Ok(match (tip, &self.repo.main_work_dir) {
             (Some(tip), _) => usual_prd_places(self.repo.tree_paths(tip)?),
             (None, Some(root)) => {
                 let mut files = Vec::new();
@@ -257,7 +262,13 @@ impl Workspace {
                 usual_prd_places(files)
             }
             (None, None) => Vec::new(),
-        };
+        })
+    }
+
+    /// The PRD of a repository without a plan: the one of [`Workspace::prd_candidates`]. None
+    /// there, or several, is a usage error that lists them and asks for `--prd`.
+    pub fn find_prd(&self, tip: Option<ObjectId>) -> Result<String> {
+        let found = self.prd_candidates(tip)?;
         let places = PRD_PLACES.iter().map(|(dir, name)| {
             let name = if *name == "prd*" { "prd*.md|json" } else { name };
             if dir.is_empty() {
@@ -294,6 +305,9 @@ impl Workspace {
     pub fn suggest_plan(&self, explicit: Option<&Path>) -> Result<String> {
         // The PRD path comes from an existing plan when it parses, else the default.
         let existing = self.plan().ok();
+        if existing.is_none() && explicit.is_none() {
+            self.find_prd(None)?;
+        }
         let prd_path = self.prd_path(existing.as_ref(), explicit)?;
         let (_, prd) = load_prd(&prd_path)?;
         let root = self.root()?;
@@ -359,6 +373,9 @@ impl Workspace {
     /// or in a bare repository (nothing explicit) the file at the base branch's tip.
     pub fn load_prd(&self, plan: Option<&Plan>, explicit: Option<&Path>) -> Result<(String, Prd)> {
         if explicit.is_some() || !self.repo.is_bare() {
+            if plan.is_none() && explicit.is_none() {
+                self.find_prd(None)?;
+            }
             return load_prd(&self.prd_path(plan, explicit)?);
         }
         let tip = match plan {
