@@ -50,6 +50,16 @@ fn start(repo: &TestRepo, args: &[&str]) -> Child {
     c.args(args).current_dir(&repo.dir).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("git-boulder")
 }
 
+/// A child killed when the test ends, whatever way it ends (a failed assertion too).
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
@@ -96,7 +106,7 @@ fn a_killed_workers_stream_is_finished_by_another_machine_from_its_pushed_branch
         &recorder()[10..]
     );
     let slow = agent(m1.tmp.path(), "slow.sh", &script);
-    let mut w1 = start(&m1, &["work", "--remote", "origin", "--", "sh", slow.to_str().unwrap()]);
+    let mut w1 = KillOnDrop(start(&m1, &["work", "--remote", "origin", "--", "sh", slow.to_str().unwrap()]));
     wait_for("alpha's agent on US-103", || hung.exists());
     // While alpha still runs, gamma sees its progress after a pull: RUNNING, 2/3, 2 iterations.
     let mut last = serde_json::Value::Null;
@@ -106,11 +116,11 @@ fn a_killed_workers_stream_is_finished_by_another_machine_from_its_pushed_branch
         m3.boulder(&["pull"]).ok();
         last = m3.boulder(&["status", "--json"]).ok().json()["streams"][0].clone();
     }
-    assert!(w1.try_wait().unwrap().is_none(), "alpha's worker is still running");
+    assert!(w1.0.try_wait().unwrap().is_none(), "alpha's worker is still running");
     let shared = remote_tip(&m3, "refs/heads/boulder/a").expect("alpha's branch is on the remote");
     // alpha dies outright.
-    w1.kill().unwrap();
-    w1.wait().unwrap();
+    w1.0.kill().unwrap();
+    w1.0.wait().unwrap();
     // Its claim is freed by hand; beta takes the stream over and lands it.
     m2.boulder(&["pull"]).ok();
     m2.boulder(&["stream", "release", "a", "--remote", "origin", "--force"]).ok();

@@ -10,7 +10,8 @@
 //! own history (an ancestor, a tip this branch had here, or a backup); anything else is refused,
 //! never overwritten. Branch first, state second: every commit the shared state names is on the
 //! remote already. Killed between the two (or anywhere), the next share finds the branch there and
-//! only pushes the state.
+//! only pushes the state. Like the merge queue's, the push skips the hooks (`--no-verify`); when
+//! git-lfs is set up here, the LFS files of the commits are uploaded first (`git lfs pre-push`).
 
 use crate::error::{Error, Result};
 use crate::git::remote::RemoteName;
@@ -74,6 +75,16 @@ pub fn branch(ws: &Workspace, stream: &StreamDef, remote: &RemoteName) -> Result
                     stream.name, remote.given, stream.branch
                 )));
             }
+        }
+        if crate::merge::queue::uses_lfs(repo) {
+            // The push skips the hooks, git-lfs's among them: send the LFS files first.
+            let update = cli::PushUpdate {
+                local_ref: full.clone(),
+                local: tip.to_string(),
+                remote_ref: full.clone(),
+                remote: seen.map(|s| s.to_string()),
+            };
+            cli::lfs_pre_push(repo.run_dir(), &remote.given, &[update])?;
         }
         crate::progress::show(&format!("pushing {} to {}", stream.branch, remote.given));
         let leases = [(full.clone(), seen.map(|s| s.to_string()))];
