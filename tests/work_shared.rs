@@ -269,3 +269,34 @@ fn a_worker_that_cannot_push_its_branch_says_so_and_keeps_the_claim() {
     assert!(remote_tip(&m, "refs/boulder/streams/a").is_some());
     assert!(remote_tip(&m, "refs/heads/boulder/a").is_none());
 }
+
+#[test]
+fn a_stream_whose_claim_expired_is_taken_over_from_the_branch_its_dead_worker_pushed() {
+    let remote = remote();
+    let m1 = remote.machine("alpha");
+    let m2 = remote.machine("beta");
+    // alpha finishes US-101, hangs on US-102, and dies without releasing its claim.
+    let hung = m1.tmp.path().join("hung");
+    let script = format!(
+        "#!/bin/sh\nif [ \"$BOULDER_STORY\" = US-102 ]; then touch {}; sleep 120; exit 0; fi\n{}",
+        hung.display(),
+        &recorder()[10..]
+    );
+    let slow = agent(m1.tmp.path(), "slow.sh", &script);
+    let mut w1 = KillOnDrop(start(&m1, &["work", "--remote", "origin", "--", "sh", slow.to_str().unwrap()]));
+    wait_for("alpha's agent on US-102", || hung.exists());
+    let shared = remote_tip(&m2, "refs/heads/boulder/a").expect("alpha's branch is on the remote");
+    w1.0.kill().unwrap();
+    w1.0.wait().unwrap();
+    assert!(m2.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]).contains("claims/a"));
+    // Two hours on, the claim has expired: beta takes the stream over from alpha's branch.
+    m2.clock.advance(Duration::from_secs(2 * 3600));
+    let finisher = agent(m2.tmp.path(), "finisher.sh", &recorder());
+    let r = m2.boulder(&["work", "--remote", "origin", "--", "sh", finisher.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains(&format!("[a] continuing from origin's boulder/a ({})", &shared[..8])), "{}", r.stderr);
+    assert!(r.stderr.contains("[a] iteration 1: US-102") && !r.stderr.contains("US-101 one"), "{}", r.stderr);
+    m2.git(&["fetch", "-q", "origin"]).ok();
+    m2.git(&["merge-base", "--is-ancestor", &shared, "origin/main"]).ok();
+    assert_landed_once(&m2);
+}
