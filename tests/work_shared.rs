@@ -300,3 +300,31 @@ fn a_stream_whose_claim_expired_is_taken_over_from_the_branch_its_dead_worker_pu
     m2.git(&["merge-base", "--is-ancestor", &shared, "origin/main"]).ok();
     assert_landed_once(&m2);
 }
+
+#[test]
+fn commits_pushed_to_the_stream_branch_by_someone_else_are_never_pushed_over() {
+    let remote = remote();
+    let m1 = remote.machine("alpha");
+    let m2 = remote.machine("beta");
+    m1.boulder(&["stream", "init", "a"]).ok();
+    let finisher = agent(m1.tmp.path(), "finisher.sh", FINISHER);
+    let f = finisher.to_str().unwrap();
+    let run = ["stream", "run", "a", "--worker", "--push-to", "origin", "--max-iterations", "1", "--", "sh", f];
+    m1.boulder(&run).ok();
+    // Someone else adds a commit to the stream's branch on the remote.
+    m2.git(&["fetch", "-q", "origin", "boulder/a:boulder/a"]).ok();
+    m2.git(&["switch", "-q", "boulder/a"]).ok();
+    m2.write("src/a/theirs.txt", "theirs\n");
+    m2.commit_all("a: theirs");
+    m2.git(&["push", "-q", "origin", "boulder/a"]).ok();
+    let theirs = rev(&m2, "boulder/a");
+    // alpha's next iteration is not pushed over it: it says so, and keeps going.
+    let r = m1.boulder(&run);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("warning: the progress was not shared with origin: the branch boulder/a on origin has commits this machine's branch lacks"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(remote_tip(&m1, "refs/heads/boulder/a").unwrap(), theirs);
+}

@@ -58,12 +58,25 @@ pub fn branch(ws: &Workspace, stream: &StreamDef, remote: &RemoteName) -> Result
     let seen_ref = refs::queue_ref(&remote.key, &stream.branch);
     let mut seen = repo.ref_id(&seen_ref)?;
     let mut fetched = false;
+    let fetch = |seen: &mut Option<ObjectId>| -> Result<()> {
+        let spec = format!("+{full}:{seen_ref}");
+        let got = crate::git::remote::fetch(repo, &remote.given, &[spec])?;
+        *seen = got.iter().find(|f| f.remote_ref == full).map(|f| f.id);
+        Ok(())
+    };
     loop {
         if seen == Some(tip) {
             return Ok(Branch::UpToDate(tip));
         }
-        if let Some(theirs) = seen.filter(|_| fetched) {
+        // Never pushed over commits this branch does not have, whether last seen there (the
+        // merge queue's fetch keeps what it found: looked at again first) or just fetched.
+        if let Some(theirs) = seen {
             if !own_history(ws, stream, tip, theirs)? {
+                if !fetched {
+                    fetch(&mut seen)?;
+                    fetched = true;
+                    continue;
+                }
                 return Err(Error::refused(format!(
                     "the branch {} on {} has commits this machine's branch lacks ({}); it was not pushed over",
                     stream.branch,
@@ -117,9 +130,7 @@ pub fn branch(ws: &Workspace, stream: &StreamDef, remote: &RemoteName) -> Result
             .hint(format!("`git push {} {}` must be allowed from here", remote.given, stream.branch)));
         }
         // The remote's branch is not what this machine last saw: look at it, then decide.
-        let spec = format!("+{full}:{seen_ref}");
-        let got = crate::git::remote::fetch(repo, &remote.given, &[spec])?;
-        seen = got.iter().find(|f| f.remote_ref == full).map(|f| f.id);
+        fetch(&mut seen)?;
         fetched = true;
     }
 }
