@@ -61,6 +61,7 @@ mod status_overlap;
 mod streams;
 mod sync;
 mod trust;
+mod uncommitted_work;
 mod warm_worktrees;
 mod whole_worktrees;
 mod work_shared;

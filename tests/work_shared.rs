@@ -50,6 +50,16 @@ fn start(repo: &TestRepo, args: &[&str]) -> Child {
     c.args(args).current_dir(&repo.dir).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("git-boulder")
 }
 
+/// A child killed when the test ends, whatever way it ends (a failed assertion too).
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
@@ -96,7 +106,7 @@ fn a_killed_workers_stream_is_finished_by_another_machine_from_its_pushed_branch
         &recorder()[10..]
     );
     let slow = agent(m1.tmp.path(), "slow.sh", &script);
-    let mut w1 = start(&m1, &["work", "--remote", "origin", "--", "sh", slow.to_str().unwrap()]);
+    let mut w1 = KillOnDrop(start(&m1, &["work", "--remote", "origin", "--", "sh", slow.to_str().unwrap()]));
     wait_for("alpha's agent on US-103", || hung.exists());
     // While alpha still runs, gamma sees its progress after a pull: RUNNING, 2/3, 2 iterations.
     let mut last = serde_json::Value::Null;
@@ -106,11 +116,11 @@ fn a_killed_workers_stream_is_finished_by_another_machine_from_its_pushed_branch
         m3.boulder(&["pull"]).ok();
         last = m3.boulder(&["status", "--json"]).ok().json()["streams"][0].clone();
     }
-    assert!(w1.try_wait().unwrap().is_none(), "alpha's worker is still running");
+    assert!(w1.0.try_wait().unwrap().is_none(), "alpha's worker is still running");
     let shared = remote_tip(&m3, "refs/heads/boulder/a").expect("alpha's branch is on the remote");
     // alpha dies outright.
-    w1.kill().unwrap();
-    w1.wait().unwrap();
+    w1.0.kill().unwrap();
+    w1.0.wait().unwrap();
     // Its claim is freed by hand; beta takes the stream over and lands it.
     m2.boulder(&["pull"]).ok();
     m2.boulder(&["stream", "release", "a", "--remote", "origin", "--force"]).ok();
@@ -258,4 +268,63 @@ fn a_worker_that_cannot_push_its_branch_says_so_and_keeps_the_claim() {
     // The state went out all the same: other machines see the progress.
     assert!(remote_tip(&m, "refs/boulder/streams/a").is_some());
     assert!(remote_tip(&m, "refs/heads/boulder/a").is_none());
+}
+
+#[test]
+fn a_stream_whose_claim_expired_is_taken_over_from_the_branch_its_dead_worker_pushed() {
+    let remote = remote();
+    let m1 = remote.machine("alpha");
+    let m2 = remote.machine("beta");
+    // alpha finishes US-101, hangs on US-102, and dies without releasing its claim.
+    let hung = m1.tmp.path().join("hung");
+    let script = format!(
+        "#!/bin/sh\nif [ \"$BOULDER_STORY\" = US-102 ]; then touch {}; sleep 120; exit 0; fi\n{}",
+        hung.display(),
+        &recorder()[10..]
+    );
+    let slow = agent(m1.tmp.path(), "slow.sh", &script);
+    let mut w1 = KillOnDrop(start(&m1, &["work", "--remote", "origin", "--", "sh", slow.to_str().unwrap()]));
+    wait_for("alpha's agent on US-102", || hung.exists());
+    let shared = remote_tip(&m2, "refs/heads/boulder/a").expect("alpha's branch is on the remote");
+    w1.0.kill().unwrap();
+    w1.0.wait().unwrap();
+    assert!(m2.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]).contains("claims/a"));
+    // Two hours on, the claim has expired: beta takes the stream over from alpha's branch.
+    m2.clock.advance(Duration::from_secs(2 * 3600));
+    let finisher = agent(m2.tmp.path(), "finisher.sh", &recorder());
+    let r = m2.boulder(&["work", "--remote", "origin", "--", "sh", finisher.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains(&format!("[a] continuing from origin's boulder/a ({})", &shared[..8])), "{}", r.stderr);
+    assert!(r.stderr.contains("[a] iteration 1: US-102") && !r.stderr.contains("US-101 one"), "{}", r.stderr);
+    m2.git(&["fetch", "-q", "origin"]).ok();
+    m2.git(&["merge-base", "--is-ancestor", &shared, "origin/main"]).ok();
+    assert_landed_once(&m2);
+}
+
+#[test]
+fn commits_pushed_to_the_stream_branch_by_someone_else_are_never_pushed_over() {
+    let remote = remote();
+    let m1 = remote.machine("alpha");
+    let m2 = remote.machine("beta");
+    m1.boulder(&["stream", "init", "a"]).ok();
+    let finisher = agent(m1.tmp.path(), "finisher.sh", FINISHER);
+    let f = finisher.to_str().unwrap();
+    let run = ["stream", "run", "a", "--worker", "--push-to", "origin", "--max-iterations", "1", "--", "sh", f];
+    m1.boulder(&run).ok();
+    // Someone else adds a commit to the stream's branch on the remote.
+    m2.git(&["fetch", "-q", "origin", "boulder/a:boulder/a"]).ok();
+    m2.git(&["switch", "-q", "boulder/a"]).ok();
+    m2.write("src/a/theirs.txt", "theirs\n");
+    m2.commit_all("a: theirs");
+    m2.git(&["push", "-q", "origin", "boulder/a"]).ok();
+    let theirs = rev(&m2, "boulder/a");
+    // alpha's next iteration is not pushed over it: it says so, and keeps going.
+    let r = m1.boulder(&run);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("warning: the progress was not shared with origin: the branch boulder/a on origin has commits this machine's branch lacks"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(remote_tip(&m1, "refs/heads/boulder/a").unwrap(), theirs);
 }

@@ -422,7 +422,7 @@ pub fn follow(ws: &Workspace, plan: &Plan, given: &str, say: &dyn Fn(&str)) -> R
 }
 
 /// Is git-lfs set up for this repository (its filter configured, as `git lfs install` does)?
-fn uses_lfs(repo: &crate::git::Repo) -> bool {
+pub(crate) fn uses_lfs(repo: &crate::git::Repo) -> bool {
     ["filter.lfs.process", "filter.lfs.clean"].iter().any(|k| repo.config_string(k).is_some_and(|v| !v.is_empty()))
 }
 

@@ -180,6 +180,15 @@ fn run_loop(
     if opts.claim_held {
         stop_with_the_worker();
     }
+    // Uncommitted changes an earlier run left (its agent killed before it committed) are work to
+    // continue: the agent is run on them as they are, never on a cleaned worktree.
+    let left = crate::worktree::tracked_dirt_for_merge(&wt, 10)?;
+    if !left.is_clean() {
+        say(&format!(
+            "the worktree has uncommitted changes an earlier run left ({}); the agent continues with them",
+            left.describe()
+        ));
+    }
     let share_to = match &opts.push_to {
         Some(r) => Some(crate::git::remote::RemoteName::new(&ws.repo, r)?),
         None => None,
@@ -208,7 +217,15 @@ fn run_loop(
         let done = ws.recorded_done()?;
         let stories = ws.stream_stories(plan, stream, &prd, &done)?;
         let open = stories.iter().filter(|s| !s.status.is_done()).count();
-        if open == 0 {
+        // Stories done but their work not committed (an agent killed after `prd done` or after
+        // ticking the PRD, before its commit): not complete — the merge would refuse it. The
+        // agent is run once more on the worktree as it was left, on the last story done, to
+        // commit it; nothing is ever discarded here.
+        let uncommitted = match open {
+            0 => Some(crate::worktree::tracked_dirt_for_merge(&wt, 10)?).filter(|d| !d.is_clean()),
+            _ => None,
+        };
+        if open == 0 && uncommitted.is_none() {
             record(&store, &stream.name, StreamStatus::Completed, "all stories done")?;
             store.append::<crate::state::BoulderState>(
                 &state::boulder_ref(&stream.name),
@@ -228,7 +245,26 @@ fn run_loop(
                 iterations: iteration,
             });
         }
-        let Some(story) = crate::prd::next_open(&stories).cloned() else {
+        let finishing = uncommitted.as_ref().map(|d| d.describe());
+        let next = match &finishing {
+            Some(what) => {
+                let last = stories.iter().rev().find(|s| s.status.is_done()).cloned();
+                if let Some(last) = &last {
+                    say(&format!(
+                        "all stories are done, but the worktree has uncommitted changes ({what}); the agent goes on with {} to commit them",
+                        last.id
+                    ));
+                }
+                last
+            }
+            None => crate::prd::next_open(&stories).cloned(),
+        };
+        let Some(story) = next else {
+            if let Some(what) = &finishing {
+                let reason = uncommitted_reason(&wt, what);
+                record(&store, &stream.name, StreamStatus::Failed, &reason)?;
+                return Ok(Outcome { status: StreamStatus::Failed, reason, iterations: iteration });
+            }
             record(&store, &stream.name, StreamStatus::Failed, "no story is ready: the rest are blocked")?;
             return Ok(Outcome {
                 status: StreamStatus::Failed,
@@ -288,6 +324,11 @@ fn run_loop(
             continue;
         }
         failures += 1;
+        if let (Some(what), true) = (&finishing, failures >= opts.max_failures) {
+            let reason = uncommitted_reason(&wt, what);
+            record(&store, &stream.name, StreamStatus::Failed, &reason)?;
+            return Ok(Outcome { status: StreamStatus::Failed, reason, iterations: iteration });
+        }
         if failures >= opts.max_failures {
             record(&store, &stream.name, StreamStatus::Failed, &format!("{failures} iterations without progress"))?;
             return Ok(Outcome {
@@ -306,6 +347,14 @@ fn run_loop(
             std::thread::sleep(Duration::from_millis(20).min(until - std::time::Instant::now()));
         }
     }
+}
+
+/// Why a stream whose stories are done is not complete: its work is not committed.
+fn uncommitted_reason(wt: &std::path::Path, what: &str) -> String {
+    format!(
+        "its stories are done but its worktree has uncommitted changes ({what}); commit them (cd {} && git add -A && git commit) or discard them, then rerun",
+        wt.display()
+    )
 }
 
 /// Share an iteration's progress with `remote` (see [`crate::stream::share`]). A failure is told,

@@ -10,7 +10,8 @@
 //! own history (an ancestor, a tip this branch had here, or a backup); anything else is refused,
 //! never overwritten. Branch first, state second: every commit the shared state names is on the
 //! remote already. Killed between the two (or anywhere), the next share finds the branch there and
-//! only pushes the state.
+//! only pushes the state. Like the merge queue's, the push skips the hooks (`--no-verify`); when
+//! git-lfs is set up here, the LFS files of the commits are uploaded first (`git lfs pre-push`).
 
 use crate::error::{Error, Result};
 use crate::git::remote::RemoteName;
@@ -57,12 +58,25 @@ pub fn branch(ws: &Workspace, stream: &StreamDef, remote: &RemoteName) -> Result
     let seen_ref = refs::queue_ref(&remote.key, &stream.branch);
     let mut seen = repo.ref_id(&seen_ref)?;
     let mut fetched = false;
+    let fetch = |seen: &mut Option<ObjectId>| -> Result<()> {
+        let spec = format!("+{full}:{seen_ref}");
+        let got = crate::git::remote::fetch(repo, &remote.given, &[spec])?;
+        *seen = got.iter().find(|f| f.remote_ref == full).map(|f| f.id);
+        Ok(())
+    };
     loop {
         if seen == Some(tip) {
             return Ok(Branch::UpToDate(tip));
         }
-        if let Some(theirs) = seen.filter(|_| fetched) {
+        // Never pushed over commits this branch does not have, whether last seen there (the
+        // merge queue's fetch keeps what it found: looked at again first) or just fetched.
+        if let Some(theirs) = seen {
             if !own_history(ws, stream, tip, theirs)? {
+                if !fetched {
+                    fetch(&mut seen)?;
+                    fetched = true;
+                    continue;
+                }
                 return Err(Error::refused(format!(
                     "the branch {} on {} has commits this machine's branch lacks ({}); it was not pushed over",
                     stream.branch,
@@ -74,6 +88,16 @@ pub fn branch(ws: &Workspace, stream: &StreamDef, remote: &RemoteName) -> Result
                     stream.name, remote.given, stream.branch
                 )));
             }
+        }
+        if crate::merge::queue::uses_lfs(repo) {
+            // The push skips the hooks, git-lfs's among them: send the LFS files first.
+            let update = cli::PushUpdate {
+                local_ref: full.clone(),
+                local: tip.to_string(),
+                remote_ref: full.clone(),
+                remote: seen.map(|s| s.to_string()),
+            };
+            cli::lfs_pre_push(repo.run_dir(), &remote.given, &[update])?;
         }
         crate::progress::show(&format!("pushing {} to {}", stream.branch, remote.given));
         let leases = [(full.clone(), seen.map(|s| s.to_string()))];
@@ -106,9 +130,7 @@ pub fn branch(ws: &Workspace, stream: &StreamDef, remote: &RemoteName) -> Result
             .hint(format!("`git push {} {}` must be allowed from here", remote.given, stream.branch)));
         }
         // The remote's branch is not what this machine last saw: look at it, then decide.
-        let spec = format!("+{full}:{seen_ref}");
-        let got = crate::git::remote::fetch(repo, &remote.given, &[spec])?;
-        seen = got.iter().find(|f| f.remote_ref == full).map(|f| f.id);
+        fetch(&mut seen)?;
         fetched = true;
     }
 }
