@@ -15,8 +15,9 @@ import { execFile } from "node:child_process";
 const CHECK_TIMEOUT_MS = 30_000;
 // OpenCode's tools that write files; every other tool goes on unasked.
 const EDIT_TOOLS = ["edit", "write", "multiedit", "patch", "apply_patch"];
-// Every enforcement message of git-boulder starts so: a prompt of the plugin's own.
-const ENFORCEMENT_PREFIX = "Boulder [";
+// Every enforcement message of git-boulder starts so — `Boulder [Parent: 12] → [Child: 5]` for a
+// child boulder, `Boulder auth (iteration 3)` for one of its own: a prompt of the plugin's own.
+const ENFORCEMENT_HEAD = /^Boulder (\[|[^\n]* \(iteration \d+\)\n)/;
 // The end of the agent's last message is enough for completion detection.
 const MESSAGE_LIMIT = 8_000;
 
@@ -88,7 +89,7 @@ async function lastTurn(client, id) {
       if (m && typeof m.providerID === "string" && typeof m.modelID === "string") {
         turn.model = { providerID: m.providerID, modelID: m.modelID };
       }
-      turn.continued = textOf(entry).startsWith(ENFORCEMENT_PREFIX);
+      turn.continued = ENFORCEMENT_HEAD.test(textOf(entry));
       break;
     }
   } catch {
