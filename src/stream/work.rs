@@ -70,6 +70,9 @@ pub enum Outcome {
     Blocked(Vec<String>),
     /// Another machine holds it.
     ClaimedBy(String),
+    /// Its landing was refused and nothing changed since: no worker takes it until its branch
+    /// gets a new commit or `stream retry` (the reason, and what resolves it).
+    NeedsAttention { reason: String, retry: String },
 }
 
 impl Outcome {
@@ -88,6 +91,9 @@ impl Outcome {
             Outcome::Stopped(why) => format!("stopped: {why} (a rerun resumes it)"),
             Outcome::Blocked(by) => format!("blocked by {}", by.join(", ")),
             Outcome::ClaimedBy(by) => format!("claimed by {by}"),
+            Outcome::NeedsAttention { reason, retry } => {
+                format!("needs attention: {reason} (fixed by a new commit on its branch, or `{retry}`)")
+            }
         }
     }
 }
@@ -170,7 +176,7 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
     }
     let me = Store::new(&ws.repo)?.actor()?;
     if let Some(r) = &remote {
-        pull(ws, r, &say);
+        pull(ws, plan, r, &say);
     }
     // Streams merged or failed before this run: the first are done, the second may be retried.
     let at_start: HashMap<String, StreamStatus> =
@@ -231,6 +237,9 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
                         let merged = status_of(ws, &name)? == StreamStatus::Merged;
                         let outcome = if status.success() && merged {
                             Outcome::MergedHere
+                        } else if let Some(o) = needs_attention(ws, plan.stream(&name).expect("a stream of the plan"))?
+                        {
+                            o
                         } else {
                             Outcome::Failed(format!("stream merge exited with {}", exit_text(status)))
                         };
@@ -257,7 +266,7 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
             if jobs.len() < opts.parallel {
                 if let Some(r) = &remote {
                     if jobs.is_empty() || last_pull.elapsed() >= opts.poll {
-                        pull(ws, r, &say);
+                        pull(ws, plan, r, &say);
                         last_pull = Instant::now();
                     }
                 }
@@ -398,6 +407,18 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
     Ok(Summary { rows, interrupted: was_interrupted })
 }
 
+/// The outcome of a stream whose refusal stands.
+fn attention_outcome(stream: &StreamDef, r: &crate::state::Refusal) -> Outcome {
+    let reason = format!("refused ({}): {}", r.refusal, r.reason.lines().next().unwrap_or_default());
+    Outcome::NeedsAttention { reason, retry: crate::stream::attention::retry_command(&stream.name) }
+}
+
+/// [`attention_outcome`] of `stream`, when its refusal stands.
+fn needs_attention(ws: &Workspace, stream: &StreamDef) -> Result<Option<Outcome>> {
+    let Some(st) = ws_state(ws, &stream.name)? else { return Ok(None) };
+    Ok(crate::stream::attention::standing(&ws.repo, stream, &st)?.map(|r| attention_outcome(stream, r)))
+}
+
 fn ws_state(ws: &Workspace, name: &str) -> Result<Option<StreamState>> {
     Ok(Store::new(&ws.repo)?.read::<StreamState>(&state::stream_ref(name))?.map(|e| e.state))
 }
@@ -425,6 +446,12 @@ fn view(
         // The machine that ran it last merged it (the worker merges what it ran).
         let by = entry.map(|e| e.state.last_run.map(|r| r.actor).unwrap_or(e.op.actor)).unwrap_or_default();
         return Ok(View::Done(Outcome::MergedElsewhere(by)));
+    }
+    // A refused landing nothing changed since: left for a person.
+    if let Some(st) = entry.as_ref().map(|e| &e.state) {
+        if let Some(r) = crate::stream::attention::standing(&ws.repo, stream, st)? {
+            return Ok(View::Done(attention_outcome(stream, r)));
+        }
     }
     if status == StreamStatus::Failed && at_start.get(&stream.name) != Some(&StreamStatus::Failed) {
         // Failed during this run, run by another machine or process: not tried again by this
@@ -687,9 +714,19 @@ fn adopt_branch(ws: &Workspace, stream: &StreamDef, remote: &RemoteName, say: &d
     }
 }
 
-fn pull(ws: &Workspace, remote: &RemoteName, say: &dyn Fn(Option<&str>, &str)) {
+/// Pull the remote's state, and the branches of the streams a refusal was recorded for (a new
+/// commit pushed there lets them be taken again).
+fn pull(ws: &Workspace, plan: &Plan, remote: &RemoteName, say: &dyn Fn(Option<&str>, &str)) {
     if let Err(e) = crate::sync::pull(&ws.repo, remote) {
         say(None, &format!("warning: cannot pull the state of {}: {}", remote.given, e.message));
+    }
+    let refused: Vec<&StreamDef> = plan
+        .streams
+        .iter()
+        .filter(|s| ws_state(ws, &s.name).ok().flatten().is_some_and(|st| st.refused.is_some()))
+        .collect();
+    if let Err(e) = crate::stream::attention::refresh(&ws.repo, remote, &refused) {
+        say(None, &format!("warning: cannot fetch the refused streams' branches from {}: {}", remote.given, e.message));
     }
 }
 
