@@ -147,8 +147,12 @@ git boulder prd done \"$BOULDER_STORY\"\n";
 impl Demo {
     /// 18–20: two machines (clones of the remote) work the streams left, through the remote.
     fn fleet(&self, dir: &std::path::Path, remote: &std::path::Path) -> Result<()> {
-        self.say("18. Share main (auth merged) and the state, then two machines clone the remote")?;
-        self.show_git(&self.dir, &["push", "-q", "origin", "main"])?;
+        self.say(
+            "18. Resolve docs (rebase it onto main, keeping its README), share main, docs' branch and the state, then two machines clone the remote",
+        )?;
+        let docs = self.dir.join(".boulder/worktrees/docs");
+        self.show_git(&docs, &["rebase", "-q", "-X", "theirs", "main"])?;
+        self.show_git(&self.dir, &["push", "-q", "origin", "main", "boulder/docs"])?;
         self.step_in(&self.dir, &["push"])?;
         let agent = dir.join("agent.sh");
         std::fs::write(&agent, FLEET_AGENT)?;
@@ -186,8 +190,8 @@ impl Demo {
             }
         }
         self.line(
-            "api went on from the boulder/api pushed in step 7; docs' story was already recorded done (step 12), \
-             so it landed just the PRD sync",
+            "api went on from the boulder/api pushed in step 7; docs, its branch moved past the refused tip \
+             (step 18), went on from the boulder/docs pushed there and landed its own commits",
         )?;
         self.say("20. The remote's main: every stream landed once, in a straight line")?;
         self.git_in(&machines[0], &["fetch", "-q", "origin"])?;

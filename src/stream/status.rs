@@ -42,8 +42,8 @@ pub struct StreamRow {
     pub claim: Option<ClaimView>,
     /// The command runs in this stream's worktree.
     pub current: bool,
-    /// Its last landing was refused and nothing has changed since (status `NEEDS_ATTENTION`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Its last landing was refused and nothing has changed since (status `NEEDS_ATTENTION`);
+    /// `None` otherwise.
     pub attention: Option<Attention>,
 }
 
