@@ -134,7 +134,7 @@ fn a_refused_landing_is_recorded_pushed_and_no_other_machine_lands_it() {
     assert!(log.lines().any(|s| s == "b: US-201"), "{log}");
     beta.boulder(&["pull"]).ok();
     assert_eq!(row(beta, "a")["status"], "MERGED");
-    assert!(row(beta, "a")["attention"].is_null());
+    assert!(row(beta, "a").get("attention").is_none());
     gamma.assert_fsck();
 }
 
@@ -281,4 +281,29 @@ fn status_watch_shows_refused_and_failed_streams_as_such() {
     assert!(row("a").contains("NEEDS_ATTENTION") && row("a").contains("needs attention"), "{block:?}");
     assert!(row("b").contains("after a"), "{block:?}");
     assert!(row("d").contains("FAILED") && row("d").contains("failed") && !row("d").contains("ready"), "{block:?}");
+}
+
+/// settings.auto_merge: a run that completes and whose landing is refused records the refusal.
+#[test]
+fn auto_merge_records_its_refusal() {
+    let files = files();
+    let repo = TestRepo::with_files(&as_refs(&files));
+    repo.with_settings("  auto_merge: true\n");
+    repo.boulder(&["stream", "init", "a"]).ok();
+    repo.write("src/a/mod.rs", "// a, on the base\n");
+    repo.commit_all("base: rewrite a");
+    let script = repo.tmp.path().join("rewrite.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nset -e\necho '// a, by the agent' > src/a/mod.rs\n\
+sed -i \"s/### \\[ \\] $BOULDER_STORY:/### [x] $BOULDER_STORY:/\" \"$BOULDER_PRD\"\n\
+git add -A\ngit commit -q -m \"a: $BOULDER_STORY\"\n",
+    )
+    .unwrap();
+    let r = repo.boulder(&["stream", "run", "a", "--", "sh", script.to_str().unwrap()]).code(1);
+    assert!(r.stderr.contains("settings.auto_merge: merging stream a"), "{}", r.stderr);
+    let refused = ops(&repo, "a", "refused");
+    assert_eq!(refused.len(), 1, "{}", r.stderr);
+    assert_eq!(refused[0]["data"]["refusal"], "conflict");
+    assert_eq!(row(&repo, "a")["status"], "NEEDS_ATTENTION");
 }

@@ -42,8 +42,9 @@ pub struct StreamRow {
     pub claim: Option<ClaimView>,
     /// The command runs in this stream's worktree.
     pub current: bool,
-    /// Its last landing was refused and nothing has changed since (status `NEEDS_ATTENTION`);
-    /// `None` otherwise.
+    /// Its last landing was refused and nothing has changed since (status `NEEDS_ATTENTION`).
+    /// Left out otherwise, so the output of every other stream is what it always was.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub attention: Option<Attention>,
 }
 

@@ -1,6 +1,7 @@
 //! `git boulder work`: the worker. Round after round it picks the next ready stream — its
 //! `depends_on` merged (as the remote's state says, when a remote is given: its state is pulled
-//! first), not merged itself, not claimed by another machine, not run by another process here —
+//! first), not merged itself, no refused landing standing ([`crate::stream::attention`]), not
+//! claimed by another machine, not run by another process here —
 //! claims it on the remote, runs its loop (`git-boulder stream run NAME`, a child process in a
 //! process group of its own), merges it when it completes (`git-boulder stream merge NAME`, through
 //! the remote when one is given), releases the claim, pushes the state, and picks the next. Up to
@@ -505,6 +506,10 @@ fn start(
             if status_of(ws, name).map_err(NotStarted::Failed)? == StreamStatus::Merged {
                 return Err(NotStarted::Merged);
             }
+            // Refused meanwhile on another machine: the next round reports it.
+            if needs_attention(ws, stream).map_err(NotStarted::Failed)?.is_some() {
+                return Err(NotStarted::Merged);
+            }
             follow_base(ws, plan, r, &|s, t| sink.line(s, false, t));
             adopt_branch(ws, stream, r, &|s, t| sink.line(s, false, t));
         }
@@ -534,7 +539,7 @@ fn start(
 enum NotStarted {
     /// Not claimed: another machine took it first, or the remote turned the claim down.
     Claim(Error),
-    /// Merged by another machine meanwhile.
+    /// Merged (or its landing refused) by another machine meanwhile.
     Merged,
     /// Claimed, but its worktree or its loop could not be started.
     Failed(Error),
