@@ -377,7 +377,13 @@ fn status_json_in_every_reachable_state() {
     repo.boulder(&["prd", "done", "US-001"]).ok();
     repo.boulder(&["stream", "merge", "auth"]).ok();
     repo.git(&["update-ref", "refs/boulder/streams/docs", "HEAD"]).ok();
+    // api: its landing refused for uncommitted changes in its worktree (NEEDS_ATTENTION).
+    std::fs::write(repo.dir.join(".boulder/worktrees/api/src/api/mod.rs"), "// edited\n").unwrap();
+    repo.boulder(&["stream", "merge", "api", "--force"]).code(1);
     let rows = status(&repo, &schema);
+    let api = row(&rows, "api");
+    assert_eq!((&api["status"], &api["attention"]["refusal"]), (&json!("NEEDS_ATTENTION"), &json!("uncommitted")));
+    assert!(row(&rows, "auth").get("attention").is_none());
     assert_eq!(row(&rows, "auth")["status"], "MERGED");
     assert_eq!(row(&rows, "auth")["progress"], json!({"done": 2, "total": 2}));
     assert_eq!(row(&rows, "docs")["status"], "INVALID");
@@ -389,7 +395,7 @@ fn status_json_in_every_reachable_state() {
         assert!(seen.iter().any(|r| !r[field].is_null()), "{field} never set");
     }
     let statuses: BTreeSet<&str> = seen.iter().map(|r| r["status"].as_str().unwrap()).collect();
-    for s in ["DEFINED", "INITIALIZED", "STOPPED", "STALE", "MERGED", "INVALID"] {
+    for s in ["DEFINED", "INITIALIZED", "STOPPED", "STALE", "MERGED", "INVALID", "NEEDS_ATTENTION"] {
         assert!(statuses.contains(s), "{s} not reached: {statuses:?}");
     }
 }
