@@ -38,7 +38,9 @@ pub fn record(
 ) -> Error {
     let Some(landing) = e.landing else { return e };
     match record_op(ws, stream, before, remote, &e, landing) {
-        Ok(()) => {
+        // No branch to record a tip of: nothing a worker could take either.
+        Ok(false) => e,
+        Ok(true) => {
             let shared = remote.map(|r| format!(" and on {r}")).unwrap_or_default();
             let command = retry_command(&stream.name);
             e.hint(format!(
@@ -60,9 +62,9 @@ fn record_op(
     remote: Option<&str>,
     e: &Error,
     landing: crate::error::Landing,
-) -> Result<()> {
+) -> Result<bool> {
     let repo = &ws.repo;
-    let Some(tip) = repo.branch_tip(&stream.branch)? else { return Ok(()) };
+    let Some(tip) = repo.branch_tip(&stream.branch)? else { return Ok(false) };
     let store = Store::new(repo)?;
     let sref = state::stream_ref(&stream.name);
     let reason = clip(&e.message);
@@ -90,7 +92,7 @@ fn record_op(
     if let Some(r) = remote {
         push(repo, r)?;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Text kept within what an op's data accepts.
