@@ -29,12 +29,45 @@ pub enum Kind {
     Unfinished,
 }
 
+/// Why a landing (`stream merge`, the merge queue) was refused, when the refusal is one only a
+/// person or a new commit on the stream's branch can resolve: recorded in the stream's op-log as
+/// a `refused` op. Refusals that pass by themselves (a lock held, a lost race, a dependency not
+/// merged yet) carry none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Landing {
+    /// The stream's commits conflict with the base.
+    Conflict,
+    /// The stream changes paths it does not own.
+    Ownership,
+    /// `settings.verify` failed on the merged result.
+    Verify,
+    /// The stream's worktree has uncommitted changes (or a rebase or merge in progress).
+    Uncommitted,
+    /// Commits recorded for the stream are not in what would land.
+    MissingWork,
+}
+
+impl Landing {
+    /// As written in the `refused` op (`data.refusal`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Landing::Conflict => "conflict",
+            Landing::Ownership => "ownership",
+            Landing::Verify => "verify",
+            Landing::Uncommitted => "uncommitted",
+            Landing::MissingWork => "missing_work",
+        }
+    }
+}
+
 /// An error with its kind, hints (`Hint: …` lines printed after the message) and cause.
 #[derive(Debug)]
 pub struct Error {
     pub kind: Kind,
     pub message: String,
     pub hints: Vec<String>,
+    /// A refused landing that a person has to resolve ([`Error::landing`]).
+    pub landing: Option<Landing>,
     source: Option<Source>,
 }
 
@@ -42,7 +75,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(kind: Kind, message: impl Into<String>) -> Self {
-        Error { kind, message: message.into(), hints: Vec::new(), source: None }
+        Error { kind, message: message.into(), hints: Vec::new(), landing: None, source: None }
     }
     /// A usage or configuration error (exit 2).
     pub fn usage(message: impl Into<String>) -> Self {
@@ -59,6 +92,11 @@ impl Error {
     /// Add a hint line.
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hints.push(hint.into());
+        self
+    }
+    /// Mark a refusal as a refused landing of this kind, to be recorded in the stream's op-log.
+    pub fn landing(mut self, why: Landing) -> Self {
+        self.landing = Some(why);
         self
     }
     /// Keep `cause` as the underlying error (the message is unchanged).

@@ -322,8 +322,8 @@ fn demo_runs_end_to_end() {
         let out = cmd.args(args).current_dir(&repo).output().unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    // 2 auth commits + their 2 rebased copies (notes carried), 2 api (one undone), 2 docs + their
-    // 2 copies rebased by hand in the docs worktree (the post-rewrite hook carries notes too).
+    // 2 auth commits + their 2 rebased copies (notes carried), 2 api (one undone), 2 docs + their 2
+    // copies rebased onto main to resolve its refused landing.
     assert_eq!(git(&["notes", "--ref=boulder", "list"]).lines().count(), 10);
     assert!(git(&["cat-file", "-p", "refs/boulder/boulders/auth:state.json"]).contains("\"iteration\": 2"));
     assert!(!git(&["ls-remote", "../remote.git"]).is_empty());
@@ -336,7 +336,8 @@ fn demo_runs_end_to_end() {
     assert_eq!(git(&["log", "-1", "--format=%s", "main"]).trim(), "chore(prd): sync completion from stream auth");
     assert!(std::fs::read_to_string(repo.join(".agents/tasks/prd.md")).unwrap().contains("[x] US-AUTH-02"));
     assert!(git(&["cat-file", "-p", "refs/boulder/streams/auth:state.json"]).contains("MERGED"));
-    assert!(git(&["cat-file", "-p", "refs/boulder/streams/docs:state.json"]).contains("INITIALIZED"));
+    let docs = git(&["cat-file", "-p", "refs/boulder/streams/docs:state.json"]);
+    assert!(docs.contains("INITIALIZED") && docs.contains("\"refusal\": \"conflict\""), "{docs}");
     // The teammate's clone pulled the same state.
     let mate = |args: &[&str]| {
         let mut cmd = std::process::Command::new("git");

@@ -126,8 +126,10 @@ fn conflict_case(base: &dyn Fn(&TestRepo), stream: &dyn Fn(&TestRepo, &std::path
     let stream_commit = rev(&repo, "boulder/auth");
     assert!(line.contains(&stream_commit[..12]), "{line}");
     assert!(r.stderr.contains("nothing was changed"), "{}", r.stderr);
-    // Nothing changed: refs, index, files, no rebase state, fsck clean.
-    assert_eq!(repo.git_out(&["for-each-ref"]), refs_before);
+    // Nothing changed but the refusal recorded in the stream's op-log: refs, index, files, no
+    // rebase state, fsck clean.
+    assert_eq!(refs_but_auths_log(&repo), refs_but_auths_log_of(&refs_before));
+    assert_eq!(repo.git_out(&["log", "-1", "--format=%s", "refs/boulder/streams/auth"]), "boulder: refused");
     assert_eq!(repo.git_out(&["ls-files", "-s"]), files_before);
     assert_eq!(repo.git_in(&w, &["ls-files", "-s"]).ok().stdout, wt_files_before);
     clean(&repo, &repo.dir);
@@ -135,10 +137,11 @@ fn conflict_case(base: &dyn Fn(&TestRepo), stream: &dyn Fn(&TestRepo, &std::path
     assert!(!repo.dir.join(".git/rebase-merge").exists());
     assert!(!repo.dir.join(".git/boulder/merge/auth.json").exists());
     repo.assert_fsck();
-    // --dry-run shows the same table and also changes nothing.
+    // --dry-run shows the same table and also changes nothing (it records no refusal either).
+    let refs_refused = repo.git_out(&["for-each-ref"]);
     let d = repo.boulder(&["stream", "merge", "auth", "--force", "--dry-run"]).code(1);
     assert!(d.stdout.contains(kind), "{}", d.stdout);
-    assert_eq!(repo.git_out(&["for-each-ref"]), refs_before);
+    assert_eq!(repo.git_out(&["for-each-ref"]), refs_refused);
 }
 
 fn write(dir: &std::path::Path, file: &str, content: &str) {
@@ -299,7 +302,8 @@ fn refusals_change_nothing() {
     let r = repo.boulder(&["stream", "merge", "auth", "--force"]).code(1);
     assert!(r.stderr.contains("src/auth/login.rs") && r.stderr.contains("untracked"), "{}", r.stderr);
     assert_eq!(repo.read("src/auth/login.rs"), "mine\n");
-    assert_eq!(repo.git_out(&["for-each-ref"]), refs);
+    // Only the refusal of auth's dirty worktree was recorded (in its op-log): nothing else moved.
+    assert_eq!(refs_but_auths_log(&repo), refs_but_auths_log_of(&refs));
     std::fs::remove_file(repo.dir.join("src/auth/login.rs")).unwrap();
     // Unknown stream and both names and --all are usage errors.
     repo.boulder(&["stream", "merge", "nope"]).code(2);
@@ -562,4 +566,13 @@ fn a_ref_lock_left_behind_is_named_with_gits_advice() {
     std::fs::remove_file(&lock).unwrap();
     repo.boulder(&["stream", "merge", "auth"]).ok();
     assert_eq!(repo.stream_state("auth")["status"], "MERGED");
+}
+
+/// `git for-each-ref` without the op-log of stream auth, where a refused merge records itself.
+fn refs_but_auths_log(repo: &TestRepo) -> String {
+    refs_but_auths_log_of(&repo.git_out(&["for-each-ref"]))
+}
+
+fn refs_but_auths_log_of(refs: &str) -> String {
+    refs.lines().filter(|l| !l.ends_with("\trefs/boulder/streams/auth")).collect::<Vec<_>>().join("\n")
 }

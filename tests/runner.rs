@@ -47,6 +47,7 @@ mod pull_packed;
 mod pull_scale;
 mod record;
 mod refusals;
+mod refused_landing;
 mod remote_refusals;
 mod repo_formats;
 mod rollback;

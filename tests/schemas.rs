@@ -108,6 +108,14 @@ impl Schema {
                 .and_then(Value::as_array)
                 .map(|a| a.iter().map(|s| s.as_str().unwrap()).collect())
                 .unwrap_or_default();
+            // A field added after 0.1 whose output must stay byte for byte what 0.1 printed is left
+            // out when it has nothing to say, and says so (`"$comment": "printed only when set"`).
+            let only_when_set: BTreeSet<&str> = props
+                .iter()
+                .copied()
+                .filter(|p| obj["properties"][*p]["$comment"] == "printed only when set")
+                .collect();
+            let props: BTreeSet<&str> = props.difference(&only_when_set).copied().collect();
             assert_eq!(props, required, "{}: {at}: every fixed field is printed, so every one is required", self.name);
         }
     }
@@ -286,7 +294,7 @@ fn the_schemas_match_the_codes_fixed_sets() {
     let status = Schema::status();
     let mut expected: BTreeSet<String> =
         git_boulder::state::op::STREAM_STATUSES.iter().map(|s| s.to_string()).collect();
-    expected.extend(["STALE", "INVALID", "INTERRUPTED", "SETUP_FAILED"].map(String::from));
+    expected.extend(["STALE", "INVALID", "INTERRUPTED", "SETUP_FAILED", "NEEDS_ATTENTION"].map(String::from));
     let listed: BTreeSet<String> = status.root["$defs"]["stream"]["properties"]["status"]["enum"]
         .as_array()
         .unwrap()
@@ -295,7 +303,7 @@ fn the_schemas_match_the_codes_fixed_sets() {
         .collect();
     assert_eq!(
         listed, expected,
-        "status enum = the op-log's statuses + STALE + INVALID + INTERRUPTED + SETUP_FAILED (src/stream/status.rs)"
+        "status enum = the op-log's statuses + STALE + INVALID + INTERRUPTED + SETUP_FAILED + NEEDS_ATTENTION (src/stream/status.rs)"
     );
 
     // The gate enum is the union of the oneOf branches' gates.
@@ -369,7 +377,13 @@ fn status_json_in_every_reachable_state() {
     repo.boulder(&["prd", "done", "US-001"]).ok();
     repo.boulder(&["stream", "merge", "auth"]).ok();
     repo.git(&["update-ref", "refs/boulder/streams/docs", "HEAD"]).ok();
+    // api: its landing refused for uncommitted changes in its worktree (NEEDS_ATTENTION).
+    std::fs::write(repo.dir.join(".boulder/worktrees/api/src/api/mod.rs"), "// edited\n").unwrap();
+    repo.boulder(&["stream", "merge", "api", "--force"]).code(1);
     let rows = status(&repo, &schema);
+    let api = row(&rows, "api");
+    assert_eq!((&api["status"], &api["attention"]["refusal"]), (&json!("NEEDS_ATTENTION"), &json!("uncommitted")));
+    assert!(row(&rows, "auth").get("attention").is_none());
     assert_eq!(row(&rows, "auth")["status"], "MERGED");
     assert_eq!(row(&rows, "auth")["progress"], json!({"done": 2, "total": 2}));
     assert_eq!(row(&rows, "docs")["status"], "INVALID");
@@ -381,7 +395,7 @@ fn status_json_in_every_reachable_state() {
         assert!(seen.iter().any(|r| !r[field].is_null()), "{field} never set");
     }
     let statuses: BTreeSet<&str> = seen.iter().map(|r| r["status"].as_str().unwrap()).collect();
-    for s in ["DEFINED", "INITIALIZED", "STOPPED", "STALE", "MERGED", "INVALID"] {
+    for s in ["DEFINED", "INITIALIZED", "STOPPED", "STALE", "MERGED", "INVALID", "NEEDS_ATTENTION"] {
         assert!(statuses.contains(s), "{s} not reached: {statuses:?}");
     }
 }

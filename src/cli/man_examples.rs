@@ -72,6 +72,10 @@ pub fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
             ("git boulder stream unmerge auth", "Revert what auth brought into the base; reopen its stories."),
             ("git boulder stream unmerge auth --remote origin", "The same on origin's base, through the merge queue."),
         ],
+        "git-boulder-stream-retry" => &[
+            ("git boulder stream retry auth", "Let workers take auth again once its refused landing is dealt with."),
+            ("git boulder stream retry auth --remote origin", "The same, shared through origin."),
+        ],
         "git-boulder-stream-claim" => {
             &[("git boulder stream claim auth --ttl 2h", "Lease auth on the remote for two hours.")]
         }
@@ -167,7 +171,8 @@ pub fn exit_status(page: &str) -> Vec<(&'static str, String)> {
             "Refused: the stream's lock is held by another git-boulder process, or work would be lost (cleanup)."
         }
         "git-boulder-stream-claim" => "Refused: another machine holds the lease.",
-        "git-boulder-work" => "Some stream was not merged: it failed, stopped, stays blocked, or Ctrl-C ended the run (the summary says which).",
+        "git-boulder-stream-retry" => "Refused: the remote did not take the state pushed (`git boulder sync REMOTE` shares it).",
+        "git-boulder-work" => "Some stream was not merged: it failed, stopped, needs attention (a refused landing), stays blocked, or Ctrl-C ended the run (the summary says which).",
         "git-boulder-doctor" => "Something needs fixing (each finding says how).",
         "git-boulder-push" | "git-boulder-pull" | "git-boulder-sync" => "Refused by the remote, or a ref failed validation.",
         "git-boulder-stream-add" => "Refused: the plan already has a stream of that name.",

@@ -127,6 +127,15 @@ fn hints(ws: &Workspace, plan: &crate::plan::Plan, rows: &[crate::stream::status
                 };
                 out.push(format!("{}: its run was interrupted; resume it with `{cmd}`", r.name))
             }
+            RowStatus::NeedsAttention => {
+                if let Some(a) = &r.attention {
+                    out.push(format!("{}: needs attention: {}", r.name, a.summary()));
+                    if let Some(h) = &a.hint {
+                        out.push(format!("  fix: {}", h.lines().next().unwrap_or_default()));
+                    }
+                    out.push(format!("  then commit on its branch, or run `{}`", a.command));
+                }
+            }
             RowStatus::SetupFailed => out.push(format!(
                 "{}: its setup command failed; fix it and set it up again with `git boulder stream init {}`",
                 r.name, r.name

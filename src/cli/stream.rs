@@ -95,6 +95,16 @@ pub enum StreamCommand {
     /// races). The stream's commits are replayed onto the new base (the old tip kept under a
     /// backup ref), ready to fix and merge anew. Refused on conflicts with later commits.
     Unmerge(super::rollback::UnmergeArgs),
+    /// Let workers take a stream whose landing was refused (NEEDS_ATTENTION) again.
+    ///
+    /// A landing refused for a conflict, an ownership violation, a failed verify, uncommitted
+    /// changes or missing work is recorded in the stream's op-log, and no `git boulder work`
+    /// takes the stream again until its branch gets a new commit, here or on a remote. Once the
+    /// cause is dealt with some other way (the base changed, verify was fixed on the base, the
+    /// changes were committed elsewhere), `retry` records a `retried` op that clears it. With
+    /// --remote (default: settings.merge_remote) the remote's state is pulled first and the op
+    /// pushed there, so every machine sees it.
+    Retry(RetryArgs),
     /// Take a lease on a stream on a remote, so no other machine runs it meanwhile.
     ///
     /// The lease is refs/boulder/claims/NAME on the remote, taken with a compare-and-swap push:
@@ -200,6 +210,20 @@ pub struct PathArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct RetryArgs {
+    /// The stream.
+    #[arg(value_parser = super::values::stream_name(), add = super::complete::stream_names())]
+    pub name: String,
+    /// Pull the state from this remote first and push the cleared refusal there (default:
+    /// settings.merge_remote).
+    #[arg(long, value_name = "REMOTE", conflicts_with = "no_remote")]
+    pub remote: Option<String>,
+    /// Record it here only, even when settings.merge_remote is set.
+    #[arg(long)]
+    pub no_remote: bool,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct CleanupArgs {
     /// Streams to clean up.
     #[arg(value_name = "NAME", value_parser = super::values::stream_name(), add = super::complete::stream_names())]
@@ -249,6 +273,7 @@ pub fn run(ws: &Workspace, ctx: &Context, cmd: StreamCommand) -> Result<()> {
         StreamCommand::Resolve(args) => resolve(ws, args),
         StreamCommand::Rollback(args) => super::rollback::rollback(ws, args),
         StreamCommand::Unmerge(args) => super::rollback::unmerge(ws, ctx, args),
+        StreamCommand::Retry(args) => retry(ws, args),
         StreamCommand::Claim(args) => super::sync::claim(ws, args),
         StreamCommand::Release(args) => super::sync::release(ws, args),
         StreamCommand::List(args) | StreamCommand::Status(args) => super::status::run(ws, ctx, args),
@@ -379,6 +404,28 @@ fn resolve(ws: &Workspace, args: ResolveArgs) -> Result<()> {
             crate::merge::short(onto),
             crate::merge::short(tip)
         )?,
+    }
+    Ok(())
+}
+
+fn retry(ws: &Workspace, args: RetryArgs) -> Result<()> {
+    use crate::stream::attention::{retry, Retried};
+    let plan = ws.plan()?;
+    let stream = ws.stream(&plan, &args.name)?;
+    let remote = crate::git::remote::for_merge(&ws.repo, &plan, args.remote, args.no_remote)?;
+    let mut out = std::io::stdout().lock();
+    match retry(ws, stream, remote.as_deref())? {
+        Retried::Cleared(r) => {
+            let shared = remote.map(|r| format!(" (pushed to {})", crate::text::inert(&r))).unwrap_or_default();
+            writeln!(
+                out,
+                "{}: cleared the refusal ({}, at {}){shared}; workers may take it again",
+                stream.name,
+                crate::text::inert(&r.refusal),
+                &r.stream_tip[..r.stream_tip.len().min(12)]
+            )?;
+        }
+        Retried::NothingToClear => writeln!(out, "{}: no refused landing recorded; nothing to clear", stream.name)?,
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! under the merge lock, each with [`super::merge`], stopping at the first that cannot merge.
 
 use super::{already_merged, complete, merge, order, Options, Report};
-use crate::error::{Error, Result};
+use crate::error::{Error, Landing, Result};
 use crate::plan::{Plan, StreamDef};
 use crate::workspace::Workspace;
 
@@ -58,9 +58,10 @@ pub fn run(
                 continue;
             }
         }
+        let before = ws.repo.branch_tip(&stream.branch)?;
         let report = match merge(ws, plan, stream, opts, say) {
             Ok(r) => r,
-            Err(e) => return Err(stopped(e, &merged, batch.all)),
+            Err(e) => return Err(stopped(refused(ws, stream, before, opts, e, say), &merged, batch.all)),
         };
         shown(&report)?;
         if !report.conflicts.is_empty() {
@@ -79,8 +80,9 @@ pub fn run(
                     "rebase it yourself and resolve: cd \"$(git boulder stream path {name})\" && git rebase {}",
                     report.base
                 ),
-            });
-            return Err(stopped(e, &merged, batch.all));
+            })
+            .landing(Landing::Conflict);
+            return Err(stopped(refused(ws, stream, before, opts, e, say), &merged, batch.all));
         }
         merged.push(name.clone());
     }
@@ -107,16 +109,35 @@ pub fn auto(
     )?;
     let remote = crate::git::remote::of_plan(&ws.repo, "settings.merge_remote", plan.settings.merge_remote.as_deref())?;
     let opts = Options { remote, ..Options::default() };
-    let report = merge(ws, plan, stream, &opts, say)?;
+    let before = ws.repo.branch_tip(&stream.branch)?;
+    let report = merge(ws, plan, stream, &opts, say).map_err(|e| refused(ws, stream, before, &opts, e, say))?;
     shown(&report)?;
     if !report.conflicts.is_empty() {
-        return Err(Error::refused(format!(
+        let e = Error::refused(format!(
             "stream {} completed but cannot merge: conflicts; nothing was changed",
             stream.name
         ))
-        .hint(format!("resolve them, then run `git boulder stream merge {}`", stream.name)));
+        .hint(format!("resolve them, then run `git boulder stream merge {}`", stream.name))
+        .landing(Landing::Conflict);
+        return Err(refused(ws, stream, before, &opts, e, say));
     }
     Ok(())
+}
+
+/// A refused landing (not a dry run) is recorded in the stream's op-log, and pushed with it when
+/// it was refused on a remote ([`crate::stream::attention`]).
+fn refused(
+    ws: &Workspace,
+    stream: &StreamDef,
+    before: Option<crate::git::ObjectId>,
+    opts: &Options,
+    e: Error,
+    say: &dyn Fn(&str),
+) -> Error {
+    if opts.dry_run {
+        return e;
+    }
+    crate::stream::attention::record(ws, stream, before, opts.remote.as_deref(), e, say)
 }
 
 fn stopped(e: Error, merged: &[String], all: bool) -> Error {

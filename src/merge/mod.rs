@@ -23,7 +23,7 @@ pub mod unmerge;
 
 use std::collections::BTreeSet;
 
-use crate::error::{Error, Result, ResultExt};
+use crate::error::{Error, Landing, Result, ResultExt};
 use crate::failpoint;
 use crate::git::{identity, notes, refs, ObjectId};
 use crate::plan::{MergeStrategy, Plan, StreamDef};
@@ -163,9 +163,13 @@ fn preflight(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options) ->
             )));
         }
     }
-    for branch in [&stream.branch, &plan.settings.base_branch] {
-        worktree::refuse_move(&ws.repo, branch, None)?;
-    }
+    // Uncommitted work in the stream's own worktree is the stream's to resolve (recorded as a
+    // refused landing); in the base's, this machine's.
+    worktree::refuse_move(&ws.repo, &stream.branch, None).map_err(|e| match e.kind {
+        crate::error::Kind::Refused => e.landing(Landing::Uncommitted),
+        _ => e,
+    })?;
+    worktree::refuse_move(&ws.repo, &plan.settings.base_branch, None)?;
     if !plan.settings.verify.trim().is_empty() && worktree::checked_out(&ws.repo, &stream.branch)?.is_none() {
         return Err(Error::usage(format!(
             "settings.verify is set, but branch {} is not checked out in any worktree to run it in",
@@ -205,7 +209,8 @@ fn ownership(
             stream.name,
             list.join("\n")
         ))
-        .hint("move those changes to the owning stream (settings.ownership: error), or merge anyway with --force"));
+        .hint("move those changes to the owning stream (settings.ownership: error), or merge anyway with --force")
+        .landing(Landing::Ownership));
     }
     Ok(found)
 }
@@ -662,7 +667,8 @@ pub(crate) fn advance_stream(ws: &Workspace, plan: &Plan, j: &mut Journal, say: 
                     "verify failed for stream {}: {e}; the base branch {base} was not changed (the stream branch holds the rebased result)",
                     j.stream
                 ))
-                .hint(format!("fix it in {} and rerun `git boulder stream merge {}{rerun}`", wt.display(), j.stream)));
+                .hint(format!("fix it in {} and rerun `git boulder stream merge {}{rerun}`", wt.display(), j.stream))
+                .landing(Landing::Verify));
             }
         }
         j.stage = Stage::Verified;

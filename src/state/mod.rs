@@ -15,8 +15,8 @@ pub mod pack;
 pub mod store;
 
 pub use op::{
-    replay, BoulderOp, BoulderState, BoulderStatus, Checkpoint, Op, Opt, Payload, PrdOp, PrdState, RunInfo, State,
-    StreamOp, StreamState, StreamStatus, Todo,
+    replay, BoulderOp, BoulderState, BoulderStatus, Checkpoint, Op, Opt, Payload, PrdOp, PrdState, Refusal, RunInfo,
+    State, StreamOp, StreamState, StreamStatus, Todo,
 };
 pub use store::{Absorbed, Entry, LogEntry, Prepared, Store};
 

@@ -75,6 +75,8 @@ pub enum OpError {
     NotABool { kind: String, key: &'static str },
     #[error("{kind} op: data.{key} {value:?} is not a commit id")]
     NotACommitId { kind: String, key: &'static str, value: String },
+    #[error("{kind} op: data.{key} {value:?} is not a short lowercase word")]
+    NotAWord { kind: String, key: &'static str, value: String },
     #[error("{kind} op: data.index must be a whole number 1..={MAX_INDEX}")]
     BadIndex { kind: String },
     #[error("created op: data.depth must be a whole number up to {MAX_DEPTH}")]
@@ -96,6 +98,8 @@ pub enum StateError {
     Index { index: Option<u64> },
     #[error("setup_failed is longer than {MAX_TEXT} bytes")]
     SetupFailedTooLong,
+    #[error("refused.{0} is longer than {MAX_TEXT} bytes")]
+    RefusedTooLong(&'static str),
     #[error("depth {depth} is above {MAX_DEPTH}")]
     Depth { depth: u64 },
     #[error("recent_commits holds more than {RECENT_COMMITS} ids")]
@@ -314,6 +318,15 @@ fn commit_id(op: &Op, key: &'static str) -> Result<String, OpError> {
     Ok(c)
 }
 
+/// A short lowercase word as data (a kind of something): 1 to 64 of `a-z`, `0-9`, `_`.
+fn word(op: &Op, key: &'static str) -> Result<String, OpError> {
+    let w = required(op, key)?;
+    if w.len() > 64 || !w.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
+        return Err(OpError::NotAWord { kind: op.kind.clone(), key, value: w });
+    }
+    Ok(w)
+}
+
 /// A stream index as data: a whole number 1..=[`MAX_INDEX`].
 fn index(op: &Op) -> Result<u64, OpError> {
     match field(op, "index").and_then(|v| v.as_u64()) {
@@ -530,6 +543,30 @@ pub enum StreamOp {
         #[serde(skip_serializing_if = "Opt::is_absent")]
         branch_deleted: Opt<bool>,
     },
+    /// `refused`: a landing (`stream merge`, the merge queue, `work`, auto_merge) was refused for
+    /// a reason only a person or a new commit can fix. Until the branch moves past `stream_tip`
+    /// (and `stream_before`), or a `retried` op, no worker takes the stream.
+    Refused {
+        /// The kind of refusal: `conflict`, `ownership`, `verify`, `uncommitted`,
+        /// `missing_work`; any short lowercase word is accepted (newer writers may add kinds).
+        refusal: String,
+        /// The refusal's message.
+        reason: String,
+        /// The stream branch's tip when it was refused.
+        stream_tip: String,
+        /// The branch's tip before the refused attempt, when the attempt moved it (a failed
+        /// `verify` leaves the rebased result on the branch).
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        stream_before: Opt<String>,
+        /// What resolves it, as the refusal's hint said.
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        hint: Opt<String>,
+        /// The remote whose base the landing was refused on (absent: the local base).
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        remote: Opt<String>,
+    },
+    /// `retried`: `stream retry` cleared a refusal: workers may take the stream again.
+    Retried {},
 }
 
 impl Payload for StreamOp {
@@ -543,6 +580,8 @@ impl Payload for StreamOp {
             StreamOp::RolledBack { .. } => "rolled_back",
             StreamOp::Unmerged { .. } => "unmerged",
             StreamOp::Cleaned { .. } => "cleaned",
+            StreamOp::Refused { .. } => "refused",
+            StreamOp::Retried {} => "retried",
         }
     }
 
@@ -588,6 +627,15 @@ impl Payload for StreamOp {
                 worktree_removed: opt(op, "worktree_removed", || boolean(op, "worktree_removed"))?,
                 branch_deleted: opt(op, "branch_deleted", || boolean(op, "branch_deleted"))?,
             },
+            "refused" => StreamOp::Refused {
+                refusal: word(op, "refusal")?,
+                reason: required(op, "reason")?,
+                stream_tip: commit_id(op, "stream_tip")?,
+                stream_before: opt(op, "stream_before", || commit_id(op, "stream_before"))?,
+                hint: opt_string(op, "hint")?,
+                remote: opt_string(op, "remote")?,
+            },
+            "retried" => StreamOp::Retried {},
             _ => return Err(unknown(StreamState::WHAT, op)),
         })
     }
@@ -608,6 +656,39 @@ pub struct Rollback {
     #[serde(default)]
     pub restored: bool,
     pub at: String,
+}
+
+/// A stream's standing refusal (`refused` op): the last landing was refused, and until the
+/// branch moves on or `stream retry` clears it the stream needs a person (`NEEDS_ATTENTION`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Refusal {
+    /// `conflict`, `ownership`, `verify`, `uncommitted`, `missing_work` (or a newer kind).
+    pub refusal: String,
+    /// The refusal's message.
+    pub reason: String,
+    /// The stream branch's tip when it was refused (lower case).
+    pub stream_tip: String,
+    /// The branch's tip before the refused attempt, when the attempt moved it.
+    #[serde(default)]
+    pub stream_before: Option<String>,
+    /// What resolves it.
+    #[serde(default)]
+    pub hint: Option<String>,
+    /// The remote whose base refused it (`null`: the local base).
+    #[serde(default)]
+    pub remote: Option<String>,
+    /// When, and by which actor (machine).
+    pub at: String,
+    pub actor: String,
+}
+
+impl Refusal {
+    /// Whether `tip` is one of the tips the refusal was made at.
+    pub fn at_tip(&self, tip: &str) -> bool {
+        let tip = tip.to_ascii_lowercase();
+        self.stream_tip == tip || self.stream_before.as_deref() == Some(tip.as_str())
+    }
 }
 
 /// State of one stream (`refs/boulder/streams/<name>`).
@@ -661,6 +742,9 @@ pub struct StreamState {
     /// The last `stream rollback` (or `--restore`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_rollback: Option<Rollback>,
+    /// The last landing was refused (`refused` op); cleared by `retried` and `merged`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<Refusal>,
     /// `git boulder stream stop` asked the run loop to stop after its iteration; cleared when a
     /// run starts or ends.
     #[serde(default)]
@@ -703,6 +787,7 @@ impl Default for StreamState {
             merged_base: None,
             unmerged_commit: None,
             last_rollback: None,
+            refused: None,
             stop_requested: false,
             reason: None,
             last_run: None,
@@ -773,6 +858,7 @@ impl State for StreamState {
                 self.merged_landed = landed.get().map(|t| t.to_ascii_lowercase());
                 self.merged_base = base_before.get().map(|t| t.to_ascii_lowercase());
                 self.unmerged_commit = None;
+                self.refused = None;
                 self.stop_requested = false;
                 self.reason = None;
             }
@@ -806,6 +892,19 @@ impl State for StreamState {
                 self.branch_deleted = self.branch_deleted || branch_deleted.get().copied().unwrap_or(false);
                 self.stop_requested = false;
             }
+            StreamOp::Refused { refusal, reason, stream_tip, stream_before, hint, remote } => {
+                self.refused = Some(Refusal {
+                    refusal: refusal.clone(),
+                    reason: reason.clone(),
+                    stream_tip: stream_tip.to_ascii_lowercase(),
+                    stream_before: stream_before.get().map(|t| t.to_ascii_lowercase()),
+                    hint: hint.get().cloned(),
+                    remote: remote.get().cloned(),
+                    at: at.to_string(),
+                    actor: actor.to_string(),
+                });
+            }
+            StreamOp::Retried {} => self.refused = None,
         }
         self.updated_at = Some(at.to_string());
     }
@@ -822,6 +921,15 @@ impl State for StreamState {
         if let Some(run) = &self.last_run {
             check_time("last_run.started_at", &Some(run.started_at.clone()))?;
             check_time("last_run.ended_at", &run.ended_at)?;
+        }
+        if let Some(r) = &self.refused {
+            check_time("refused.at", &Some(r.at.clone()))?;
+            for (what, text) in [("reason", Some(&r.reason)), ("hint", r.hint.as_ref()), ("remote", r.remote.as_ref())]
+            {
+                if text.is_some_and(|t| t.len() > MAX_TEXT) {
+                    return Err(StateError::RefusedTooLong(what));
+                }
+            }
         }
         Ok(())
     }
@@ -1601,6 +1709,12 @@ mod tests {
             ("indexed", json!({"index": 3})),
             ("merged", json!({"commit": "abcd12", "strategy": "rebase", "stream_tip": "ef01"})),
             ("cleaned", json!({"branch_deleted": false, "worktree_removed": true})),
+            ("refused", json!({"reason": "conflicts", "refusal": "conflict", "stream_tip": "abcd12"})),
+            (
+                "refused",
+                json!({"hint": "rebase it", "reason": "verify failed", "refusal": "verify", "remote": "origin", "stream_before": "0123ab", "stream_tip": "abcd12"}),
+            ),
+            ("retried", json!({})),
         ];
         for (kind, data) in stream {
             let o = op(kind, 1, data.clone());
@@ -1647,6 +1761,61 @@ mod tests {
         for s in BoulderStatus::ALL {
             assert_eq!(serde_json::to_value(s).unwrap(), json!(s.as_str()));
         }
+    }
+
+    #[test]
+    fn a_refusal_stands_until_retried_or_merged() {
+        let refused = |lamport, tip: &str| {
+            op(
+                "refused",
+                lamport,
+                json!({"refusal": "conflict", "reason": "2 conflicts", "stream_tip": tip, "hint": "rebase"}),
+            )
+        };
+        let s: StreamState = run(&[
+            op("initialized", 1, json!({"branch": "boulder/a"})),
+            op("status", 2, json!({"status": "COMPLETED"})),
+            refused(3, "ABCDEF12"),
+        ])
+        .unwrap();
+        let r = s.refused.clone().unwrap();
+        assert_eq!(
+            (r.refusal.as_str(), r.stream_tip.as_str(), r.hint.as_deref()),
+            ("conflict", "abcdef12", Some("rebase"))
+        );
+        assert_eq!(s.status, StreamStatus::Completed, "a refusal leaves the status as it was");
+        assert!(r.at_tip("ABCDEF12") && !r.at_tip("abcdef13"));
+        s.validate().unwrap();
+        let mut retried = s.clone();
+        retried.apply(&op("retried", 4, json!({}))).unwrap();
+        assert!(retried.refused.is_none());
+        let mut merged = s.clone();
+        merged.apply(&op("merged", 4, json!({"commit": "abcd"}))).unwrap();
+        assert!(merged.refused.is_none());
+        // A state without a refusal is written as before: no `refused` key.
+        let text = serde_json::to_string(&retried).unwrap();
+        assert!(!text.contains("refused"), "{text}");
+        assert_eq!(serde_json::from_str::<StreamState>(&serde_json::to_string(&s).unwrap()).unwrap(), s);
+        // Bad data is refused naming the field; a kind of refusal this version does not know is taken.
+        for (data, field) in [
+            (json!({"refusal": "conflict", "reason": "x"}), "stream_tip"),
+            (json!({"refusal": "conflict", "stream_tip": "abcd"}), "reason"),
+            (json!({"refusal": "Conflict!", "reason": "x", "stream_tip": "abcd"}), "refusal"),
+            (
+                json!({"refusal": "conflict", "reason": "x", "stream_tip": "abcd", "stream_before": "zz"}),
+                "stream_before",
+            ),
+            (json!({"refusal": "conflict", "reason": 3, "stream_tip": "abcd"}), "reason"),
+        ] {
+            let e = run::<StreamState>(&[op("refused", 1, data)]).unwrap_err();
+            assert!(e.contains(field), "{e}");
+        }
+        let newer = run::<StreamState>(&[op(
+            "refused",
+            1,
+            json!({"refusal": "flaky_ci", "reason": "x", "stream_tip": "abcd", "extra": 1}),
+        )]);
+        assert_eq!(newer.unwrap().refused.unwrap().refusal, "flaky_ci");
     }
 
     /// Ops for the replay property: activity on a small set of commits and the others.
@@ -1711,6 +1880,45 @@ mod tests {
                 prop_assert_eq!(s.iteration_of(c), counted[c]);
             }
             prop_assert_eq!(s.iteration_of("not seen"), s.iteration);
+        }
+
+        /// Any `refused` data either parses into an op that writes back the JSON it was read from
+        /// (keys sorted) and applies as the record does, or is refused naming one of its fields.
+        #[test]
+        fn refused_ops_parse_or_name_the_field(
+            refusal in "[a-z_]{1,8}|[A-Z ]{1,3}|",
+            reason in ".{0,20}",
+            tip in "[0-9a-f]{0,12}|[g-z]{4}",
+            before in prop::option::of("[0-9a-fA-F]{3,10}"),
+            hint in prop::option::of(".{0,10}"),
+            remote in prop::option::of("[a-z]{1,6}"),
+        ) {
+            let mut data = json!({"refusal": refusal, "reason": reason, "stream_tip": tip});
+            if let Some(b) = &before { data["stream_before"] = json!(b); }
+            if let Some(h) = &hint { data["hint"] = json!(h); }
+            if let Some(r) = &remote { data["remote"] = json!(r); }
+            let o = op("refused", 1, data.clone());
+            match StreamOp::parse(&o) {
+                Ok(typed) => {
+                    prop_assert_eq!(typed.kind(), "refused");
+                    prop_assert_eq!(serde_json::to_string(&typed.data()).unwrap(), serde_json::to_string(&data).unwrap());
+                    let (mut a, mut b) = (StreamState::default(), StreamState::default());
+                    a.apply(&o).unwrap();
+                    b.apply_op(&typed, &o.at, &o.actor);
+                    prop_assert_eq!(&a, &b);
+                    let r = a.refused.clone().unwrap();
+                    prop_assert!(r.at_tip(&tip));
+                    prop_assert_eq!(r.reason, reason);
+                    a.validate().unwrap();
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    prop_assert!(
+                        ["refusal", "reason", "stream_tip", "stream_before"].iter().any(|f| e.contains(&format!("data.{f}"))),
+                        "{}", e
+                    );
+                }
+            }
         }
 
         /// Replaying a prefix, then the rest, equals replaying everything when the rest sorts

@@ -42,6 +42,52 @@ pub struct StreamRow {
     pub claim: Option<ClaimView>,
     /// The command runs in this stream's worktree.
     pub current: bool,
+    /// Its last landing was refused and nothing has changed since (status `NEEDS_ATTENTION`).
+    /// Left out otherwise, so the output of every other stream is what it always was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attention: Option<Attention>,
+}
+
+/// A standing refusal, as the dashboard shows it (the `attention` of `status --json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Attention {
+    /// `conflict`, `ownership`, `verify`, `uncommitted`, `missing_work` (or a newer kind).
+    pub refusal: String,
+    /// The refusal's message.
+    pub reason: String,
+    /// What resolves it, as the refusal said.
+    pub hint: Option<String>,
+    /// The command that lets workers take the stream again once it is resolved (a new commit on
+    /// its branch does too).
+    pub command: String,
+    /// The stream branch's tip it was refused at.
+    pub stream_tip: String,
+    /// The remote whose base refused it (`null`: a local base).
+    pub remote: Option<String>,
+    /// When, and by which actor (machine).
+    pub at: String,
+    pub actor: String,
+}
+
+impl Attention {
+    fn of(stream: &str, r: &crate::state::Refusal) -> Attention {
+        Attention {
+            refusal: r.refusal.clone(),
+            reason: r.reason.clone(),
+            hint: r.hint.clone(),
+            command: crate::stream::attention::retry_command(stream),
+            stream_tip: r.stream_tip.clone(),
+            remote: r.remote.clone(),
+            at: r.at.clone(),
+            actor: r.actor.clone(),
+        }
+    }
+
+    /// One line: `refused (conflict): the first line of the reason`.
+    pub fn summary(&self) -> String {
+        let first = self.reason.lines().next().unwrap_or_default();
+        format!("refused ({}): {first}", self.refusal)
+    }
 }
 
 /// What the dashboard says of a stream: the status its op-log records, or what it finds beyond
@@ -58,6 +104,9 @@ pub enum RowStatus {
     SetupFailed,
     /// Its worktree is expected on this machine and is gone.
     Stale,
+    /// Its last landing was refused (a conflict, ownership, verify, uncommitted changes,
+    /// missing work) and its branch has not moved since: a person has to look.
+    NeedsAttention,
 }
 
 impl RowStatus {
@@ -68,6 +117,7 @@ impl RowStatus {
             RowStatus::Interrupted => "INTERRUPTED",
             RowStatus::SetupFailed => "SETUP_FAILED",
             RowStatus::Stale => "STALE",
+            RowStatus::NeedsAttention => "NEEDS_ATTENTION",
         }
     }
 }
@@ -223,10 +273,20 @@ fn rows(
         let expected_here = match status {
             RowStatus::Recorded(s) => s.is_live(),
             RowStatus::SetupFailed | RowStatus::Interrupted => true,
-            RowStatus::Invalid | RowStatus::Stale => false,
+            RowStatus::Invalid | RowStatus::Stale | RowStatus::NeedsAttention => false,
         };
         if !invalid && wt.is_none() && here && expected_here {
             status = RowStatus::Stale;
+        }
+        // A refused landing nothing has changed since outranks all but MERGED and INVALID.
+        let attention = match st.as_ref() {
+            Some(e) if !invalid && recorded != StreamStatus::Merged => {
+                crate::stream::attention::standing(&ws.repo, stream, &e.state)?.map(|r| Attention::of(&stream.name, r))
+            }
+            _ => None,
+        };
+        if attention.is_some() {
+            status = RowStatus::NeedsAttention;
         }
         let (ahead, behind) = match (ws.repo.branch_tip(&stream.branch)?, base_tip) {
             (Some(tip), Some(base)) => {
@@ -251,6 +311,7 @@ fn rows(
             behind,
             dirty: None,
             current,
+            attention,
             claim: claims.iter().find(|(_, s, _)| *s == stream.name).map(|(remote, _, c)| ClaimView {
                 remote: remote.clone(),
                 actor: c.actor.clone(),
@@ -297,10 +358,12 @@ pub fn ago(at: Option<&str>) -> String {
     }
 }
 
-/// Where each stream stands in the fleet's queue, for the rows of `rows` (same order): `merged`,
-/// `running`, `claimed`, `merge #k` (complete, waiting to merge, k-th in dependency order),
-/// `ready #k` (its depends_on merged, k-th to be picked in dependency order) or `after a, b`
-/// (the depends_on not merged yet).
+/// Where each stream stands in the fleet's queue, for the rows of `rows` (same order), as the
+/// worker ([`crate::stream::work`]) decides: `merged`; `needs attention` (a refused landing: no
+/// worker takes it), `failed` (no running worker takes it again; a new `work` retries it),
+/// `invalid` (its state cannot be read); `running`; `claimed` (another machine holds it);
+/// `after a, b` (its depends_on not merged yet); `merge #k` (complete, k-th to land in
+/// dependency order) or `ready #k` (k-th to be picked in dependency order).
 pub fn queue(plan: &Plan, rows: &[StreamRow]) -> Vec<String> {
     let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
     let order = crate::plan::topo_order(plan, &names).unwrap_or(names);
@@ -316,13 +379,16 @@ pub fn queue(plan: &Plan, rows: &[StreamRow]) -> Vec<String> {
             .unwrap_or_default();
         let pos = match row.status {
             RowStatus::Recorded(StreamStatus::Merged) => "merged".to_string(),
+            RowStatus::NeedsAttention => "needs attention".to_string(),
+            RowStatus::Recorded(StreamStatus::Failed) => "failed".to_string(),
+            RowStatus::Invalid => "invalid".to_string(),
             RowStatus::Recorded(StreamStatus::Running) => "running".to_string(),
+            _ if row.claim.as_ref().is_some_and(|c| !c.mine) => "claimed".to_string(),
+            _ if !deps.is_empty() => format!("after {}", deps.join(", ")),
             RowStatus::Recorded(StreamStatus::Completed) => {
                 merging += 1;
                 format!("merge #{merging}")
             }
-            _ if row.claim.as_ref().is_some_and(|c| !c.mine) => "claimed".to_string(),
-            _ if !deps.is_empty() => format!("after {}", deps.join(", ")),
             _ => {
                 ready += 1;
                 format!("ready #{ready}")

@@ -1,6 +1,7 @@
 //! `git boulder work`: the worker. Round after round it picks the next ready stream — its
 //! `depends_on` merged (as the remote's state says, when a remote is given: its state is pulled
-//! first), not merged itself, not claimed by another machine, not run by another process here —
+//! first), not merged itself, no refused landing standing ([`crate::stream::attention`]), not
+//! claimed by another machine, not run by another process here —
 //! claims it on the remote, runs its loop (`git-boulder stream run NAME`, a child process in a
 //! process group of its own), merges it when it completes (`git-boulder stream merge NAME`, through
 //! the remote when one is given), releases the claim, pushes the state, and picks the next. Up to
@@ -70,6 +71,9 @@ pub enum Outcome {
     Blocked(Vec<String>),
     /// Another machine holds it.
     ClaimedBy(String),
+    /// Its landing was refused and nothing changed since: no worker takes it until its branch
+    /// gets a new commit or `stream retry` (the reason, and what resolves it).
+    NeedsAttention { reason: String, retry: String },
 }
 
 impl Outcome {
@@ -88,6 +92,9 @@ impl Outcome {
             Outcome::Stopped(why) => format!("stopped: {why} (a rerun resumes it)"),
             Outcome::Blocked(by) => format!("blocked by {}", by.join(", ")),
             Outcome::ClaimedBy(by) => format!("claimed by {by}"),
+            Outcome::NeedsAttention { reason, retry } => {
+                format!("needs attention: {reason} (fixed by a new commit on its branch, or `{retry}`)")
+            }
         }
     }
 }
@@ -175,7 +182,7 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
     // Held while this worker runs: `doctor` tells this machine's claims no live worker holds.
     let _worker = WorkerLock::take(ws)?;
     if let Some(r) = &remote {
-        pull(ws, r, &say);
+        pull(ws, plan, r, &say);
     }
     // Streams merged or failed before this run: the first are done, the second may be retried.
     let at_start: HashMap<String, StreamStatus> =
@@ -242,6 +249,9 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
                         let merged = status_of(ws, &name)? == StreamStatus::Merged;
                         let outcome = if status.success() && merged {
                             Outcome::MergedHere
+                        } else if let Some(o) = needs_attention(ws, plan.stream(&name).expect("a stream of the plan"))?
+                        {
+                            o
                         } else {
                             let stream = plan.stream(&name).expect("a stream of the plan");
                             if let Some(job) = hand_back(ws, plan, stream, opts, remote.as_ref(), &mut resolves, &sink)
@@ -294,7 +304,7 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
             if jobs.len() < opts.parallel {
                 if let Some(r) = &remote {
                     if jobs.is_empty() || last_pull.elapsed() >= opts.poll {
-                        pull(ws, r, &say);
+                        pull(ws, plan, r, &say);
                         last_pull = Instant::now();
                     }
                 }
@@ -440,6 +450,18 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
     Ok(Summary { rows, interrupted: was_interrupted })
 }
 
+/// The outcome of a stream whose refusal stands.
+fn attention_outcome(stream: &StreamDef, r: &crate::state::Refusal) -> Outcome {
+    let reason = format!("refused ({}): {}", r.refusal, r.reason.lines().next().unwrap_or_default());
+    Outcome::NeedsAttention { reason, retry: crate::stream::attention::retry_command(&stream.name) }
+}
+
+/// [`attention_outcome`] of `stream`, when its refusal stands.
+fn needs_attention(ws: &Workspace, stream: &StreamDef) -> Result<Option<Outcome>> {
+    let Some(st) = ws_state(ws, &stream.name)? else { return Ok(None) };
+    Ok(crate::stream::attention::standing(&ws.repo, stream, &st)?.map(|r| attention_outcome(stream, r)))
+}
+
 fn ws_state(ws: &Workspace, name: &str) -> Result<Option<StreamState>> {
     Ok(Store::new(&ws.repo)?.read::<StreamState>(&state::stream_ref(name))?.map(|e| e.state))
 }
@@ -467,6 +489,12 @@ fn view(
         // The machine that ran it last merged it (the worker merges what it ran).
         let by = entry.map(|e| e.state.last_run.map(|r| r.actor).unwrap_or(e.op.actor)).unwrap_or_default();
         return Ok(View::Done(Outcome::MergedElsewhere(by)));
+    }
+    // A refused landing nothing changed since: left for a person.
+    if let Some(st) = entry.as_ref().map(|e| &e.state) {
+        if let Some(r) = crate::stream::attention::standing(&ws.repo, stream, st)? {
+            return Ok(View::Done(attention_outcome(stream, r)));
+        }
     }
     if status == StreamStatus::Failed && at_start.get(&stream.name) != Some(&StreamStatus::Failed) {
         // Failed during this run, run by another machine or process: not tried again by this
@@ -520,6 +548,10 @@ fn start(
             if status_of(ws, name).map_err(NotStarted::Failed)? == StreamStatus::Merged {
                 return Err(NotStarted::Merged);
             }
+            // Refused meanwhile on another machine: the next round reports it.
+            if needs_attention(ws, stream).map_err(NotStarted::Failed)?.is_some() {
+                return Err(NotStarted::Merged);
+            }
             follow_base(ws, plan, r, &|s, t| sink.line(s, false, t));
             adopt_branch(ws, stream, r, &|s, t| sink.line(s, false, t)).map_err(NotStarted::Failed)?;
         }
@@ -560,7 +592,7 @@ fn start(
 enum NotStarted {
     /// Not claimed: another machine took it first, or the remote turned the claim down.
     Claim(Error),
-    /// Merged by another machine meanwhile.
+    /// Merged (or its landing refused) by another machine meanwhile.
     Merged,
     /// Claimed, but its worktree or its loop could not be started.
     Failed(Error),
@@ -943,9 +975,19 @@ impl Drop for WorkerLock {
 /// The name of a worker's lock, before its process id.
 pub const WORKER_LOCK: &str = "worker-";
 
-fn pull(ws: &Workspace, remote: &RemoteName, say: &dyn Fn(Option<&str>, &str)) {
+/// Pull the remote's state, and the branches of the streams a refusal was recorded for (a new
+/// commit pushed there lets them be taken again).
+fn pull(ws: &Workspace, plan: &Plan, remote: &RemoteName, say: &dyn Fn(Option<&str>, &str)) {
     if let Err(e) = crate::sync::pull(&ws.repo, remote) {
         say(None, &format!("warning: cannot pull the state of {}: {}", remote.given, e.message));
+    }
+    let refused: Vec<&StreamDef> = plan
+        .streams
+        .iter()
+        .filter(|s| ws_state(ws, &s.name).ok().flatten().is_some_and(|st| st.refused.is_some()))
+        .collect();
+    if let Err(e) = crate::stream::attention::refresh(&ws.repo, remote, &refused) {
+        say(None, &format!("warning: cannot fetch the refused streams' branches from {}: {}", remote.given, e.message));
     }
 }
 
