@@ -271,3 +271,23 @@ fn doctor_is_quiet_about_work_that_landed() {
     assert!(doc.stdout.contains("has 1 commit(s) made after its landing"), "{}", doc.stdout);
     assert!(doc.stdout.contains("docs: the FAQ, late"), "{}", doc.stdout);
 }
+
+#[test]
+fn a_commit_rolled_back_on_one_machine_is_not_required_on_another() {
+    let s = Served::new(PLAN);
+    let (alpha, beta) = (s.machine("alpha"), s.machine("beta"));
+    finish(&alpha, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
+    commit_in(&alpha, &alpha.worktree("auth"), "src/auth/oops.rs", "// not meant\n", "auth: oops");
+    let oops = rev(&alpha, "boulder/auth");
+    alpha.boulder(&["stream", "rollback", "auth", "--to", "boulder/auth~1"]).ok();
+    // Set aside in its note, a line every machine the notes reach reads.
+    let note = alpha.git_out(&["notes", "--ref=boulder", "show", &oops]);
+    assert!(note.lines().any(|l| l.contains("\"set_aside\":\"refs/boulder/backup/auth/1\"")), "{note}");
+    alpha.git(&["push", "-q", "origin", "boulder/auth"]).ok();
+    alpha.boulder(&["push", "origin"]).ok();
+    beta.boulder(&["pull", "origin"]).ok();
+    beta.git_in(&beta.worktree("auth"), &["pull", "-q", "--rebase", "origin", "boulder/auth"]).ok();
+    beta.boulder(&["stream", "merge", "auth", "--remote", "origin"]).ok();
+    assert_eq!(s.git(&beta, &["show", "main:src/auth/login.rs"]), "fn login() {}");
+    assert!(s.git(&beta, &["ls-tree", "-r", "--name-only", "main"]).lines().all(|l| l != "src/auth/oops.rs"));
+}

@@ -96,21 +96,30 @@ pub fn check(repo: &Repo, stream: &str, steps: &[Step], base_tip: ObjectId) -> R
     {
         let mut left: HashMap<ObjectId, usize> = pending.iter().enumerate().map(|(i, r)| (r.commit, i)).collect();
         let mut found = vec![false; pending.len()];
+        // Which pending commits carry each record line: only those are looked at again when a
+        // commit carrying that line is found.
+        let mut by_line: HashMap<&[u8], Vec<usize>> = HashMap::new();
+        for (i, r) in pending.iter().enumerate() {
+            for (_, l) in &r.records {
+                by_line.entry(l.as_slice()).or_default().push(i);
+            }
+        }
         let walk = objects.walk([base_tip], []).internal("cannot walk the base's history")?;
         for info in walk {
             let info = info.internal("cannot walk the base's history")?;
-            if let Some(i) = left.remove(&info.id) {
-                found[i] = true;
-                covered_lines.extend(pending[i].records.iter().map(|(_, l)| l.clone()));
-                for (c, j) in left.clone() {
-                    if carried(&pending[j], &covered_lines) {
+            let Some(i) = left.remove(&info.id) else { continue };
+            found[i] = true;
+            covered_lines.extend(pending[i].records.iter().map(|(_, l)| l.clone()));
+            for (_, l) in &pending[i].records {
+                for &j in by_line.get(l.as_slice()).map(Vec::as_slice).unwrap_or_default() {
+                    if !found[j] && carried(&pending[j], &covered_lines) {
                         found[j] = true;
-                        left.remove(&c);
+                        left.remove(&pending[j].commit);
                     }
                 }
-                if left.is_empty() {
-                    break;
-                }
+            }
+            if left.is_empty() {
+                break;
             }
         }
         let mut keep = found.iter().map(|f| !f);
