@@ -122,10 +122,13 @@ fn a_refused_landing_is_recorded_pushed_and_no_other_machine_lands_it() {
     // the branch: gamma's worker now takes a, continues from that branch and lands it, then b.
     let wt = alpha.worktree("a");
     alpha.git_in(&wt, &["fetch", "-q", "origin"]).ok();
-    alpha.git_in(&wt, &["reset", "-q", "--hard", "origin/main"]).ok();
+    // The conflict resolved for the stream's side; the rebase carries its commit's note along.
+    alpha.git_in(&wt, &["rebase", "-q", "-X", "theirs", "origin/main"]).ok();
     commit_in(alpha, &wt, "src/a/resolved.txt", "resolved\n", "a: resolved");
     assert_eq!(row(alpha, "a")["status"], "COMPLETED", "a new commit here ends the refusal here");
-    alpha.git_in(&wt, &["push", "-q", "origin", "boulder/a"]).ok();
+    alpha.git_in(&wt, &["push", "-q", "origin", "+boulder/a"]).ok();
+    // The notes of the rebased commits too: without them no machine could tell a: rewrite landed.
+    alpha.boulder(&["push"]).ok();
     let r = gamma.boulder(&["work", "--remote", "origin", "--poll", "200ms", "--", "sh", finisher.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     gamma.git(&["fetch", "-q", "origin"]).ok();

@@ -247,18 +247,19 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
                     }
                     Phase::Merge => {
                         let merged = status_of(ws, &name)? == StreamStatus::Merged;
+                        let stream = plan.stream(&name).expect("a stream of the plan");
                         let outcome = if status.success() && merged {
                             Outcome::MergedHere
-                        } else if let Some(o) = needs_attention(ws, plan.stream(&name).expect("a stream of the plan"))?
+                        } else if let Some(job) =
+                            hand_back(ws, plan, stream, opts, remote.as_ref(), &mut resolves, &sink)
                         {
+                            // A conflict, handed back to the agent (on_conflict: agent): the
+                            // refusal recorded stands until the branch moves past it.
+                            jobs.push(job);
+                            continue;
+                        } else if let Some(o) = needs_attention(ws, stream)? {
                             o
                         } else {
-                            let stream = plan.stream(&name).expect("a stream of the plan");
-                            if let Some(job) = hand_back(ws, plan, stream, opts, remote.as_ref(), &mut resolves, &sink)
-                            {
-                                jobs.push(job);
-                                continue;
-                            }
                             Outcome::Failed(format!("stream merge exited with {}", exit_text(status)))
                         };
                         say(Some(&name), &outcome.describe());
@@ -276,6 +277,9 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
                                 }
                                 Err(e) => Outcome::Failed(format!("merge: {}", e.message)),
                             }
+                        } else if let Some(o) = needs_attention(ws, stream)? {
+                            say(Some(&name), "the agent did not resolve the conflict; the refusal stands");
+                            o
                         } else {
                             Outcome::Failed(format!(
                                 "the landing met a conflict the agent did not resolve (stream resolve exited with {})",
