@@ -28,7 +28,10 @@ fn a_stream_whose_commits_are_on_another_machine_is_refused_not_landed_empty() {
     assert_shown!("landing_without_the_recorded_work", refused);
     // The dry run says the same, with the same exit code.
     let dry = beta.boulder(&["stream", "merge", "auth", "--remote", "origin", "--dry-run"]).code(1);
-    assert_eq!(dry.stderr, refused.stderr);
+    let recorded = "hint: recorded here and on origin: no worker takes stream auth again until its branch gets a new commit, or `git boulder stream retry auth`\n";
+    assert_eq!(format!("{}{recorded}", dry.stderr), refused.stderr);
+    // Recorded, so no worker on any machine takes it and lands it without them.
+    assert_eq!(beta.stream_state("auth")["refused"]["refusal"], "missing_work");
     // Nothing landed, nothing recorded MERGED, here or on the remote.
     assert_eq!(s.git(&beta, &["rev-parse", "main"]), before);
     assert_ne!(beta.stream_state("auth")["status"], "MERGED");
@@ -111,7 +114,9 @@ fn a_dry_run_exits_as_the_real_run_would_for_ownership() {
     let dry = repo.boulder(&["stream", "merge", "docs", "--dry-run"]).code(1);
     let real = repo.boulder(&["stream", "merge", "docs"]).code(1);
     assert!(dry.stderr.contains("src/api/sneaky.rs  owned by api"), "{}", dry.stderr);
-    assert_eq!(dry.stderr, real.stderr);
+    // The same refusal; only the real run records it (a dry run changes nothing).
+    let recorded = "hint: recorded here: no worker takes stream docs again until its branch gets a new commit, or `git boulder stream retry docs`\n";
+    assert_eq!(format!("{}{recorded}", dry.stderr), real.stderr);
     assert!(!dry.stdout.contains("check: clean"), "{}", dry.stdout);
 }
 

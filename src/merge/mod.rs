@@ -449,7 +449,7 @@ fn landing_holds_work(
             "bring them onto its branch first: {there}, `git push {remote} {branch}`; then here, `cd \"$(git boulder stream path {name})\" && git pull --rebase {remote} {branch}`; or land without them with --force"
         )
     };
-    Err(Error::refused(message).hint(hint))
+    Err(Error::refused(message).hint(hint).landing(crate::error::Landing::MissingWork))
 }
 
 /// Write what a check planned: its objects, after making sure nothing stands in the way of the
