@@ -97,7 +97,7 @@ pub fn resolve(
             crate::trust::require(&ws.repo, plan, "stream resolve", &[crate::trust::agent_key(agent)])?;
         }
     }
-    let command = crate::stream::shell::agent_command(plan, stream, &opts.command)?;
+    let command = crate::stream::shell::agent_command(plan, stream, &opts.command, "stream resolve")?;
     let _lock = crate::lock::acquire(&ws.repo, &format!("stream-{}", stream.name), true, "stream resolve")?;
     let wt = ws.worktree_path(plan, &stream.name)?;
     if !wt.join(".git").exists() {

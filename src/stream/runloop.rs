@@ -156,19 +156,7 @@ fn run_loop(
             .hint(format!("run `git boulder stream init {}`", stream.name)));
         }
     }
-    let command = if opts.command.is_empty() {
-        let agent = stream.agent.as_ref().ok_or_else(|| {
-            Error::usage(format!("stream {} has no agent and no command was given", stream.name))
-                .hint(format!("run `git boulder stream run {} -- CMD ARGS…`, or set `agent:` in the plan", stream.name))
-        })?;
-        let line = plan.settings.agents.get(agent).ok_or_else(|| {
-            Error::usage(format!("agent {agent:?} is not in settings.agents")).hint("add it to settings.agents")
-        })?;
-        // The plan's agent line is a shell command by design (it uses "$BOULDER_PROMPT").
-        vec!["sh".to_string(), "-c".to_string(), line.clone()]
-    } else {
-        opts.command.clone()
-    };
+    let command = crate::stream::shell::agent_command(plan, stream, &opts.command, "stream run")?;
     // Ctrl-C (or SIGTERM) reaches the agent too; the loop then records STOPPED and returns, and
     // the lock is released with the process.
     let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -61,17 +61,24 @@ pub fn run_shell(command: &str, dir: &Path, env: &[(String, String)]) -> std::re
 
 /// The agent command of `stream` as run without a shell: `command` when given, else the plan's
 /// `settings.agents` line of the stream's `agent`, run by `sh -c` (it uses "$BOULDER_PROMPT").
-pub fn agent_command(plan: &Plan, stream: &crate::plan::StreamDef, command: &[String]) -> Result<Vec<String>> {
+/// `verb` is the command the hint names (`stream run`, `stream resolve`).
+pub fn agent_command(
+    plan: &Plan,
+    stream: &crate::plan::StreamDef,
+    command: &[String],
+    verb: &str,
+) -> Result<Vec<String>> {
     if !command.is_empty() {
         return Ok(command.to_vec());
     }
     let agent = stream.agent.as_ref().ok_or_else(|| {
         crate::error::Error::usage(format!("stream {} has no agent and no command was given", stream.name))
-            .hint(format!("give the command after `--`, or set `agent:` for stream {} in the plan", stream.name))
+            .hint(format!("run `git boulder {verb} {} -- CMD ARGS…`, or set `agent:` in the plan", stream.name))
     })?;
     let line = plan.settings.agents.get(agent).ok_or_else(|| {
         crate::error::Error::usage(format!("agent {agent:?} is not in settings.agents"))
             .hint("add it to settings.agents")
     })?;
+    // The plan's agent line is a shell command by design (it uses "$BOULDER_PROMPT").
     Ok(vec!["sh".to_string(), "-c".to_string(), line.clone()])
 }
