@@ -3,9 +3,9 @@
 //! a merge killed at any step is finished by running it again. Written atomically before each
 //! step that moves a ref or a worktree; removed when the merge is recorded.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::git::{ObjectId, Repo};
@@ -71,42 +71,62 @@ pub fn id(hex: &str) -> Result<ObjectId> {
 impl Journal {
     /// The record of an interrupted merge of `stream`, if one is pending.
     pub fn load(repo: &Repo, stream: &str) -> Result<Option<Journal>> {
-        let p = path(repo, stream);
-        let bytes = match std::fs::read(&p) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", p.display()))),
-        };
-        let bad = |why: String| {
-            Error::usage(format!("{} is not a valid merge record: {why}", p.display()))
-                .hint(format!("delete it (`rm {}`) and check the branches with `git log`", p.display()))
-        };
-        let j: Journal = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
-        if j.stream != stream {
-            return Err(bad(format!("it names stream {:?}", j.stream)));
-        }
-        for h in [&j.stream_old, &j.stream_new, &j.base_old, &j.base_new]
-            .into_iter()
-            .chain(j.prd_from.iter())
-            .chain(j.prd_to.iter())
-            .chain(j.local_base.iter())
-            .chain(j.stream_seen.iter().filter(|s| !s.is_empty()))
-        {
-            id(h).map_err(|e| bad(e.message))?;
-        }
-        Ok(Some(j))
+        read_record(&path(repo, stream), "merge", |j: &Journal| {
+            if j.stream != stream {
+                return Err(format!("it names stream {:?}", j.stream));
+            }
+            [&j.stream_old, &j.stream_new, &j.base_old, &j.base_new]
+                .into_iter()
+                .chain(j.prd_from.iter())
+                .chain(j.prd_to.iter())
+                .chain(j.local_base.iter())
+                .chain(j.stream_seen.iter().filter(|s| !s.is_empty()))
+                .try_for_each(|h| id(h).map(|_| ()).map_err(|e| e.message))
+        })
     }
 
     pub fn save(&self, repo: &Repo) -> Result<()> {
-        let text = serde_json::to_vec_pretty(self).map_err(|e| Error::internal(format!("merge record: {e}")))?;
-        crate::fsutil::write_atomic(&path(repo, &self.stream), &text)
+        write_record(&path(repo, &self.stream), "merge", self)
     }
 
     pub fn remove(&self, repo: &Repo) -> Result<()> {
-        match std::fs::remove_file(path(repo, &self.stream)) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::internal(format!("cannot remove the merge record: {e}"))),
-        }
+        remove_record(&path(repo, &self.stream), "merge")
+    }
+}
+
+/// The record file of a `kind` ("merge", "unmerge") of work in progress at `p`: `None` when there
+/// is none; a usage error naming the file and the fix when it does not read as JSON of `T` or
+/// `check` finds it wrong (its reason).
+pub(crate) fn read_record<T: DeserializeOwned>(
+    p: &Path,
+    kind: &str,
+    check: impl FnOnce(&T) -> std::result::Result<(), String>,
+) -> Result<Option<T>> {
+    let bytes = match std::fs::read(p) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", p.display()))),
+    };
+    let bad = |why: String| {
+        Error::usage(format!("{} is not a valid {kind} record: {why}", p.display()))
+            .hint(format!("delete it (`rm {}`) and check the branches with `git log`", p.display()))
+    };
+    let record: T = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+    check(&record).map_err(bad)?;
+    Ok(Some(record))
+}
+
+/// Write a record file atomically.
+pub(crate) fn write_record(p: &Path, kind: &str, record: &impl Serialize) -> Result<()> {
+    let text = serde_json::to_vec_pretty(record).map_err(|e| Error::internal(format!("{kind} record: {e}")))?;
+    crate::fsutil::write_atomic(p, &text)
+}
+
+/// Remove a record file (gone already is fine).
+pub(crate) fn remove_record(p: &Path, kind: &str) -> Result<()> {
+    match std::fs::remove_file(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::internal(format!("cannot remove the {kind} record: {e}"))),
     }
 }

@@ -210,29 +210,17 @@ fn journal_path(repo: &Repo, stream: &str) -> PathBuf {
 impl Journal {
     /// The record of an interrupted unmerge of `stream`, if one is pending.
     pub fn load(repo: &Repo, stream: &str) -> Result<Option<Journal>> {
-        let p = journal_path(repo, stream);
-        let bytes = match std::fs::read(&p) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", p.display()))),
-        };
-        let bad = |why: String| {
-            Error::usage(format!("{} is not a valid unmerge record: {why}", p.display()))
-                .hint(format!("delete it (`rm {}`) and check the branches with `git log`", p.display()))
-        };
-        let j: Journal = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
-        if j.stream != stream {
-            return Err(bad(format!("it names stream {:?}", j.stream)));
-        }
-        for h in [&j.before, &j.landed, &j.base_old, &j.base_new]
-            .into_iter()
-            .chain(j.revert.iter())
-            .chain(j.prd_commit.iter())
-            .chain(j.local_base.iter())
-        {
-            journal::id(h).map_err(|e| bad(e.message))?;
-        }
-        Ok(Some(j))
+        journal::read_record(&journal_path(repo, stream), "unmerge", |j: &Journal| {
+            if j.stream != stream {
+                return Err(format!("it names stream {:?}", j.stream));
+            }
+            [&j.before, &j.landed, &j.base_old, &j.base_new]
+                .into_iter()
+                .chain(j.revert.iter())
+                .chain(j.prd_commit.iter())
+                .chain(j.local_base.iter())
+                .try_for_each(|h| journal::id(h).map(|_| ()).map_err(|e| e.message))
+        })
     }
 
     /// Every pending unmerge record's stream, sorted.
@@ -255,16 +243,11 @@ impl Journal {
     }
 
     fn save(&self, repo: &Repo) -> Result<()> {
-        let text = serde_json::to_vec_pretty(self).map_err(|e| Error::internal(format!("unmerge record: {e}")))?;
-        crate::fsutil::write_atomic(&journal_path(repo, &self.stream), &text)
+        journal::write_record(&journal_path(repo, &self.stream), "unmerge", self)
     }
 
     fn remove(&self, repo: &Repo) -> Result<()> {
-        match std::fs::remove_file(journal_path(repo, &self.stream)) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::internal(format!("cannot remove the unmerge record: {e}"))),
-        }
+        journal::remove_record(&journal_path(repo, &self.stream), "unmerge")
     }
 
     fn new(
