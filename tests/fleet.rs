@@ -94,15 +94,6 @@ fn finish(child: Child) -> Run {
     Run::from(child.wait_with_output().unwrap())
 }
 
-/// Wait until `cond` holds (at most 60 s).
-fn wait_for(what: &str, cond: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < Duration::from_secs(60), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
 #[test]
 fn work_lands_every_stream_locally_in_dependency_order() {
     let repo = fleet_repo();

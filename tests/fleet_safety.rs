@@ -262,15 +262,6 @@ fn wait_child(mut child: std::process::Child, what: &str) -> Run {
     }
 }
 
-/// Wait until `cond` holds (at most 60 s).
-fn wait_until(what: &str, cond: impl Fn() -> bool) {
-    let start = std::time::Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < std::time::Duration::from_secs(60), "timed out waiting for {what}");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-}
-
 fn spawn(repo: &TestRepo, args: &[&str]) -> std::process::Child {
     let mut c = repo.command(bin());
     c.args(args)
@@ -344,7 +335,7 @@ fn doctor_tells_of_a_claim_whose_worker_is_gone() {
     let marker = m.tmp.path().join("agent-started");
     let sleepy = script(m.tmp.path(), "sleepy.sh", &format!("#!/bin/sh\ntouch {}\nsleep 30\n", marker.display()));
     let worker = spawn(&m, &["work", "--remote", "origin", "--", "sh", sleepy.to_str().unwrap()]);
-    wait_until("the agent", || marker.exists());
+    wait_for("the agent", || marker.exists());
     // While the worker lives, its claim is no problem.
     assert!(claim_problems(&m).is_empty(), "{:#?}", claim_problems(&m));
     // The worker dies at once (SIGKILL: no handler runs, the claim stays on the remote).
@@ -352,7 +343,7 @@ fn doctor_tells_of_a_claim_whose_worker_is_gone() {
     assert!(ok.success());
     let _ = wait_child(worker, "the killed worker");
     assert_ne!(m.git_out(&["ls-remote", "origin", "refs/boulder/claims/a"]), "");
-    wait_until("doctor to tell of the claim", || !claim_problems(&m).is_empty());
+    wait_for("doctor to tell of the claim", || !claim_problems(&m).is_empty());
     let problems = claim_problems(&m);
     assert_eq!(problems.len(), 1, "{problems:#?}");
     let message = problems[0]["message"].as_str().unwrap();

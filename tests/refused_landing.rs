@@ -6,7 +6,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use crate::common::*;
 
@@ -235,14 +234,6 @@ fn a_refusal_killed_while_recorded_is_whole_or_absent_and_a_rerun_finishes() {
         beta.boulder(&["pull"]).ok();
         assert_eq!(ops(&beta, "a", "refused").len(), 1, "{step}");
         assert_eq!(row(&beta, "a")["status"], "NEEDS_ATTENTION", "{step}");
-    }
-}
-
-fn wait_for(what: &str, cond: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < Duration::from_secs(60), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
     }
 }
 

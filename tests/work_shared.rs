@@ -60,14 +60,6 @@ impl Drop for KillOnDrop {
     }
 }
 
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < Duration::from_secs(90), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn subjects(repo: &TestRepo, rev: &str) -> Vec<String> {
     repo.git_out(&["log", "--format=%s", rev]).lines().map(String::from).collect()
 }

@@ -565,3 +565,13 @@ impl TestRepo {
         assert!(child.wait().unwrap().success(), "git fast-import failed");
     }
 }
+
+/// Wait until `cond` holds, looking every 50 ms; fails the test after 90 s (a worker or daemon that
+/// never gets there).
+pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < std::time::Duration::from_secs(90), "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
