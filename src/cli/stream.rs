@@ -382,7 +382,7 @@ fn resolve(ws: &Workspace, args: ResolveArgs) -> Result<()> {
     use crate::stream::resolve::{self, Resolved};
     let plan = ws.plan()?;
     let stream = ws.stream(&plan, &args.name)?;
-    let remote = if args.no_remote { None } else { args.remote.or_else(|| plan.settings.merge_remote.clone()) };
+    let remote = crate::git::remote::for_merge(&ws.repo, &plan, args.remote, args.no_remote)?;
     let opts = resolve::Options {
         remote,
         command: args.command,
