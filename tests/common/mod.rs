@@ -575,3 +575,67 @@ pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// A real harness binary (`claude`, `codex`, `opencode`) from the pinned npm installs `.ci/run`
+/// makes: `$BOULDER_HARNESSES/NAME`. `None` (the test prints why and returns) when they are not
+/// installed here; under `CI` their absence fails the test.
+pub fn harness(name: &str) -> Option<PathBuf> {
+    let found =
+        std::env::var_os("BOULDER_HARNESSES").map(|dir| PathBuf::from(dir).join(name)).filter(|path| path.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{name} is missing: .ci/run installs the pinned harnesses and sets BOULDER_HARNESSES"
+        );
+        eprintln!("skipped: {name} is not installed (BOULDER_HARNESSES; see .ci/run)");
+    }
+    found
+}
+
+/// `tests/support/fake_model.py` serving the scripted `turns` on 127.0.0.1 (a free port), stopped
+/// on drop. `url()` is its base URL; `requests()` every request it got, in order.
+pub struct FakeModel {
+    child: std::process::Child,
+    pub port: u16,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl FakeModel {
+    pub fn start(turns: serde_json::Value) -> FakeModel {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("script.json");
+        std::fs::write(&script, serde_json::json!({ "turns": turns }).to_string()).unwrap();
+        let log = dir.path().join("requests.jsonl");
+        let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/fake_model.py");
+        let mut child = Command::new("python3")
+            .arg(server)
+            .arg(&script)
+            .arg(&log)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 runs the fake model server");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port = line.trim().parse().expect("the fake model server prints its port");
+        FakeModel { child, port, log, _dir: dir }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+}
+
+impl Drop for FakeModel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
