@@ -7,7 +7,7 @@ in tests. It answers each harness's API with turns scripted by the test and logs
 It binds a free port on 127.0.0.1 and prints it as the first line of stdout. SCRIPT.json is
 {"turns": [TURN, ...]}; each model request that asks for a turn takes the next one, in order, and
 once they are used up the answer is a plain "Nothing more to do." text. What a TURN holds is read
-by the module of the API that serves it: fake_anthropic.py (Claude Code: /v1/messages),
+by the module of the API that serves it: fake_anthropic.py (Claude Code: /v1/messages, /v1/messages/count_tokens),
 fake_openai_responses.py (Codex: /v1/responses), fake_openai_chat.py (/v1/chat/completions).
 LOG.jsonl gets one line per request: {"path": ..., "body": ...}.
 """
@@ -20,6 +20,7 @@ import threading
 # The module answering each API path; a path matches when it ends with the key.
 ROUTES = {
     "/messages": "fake_anthropic",
+    "/messages/count_tokens": "fake_anthropic",
     "/responses": "fake_openai_responses",
     "/chat/completions": "fake_openai_chat",
 }
