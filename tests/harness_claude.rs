@@ -235,6 +235,9 @@ fn edits_into_another_streams_files_and_gits_data_are_denied_and_the_model_is_to
             write(&wt.join(".git"), &forged),
             write(&common_hook, "#!/bin/sh\necho pwned\n"),
             write(&wt.join("src/auth/login.rs"), "fn login() {}\n"),
+            // The stream's own file, but a payload no JSON parser takes (a lone surrogate).
+            {"name": "Write", "input_json": format!(r#"{{"file_path": {}, "content": "x\ud800y"}}"#,
+                                                     json!(wt.join("src/auth/odd.rs")))},
         ]},
         {"text": "Paused here."},
     ]));
@@ -246,13 +249,14 @@ fn edits_into_another_streams_files_and_gits_data_are_denied_and_the_model_is_to
     assert_eq!(std::fs::read_to_string(wt.join(".git")).unwrap(), dot_git, "the worktree's .git was changed");
     assert!(!common_hook.exists(), "a hook was written into the common git dir");
     assert_eq!(std::fs::read_to_string(wt.join("src/auth/login.rs")).unwrap(), "fn login() {}\n");
+    assert!(!wt.join("src/auth/odd.rs").exists(), "an edit git-boulder could not read was let through");
     assert_eq!(p.repo.git_out(&["-C", wt.to_str().unwrap(), "rev-parse", "--abbrev-ref", "HEAD"]), "boulder/auth");
 
     // The model's next request carries each denial with git-boulder's reason.
     let turns = turn_requests(&model);
     assert!(turns.len() >= 2, "{}", shown_requests(&model));
     let results = tool_results(&turns[1]);
-    assert_eq!(results.len(), 5, "{results:?}");
+    assert_eq!(results.len(), 6, "{results:?}");
     let expect = [
         (
             "Edit",
@@ -263,6 +267,7 @@ fn edits_into_another_streams_files_and_gits_data_are_denied_and_the_model_is_to
         ("Write", true, "git's own data for this repository's worktrees; stream auth never writes there"),
         ("Write", true, "git's own data for this repository's worktrees; stream auth never writes there"),
         ("Write", false, ""),
+        ("Write", true, "git-boulder could not read this edit's hook payload"),
     ];
     for ((name, input, is_error, said), (want_name, want_error, want)) in results.iter().zip(expect) {
         assert_eq!((name.as_str(), *is_error), (want_name, want_error), "{input}: {said}");
@@ -278,7 +283,7 @@ fn edits_into_another_streams_files_and_gits_data_are_denied_and_the_model_is_to
         .map(|op| (op["data"]["rule"].as_str().unwrap().into(), op["data"]["path"].as_str().unwrap().into()))
         .collect();
     let rules: Vec<&str> = denied.iter().map(|(r, _)| r.as_str()).collect();
-    assert_eq!(rules, ["other_stream", "other_stream", "git_dir", "git_dir"], "{denied:?}");
+    assert_eq!(rules, ["other_stream", "other_stream", "git_dir", "git_dir", "unreadable"], "{denied:?}");
     assert_eq!(denied[0].1, "src/api/mod.rs");
     assert_eq!(p.ops_of_kind("auth", "denied")[0]["data"]["owner"], "api");
 }
@@ -411,4 +416,88 @@ fn a_subagent_stopping_is_left_alone_while_the_main_agent_is_held() {
     let enforced = p.ops_of_kind("auth", "enforced");
     assert_eq!(enforced.len(), 1, "{enforced:?}");
     assert!(last_text(main[2]).contains(enforced[0]["data"]["message"].as_str().unwrap()), "{shown}");
+}
+
+/// POST `body` to `path` of the fake model; the answer's body (after the head).
+fn post(model: &FakeModel, path: &str, body: &Value) -> String {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", model.port)).unwrap();
+    let body = body.to_string();
+    write!(
+        conn,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    let (head, rest) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    rest.to_string()
+}
+
+/// The events of a server-sent-events answer: (event name, data).
+fn events(sse: &str) -> Vec<(String, Value)> {
+    sse.split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let name = e.lines().find_map(|l| l.strip_prefix("event: ")).unwrap().to_string();
+            let data = e.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+            let data: Value = serde_json::from_str(data).unwrap();
+            assert_eq!(data["type"], name.as_str(), "{e}");
+            (name, data)
+        })
+        .collect()
+}
+
+#[test]
+fn the_fake_anthropic_api_streams_turns_and_answers_side_requests_without_taking_one() {
+    let model = FakeModel::start(json!([
+        {"tool_use": {"name": "Write", "input": {"file_path": "/x/a.rs", "content": "fn a() {}\n".repeat(20)}}},
+        {"text": "I am done."},
+    ]));
+    let tools = json!([{"name": "Write", "input_schema": {"type": "object"}}]);
+    let agent = |said: &str, stream: bool| {
+        json!({"model": "claude-opus-5-5", "stream": stream, "tools": tools, "system": "s",
+               "messages": [{"role": "user", "content": said}]})
+    };
+    // Side requests of Claude Code's own: no tools, or a token count. No turn is taken.
+    let side = post(
+        &model,
+        "/v1/messages?beta=true",
+        &json!({"model": "claude-haiku", "stream": true,
+        "max_tokens": 1, "messages": [{"role": "user", "content": "quota"}]}),
+    );
+    let texts: Vec<String> =
+        events(&side).iter().filter_map(|(_, d)| d["delta"]["text"].as_str().map(String::from)).collect();
+    assert_eq!(texts.concat(), "OK");
+    let count: Value = serde_json::from_str(&post(&model, "/v1/messages/count_tokens", &agent("hi", false))).unwrap();
+    assert!(count["input_tokens"].as_u64().unwrap() > 0, "{count}");
+
+    // The first turn, streamed as the API streams a tool call.
+    let first = events(&post(&model, "/v1/messages?beta=true", &agent("work", true)));
+    let names: Vec<&str> = first.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names[..4], ["message_start", "ping", "content_block_start", "content_block_delta"]);
+    assert_eq!(names[names.len() - 3..], ["content_block_stop", "message_delta", "message_stop"]);
+    assert_eq!(first[0].1["message"]["model"], "claude-opus-5-5");
+    assert_eq!(first[2].1["content_block"]["name"], "Write");
+    let json_text: String =
+        first.iter().filter_map(|(_, d)| d["delta"]["partial_json"].as_str().map(String::from)).collect();
+    let deltas = first.iter().filter(|(n, _)| n == "content_block_delta").count();
+    assert!(deltas > 1, "the input comes in several chunks");
+    let input: Value = serde_json::from_str(&json_text).unwrap();
+    assert_eq!(input["content"], "fn a() {}\n".repeat(20));
+    assert_eq!(first[names.len() - 2].1["delta"]["stop_reason"], "tool_use");
+    // A retry of the same request gets the same turn again.
+    let again = events(&post(&model, "/v1/messages", &agent("work", true)));
+    assert_eq!(again[2].1["content_block"]["name"], "Write");
+
+    // The next turn, not streamed: one message.
+    let second: Value = serde_json::from_str(&post(&model, "/v1/messages", &agent("go on", false))).unwrap();
+    assert_eq!(second["content"], json!([{"type": "text", "text": "I am done."}]), "{second}");
+    assert_eq!(second["stop_reason"], "end_turn");
+    // Turns used up: a plain text.
+    let more: Value = serde_json::from_str(&post(&model, "/v1/messages", &agent("more", false))).unwrap();
+    assert_eq!(more["content"][0]["text"], "Nothing more to do.");
+    assert_eq!(model.requests().len(), 6);
 }

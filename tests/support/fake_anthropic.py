@@ -20,6 +20,7 @@ A TURN is a dict:
     {"text": "I am done."}                                        a text answer (stop_reason end_turn)
     {"tool_use": {"name": "Write", "input": {...}}}               one tool call (stop_reason tool_use)
     {"tool_use": [{"name": ..., "input": ...}, ...]}              several tool calls in one answer
+    {"tool_use": {"name": "Write", "input_json": "{...}"}}        the input as JSON text, sent as is
     {"text": "...", "tool_use": ...}                              text first, then the tool calls
 
 Each tool call gets a fresh id (toolu_fake_N). The answer is streamed as server-sent events, as
@@ -74,14 +75,15 @@ def _blocks(turn):
     if isinstance(uses, dict):
         uses = [uses]
     for use in uses:
-        blocks.append(
-            {
-                "type": "tool_use",
-                "id": f"toolu_fake_{next(_ids)}",
-                "name": use["name"],
-                "input": use.get("input", {}),
-            }
-        )
+        block = {"type": "tool_use", "id": f"toolu_fake_{next(_ids)}", "name": use["name"]}
+        if "input_json" in use:
+            # The input as JSON text, sent as it is written (escapes the test's own JSON library
+            # cannot hold, such as a lone surrogate \ud800).
+            block["input"] = json.loads(use["input_json"])
+            block["raw"] = use["input_json"]
+        else:
+            block["input"] = use.get("input", {})
+        blocks.append(block)
     if not blocks:
         blocks.append({"type": "text", "text": ""})
     return blocks, ("tool_use" if uses else "end_turn")
@@ -102,6 +104,7 @@ def _answer(req, body, blocks, stop_reason):
         "cache_read_input_tokens": 0,
     }
     if not body.get("stream"):
+        blocks = [{k: v for k, v in b.items() if k != "raw"} for b in blocks]
         _send_json(
             req,
             {
@@ -142,7 +145,7 @@ def _answer(req, body, blocks, stop_reason):
         else:
             start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
             events.append({"type": "content_block_start", "index": index, "content_block": start})
-            for part in _chunks(json.dumps(block["input"])):
+            for part in _chunks(block.get("raw") or json.dumps(block["input"])):
                 events.append(
                     {
                         "type": "content_block_delta",
