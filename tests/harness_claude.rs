@@ -22,8 +22,9 @@ const RUN_LIMIT: Duration = Duration::from_secs(120);
 const PROMPT: &str = "Work on your story.";
 
 /// The sample with streams auth and api initialized and Claude Code's hooks installed; a hook of
-/// the user's own (in the temp HOME's `~/.claude/settings.json`) keeps each `Stop` and
-/// `SubagentStop` payload Claude Code sends, so a test can see what the hooks were asked.
+/// the user's own (in the temp HOME's `~/.claude/settings.json`) keeps each `Stop`,
+/// `SubagentStop` and `PreToolUse` (of `Write` and `Edit`) payload Claude Code sends, so a test
+/// can see what the hooks were asked.
 struct Project {
     repo: TestRepo,
     claude: PathBuf,
@@ -41,7 +42,8 @@ impl Project {
         std::fs::create_dir_all(&payloads).unwrap();
         let keep = format!("cat > '{}'/$(date +%s%N).json", payloads.display());
         let group = json!([{"hooks": [{"type": "command", "command": keep}]}]);
-        let settings = json!({"hooks": {"Stop": group, "SubagentStop": group}});
+        let tools = json!([{"matcher": "Write|Edit", "hooks": [{"type": "command", "command": keep}]}]);
+        let settings = json!({"hooks": {"Stop": group, "SubagentStop": group, "PreToolUse": tools}});
         std::fs::create_dir_all(repo.home.join(".claude")).unwrap();
         std::fs::write(repo.home.join(".claude/settings.json"), settings.to_string()).unwrap();
         Some(Project { repo, claude, payloads })
@@ -101,11 +103,20 @@ impl Project {
         }
     }
 
-    /// The `Stop` and `SubagentStop` payloads Claude Code sent, in the order it sent them.
-    fn stops(&self) -> Vec<Value> {
+    /// The payloads of `events` Claude Code sent to the hooks, in the order it sent them.
+    fn payloads(&self, events: &[&str]) -> Vec<Value> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(&self.payloads).unwrap().map(|e| e.unwrap().path()).collect();
         files.sort();
-        files.iter().map(|f| serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap()).collect()
+        files
+            .iter()
+            .map(|f| serde_json::from_str::<Value>(&std::fs::read_to_string(f).unwrap()).unwrap())
+            .filter(|p| events.iter().any(|e| p["hook_event_name"] == *e))
+            .collect()
+    }
+
+    /// The `Stop` and `SubagentStop` payloads, in order.
+    fn stops(&self) -> Vec<Value> {
+        self.payloads(&["Stop", "SubagentStop"])
     }
 
     /// The ops of the boulder `name`, oldest first.
@@ -286,6 +297,36 @@ fn edits_into_another_streams_files_and_gits_data_are_denied_and_the_model_is_to
     assert_eq!(rules, ["other_stream", "other_stream", "git_dir", "git_dir", "unreadable"], "{denied:?}");
     assert_eq!(denied[0].1, "src/api/mod.rs");
     assert_eq!(p.ops_of_kind("auth", "denied")[0]["data"]["owner"], "api");
+}
+
+#[test]
+fn after_cd_into_another_streams_worktree_an_edit_there_is_judged_for_the_sessions_stream() {
+    let Some(p) = Project::new() else { return };
+    let (wt, api_wt) = (p.wt("auth"), p.wt("api"));
+    // With the api worktree added (`--add-dir`), Claude Code keeps a `cd` there: the hook payloads'
+    // `cwd` is then the api worktree, where the file would be the api stream's own.
+    let model = FakeModel::start(json!([
+        {"tool_use": {"name": "Bash", "input": {"command": "cd ../api && pwd", "description": "go to api"}}},
+        {"tool_use": write(&api_wt.join("src/api/list.rs"), "fn list() {}\n")},
+        {"text": "Paused here."},
+    ]));
+    p.run(&wt, &model, &["--add-dir", api_wt.to_str().unwrap()], &[]).ok();
+
+    assert!(!api_wt.join("src/api/list.rs").exists(), "written from auth's session into the api worktree");
+    let asked = p.payloads(&["PreToolUse"]);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let cwd = std::fs::canonicalize(asked[0]["cwd"].as_str().unwrap()).unwrap();
+    assert_eq!(cwd, std::fs::canonicalize(&api_wt).unwrap(), "{}", asked[0]);
+    let turns = turn_requests(&model);
+    let (name, _, is_error, said) = tool_results(&turns[2]).pop().unwrap();
+    assert_eq!((name.as_str(), is_error), ("Write", true), "{said}");
+    assert!(
+        said.contains("is in the worktree of stream api") && said.contains("stream auth works only in its own"),
+        "{said}"
+    );
+    // Recorded on the session's stream, not on the one `cd` went to.
+    assert_eq!(p.ops_of_kind("auth", "denied").len(), 1);
+    assert!(p.ops_of_kind("api", "denied").is_empty());
 }
 
 #[test]
