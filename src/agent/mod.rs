@@ -11,6 +11,7 @@
 
 pub mod claude;
 pub mod codex;
+pub mod codex_trust;
 pub mod files;
 pub mod hook;
 pub mod install;

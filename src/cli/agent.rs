@@ -127,7 +127,17 @@ pub fn status(args: StatusArgs) -> Result<()> {
         writeln!(out, "{}: {how}", h.harness)?;
         for f in &h.files {
             let detail = f.detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
-            writeln!(out, "  {:<9} {}", f.state, inert(&format!("{}/{}{detail}", f.worktree.display(), f.file)))?;
+            let trust = f.trust.map(|t| format!(" [codex: {}]", t.as_str())).unwrap_or_default();
+            writeln!(
+                out,
+                "  {:<9} {}{trust}",
+                f.state,
+                inert(&format!("{}/{}{detail}", f.worktree.display(), f.file))
+            )?;
+        }
+        if let Some(t) = &h.trust {
+            let asked = t.codex.as_ref().map(|c| format!(", asked {}", c.display())).unwrap_or_default();
+            writeln!(out, "  Codex trust: {}{} ({})", t.state, inert(&asked), inert(&t.detail))?;
         }
     }
     Ok(())
