@@ -138,12 +138,13 @@ fn hooks_list(codex: &Path, cwds: &[PathBuf], timeout: Duration) -> Result<Value
         written = written.and_then(|()| writeln!(stdin, "{r}"));
     }
     let _ = stdin.flush();
-    let answer = match written {
-        Err(e) => Err(format!("cannot ask Codex: {e}")),
-        Ok(()) => rx
-            .recv_timeout(timeout)
-            .unwrap_or_else(|_| Err(format!("Codex did not answer hooks/list within {} s", timeout.as_secs()))),
-    };
+    // A Codex that ended at once makes the writes fail; its reader then says so.
+    let answer = rx.recv_timeout(timeout).unwrap_or_else(|_| {
+        Err(match written {
+            Err(e) => format!("cannot ask Codex: {e}"),
+            Ok(()) => format!("Codex did not answer hooks/list within {} s", timeout.as_secs()),
+        })
+    });
     drop(stdin);
     if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);

@@ -678,8 +678,8 @@ fn codex_trust(repo: &Repo, worktrees: &[PathBuf], files: &mut [FileStatus]) -> 
         return TrustReport {
             state: "unknown",
             codex: None,
-            detail: "codex is not on PATH: its trust of git-boulder's hooks is unknown (Codex skips an untrusted \
-                     hook without a word; check /hooks in codex)"
+            detail: "codex is not on PATH, so its trust of git-boulder's hooks is unknown; Codex skips an \
+                     untrusted hook without a word: check /hooks in codex"
                 .to_string(),
         };
     };
