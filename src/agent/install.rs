@@ -706,27 +706,35 @@ fn codex_trust(repo: &Repo, worktrees: &[PathBuf], files: &mut [FileStatus]) -> 
 
 /// What a trust means for the user, and what to do.
 fn trust_detail(trust: Trust, main: &Path) -> String {
-    match trust {
-        Trust::Trusted => "Codex runs git-boulder's hooks in every worktree".to_string(),
-        Trust::Untrusted => {
-            format!("Codex skips git-boulder's hooks without a word until you trust them: {}", codex_trust::steps(main))
+    let what = match trust {
+        Trust::Trusted => return "Codex runs git-boulder's hooks in every worktree".to_string(),
+        Trust::Untrusted => "Codex skips git-boulder's hooks without a word until you trust them",
+        Trust::Modified => {
+            "git-boulder's hooks changed since Codex trusted them (an upgrade changed the hook command), and Codex \
+             skips them without a word until you trust them again"
         }
-        Trust::Modified => format!(
-            "git-boulder's hooks changed since Codex trusted them (an upgrade changed the hook command), and \
-             Codex skips them without a word until you trust them again: {}",
-            codex_trust::steps(main)
-        ),
+        Trust::Disabled => "git-boulder's hooks are turned off in Codex",
+        Trust::NotLoaded => {
+            "Codex loads none of git-boulder's hooks in some worktree (the project is not trusted in Codex, the \
+             worktree has no .codex/ folder, or Codex's hooks are off)"
+        }
+    };
+    format!("{what}: {}", trust_fix(trust, main))
+}
+
+/// The steps that make Codex run git-boulder's hooks again.
+fn trust_fix(trust: Trust, main: &Path) -> String {
+    match trust {
         Trust::Disabled => format!(
-            "git-boulder's hooks are turned off in Codex: start `codex` in {}, type /hooks and turn the \
-             `git boulder agent hook codex` entries on",
+            "start `codex` in {}, type /hooks and turn the `git boulder agent hook codex` entries on",
             main.display()
         ),
         Trust::NotLoaded => format!(
-            "Codex loads none of git-boulder's hooks in some worktree: the project is not trusted in Codex, \
-             its .codex/ folder is missing, or hooks are off: run `git boulder agent install codex`, start \
-             `codex` in {} and choose \"Trust and continue\", then trust the hooks",
+            "start `codex` in {} and choose \"Trust and continue\" for the folder and \"Trust all and continue\" \
+             for the hooks",
             main.display()
         ),
+        _ => codex_trust::steps(main),
     }
 }
 
@@ -809,9 +817,7 @@ pub fn problems(repo: &Repo) -> Result<Vec<(String, String)>> {
                 Trust::Disabled => "turned off in Codex",
                 _ => "not loaded by Codex (the project is not trusted in Codex, or hooks are off)",
             };
-            let detail = trust_detail(trust, &main);
-            let fix = detail.rsplit_once(": ").map(|(_, steps)| steps).unwrap_or(&detail).to_string();
-            out.push((format!("codex hooks {what} in {}", wts.join(", ")), fix));
+            out.push((format!("codex hooks {what} in {}", wts.join(", ")), trust_fix(trust, &main)));
         }
     }
     if status.harnesses.iter().any(|h| h.installed) && status.on_path.is_none() {

@@ -71,11 +71,22 @@ pub fn install(args: InstallArgs) -> Result<()> {
     let report = install::install(&repo, args.harness)?;
     print_report(&report, &format!("{} already installed in every worktree", args.harness));
     if args.harness == Harness::Codex {
-        eprintln!(
-            "note: Codex runs a project's hooks only once the project and each hook are trusted in Codex, and \
-             skips an untrusted or changed hook silently: start `codex` in the main worktree, type /hooks, and \
-             trust the `git boulder agent hook codex` entries (again after an upgrade changes them)"
-        );
+        // Codex skips an untrusted or changed hook without a word: say what it does with ours.
+        let status = install::status(&repo)?;
+        if let Some(t) = status.harnesses.iter().find_map(|h| h.trust.as_ref()) {
+            let main = repo.main_work_dir.clone().or_else(|| repo.work_dir.clone()).unwrap_or_default();
+            let line = match t.state {
+                "trusted" => format!("note: {}", t.detail),
+                "unknown" => format!(
+                    "note: Codex runs a project's hooks only once the project and each hook are trusted in Codex, \
+                     and skips an untrusted or changed hook without a word ({}): {}",
+                    t.detail.split(';').next().unwrap_or(&t.detail),
+                    crate::agent::codex_trust::steps(&main)
+                ),
+                _ => format!("note: {}", t.detail),
+            };
+            eprintln!("{}", inert(&line));
+        }
     }
     Ok(())
 }
