@@ -154,14 +154,23 @@ fn hooks_list(codex: &Path, cwds: &[PathBuf], timeout: Duration) -> Result<Value
     answer
 }
 
-/// The steps that make Codex trust git-boulder's hooks of `main` (the main checkout, whose
-/// `.codex/hooks.json` Codex runs in every worktree).
-pub fn steps(main: &Path) -> String {
+/// Where the user starts `codex` to trust the hooks: the main checkout, whose `.codex/hooks.json`
+/// Codex runs in every linked worktree; without one (a bare repository), each worktree is a
+/// project of its own to Codex.
+pub fn place(main: Option<&Path>) -> String {
+    match main {
+        Some(m) => m.display().to_string(),
+        None => "each worktree (without a main checkout each is a project of its own to Codex)".to_string(),
+    }
+}
+
+/// The steps that make Codex trust git-boulder's hooks.
+pub fn steps(main: Option<&Path>) -> String {
+    let once = if main.is_some() { "; one review covers every stream worktree" } else { "" };
     format!(
         "start `codex` in {} and choose \"Trust all and continue\" when it says \"Hooks need review\" \
-         (or type /hooks there and trust the `git boulder agent hook codex` entries); one review covers \
-         every stream worktree",
-        main.display()
+         (or type /hooks there and trust the `git boulder agent hook codex` entries){once}",
+        place(main)
     )
 }
 

@@ -700,12 +700,15 @@ fn codex_trust(repo: &Repo, worktrees: &[PathBuf], files: &mut [FileStatus]) -> 
         Trust::Modified => 4,
     };
     let worst = answers.iter().copied().max_by_key(rank).unwrap_or(Trust::Trusted);
-    let main = repo.main_work_dir.clone().unwrap_or_else(|| worktrees.first().cloned().unwrap_or_default());
-    TrustReport { state: worst.as_str(), codex: Some(codex), detail: trust_detail(worst, &main) }
+    TrustReport {
+        state: worst.as_str(),
+        codex: Some(codex),
+        detail: trust_detail(worst, repo.main_work_dir.as_deref()),
+    }
 }
 
 /// What a trust means for the user, and what to do.
-fn trust_detail(trust: Trust, main: &Path) -> String {
+fn trust_detail(trust: Trust, main: Option<&Path>) -> String {
     let what = match trust {
         Trust::Trusted => return "Codex runs git-boulder's hooks in every worktree".to_string(),
         Trust::Untrusted => "Codex skips git-boulder's hooks without a word until you trust them",
@@ -723,16 +726,16 @@ fn trust_detail(trust: Trust, main: &Path) -> String {
 }
 
 /// The steps that make Codex run git-boulder's hooks again.
-fn trust_fix(trust: Trust, main: &Path) -> String {
+fn trust_fix(trust: Trust, main: Option<&Path>) -> String {
     match trust {
         Trust::Disabled => format!(
             "start `codex` in {}, type /hooks and turn the `git boulder agent hook codex` entries on",
-            main.display()
+            codex_trust::place(main)
         ),
         Trust::NotLoaded => format!(
             "start `codex` in {} and choose \"Trust and continue\" for the folder and \"Trust all and continue\" \
              for the hooks",
-            main.display()
+            codex_trust::place(main)
         ),
         _ => codex_trust::steps(main),
     }
@@ -798,7 +801,6 @@ pub fn problems(repo: &Repo) -> Result<Vec<(String, String)>> {
     // none of git-boulder's hooks or skip some of them (a file that is itself a problem is
     // reported above).
     for h in status.harnesses.iter().filter(|h| h.trust.is_some()) {
-        let main = repo.main_work_dir.clone().unwrap_or_default();
         for trust in [Trust::Modified, Trust::Untrusted, Trust::Disabled, Trust::NotLoaded] {
             let wts: Vec<String> = h
                 .files
@@ -817,7 +819,10 @@ pub fn problems(repo: &Repo) -> Result<Vec<(String, String)>> {
                 Trust::Disabled => "turned off in Codex",
                 _ => "not loaded by Codex (the project is not trusted in Codex, or hooks are off)",
             };
-            out.push((format!("codex hooks {what} in {}", wts.join(", ")), trust_fix(trust, &main)));
+            out.push((
+                format!("codex hooks {what} in {}", wts.join(", ")),
+                trust_fix(trust, repo.main_work_dir.as_deref()),
+            ));
         }
     }
     if status.harnesses.iter().any(|h| h.installed) && status.on_path.is_none() {

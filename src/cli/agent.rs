@@ -74,14 +74,13 @@ pub fn install(args: InstallArgs) -> Result<()> {
         // Codex skips an untrusted or changed hook without a word: say what it does with ours.
         let status = install::status(&repo)?;
         if let Some(t) = status.harnesses.iter().find_map(|h| h.trust.as_ref()) {
-            let main = repo.main_work_dir.clone().or_else(|| repo.work_dir.clone()).unwrap_or_default();
             let line = match t.state {
                 "trusted" => format!("note: {}", t.detail),
                 "unknown" => format!(
                     "note: Codex runs a project's hooks only once the project and each hook are trusted in Codex, \
                      and skips an untrusted or changed hook without a word ({}): {}",
                     t.detail.split(';').next().unwrap_or(&t.detail),
-                    crate::agent::codex_trust::steps(&main)
+                    crate::agent::codex_trust::steps(repo.main_work_dir.as_deref())
                 ),
                 _ => format!("note: {}", t.detail),
             };
