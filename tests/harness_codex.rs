@@ -267,3 +267,42 @@ fn codex_runs_the_main_checkouts_hooks_in_a_stream_worktree_and_status_says_wher
     repo.boulder(&["agent", "install", "codex"]).ok();
     assert!(context_reached(&model));
 }
+
+/// One POST to the fake server; the answer's body.
+fn post(model: &FakeModel, body: &Value) -> String {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(model.url().trim_start_matches("http://")).unwrap();
+    let body = body.to_string();
+    write!(
+        conn,
+        "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+#[test]
+fn the_fake_responses_api_gives_turns_to_the_agents_turns_only_in_the_tools_form() {
+    let model = FakeModel::start(json!([
+        {"text": "first"},
+        {"apply_patch": "*** Begin Patch\n*** End Patch\n"},
+        {"apply_patch": "P"},
+        {"shell": ["git", "commit", "-m", "a b"]}
+    ]));
+    let kind = |k: &str| json!({"x-codex-turn-metadata": json!({"request_kind": k}).to_string()});
+    // A side request (a title, say) leaves the script alone.
+    let side = post(&model, &json!({"client_metadata": kind("title")}));
+    assert!(side.contains("\"ok\"") && !side.contains("first"), "{side}");
+    let turn = post(&model, &json!({"client_metadata": kind("turn")}));
+    assert!(turn.contains("response.output_text.delta") && turn.contains("\"first\""), "{turn}");
+    assert!(turn.contains("response.completed") && turn.contains("\"usage\""), "{turn}");
+    let custom = post(&model, &json!({"tools": [{"type": "custom", "name": "apply_patch"}]}));
+    assert!(custom.contains("\"custom_tool_call\"") && custom.contains("*** Begin Patch"), "{custom}");
+    let function = post(&model, &json!({"tools": [{"type": "function", "name": "apply_patch"}]}));
+    assert!(function.contains("\"function_call\"") && function.contains(r#"\"input\": \"P\""#), "{function}");
+    let shell = post(&model, &json!({"tools": [{"type": "function", "name": "exec_command"}]}));
+    assert!(shell.contains("\"exec_command\"") && shell.contains(r#"git commit -m 'a b'"#), "{shell}");
+}
