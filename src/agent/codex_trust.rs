@@ -133,19 +133,22 @@ fn hooks_list(codex: &Path, cwds: &[PathBuf], timeout: Duration) -> Result<Value
         json!({"method": "initialized"}),
         json!({"id": 2, "method": "hooks/list", "params": {"cwds": cwds}}),
     ];
-    let mut written = Ok(());
-    for r in &requests {
-        written = written.and_then(|()| writeln!(stdin, "{r}"));
-    }
-    let _ = stdin.flush();
-    // A Codex that ended at once makes the writes fail; its reader then says so.
-    let answer = rx.recv_timeout(timeout).unwrap_or_else(|_| {
-        Err(match written {
-            Err(e) => format!("cannot ask Codex: {e}"),
-            Ok(()) => format!("Codex did not answer hooks/list within {} s", timeout.as_secs()),
-        })
+    // Written from a thread of its own (a Codex that reads nothing cannot block us on a full
+    // pipe), and kept open until the answer is in: Codex ends at the end of its input.
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let mut written = Ok(());
+        for r in &requests {
+            written = written.and_then(|()| writeln!(stdin, "{r}"));
+        }
+        if written.and_then(|()| stdin.flush()).is_ok() {
+            let _ = done_rx.recv();
+        }
     });
-    drop(stdin);
+    let answer = rx
+        .recv_timeout(timeout)
+        .unwrap_or_else(|_| Err(format!("Codex did not answer hooks/list within {} s", timeout.as_secs())));
+    drop(done_tx);
     if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
