@@ -257,6 +257,11 @@ fn codex_runs_the_main_checkouts_hooks_in_a_stream_worktree_and_status_says_wher
     assert!(!context_reached(&model));
     let s = status(&repo, &codex);
     assert_eq!(file_trust(&s, &wt), "not_loaded");
+    let mut cmd = repo.command(bin());
+    codex_env(&repo, &mut cmd, &codex);
+    let doc = Run::from(cmd.args(["doctor", "--json"]).output().unwrap()).code(1).json();
+    let p = doc["problems"].as_array().unwrap().iter().find(|p| p["area"] == "agent").expect("an agent problem");
+    assert!(p["message"].as_str().unwrap().contains(wt.to_str().unwrap()), "{p}");
     std::fs::rename(repo.tmp.path().join("aside"), wt.join(".codex")).unwrap();
     // The main checkout's file set aside: no hook in the worktree, whose own file is intact.
     std::fs::rename(repo.dir.join(".codex/hooks.json"), repo.tmp.path().join("main.json")).unwrap();
