@@ -216,3 +216,49 @@ fn codex_runs_the_main_checkouts_hooks_in_linked_worktrees_and_status_says_so() 
     let files = status(&repo);
     assert!(files.as_array().unwrap().iter().all(|f| f["state"] == "present"), "{files}");
 }
+
+/// `agent status ARGS` with `PATH` holding only git-boulder, the system's programs and `extra`.
+fn status_with_path(repo: &TestRepo, extra: Option<&std::path::Path>, args: &[&str]) -> Run {
+    let bin_dir = std::path::Path::new(bin()).parent().unwrap().to_path_buf();
+    let paths: Vec<std::path::PathBuf> =
+        extra.map(|e| e.to_path_buf()).into_iter().chain([bin_dir, "/usr/bin".into(), "/bin".into()]).collect();
+    let path = std::env::join_paths(paths).unwrap();
+    let args: Vec<&str> = ["agent", "status"].iter().chain(args).copied().collect();
+    repo.boulder_env(&repo.dir, &args, &[("PATH", path.to_str().unwrap())]).ok()
+}
+
+/// `agent status --json`'s Codex entry ([`status_with_path`]).
+fn codex_status(repo: &TestRepo, extra: Option<&std::path::Path>) -> Value {
+    let json = status_with_path(repo, extra, &["--json"]).json();
+    json["harnesses"].as_array().unwrap().iter().find(|h| h["harness"] == "codex").unwrap().clone()
+}
+
+#[test]
+fn codex_trust_is_unknown_without_codex_or_its_answer_and_asking_never_hangs() {
+    let repo = initialized("");
+    repo.boulder(&["agent", "install", "codex"]).ok();
+    // No codex on PATH: unknown, said, and no problem for doctor.
+    let codex = codex_status(&repo, None);
+    assert_eq!(codex["trust"]["state"], "unknown", "{codex}");
+    assert!(codex["trust"]["detail"].as_str().unwrap().contains("codex is not on PATH"), "{codex}");
+    assert!(codex["files"].as_array().unwrap().iter().all(|f| f.get("trust").is_none()), "{codex}");
+    let bin_dir = std::path::Path::new(bin()).parent().unwrap().display().to_string();
+    let mut human = status_with_path(&repo, None, &[]);
+    human.stdout = human.stdout.replace(&bin_dir, "[BIN]");
+    assert_shown!("agent_status_codex_trust_unknown", human);
+    let doc = repo.boulder(&["doctor", "--json"]).json();
+    assert!(doc["problems"].as_array().unwrap().iter().all(|p| p["area"] != "agent"), "{doc}");
+
+    // A codex that ends without answering, and one that never answers: unknown, saying why,
+    // within the bound (the one that hangs is stopped).
+    let stubs = tempfile::tempdir().unwrap();
+    let stub = stubs.path().join("codex");
+    for (body, why) in [("exit 0", "ended without answering"), ("exec sleep 600", "did not answer hooks/list within")] {
+        std::fs::write(&stub, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let codex = codex_status(&repo, Some(stubs.path()));
+        assert_eq!(codex["trust"]["state"], "unknown", "{codex}");
+        assert!(codex["trust"]["detail"].as_str().unwrap().contains(why), "{codex}");
+        assert_eq!(codex["trust"]["codex"], stub.to_str().unwrap());
+    }
+}

@@ -23,6 +23,7 @@ mod fleet_safety;
 mod foundation;
 mod fsmonitor;
 mod harness_claude;
+mod harness_codex;
 mod harness_real;
 mod hook_managers;
 mod hook_objects;

@@ -8,9 +8,12 @@
 //! * [`hook`]: `agent hook HARNESS` — one payload on stdin, the harness's answer on stdout: the
 //!   decisions ([`hook::stop`], [`hook::session_context`], [`hook::edit`]) in [`hook`], each
 //!   harness's payloads and answers in [`claude`], [`codex`] and [`opencode`] (the plugin's questions).
+//! * [`codex_trust`]: what Codex says of git-boulder's hooks (trusted, modified, …), asked of
+//!   `codex app-server` for `agent status` and `doctor`.
 
 pub mod claude;
 pub mod codex;
+pub mod codex_trust;
 pub mod files;
 pub mod hook;
 pub mod install;

@@ -71,11 +71,21 @@ pub fn install(args: InstallArgs) -> Result<()> {
     let report = install::install(&repo, args.harness)?;
     print_report(&report, &format!("{} already installed in every worktree", args.harness));
     if args.harness == Harness::Codex {
-        eprintln!(
-            "note: Codex runs a project's hooks only once the project and each hook are trusted in Codex, and \
-             skips an untrusted or changed hook silently: start `codex` in the main worktree, type /hooks, and \
-             trust the `git boulder agent hook codex` entries (again after an upgrade changes them)"
-        );
+        // Codex skips an untrusted or changed hook without a word: say what it does with ours.
+        let status = install::status(&repo)?;
+        if let Some(t) = status.harnesses.iter().find_map(|h| h.trust.as_ref()) {
+            let line = match t.state {
+                "trusted" => format!("note: {}", t.detail),
+                "unknown" => format!(
+                    "note: Codex runs a project's hooks only once the project and each hook are trusted in Codex, \
+                     and skips an untrusted or changed hook without a word ({}): {}",
+                    t.detail.split(';').next().unwrap_or(&t.detail),
+                    crate::agent::codex_trust::steps(repo.main_work_dir.as_deref())
+                ),
+                _ => format!("note: {}", t.detail),
+            };
+            eprintln!("{}", inert(&line));
+        }
     }
     Ok(())
 }
@@ -127,7 +137,17 @@ pub fn status(args: StatusArgs) -> Result<()> {
         writeln!(out, "{}: {how}", h.harness)?;
         for f in &h.files {
             let detail = f.detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
-            writeln!(out, "  {:<9} {}", f.state, inert(&format!("{}/{}{detail}", f.worktree.display(), f.file)))?;
+            let trust = f.trust.map(|t| format!(" [codex: {}]", t.as_str())).unwrap_or_default();
+            writeln!(
+                out,
+                "  {:<9} {}{trust}",
+                f.state,
+                inert(&format!("{}/{}{detail}", f.worktree.display(), f.file))
+            )?;
+        }
+        if let Some(t) = &h.trust {
+            let asked = t.codex.as_ref().map(|c| format!(", asked {}", c.display())).unwrap_or_default();
+            writeln!(out, "  Codex trust: {}{} ({})", t.state, inert(&asked), inert(&t.detail))?;
         }
     }
     Ok(())
