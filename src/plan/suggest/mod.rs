@@ -217,15 +217,38 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
     let limit = (n / 2).max(2);
     let distinctive = |w: &str| df.get(w).is_some_and(|k| *k >= 2 && *k <= limit);
 
-    // A story's key: the area in its id, else the area most of its paths are in, else (named
-    // paths all at the root) the first one's name.
+    // A story's key: the area in its id, else the area most of its paths are in (of those, the
+    // one fewest stories name: a file every story reads does not make them one area), else
+    // (named paths all at the root) the first one's name.
+    let mut area_df: Map<&str, usize> = map();
+    for it in &items {
+        let mut seen: Vec<&str> = it.areas.iter().map(String::as_str).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        for a in seen {
+            *area_df.entry(a).or_default() += 1;
+        }
+    }
+    let primary = |it: &Item| -> Option<String> {
+        let mut count: Vec<(&str, usize, usize)> = Vec::new();
+        for (seen, a) in it.areas.iter().enumerate() {
+            match count.iter_mut().find(|c| c.0 == a) {
+                Some(c) => c.1 += 1,
+                None => count.push((a, 1, seen)),
+            }
+        }
+        count
+            .into_iter()
+            .max_by(|x, y| x.1.cmp(&y.1).then(area_df[y.0].cmp(&area_df[x.0])).then(y.2.cmp(&x.2)))
+            .map(|c| c.0.to_string())
+    };
     let mut key_of: Vec<Option<String>> = prd
         .stories
         .iter()
         .zip(&items)
         .map(|(s, it)| {
             id_area(&s.id)
-                .or_else(|| most_common(it.areas.iter().map(String::as_str)).map(str::to_string))
+                .or_else(|| primary(it))
                 .or_else(|| it.named.first().map(|n| strip_ext(n.path()).to_ascii_lowercase()))
         })
         .collect();
