@@ -495,10 +495,14 @@ fn depend(streams: &mut [Stream], prd: &Prd) {
             stream_of[i] = s;
         }
     }
+    let mut index: Map<&str, usize> = map();
+    for (i, story) in prd.stories.iter().enumerate() {
+        index.entry(story.id.as_str()).or_insert(i);
+    }
     let mut wanted: Vec<(usize, usize, String)> = Vec::new();
     for (i, story) in prd.stories.iter().enumerate() {
         for dep in &story.depends_on {
-            let Some(j) = prd.stories.iter().position(|t| &t.id == dep) else { continue };
+            let Some(&j) = index.get(dep.as_str()) else { continue };
             if stream_of[i] != stream_of[j] {
                 wanted.push((stream_of[i], stream_of[j], format!("{} depends on {dep}", story.id)));
             }
