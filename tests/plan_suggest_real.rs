@@ -85,7 +85,7 @@ fn suggest_and_check(repo: &TestRepo, files: &[String], prd_at: &str) -> String 
     let (streams, shared) = read_plan(&text);
     let file_set: BTreeSet<&str> = files.iter().map(String::as_str).collect();
     let is_dir = |d: &str| files.iter().any(|f| f.starts_with(&format!("{d}/")));
-    // Every path is the tree's: a file, or a folder of it as `dir/**`; every new file is in a
+    // Every path is the tree's: a file, or a folder of it as `dir/**`; every new file is below a
     // folder the tree has and is not a file yet.
     for (name, s) in &streams {
         for p in &s.paths {
@@ -96,8 +96,8 @@ fn suggest_and_check(repo: &TestRepo, files: &[String], prd_at: &str) -> String 
             assert!(grounded, "stream {name}: {p:?} is not a file or folder of the tree\n{text}");
         }
         for c in &s.creates {
-            let (dir, _) = c.rsplit_once('/').unwrap();
-            assert!(!file_set.contains(c.as_str()) && is_dir(dir), "stream {name}: creates {c:?}\n{text}");
+            let below = c.match_indices('/').any(|(i, _)| is_dir(&c[..i]));
+            assert!(!file_set.contains(c.as_str()) && below, "stream {name}: creates {c:?}\n{text}");
         }
     }
     // No file of the tree, nor a new one, is owned twice, and none a stream owns is shared_read.
@@ -153,6 +153,17 @@ fn vue_lynx_docs_translation() {
     // A story naming one file owns that file: nobody owns the whole guide folder.
     assert!(!text.contains("website/docs/zh/guide/**"), "{text}");
     assert!(text.contains("website/docs/zh/guide/pinia.mdx"), "{text}");
+}
+
+#[test]
+fn vue_lynx_before_the_work() {
+    // The same project when the PRD was committed: the Chinese guide does not exist yet.
+    let (repo, files) = fixture_repo("vue-lynx-early", "scripts/ralph/prd.json");
+    let text = suggest_and_check(&repo, &files, "scripts/ralph/prd.json");
+    let (streams, _) = read_plan(&text);
+    let creates: Vec<&String> = streams.iter().flat_map(|(_, s)| &s.creates).collect();
+    assert!(creates.contains(&&"website/docs/zh/guide/pinia.mdx".to_string()), "{text}");
+    assert!(!text.contains("website/docs/zh/guide/**"), "{text}");
 }
 
 #[test]

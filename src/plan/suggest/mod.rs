@@ -4,7 +4,7 @@
 //!
 //! * **Paths.** A story owns what its text names that the tree has ([`tree::Tree::resolve`]): a
 //!   file (written in full, as a unique path suffix, or by its unique basename), a folder
-//!   (`dir/**`, only when the story names the folder), or under `creates:` a new file inside a
+//!   (`dir/**`, only when the story names the folder), or under `creates:` a new file below a
 //!   folder that exists. Nothing else becomes a path: prose words never make globs, and a story
 //!   naming a file owns that file, not its folder.
 //! * **Groups.** Stories with an area in their id (`US-AUTH-01` → `auth`) go together. Other

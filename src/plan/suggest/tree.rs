@@ -1,6 +1,6 @@
 //! The base tree as `stream suggest` reads it, and the paths a story's text names resolved
 //! against it: a file or folder of the tree (written in full, as a unique path suffix, or a file
-//! by its unique basename), or a new file the story will create inside a folder that exists.
+//! by its unique basename), or a new file the story will create below a folder that exists.
 //! Anything else a story says (words, URLs, commands, paths of nothing) names nothing.
 //!
 //! ### Performance
@@ -30,7 +30,7 @@ pub enum Named<'a> {
     File(&'a str),
     /// A folder of the tree (it has files below it).
     Dir(&'a str),
-    /// A file the tree lacks, inside a folder it has: one the story will create.
+    /// A file the tree lacks, below a folder it has: one the story will create.
     Create(String),
 }
 
@@ -136,15 +136,18 @@ impl<'a> Tree<'a> {
         if dir_hint || !has_extension(name) || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) {
             return None;
         }
-        let parent = match self.dirs.get(parent) {
-            Some(&d) => d,
-            None => {
-                let suffix = format!("/{parent}");
-                let dirs = self.dirs_by_name.get(last(parent)).map(Vec::as_slice).unwrap_or_default();
-                *only(dirs.iter().filter(|d| d.ends_with(suffix.as_str())))?
-            }
-        };
-        Some(Named::Create(format!("{parent}/{name}")))
+        if self.dirs.contains(parent) {
+            return Some(Named::Create(t.to_string()));
+        }
+        let suffix = format!("/{parent}");
+        let dirs = self.dirs_by_name.get(last(parent)).map(Vec::as_slice).unwrap_or_default();
+        if let Some(d) = only(dirs.iter().filter(|d| d.ends_with(suffix.as_str()))) {
+            return Some(Named::Create(format!("{d}/{name}")));
+        }
+        // Written in full below a folder that exists (`website/docs/zh/guide/x.mdx` while only
+        // `website/docs/zh` does): new folders too.
+        let inside = parent.match_indices('/').any(|(i, _)| self.dirs.contains(&parent[..i]));
+        inside.then(|| Named::Create(t.to_string()))
     }
 }
 
@@ -251,8 +254,10 @@ mod tests {
         // New files inside folders that exist (named in full or by suffix); not elsewhere.
         assert_eq!(t.resolve("src/auth/session.rs"), Some(Named::Create("src/auth/session.rs".into())));
         assert_eq!(t.resolve("zh/guide/pinia.mdx"), Some(Named::Create("website/docs/zh/guide/pinia.mdx".into())));
+        assert_eq!(t.resolve("website/docs/ja/guide/x.mdx"), Some(Named::Create("website/docs/ja/guide/x.mdx".into())));
         assert_eq!(t.resolve("en/zh/x.md"), None);
-        assert_eq!(t.resolve("src/billing/page.ts"), None);
+        assert_eq!(t.resolve("src/billing/page.ts"), Some(Named::Create("src/billing/page.ts".into())));
+        assert_eq!(t.resolve("lib/billing/page.ts"), None);
         // Words are not paths.
         for w in ["header/navbar", "fetch/async", "src", "website", "e.g", "Node.js", "v1.2"] {
             assert_eq!(t.resolve(w), None, "{w}");
