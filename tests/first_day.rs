@@ -21,7 +21,7 @@ fn ralph_repo() -> TestRepo {
 }
 
 #[test]
-fn suggest_groups_plain_ids_by_shared_paths_and_words_into_dir_globs() {
+fn suggest_groups_plain_ids_by_shared_paths_and_words_into_grounded_paths() {
     let repo = ralph_repo();
     // Branches named like the areas already exist: no stream may take their names.
     repo.git(&["branch", "store"]).ok();
@@ -38,7 +38,8 @@ fn suggest_groups_plain_ids_by_shared_paths_and_words_into_dir_globs() {
     };
     assert!(streams.len() >= 3, "plain ids must not all land in one stream:\n{}", r.stdout);
     assert!(plan["streams"]["store"].is_null(), "a stream named like the existing branch `store`:\n{}", r.stdout);
-    assert_eq!(get("store-work"), (vec!["US-001".into(), "US-002".into()], vec!["src/store/**".into()]));
+    // A story naming a file owns the file, not its folder.
+    assert_eq!(get("store-work"), (vec!["US-001".into(), "US-002".into()], vec!["src/store/recipes.rs".into()]));
     assert_eq!(get("billing"), (vec!["US-003".into(), "US-004".into()], vec!["src/billing/**".into()]));
     // `src/theme` is a directory mention: it becomes a glob that owns what is below it.
     assert_eq!(get("theme"), (vec!["US-005".into()], vec!["src/theme/**".into()]));

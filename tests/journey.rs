@@ -47,10 +47,11 @@ fn a_fresh_users_first_day() {
     repo.git(&["remote", "add", "origin", origin.to_str().unwrap()]).ok();
     repo.git(&["push", "-q", "-u", "origin", "main"]).ok();
 
-    // suggest writes a plan that works: directories become globs, stories grouped by their paths.
+    // suggest writes a plan that works: a named folder becomes a glob, a new file is created,
+    // stories grouped by their paths.
     run(&repo, &repo.dir, &["stream", "suggest", "--write"]).ok();
     let plan = repo.read(".boulder/streams.yaml");
-    assert!(plan.contains("src/auth/**") && plan.contains("src/api/**"), "{plan}");
+    assert!(plan.contains("src/auth/**") && plan.contains("creates: [src/api/notes.rs]"), "{plan}");
     insta::assert_snapshot!("suggested_plan", plan);
     // add: a stream for ad-hoc work on a story that came later, keeping the file as it was.
     repo.write(".agents/tasks/prd.md", &format!("{PRD}\n### [ ] US-006: Hotfix the release tag\nIn `scripts/`.\n"));

@@ -41,6 +41,7 @@ mod merge_real;
 mod notes_rewrite;
 mod oplog_scale;
 mod plan_grounded;
+mod plan_suggest_real;
 mod prd_forms;
 mod prd_scale;
 mod pre_push_pushed;

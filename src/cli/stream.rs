@@ -14,9 +14,13 @@ use crate::workspace::Workspace;
 pub enum StreamCommand {
     /// Propose a stream plan from the PRD.
     ///
-    /// Groups story ids by prefix (US-AUTH-* → auth); other stories by the paths and title words
-    /// they share, else by wave. A directory a story names becomes `dir/**`; no stream is named
-    /// like an existing branch. Prints the proposed .boulder/streams.yaml; --write saves it.
+    /// Each stream owns the files and folders of HEAD's tree its stories name (in full, by a
+    /// unique path end or basename) and, under `creates:`, the new files they name below a
+    /// folder that exists; prose never becomes a path. Stories are grouped by id prefix
+    /// (US-AUTH-* → auth), else by the area of their files (at most 8 a stream, or an eighth of
+    /// the PRD); a path several streams name goes to the one needing it first, and `depends_on`
+    /// follows it and the PRD's dependsOn. Prints the proposed .boulder/streams.yaml; --write
+    /// saves it.
     Suggest(SuggestArgs),
     /// Add a stream to the plan, for ad-hoc work.
     ///
