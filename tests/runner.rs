@@ -22,6 +22,7 @@ mod fleet;
 mod fleet_safety;
 mod foundation;
 mod fsmonitor;
+mod harness_opencode;
 mod harness_real;
 mod hook_managers;
 mod hook_objects;
