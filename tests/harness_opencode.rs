@@ -229,7 +229,7 @@ fn run_denies_an_edit_into_another_streams_file_and_installs_nothing_at_start() 
 }
 
 #[test]
-fn run_counts_no_idle_and_keeps_the_plan_agent() {
+fn run_counts_no_idle_it_cannot_deliver() {
     let Some(bin) = harness("opencode") else { return };
     let (repo, wt) = installed();
     let model = FakeModel::start(json!([{"text": "All stories implemented. I am done."}]));
