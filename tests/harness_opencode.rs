@@ -340,3 +340,27 @@ fn serve_leaves_an_aborted_turn_and_a_child_session_alone() {
     assert_eq!(serve.pushes(&child), Vec::<Value>::new());
     assert_eq!(enforced(&repo, &wt).len(), 1);
 }
+
+#[test]
+fn serve_leaves_a_subagents_session_alone() {
+    let Some(bin) = harness("opencode") else { return };
+    let (repo, wt) = installed();
+    let model = FakeModel::start(json!([
+        {"tool_calls": [{"name": "task", "arguments": {"description": "Check the tests",
+            "prompt": "Check the tests of the login form.", "subagent_type": "general"}}]},
+        {"text": "All stories implemented. I am done."},
+        {"text": "All stories implemented. I am done."}
+    ]));
+    let serve = Serve::start(&repo, &bin, &model, &wt);
+    let id = serve.session(None);
+    serve.prompt(&id, "Build the login form.", "build");
+    // The subagent's session (a child) says it is done first, then the main session does.
+    wait_for("the main session's push", || serve.pushes(&id).len() == 1);
+    let children = serve.call("GET", &format!("/session/{id}/children"), None);
+    let children = children.as_array().cloned().unwrap_or_default();
+    assert_eq!(children.len(), 1, "the task tool made one child session: {children:?}");
+    let child = children[0]["id"].as_str().unwrap();
+    assert!(serve.messages(child).iter().any(|m| text(m).contains("I am done")), "the child said it is done");
+    assert_eq!(serve.pushes(child), Vec::<Value>::new());
+    assert_eq!(enforced(&repo, &wt).len(), 1);
+}
