@@ -114,7 +114,7 @@ fn run(repo: &TestRepo, bin: &Path, model: &FakeModel, dir: &Path, args: &[&str]
     (status.unwrap().code().unwrap_or(-1), read(&o), read(&e))
 }
 
-/// `opencode serve` in a folder, driven over HTTP with curl.
+/// `opencode serve` in a folder, driven over its HTTP API.
 struct Serve {
     url: String,
     _guard: Guard,
@@ -141,12 +141,17 @@ impl Serve {
     }
 
     fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        let mut cmd = Command::new("curl");
-        cmd.args(["-sS", "--max-time", "60", "-X", method, &format!("{}{path}", self.url)]);
+        // python3 (which the fake model needs anyway) as the HTTP client.
+        const CLIENT: &str = "import sys, urllib.request as u\n\
+            data = sys.argv[3].encode() if len(sys.argv) > 3 else None\n\
+            r = u.Request(sys.argv[2], data=data, method=sys.argv[1], headers={'content-type': 'application/json'})\n\
+            sys.stdout.write(u.urlopen(r, timeout=60).read().decode())";
+        let mut cmd = Command::new("python3");
+        cmd.args(["-c", CLIENT, method, &format!("{}{path}", self.url)]);
         if let Some(b) = body {
-            cmd.args(["-H", "content-type: application/json", "-d", &b.to_string()]);
+            cmd.arg(b.to_string());
         }
-        let out = cmd.output().expect("curl");
+        let out = cmd.output().expect("python3");
         assert!(out.status.success(), "{method} {path}: {}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
     }
