@@ -369,3 +369,39 @@ fn serve_leaves_a_subagents_session_alone() {
     assert_eq!(serve.pushes(child), Vec::<Value>::new());
     assert_eq!(enforced(&repo, &wt).len(), 1);
 }
+
+#[test]
+fn serve_holds_on_new_work_only_below_the_cap_of_eight_blocks_in_a_row() {
+    let Some(bin) = harness("opencode") else { return };
+    let (repo, wt) = installed();
+    let commit = "echo step >> src/auth/steps.rs && git add -A && git commit -q -m step";
+    let mut turns = vec![json!({"text": "All stories implemented. I am done."})];
+    // Seven rounds of work, each committed and then a stop.
+    for _ in 0..7 {
+        turns
+            .push(json!({"tool_calls": [{"name": "bash", "arguments": {"command": commit, "description": "Commit"}}]}));
+        turns.push(json!({"text": "Committed a step."}));
+    }
+    turns.push(json!({"text": "All stories implemented. I am done."}));
+    let model = FakeModel::start(Value::Array(turns));
+    let count = || repo.git_in(&wt, &["rev-list", "--count", "HEAD"]).ok().stdout.trim().parse::<u32>().unwrap();
+    let base = count();
+    let serve = Serve::start(&repo, &bin, &model, &wt);
+    let id = serve.session(None);
+    serve.prompt(&id, "Build the login form.", "build");
+    // The first push, then one per round of new work while the blocks in a row stay below 8:
+    // seven pushes; the seventh round's stop is let go although it brought new work.
+    wait_for("seven pushes", || serve.pushes(&id).len() == 7);
+    wait_for("the seventh round", || count() == base + 7);
+    serve.wait_done(&id, "the last stop");
+    // Another session's stop, checked after that last one (one check at a time, in order).
+    let other = serve.session(None);
+    serve.prompt(&other, "Anything left?", "build");
+    wait_for("the other session's push", || serve.pushes(&other).len() == 1);
+    let gates: Vec<Value> = enforced(&repo, &wt).iter().map(|op| op["data"]["gate"].clone()).collect();
+    let mut want = vec![json!("completion")];
+    want.extend(std::iter::repeat_n(json!("progress"), 6));
+    want.push(json!("completion"));
+    assert_eq!(gates, want);
+    assert_eq!(serve.pushes(&id).len(), 7, "held past the cap");
+}
