@@ -448,3 +448,45 @@ fn in_the_main_worktree_the_installed_stop_hook_pushes_on_through_the_project_bo
     assert_eq!(out["decision"], "block", "{out}");
     assert_eq!(repo.state("refs/boulder/boulders/project")["failure_count"], 1);
 }
+
+#[test]
+fn opencode_is_left_nothing_to_install_in_a_folder_holding_only_the_plugin() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "docs"]).ok();
+    // A worktree whose branch tracks a tool of the user's in .opencode/: OpenCode's own business.
+    repo.git(&["checkout", "-q", "-b", "with-tool"]).ok();
+    repo.write(".opencode/tools/hello.ts", "import { tool } from \"@opencode-ai/plugin\"\n");
+    repo.commit_all("a tool");
+    repo.git(&["checkout", "-q", "main"]).ok();
+    repo.git(&["worktree", "add", "-q", "../tooled", "with-tool"]).ok();
+    let tooled = repo.dir.parent().unwrap().join("tooled");
+    repo.boulder(&["agent", "install", "opencode"]).ok();
+
+    // What OpenCode 1.18 checks before its npm install: node_modules/, and a package-lock.json
+    // whose root lists @opencode-ai/plugin; with OpenCode's own .gitignore beside them.
+    for dir in [repo.dir.clone(), repo.worktree("docs")] {
+        let oc = dir.join(".opencode");
+        assert!(oc.join("node_modules").is_dir(), "{}", dir.display());
+        let lock: serde_json::Value =
+            serde_json::from_slice(&read_bytes(&oc.join("package-lock.json")).unwrap()).unwrap();
+        assert!(lock["packages"][""]["dependencies"]["@opencode-ai/plugin"].is_string(), "{lock}");
+        assert_eq!(
+            std::fs::read_to_string(oc.join(".gitignore")).unwrap(),
+            "node_modules\npackage.json\npackage-lock.json\nbun.lock\n.gitignore"
+        );
+        assert_clean(&repo, &dir);
+    }
+    // A folder with more than the plugin is left as it was: OpenCode installs what it needs.
+    for name in ["node_modules", "package-lock.json", ".gitignore"] {
+        assert!(!tooled.join(".opencode").join(name).exists(), "{name} written beside the user's tool");
+    }
+
+    // Once OpenCode installed something, uninstall leaves that alone; else it takes all back.
+    std::fs::create_dir(repo.dir.join(".opencode/node_modules/zod")).unwrap();
+    repo.boulder(&["agent", "uninstall", "opencode"]).ok();
+    assert!(!repo.worktree("docs").join(".opencode").exists());
+    assert!(repo.dir.join(".opencode/node_modules/zod").is_dir());
+    assert!(repo.dir.join(".opencode/package-lock.json").is_file());
+    assert!(!repo.dir.join(".opencode/plugins").exists());
+    assert!(tooled.join(".opencode/tools/hello.ts").is_file());
+}

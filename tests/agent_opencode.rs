@@ -299,6 +299,29 @@ fn prompts_carry_the_sessions_agent_and_model_and_an_aborted_turn_is_left_alone(
     let out = drive(&repo, &wt, config, &[("BOULDER_NOW", "2030-01-01T00:00:00Z")]);
     assert_eq!(out["calls"], json!([]), "{out}");
     assert_eq!(repo.state("refs/boulder/boulders/auth")["failure_count"], 0, "nothing counted");
+
+    // As OpenCode 1.18.33 aborts a turn while a tool runs: `session.error` and an idle come before
+    // the message carries the error. Not pushed; once the session is busy again, it is.
+    let (repo, wt) = installed();
+    let dir = wt.display().to_string();
+    let done = json!({"info": {"role": "assistant"}, "parts": [{"type": "text", "text": "I am done."}]});
+    let abort = json!({"type": "session.error", "properties": {"sessionID": "ses_main",
+                       "error": {"name": "MessageAbortedError", "data": {"message": "Aborted"}}}});
+    let busy = json!({"type": "session.status", "properties": {"sessionID": "ses_main", "status": {"type": "busy"}}});
+    let config = |events: Value| {
+        json!({
+            "directory": dir, "tui": false,
+            "sessions": {"ses_main": {"directory": dir, "messages": turn("build it", done.clone())}},
+            "events": events
+        })
+    };
+    let out = drive(&repo, &wt, config(json!([abort, idle_status("ses_main"), idle_status("ses_main")])), &[]);
+    assert_eq!(out["calls"], json!([]), "{out}");
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["failure_count"], 0, "nothing counted");
+    let events = json!([abort, idle_status("ses_main"), busy, idle_status("ses_main")]);
+    let out = drive(&repo, &wt, config(events), &[]);
+    assert_eq!(out["calls"].as_array().unwrap().len(), 1, "the idle after the session went busy again: {out}");
+    assert_eq!(repo.state("refs/boulder/boulders/auth")["failure_count"], 1, "{out}");
 }
 
 #[test]

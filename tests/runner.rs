@@ -24,6 +24,7 @@ mod foundation;
 mod fsmonitor;
 mod harness_claude;
 mod harness_codex;
+mod harness_opencode;
 mod harness_real;
 mod hook_managers;
 mod hook_objects;

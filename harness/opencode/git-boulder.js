@@ -38,6 +38,19 @@ function idleSessionID(event, seen) {
   return null;
 }
 
+// Sessions whose turn the user aborted (Esc), from `session.error` with a `MessageAbortedError`
+// until the session is busy again. OpenCode 1.18 announces such a turn idle before it marks its
+// message aborted (`session.error`, idle, then the message's error, then idle again), so the
+// message alone cannot tell at the first idle.
+function noteAbort(event, aborted) {
+  if (!event || typeof event !== "object") return;
+  const props = event.properties && typeof event.properties === "object" ? event.properties : {};
+  const id = typeof props.sessionID === "string" ? props.sessionID : null;
+  if (!id) return;
+  if (event.type === "session.error" && props.error && props.error.name === "MessageAbortedError") aborted.add(id);
+  if (event.type === "session.status" && props.status && props.status.type === "busy") aborted.delete(id);
+}
+
 // The SDK answers `{ data, error }`; a bare value is taken as it is.
 function dataOf(response) {
   if (response && typeof response === "object" && "data" in response) return response.data;
@@ -200,6 +213,7 @@ export const GitBoulder = async ({ client, directory, worktree } = {}) => {
   let queue = Promise.resolve();
   // Which idle events this OpenCode sends (not a gate: the gates are git-boulder's).
   const seen = { status: false };
+  const aborted = new Set();
   // The folder OpenCode was started in decides the stream, never a folder the agent moved to.
   const sessionDir = directory || worktree || process.cwd();
   return {
@@ -222,8 +236,10 @@ export const GitBoulder = async ({ client, directory, worktree } = {}) => {
     },
     event: async ({ event } = {}) => {
       try {
+        noteAbort(event, aborted);
         const id = idleSessionID(event, seen);
-        if (!id || !client || !client.session) return;
+        // The user stopped the turn (Esc): never pushed back to work.
+        if (!id || (seen.status && aborted.has(id)) || !client || !client.session) return;
         const run = queue.then(() => onIdle(client, fallbackDir, id)).catch(() => {});
         queue = run;
         await run;

@@ -296,6 +296,7 @@ fn apply(
         installed.files.push(FileRecord { wrote: id_of(&p.after), ..old.clone() });
         save_record(installed)?;
         write_atomic(&path, &p.after)?;
+        settle(harness, &p.worktree)?;
         return Ok(format!("{harness}: updated git-boulder's hooks in {}", path.display()));
     }
     let backup = match (&p.before, p.keep_before) {
@@ -332,10 +333,20 @@ fn apply(
         return Ok(format!("{}: {} already held git-boulder's hooks", harness, path.display()));
     }
     write_atomic(&path, &p.after)?;
+    settle(harness, &p.worktree)?;
     Ok(match p.before {
         Some(_) => format!("{harness}: merged into {}", path.display()),
         None => format!("{harness}: wrote {}", path.display()),
     })
+}
+
+/// OpenCode's `.opencode/` made ready, so that OpenCode installs nothing at start
+/// ([`super::opencode::settle_deps`]).
+fn settle(harness: Harness, worktree: &Path) -> Result<()> {
+    if harness == Harness::Opencode {
+        super::opencode::settle_deps(worktree)?;
+    }
+    Ok(())
 }
 
 /// The exclude line of a harness's local file.
@@ -486,6 +497,9 @@ pub fn uninstall(repo: &Repo, harness: Harness) -> Result<Report> {
     let mut remaining = installed.clone();
     for f in &installed.files {
         let path = f.worktree.join(&f.file);
+        if harness == Harness::Opencode {
+            super::opencode::unsettle_deps(&f.worktree);
+        }
         let line = restore(harness, f, &path, &backups)?;
         if let Some(line) = line {
             report.changes.push(line);
