@@ -150,10 +150,42 @@ impl Workspace {
         Ok((utf8(bytes, &label)?, PlanSource { label }))
     }
 
-    /// Parse the plan in force; errors name the file and the line.
+    /// Parse the plan in force; errors name the file and the line. Its streams are the plan
+    /// file's, then the [ad-hoc streams](Workspace::adhoc_streams) recorded in state.
     pub fn plan(&self) -> Result<Plan> {
         let (text, source) = self.plan_text()?;
-        parse_plan(&text, &source)
+        let mut plan = parse_plan(&text, &source)?;
+        let adhoc =
+            self.adhoc_streams(|name, branch| plan.stream(name).is_some() || plan.stream_for_branch(branch).is_some());
+        plan.streams.extend(adhoc);
+        Ok(plan)
+    }
+
+    /// The ad-hoc streams recorded in state (an `initialized` op with `adhoc: true`, made for a
+    /// worktree Claude Code asked for): those live or merged (not cleaned up), named by no stream
+    /// of the plan file (`taken(name, branch)`), whose branch no stream of the plan has. Each owns
+    /// no paths and has no stories; its branch is `boulder/<name>`, computed here, never taken
+    /// from state. State that cannot be read is no ad-hoc stream.
+    pub fn adhoc_streams(&self, taken: impl Fn(&str, &str) -> bool) -> Vec<StreamDef> {
+        let Ok(store) = crate::state::Store::new(&self.repo) else { return Vec::new() };
+        let Ok(refs) = store.list(crate::state::STREAMS) else { return Vec::new() };
+        let mut streams = Vec::new();
+        for (refname, _) in refs {
+            let Some(name) = refname.strip_prefix(crate::state::STREAMS) else { continue };
+            if crate::names::problem(name).is_some() {
+                continue;
+            }
+            let def = StreamDef::adhoc(name);
+            if taken(name, &def.branch) {
+                continue;
+            }
+            let Ok(Some(e)) = store.read::<crate::state::StreamState>(&refname) else { continue };
+            let s = &e.state;
+            if s.adhoc && (s.status.is_live() || s.status == crate::state::StreamStatus::Merged) {
+                streams.push(def);
+            }
+        }
+        streams
     }
 
     /// The streams of the plan by branch, when the repository has a plan: what
@@ -167,12 +199,19 @@ impl Workspace {
         }
         let Ok((text, source)) = self.plan_text() else { return Ok(None) };
         let cache = self.repo.boulder_dir().join("plan-branches");
-        if let Some(branches) = std::fs::read(&cache).ok().and_then(|b| plan::Branches::decode(&b, &text)) {
-            return Ok(Some(branches));
-        }
-        let branches = plan::Branches::of(&parse_plan(&text, &source)?);
-        // Best effort, and not flushed to disk: a file cut short by a crash reads as no file.
-        let _ = crate::fsutil::write_replacing(&cache, &branches.encode(&text));
+        let mut branches = match std::fs::read(&cache).ok().and_then(|b| plan::Branches::decode(&b, &text)) {
+            Some(branches) => branches,
+            None => {
+                let branches = plan::Branches::of(&parse_plan(&text, &source)?);
+                // Best effort, and not flushed to disk: a file cut short by a crash reads as no file.
+                let _ = crate::fsutil::write_replacing(&cache, &branches.encode(&text));
+                branches
+            }
+        };
+        // The ad-hoc streams are state, not the plan's text: read each time (not kept).
+        let adhoc = self
+            .adhoc_streams(|name, branch| branches.has_stream(name) || branches.stream_for_branch(branch).is_some());
+        branches.extend(&adhoc);
         Ok(Some(branches))
     }
 

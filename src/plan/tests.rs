@@ -250,6 +250,7 @@ fn defaults_fill_in() {
             max_iterations: None,
             merge_strategy: None,
             line: 2,
+            adhoc: false,
         }
     );
     assert_eq!(plan.streams[1].branch, "boulder/api");
@@ -617,6 +618,7 @@ fn stream(name: &str, stories: &[&str], paths: &[&str]) -> StreamDef {
         max_iterations: None,
         merge_strategy: None,
         line: 0,
+        adhoc: false,
     }
 }
 
