@@ -223,3 +223,145 @@ fn agent_install_claude_installs_the_worktree_hooks() {
         assert!(command.as_str().is_some_and(|c| c.contains("agent hook claude")), "{event}: {settings}");
     }
 }
+
+// ---- the real Claude Code ----------------------------------------------------------------------
+
+/// How long one `claude -p` run may take before it is killed and the test fails.
+const RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The sample with git-boulder's git hooks and Claude Code's hooks installed, and the real
+/// `claude`; `None` when Claude Code is not installed here.
+fn with_claude() -> Option<(TestRepo, PathBuf)> {
+    let claude = harness("claude")?;
+    let repo = sample();
+    repo.boulder(&["hooks", "install"]).ok();
+    repo.boulder(&["agent", "install", "claude"]).ok();
+    Some((repo, claude))
+}
+
+/// `claude -p "Work." ARGS` in the main worktree against `model`; killed after [`RUN_LIMIT`].
+fn run_claude(repo: &TestRepo, claude: &Path, model: &FakeModel, args: &[&str]) -> Run {
+    let out = repo.tmp.path().join("claude.out");
+    let err = repo.tmp.path().join("claude.err");
+    let mut cmd = repo.command(claude);
+    cmd.args(["-p", "Work."])
+        .args(args)
+        .args(["--permission-mode", "acceptEdits", "--allowedTools", "Bash,Edit,Write,Agent"])
+        .args(["--output-format", "stream-json", "--verbose"])
+        .env("ANTHROPIC_BASE_URL", model.url())
+        .env("ANTHROPIC_API_KEY", "dummy")
+        // Nothing but the fake model: no telemetry, error reports or update checks.
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap());
+    let mut child = cmd.spawn().expect("run claude");
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > RUN_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("claude -p still running after {RUN_LIMIT:?}: killed\n{}", std::fs::read_to_string(&err).unwrap());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    Run {
+        stdout: std::fs::read_to_string(&out).unwrap(),
+        stderr: std::fs::read_to_string(&err).unwrap(),
+        code: status.code().unwrap_or(-1),
+    }
+}
+
+/// A turn running `pwd`, the branch, and a commit of `file` through Bash.
+fn commit_turn(file: &str) -> Value {
+    serde_json::json!({"tool_use": {"name": "Bash", "input": {
+        "command": format!("pwd; git rev-parse --abbrev-ref HEAD; echo work > {file}; git add {file}; git commit -q -m 'work in {file}'"),
+        "description": "commit"}}})
+}
+
+/// The text of every Bash result Claude Code gave the model, in the requests it made.
+fn bash_results(model: &FakeModel) -> String {
+    model
+        .requests()
+        .iter()
+        .flat_map(|r| r["body"]["messages"].as_array().cloned().unwrap_or_default())
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| b["content"].to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn real_claude_worktree_is_a_stream_or_an_adhoc_stream_and_its_commits_are_recorded() {
+    let Some((repo, claude)) = with_claude() else { return };
+    let done = serde_json::json!({"text": "Done."});
+    // A name the plan does not have: an ad-hoc stream.
+    let model = FakeModel::start(serde_json::json!([commit_turn("notes.md"), done, done, done]));
+    let r = run_claude(&repo, &claude, &model, &["--worktree", "scratch"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let wt = real(&repo.worktree("scratch"));
+    let seen = bash_results(&model);
+    assert!(
+        seen.contains(&format!("{}\\nboulder/scratch", wt.display())),
+        "the session ran in the stream's worktree:\n{seen}"
+    );
+    assert!(worktrees(&repo).contains(&wt));
+    assert!(!repo.dir.join(".claude/worktrees").exists(), "Claude Code made no worktree of its own");
+    assert!(!branch_exists(&repo, "worktree-scratch"));
+    let s = repo.stream_state("scratch");
+    assert_eq!((s["status"].as_str(), s["adhoc"].as_bool()), (Some("INITIALIZED"), Some(true)), "{s}");
+    let note = repo.git_out(&["notes", "--ref=boulder", "show", "boulder/scratch"]);
+    assert!(note.contains("\"stream\":\"scratch\""), "the commit is recorded for the stream: {note}");
+
+    // A stream's name: that stream's worktree, made by stream init.
+    let model = FakeModel::start(serde_json::json!([commit_turn("src/auth/login.rs"), done, done, done]));
+    let r = run_claude(&repo, &claude, &model, &["--worktree", "auth"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let auth = real(&repo.worktree("auth"));
+    let seen = bash_results(&model);
+    assert!(seen.contains(&format!("{}\\nboulder/auth", auth.display())), "{seen}");
+    let s = repo.stream_state("auth");
+    assert!(s["status"] == "INITIALIZED" && s.get("adhoc").is_none(), "{s}");
+    let note = repo.git_out(&["notes", "--ref=boulder", "show", "boulder/auth"]);
+    assert!(note.contains("\"stream\":\"auth\""), "{note}");
+    repo.assert_fsck();
+}
+
+#[test]
+fn real_claude_subagent_with_worktree_isolation_works_in_an_adhoc_stream() {
+    let Some((repo, claude)) = with_claude() else { return };
+    let main_before = rev(&repo, "main");
+    let done = serde_json::json!({"text": "Done."});
+    let model = FakeModel::start(serde_json::json!([
+        {"tool_use": {"name": "Agent", "input": {"description": "isolated work", "prompt": "Commit a note.",
+            "subagent_type": "general-purpose", "isolation": "worktree", "run_in_background": false}}},
+        // The subagent's turns, then the main agent's.
+        commit_turn("sub.md"),
+        {"text": "Sub done."},
+        done, done, done
+    ]));
+    let r = run_claude(&repo, &claude, &model, &[]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let streams: Vec<String> = repo
+        .refs("refs/boulder/streams/")
+        .into_iter()
+        .filter_map(|r| r.strip_prefix("refs/boulder/streams/").map(str::to_string))
+        .collect();
+    let [name] = streams.as_slice() else { panic!("one stream for the subagent: {streams:?}") };
+    assert!(name.starts_with("agent-a"), "{name}");
+    let s = repo.stream_state(name);
+    assert_eq!(s["adhoc"], true, "{s}");
+    let wt = real(&repo.worktree(name));
+    let seen = bash_results(&model);
+    assert!(seen.contains(&format!("{}\\nboulder/{name}", wt.display())), "the subagent ran in it:\n{seen}");
+    let note = repo.git_out(&["notes", "--ref=boulder", "show", &format!("boulder/{name}")]);
+    assert!(note.contains(&format!("\"stream\":\"{name}\"")), "{note}");
+    assert_eq!(rev(&repo, "main"), main_before, "the main worktree's branch is untouched");
+    repo.assert_fsck();
+}
