@@ -78,6 +78,9 @@ fn another_name_becomes_an_adhoc_stream_whose_commits_edits_and_landing_are_the_
     let list = repo.boulder(&["stream", "list"]).ok().stdout;
     assert!(list.contains(name), "{list}");
     assert!(repo.refs("refs/boulder/boulders/").contains(&format!("refs/boulder/boulders/{name}")));
+    // The plan file is unchanged and still checks clean: an ad-hoc stream has no stories by design.
+    let v = repo.boulder(&["stream", "validate"]).ok().stdout;
+    assert!(v.contains("0 warnings"), "{v}");
 
     // Its edits are judged: another stream's file is denied, a file no stream owns goes on.
     let write = |file: &str| {

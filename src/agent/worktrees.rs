@@ -119,6 +119,17 @@ fn stream_worktree(ws: &Workspace, plan: &Plan, name: &str) -> Result<PathBuf> {
     Ok(lifecycle::init(ws, plan, &stream)?.path)
 }
 
+/// Whether the stream's branch is merged, or holds no commit its base lacks.
+fn nothing_to_land(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<bool> {
+    if lifecycle::is_merged(ws, plan, stream)? {
+        return Ok(true);
+    }
+    Ok(match (ws.repo.branch_tip(&stream.branch)?, ws.repo.branch_tip(&plan.settings.base_branch)?) {
+        (Some(tip), Some(base)) => worktree::ahead_behind(&ws.repo, tip, base)?.0 == 0,
+        _ => false,
+    })
+}
+
 fn names(plan: &Plan) -> String {
     let names: Vec<&str> = plan.streams.iter().map(|s| s.name.as_str()).collect();
     if names.is_empty() {
@@ -158,7 +169,10 @@ fn remove(p: &Payload) -> Result<()> {
         for stream in &plan.streams {
             let at = lifecycle::locate(&ws, &plan, stream)?;
             if real(&at.path) == want && (at.info.is_some() || at.path.exists()) {
-                let opts = CleanupOptions { delete_branch: stream.adhoc, ..CleanupOptions::default() };
+                // An ad-hoc stream's branch goes too when it holds nothing the base lacks (a
+                // pushed but unmerged branch is kept: cleanup would refuse it after the removal).
+                let delete_branch = stream.adhoc && nothing_to_land(&ws, &plan, stream)?;
+                let opts = CleanupOptions { delete_branch, ..CleanupOptions::default() };
                 lifecycle::cleanup(&ws, &plan, std::slice::from_ref(&stream.name), &opts)?;
                 return Ok(());
             }
