@@ -169,27 +169,34 @@ impl Workspace {
     pub fn adhoc_streams(&self, taken: impl Fn(&str, &str) -> bool) -> Vec<StreamDef> {
         let Ok(store) = crate::state::Store::new(&self.repo) else { return Vec::new() };
         let Ok(refs) = store.list(crate::state::STREAMS) else { return Vec::new() };
-        let mut streams = Vec::new();
-        for (refname, _) in refs {
-            let Some(name) = refname.strip_prefix(crate::state::STREAMS) else { continue };
-            if crate::names::problem(name).is_some() {
-                continue;
-            }
-            let def = StreamDef::adhoc(name);
-            if taken(name, &def.branch) {
-                continue;
-            }
-            let Ok(Some(e)) = store.read::<crate::state::StreamState>(&refname) else { continue };
-            let s = &e.state;
-            if s.adhoc && (s.status.is_live() || s.status == crate::state::StreamStatus::Merged) {
-                streams.push(def);
-            }
-        }
-        streams
+        refs.iter()
+            .filter_map(|(refname, _)| refname.strip_prefix(crate::state::STREAMS))
+            .filter_map(|name| self.adhoc_stream(&store, name, &taken))
+            .collect()
     }
 
-    /// The streams of the plan by branch, when the repository has a plan: what
-    /// [`Workspace::plan_if_any`] gives of them, for the post-commit hook. The plan is parsed
+    /// The ad-hoc stream `name` ([`Workspace::adhoc_streams`]), reading its one op-log: for the
+    /// post-commit hook, which needs only the stream of HEAD's branch (`boulder/<name>`).
+    pub fn adhoc_stream(
+        &self,
+        store: &crate::state::Store,
+        name: &str,
+        taken: impl Fn(&str, &str) -> bool,
+    ) -> Option<StreamDef> {
+        if crate::names::problem(name).is_some() {
+            return None;
+        }
+        let def = StreamDef::adhoc(name);
+        if taken(name, &def.branch) {
+            return None;
+        }
+        let e = store.read::<crate::state::StreamState>(&crate::state::stream_ref(name)).ok()??;
+        let s = &e.state;
+        (s.adhoc && (s.status.is_live() || s.status == crate::state::StreamStatus::Merged)).then_some(def)
+    }
+
+    /// The streams of the plan file by branch, when the repository has a plan, for the post-commit
+    /// hook (which asks [`Workspace::adhoc_stream`] for an ad-hoc stream's branch). The plan is parsed
     /// once per text: the result is kept with the text it came from in
     /// `$GIT_COMMON_DIR/boulder/plan-branches` ([`plan::Branches`]), and used while the plan
     /// reads the same, byte for byte.
@@ -199,19 +206,12 @@ impl Workspace {
         }
         let Ok((text, source)) = self.plan_text() else { return Ok(None) };
         let cache = self.repo.boulder_dir().join("plan-branches");
-        let mut branches = match std::fs::read(&cache).ok().and_then(|b| plan::Branches::decode(&b, &text)) {
-            Some(branches) => branches,
-            None => {
-                let branches = plan::Branches::of(&parse_plan(&text, &source)?);
-                // Best effort, and not flushed to disk: a file cut short by a crash reads as no file.
-                let _ = crate::fsutil::write_replacing(&cache, &branches.encode(&text));
-                branches
-            }
-        };
-        // The ad-hoc streams are state, not the plan's text: read each time (not kept).
-        let adhoc = self
-            .adhoc_streams(|name, branch| branches.has_stream(name) || branches.stream_for_branch(branch).is_some());
-        branches.extend(&adhoc);
+        if let Some(branches) = std::fs::read(&cache).ok().and_then(|b| plan::Branches::decode(&b, &text)) {
+            return Ok(Some(branches));
+        }
+        let branches = plan::Branches::of(&parse_plan(&text, &source)?);
+        // Best effort, and not flushed to disk: a file cut short by a crash reads as no file.
+        let _ = crate::fsutil::write_replacing(&cache, &branches.encode(&text));
         Ok(Some(branches))
     }
 

@@ -200,6 +200,7 @@ fn without_a_plan_the_worktree_is_the_one_claude_code_would_make() {
     assert_eq!(r.stdout, format!("{}\n", wt.display()), "{}", r.stderr);
     assert_eq!(repo.git_in(&wt, &["symbolic-ref", "--short", "HEAD"]).ok().stdout.trim(), "worktree-feature-x");
     assert!(repo.refs("refs/boulder/").is_empty(), "no stream without a plan");
+    assert_eq!(repo.git_out(&["status", "--porcelain"]), "", "the main worktree stays clean");
     // Removal: refused with uncommitted work, else the worktree goes and its branch stays.
     std::fs::write(wt.join("draft.md"), "draft\n").unwrap();
     remove(&repo, &repo.dir, &wt).code(1);

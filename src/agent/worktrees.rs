@@ -140,7 +140,7 @@ fn names(plan: &Plan) -> String {
 }
 
 /// Without a plan: what Claude Code does itself, `.claude/worktrees/<name>` on a new branch
-/// `worktree-<name>` from the session's branch.
+/// `worktree-<name>` from the session's branch (the folder added to `info/exclude`).
 fn plain_worktree(ws: &Workspace, name: &str) -> Result<PathBuf> {
     let root = ws.root()?;
     let path = root.join(".claude").join("worktrees").join(name);
@@ -148,6 +148,8 @@ fn plain_worktree(ws: &Workspace, name: &str) -> Result<PathBuf> {
         Error::usage("HEAD is detached, so there is no branch to start the worktree's branch from")
             .hint("switch to a branch, then start Claude Code again")
     })?;
+    // Kept out of the main worktree's `git status`, as git-boulder keeps its own worktree folder.
+    worktree::exclude(&ws.repo, ".claude/worktrees")?;
     worktree::add(&ws.repo, &path, &format!("worktree-{name}"), &base)?;
     Ok(path)
 }

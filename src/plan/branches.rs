@@ -26,11 +26,6 @@ impl Branches {
         Branches { streams: plan.streams.iter().map(|s| (s.name.clone(), s.branch.clone())).collect() }
     }
 
-    /// Add `streams` (the ad-hoc streams, which are state, not the plan's text).
-    pub fn extend(&mut self, streams: &[super::StreamDef]) {
-        self.streams.extend(streams.iter().map(|s| (s.name.clone(), s.branch.clone())));
-    }
-
     /// The name of the stream whose branch is `branch`, if any ([`Plan::stream_for_branch`]).
     pub fn stream_for_branch(&self, branch: &str) -> Option<&str> {
         self.streams.iter().find(|(_, b)| b == branch).map(|(n, _)| n.as_str())
