@@ -146,6 +146,12 @@ fn a_hostile_name_is_refused_naming_the_problem() {
         assert!(r.stderr.contains("invalid worktree name") && r.stderr.contains(why), "{name:?}: {}", r.stderr);
     }
     assert_eq!(repo.git_out(&["for-each-ref"]), refs, "nothing was created");
+    // The project boulder's id: an ad-hoc stream of that name would share its boulder.
+    repo.boulder(&["check"]).ok();
+    let refs = repo.git_out(&["for-each-ref"]);
+    let r = create(&repo, &repo.dir, "project").code(1);
+    assert!(r.stderr.contains("boulder project, which is not a stream's"), "{}", r.stderr);
+    assert_eq!(repo.git_out(&["for-each-ref"]), refs, "nothing was created");
     assert_eq!(worktrees(&repo), vec![real(&repo.dir)]);
 }
 

@@ -102,6 +102,16 @@ fn stream_worktree(ws: &Workspace, plan: &Plan, name: &str) -> Result<PathBuf> {
             .hint(format!("add {name} back to .boulder/streams.yaml, or clean it up: git boulder stream cleanup {name}")));
         }
     }
+    // The id of a boulder that is not this stream's root (the project boulder `project`, one made
+    // with `git boulder create`): the stream's root boulder would be that one.
+    if let Some(b) = store.read::<crate::state::BoulderState>(&crate::state::boulder_ref(name))? {
+        if b.state.stream.as_deref() != Some(name) || b.state.parent.is_some() {
+            return Err(Error::refused(format!(
+                "{name} is the id of boulder {name}, which is not a stream's; an ad-hoc stream of that name would share it"
+            ))
+            .hint("ask for a worktree under another name"));
+        }
+    }
     // A branch of that name made outside git-boulder with commits of its own would land through
     // the merge queue as the ad-hoc stream's work: refused.
     if let (Some(tip), Some(base)) =
