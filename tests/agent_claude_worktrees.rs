@@ -77,6 +77,11 @@ fn another_name_becomes_an_adhoc_stream_whose_commits_edits_and_landing_are_the_
     // It is a stream like the plan's: listed, with its root boulder.
     let list = repo.boulder(&["stream", "list"]).ok().stdout;
     assert!(list.contains(name), "{list}");
+    let rows = repo.boulder(&["status", "--json"]).ok().json();
+    let rows = rows["streams"].as_array().unwrap();
+    let row = rows.iter().find(|r| r["name"] == name).unwrap();
+    assert_eq!((row["adhoc"].as_bool(), row["status"].as_str()), (Some(true), Some("INITIALIZED")), "{row}");
+    assert!(rows.iter().filter(|r| r["name"] != name).all(|r| r.get("adhoc").is_none()), "{rows:?}");
     assert!(repo.refs("refs/boulder/boulders/").contains(&format!("refs/boulder/boulders/{name}")));
     // The plan file is unchanged and still checks clean: an ad-hoc stream has no stories by design.
     let v = repo.boulder(&["stream", "validate"]).ok().stdout;
