@@ -380,3 +380,38 @@ fn real_claude_subagent_with_worktree_isolation_works_in_an_adhoc_stream() {
     assert_eq!(rev(&repo, "main"), main_before, "the main worktree's branch is untouched");
     repo.assert_fsck();
 }
+
+#[test]
+fn a_streams_setup_runs_only_once_trusted_and_an_adhoc_stream_named_by_the_plan_becomes_the_plans() {
+    let repo = sample();
+    let marker = repo.tmp.path().join("setup-ran");
+    repo.with_settings(&format!("  setup: 'touch {}'\n", marker.display()));
+    // Refused as `stream init` refuses it: nothing made, the fix named.
+    let r = create(&repo, &repo.dir, "auth").code(1);
+    assert!(r.stderr.contains("git boulder trust"), "{}", r.stderr);
+    assert!(!marker.exists() && !repo.worktree("auth").exists());
+    assert!(repo.refs("refs/boulder/").is_empty());
+    repo.boulder(&["trust"]).ok();
+    create(&repo, &repo.dir, "auth").code(0);
+    assert!(marker.exists(), "setup ran in the new worktree");
+
+    // An ad-hoc stream the plan later names is the plan's: its paths, no `adhoc` in status.
+    let wt = PathBuf::from(create(&repo, &repo.dir, "scratch").code(0).stdout.trim());
+    let plan =
+        repo.read(".boulder/streams.yaml").replace("settings:\n", "  scratch:\n    paths: [notes/**]\nsettings:\n");
+    repo.write(".boulder/streams.yaml", &plan);
+    repo.commit_all("plan: scratch");
+    let rows = repo.boulder(&["status", "--json"]).ok().json();
+    let row = rows["streams"].as_array().unwrap().iter().find(|r| r["name"] == "scratch").cloned().unwrap();
+    assert!(row.get("adhoc").is_none(), "{row}");
+    let payload = fixture("claude/pre_tool_use_write", &wt, |v| {
+        v["tool_input"]["file_path"] = Value::String(wt.join("README.md").to_str().unwrap().into())
+    });
+    let with_undeclared_error =
+        repo.read(".boulder/streams.yaml").replace("settings:\n", "settings:\n  undeclared_paths: error\n");
+    repo.write(".boulder/streams.yaml", &with_undeclared_error);
+    let out =
+        hook_env(&repo, &wt, "claude", &[("CLAUDE_PROJECT_DIR", &wt)], payload.to_string().as_bytes()).code(0).json();
+    let reason = out["hookSpecificOutput"]["permissionDecisionReason"].as_str().unwrap_or_default();
+    assert!(reason.contains("notes/**"), "judged with the plan's paths: {out}");
+}
