@@ -41,9 +41,13 @@ pub fn answer(p: &Payload) -> Result<Option<String>> {
     }
 }
 
-/// The folder of the session: `$CLAUDE_PROJECT_DIR`, else the payload's `cwd`.
+/// The folder of the session: `$CLAUDE_PROJECT_DIR`, else (or when that folder is gone: the
+/// worktree being removed) the payload's `cwd`.
 fn session(p: &Payload) -> Result<PathBuf> {
-    hook::claude_project_dir().map_or_else(|| p.cwd(), Ok)
+    match hook::claude_project_dir() {
+        Some(dir) if dir.is_dir() => Ok(dir),
+        _ => p.cwd(),
+    }
 }
 
 fn open(dir: &Path) -> Result<Workspace> {
