@@ -155,8 +155,9 @@ impl Workspace {
     pub fn plan(&self) -> Result<Plan> {
         let (text, source) = self.plan_text()?;
         let mut plan = parse_plan(&text, &source)?;
-        let adhoc =
-            self.adhoc_streams(|name, branch| plan.stream(name).is_some() || plan.stream_for_branch(branch).is_some());
+        let names: std::collections::HashSet<&str> = plan.streams.iter().map(|s| s.name.as_str()).collect();
+        let branches: std::collections::HashSet<&str> = plan.streams.iter().map(|s| s.branch.as_str()).collect();
+        let adhoc = self.adhoc_streams(|name, branch| names.contains(name) || branches.contains(branch));
         plan.streams.extend(adhoc);
         Ok(plan)
     }
