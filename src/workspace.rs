@@ -150,14 +150,54 @@ impl Workspace {
         Ok((utf8(bytes, &label)?, PlanSource { label }))
     }
 
-    /// Parse the plan in force; errors name the file and the line.
+    /// Parse the plan in force; errors name the file and the line. Its streams are the plan
+    /// file's, then the [ad-hoc streams](Workspace::adhoc_streams) recorded in state.
     pub fn plan(&self) -> Result<Plan> {
         let (text, source) = self.plan_text()?;
-        parse_plan(&text, &source)
+        let mut plan = parse_plan(&text, &source)?;
+        let names: std::collections::HashSet<&str> = plan.streams.iter().map(|s| s.name.as_str()).collect();
+        let branches: std::collections::HashSet<&str> = plan.streams.iter().map(|s| s.branch.as_str()).collect();
+        let adhoc = self.adhoc_streams(|name, branch| names.contains(name) || branches.contains(branch));
+        plan.streams.extend(adhoc);
+        Ok(plan)
     }
 
-    /// The streams of the plan by branch, when the repository has a plan: what
-    /// [`Workspace::plan_if_any`] gives of them, for the post-commit hook. The plan is parsed
+    /// The ad-hoc streams recorded in state (an `initialized` op with `adhoc: true`, made for a
+    /// worktree Claude Code asked for): those live or merged (not cleaned up), named by no stream
+    /// of the plan file (`taken(name, branch)`), whose branch no stream of the plan has. Each owns
+    /// no paths and has no stories; its branch is `boulder/<name>`, computed here, never taken
+    /// from state. State that cannot be read is no ad-hoc stream.
+    pub fn adhoc_streams(&self, taken: impl Fn(&str, &str) -> bool) -> Vec<StreamDef> {
+        let Ok(store) = crate::state::Store::new(&self.repo) else { return Vec::new() };
+        let Ok(refs) = store.list(crate::state::STREAMS) else { return Vec::new() };
+        refs.iter()
+            .filter_map(|(refname, _)| refname.strip_prefix(crate::state::STREAMS))
+            .filter_map(|name| self.adhoc_stream(&store, name, &taken))
+            .collect()
+    }
+
+    /// The ad-hoc stream `name` ([`Workspace::adhoc_streams`]), reading its one op-log: for the
+    /// post-commit hook, which needs only the stream of HEAD's branch (`boulder/<name>`).
+    pub fn adhoc_stream(
+        &self,
+        store: &crate::state::Store,
+        name: &str,
+        taken: impl Fn(&str, &str) -> bool,
+    ) -> Option<StreamDef> {
+        if crate::names::problem(name).is_some() {
+            return None;
+        }
+        let def = StreamDef::adhoc(name);
+        if taken(name, &def.branch) {
+            return None;
+        }
+        let e = store.read::<crate::state::StreamState>(&crate::state::stream_ref(name)).ok()??;
+        let s = &e.state;
+        (s.adhoc && (s.status.is_live() || s.status == crate::state::StreamStatus::Merged)).then_some(def)
+    }
+
+    /// The streams of the plan file by branch, when the repository has a plan, for the post-commit
+    /// hook (which asks [`Workspace::adhoc_stream`] for an ad-hoc stream's branch). The plan is parsed
     /// once per text: the result is kept with the text it came from in
     /// `$GIT_COMMON_DIR/boulder/plan-branches` ([`plan::Branches`]), and used while the plan
     /// reads the same, byte for byte.

@@ -112,6 +112,26 @@ const MERGED_SETTINGS: &str = r#"{
           }
         ]
       }
+    ],
+    "WorktreeCreate": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "git boulder agent hook claude"
+          }
+        ]
+      }
+    ],
+    "WorktreeRemove": [
+      {
+        "hooks": [
+          {
+            "type": "command",
+            "command": "git boulder agent hook claude"
+          }
+        ]
+      }
     ]
   },
   "model": "opus"
@@ -344,7 +364,7 @@ fn status_and_doctor_report_a_deleted_or_stale_integration() {
     repo.boulder(&["agent", "install", "claude"]).ok();
     let text = std::fs::read_to_string(&main_file).unwrap();
     assert!(!text.contains("--v0"), "the stale entries are replaced:\n{text}");
-    assert_eq!(text.matches("git boulder agent hook claude").count(), 4);
+    assert_eq!(text.matches("git boulder agent hook claude").count(), 6);
 }
 
 #[test]

@@ -5,6 +5,7 @@
 mod common;
 
 mod agent_claude;
+mod agent_claude_worktrees;
 mod agent_codex;
 mod agent_harness_review;
 mod agent_install;

@@ -42,6 +42,8 @@ fn events(harness: Harness) -> &'static [(&'static str, Option<&'static str>)] {
             ("PreToolUse", Some("Edit|Write|MultiEdit|NotebookEdit")),
             ("Stop", None),
             ("SubagentStop", None),
+            ("WorktreeCreate", None),
+            ("WorktreeRemove", None),
         ],
         Harness::Codex => &[("SessionStart", None), ("PreToolUse", Some("apply_patch|Write|Edit")), ("Stop", None)],
         Harness::Opencode => &[],

@@ -7,7 +7,8 @@
 //!   what is there, restored exactly on uninstall), in the main worktree and every stream worktree.
 //! * [`hook`]: `agent hook HARNESS` — one payload on stdin, the harness's answer on stdout: the
 //!   decisions ([`hook::stop`], [`hook::session_context`], [`hook::edit`]) in [`hook`], each
-//!   harness's payloads and answers in [`claude`], [`codex`] and [`opencode`] (the plugin's questions).
+//!   harness's payloads and answers in [`claude`], [`codex`] and [`opencode`] (the plugin's questions);
+//!   Claude Code's own worktrees made and removed as streams in [`worktrees`].
 //! * [`codex_trust`]: what Codex says of git-boulder's hooks (trusted, modified, …), asked of
 //!   `codex app-server` for `agent status` and `doctor`.
 
@@ -19,6 +20,7 @@ pub mod hook;
 pub mod install;
 pub mod json;
 pub mod opencode;
+pub mod worktrees;
 
 /// A harness git-boulder speaks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum, serde::Serialize)]

@@ -159,6 +159,15 @@ pub fn status(args: StatusArgs) -> Result<()> {
 pub fn hook(args: HookArgs) -> Result<u8> {
     use std::io::Write;
     let raw = crate::agent::hook::read_raw(std::io::stdin().lock()).unwrap_or_default();
+    // Claude Code's WorktreeCreate / WorktreeRemove: a path on stdout, or an error and exit 1
+    // (Claude Code then makes no worktree, or keeps it); never the edit hook's fallback answer.
+    if args.harness == Harness::Claude {
+        if let Ok(payload) = crate::agent::hook::Payload::parse(&raw) {
+            if payload.event().is_ok_and(crate::agent::worktrees::is_worktree_event) {
+                return worktree_hook(&payload);
+            }
+        }
+    }
     let answered = crate::agent::hook::Payload::parse(&raw).and_then(|payload| match args.harness {
         Harness::Claude => crate::agent::claude::answer(&payload),
         Harness::Codex => crate::agent::codex::answer(&payload).map(Some),
@@ -184,6 +193,27 @@ pub fn hook(args: HookArgs) -> Result<u8> {
         Ok(None) => Ok(0),
         Err(e) => {
             eprintln!("git-boulder agent hook {}: {}", args.harness, crate::text::inert(&e.message));
+            Ok(1)
+        }
+    }
+}
+
+/// Claude Code's `WorktreeCreate` / `WorktreeRemove` ([`crate::agent::worktrees`]).
+fn worktree_hook(payload: &crate::agent::hook::Payload) -> Result<u8> {
+    use std::io::Write;
+    match crate::agent::worktrees::answer(payload) {
+        Ok(Some(text)) => {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{text}").and_then(|()| out.flush());
+            Ok(0)
+        }
+        Ok(None) => Ok(0),
+        Err(e) => {
+            let mut line = format!("git-boulder: {}", crate::text::inert(&e.message));
+            for h in &e.hints {
+                line.push_str(&format!(" ({})", crate::text::inert(h)));
+            }
+            eprintln!("{line}");
             Ok(1)
         }
     }

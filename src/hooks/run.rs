@@ -132,7 +132,12 @@ fn post_commit() -> Result<()> {
     // No plan is no stream (the project boulder's repository); a plan that does not parse is an
     // error. Only the streams' branches are needed, parsed once per text of the plan.
     let branches = ws.plan_branches()?;
-    let stream = branches.as_ref().and_then(|b| b.stream_for_branch(&branch)).map(str::to_string);
+    let mut stream = branches.as_ref().and_then(|b| b.stream_for_branch(&branch)).map(str::to_string);
+    // Else an ad-hoc stream's branch (`boulder/<name>`, state, not the plan): one op-log read.
+    if let (None, Some(b), Some(name)) = (&stream, &branches, branch.strip_prefix("boulder/")) {
+        let taken = |n: &str, br: &str| b.has_stream(n) || b.stream_for_branch(br).is_some();
+        stream = ws.adhoc_stream(&Store::new(&ws.repo)?, name, taken).map(|s| s.name);
+    }
     // Outside a stream, only the main worktree's commits count: for the project boulder.
     if stream.is_none() && ws.repo.git_dir != ws.repo.common_dir {
         return Ok(());

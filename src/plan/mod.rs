@@ -57,6 +57,16 @@ pub enum OnConflict {
     Agent,
 }
 
+/// `settings.adhoc_streams`: `allow` (the default) makes a worktree an agent harness asks for
+/// under a name the plan does not have an ad-hoc stream; `refuse` refuses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AdhocStreams {
+    #[default]
+    Allow,
+    Refuse,
+}
+
 /// `error | warn | ignore` (path_overlap), `error | warn | off` (ownership),
 /// `error | warn | allow` (undeclared_paths): all map onto this.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -128,6 +138,9 @@ pub struct Settings {
     /// Seed keys accepted for compatibility.
     pub inherit_guardrails: bool,
     pub inherit_progress: bool,
+    /// What a worktree an agent harness asks for under a name the plan does not have becomes
+    /// (Claude Code's `WorktreeCreate`): an ad-hoc stream, or a refusal.
+    pub adhoc_streams: AdhocStreams,
 }
 
 impl Default for Settings {
@@ -154,6 +167,7 @@ impl Default for Settings {
             on_conflict: OnConflict::Stop,
             inherit_guardrails: true,
             inherit_progress: false,
+            adhoc_streams: AdhocStreams::Allow,
         }
     }
 }
@@ -177,6 +191,28 @@ pub struct StreamDef {
     pub merge_strategy: Option<MergeStrategy>,
     /// 1-based line of the stream's key in the file (0 when unknown).
     pub line: usize,
+    /// Not in the plan file: an ad-hoc stream recorded in state ([`crate::workspace::Workspace::plan`]),
+    /// made for a worktree an agent harness asked for. It owns no paths and has no stories.
+    pub adhoc: bool,
+}
+
+impl StreamDef {
+    /// The ad-hoc stream `name` (a valid name): branch `boulder/<name>`, no stories, no paths.
+    pub fn adhoc(name: &str) -> StreamDef {
+        StreamDef {
+            name: name.to_string(),
+            branch: format!("boulder/{name}"),
+            stories: Vec::new(),
+            paths: Vec::new(),
+            creates: Vec::new(),
+            depends_on: Vec::new(),
+            agent: None,
+            max_iterations: None,
+            merge_strategy: None,
+            line: 0,
+            adhoc: true,
+        }
+    }
 }
 
 /// The whole plan, streams in file order.

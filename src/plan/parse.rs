@@ -33,7 +33,9 @@ use std::time::Duration;
 
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use super::{BoulderSettings, Level, MergeStrategy, OnConflict, Plan, PlanError, Settings, StreamDef, DEFAULT_PRD};
+use super::{
+    AdhocStreams, BoulderSettings, Level, MergeStrategy, OnConflict, Plan, PlanError, Settings, StreamDef, DEFAULT_PRD,
+};
 
 pub(crate) const TOP_KEYS: &[&str] = &["version", "prd", "streams", "settings"];
 pub(crate) const STREAM_KEYS: &[&str] =
@@ -60,6 +62,7 @@ pub(crate) const SETTINGS_KEYS: &[&str] = &[
     "on_conflict",
     "inherit_guardrails",
     "inherit_progress",
+    "adhoc_streams",
 ];
 pub(crate) const BOULDER_KEYS: &[&str] = &[
     "idle_threshold",
@@ -622,6 +625,7 @@ impl<'de, T: Copy> Visitor<'de> for Word<'_, T> {
 const STRATEGIES: &[(&str, MergeStrategy)] =
     &[("rebase", MergeStrategy::Rebase), ("merge", MergeStrategy::Merge), ("squash", MergeStrategy::Squash)];
 const ON_CONFLICT: &[(&str, OnConflict)] = &[("stop", OnConflict::Stop), ("agent", OnConflict::Agent)];
+const ADHOC_STREAMS: &[(&str, AdhocStreams)] = &[("allow", AdhocStreams::Allow), ("refuse", AdhocStreams::Refuse)];
 const LEVELS: &[(&str, Level)] = &[
     ("error", Level::Error),
     ("warn", Level::Warn),
@@ -948,6 +952,7 @@ impl StreamSeed<'_> {
             max_iterations: None,
             merge_strategy: None,
             line: 0,
+            adhoc: false,
         }
     }
 }
@@ -1121,6 +1126,13 @@ impl<'de> Visitor<'de> for SettingsSeed<'_> {
                         map.next_value_seed(Word { ctx, what: w, words: ON_CONFLICT, shown: "stop or agent" })?
                     {
                         s.on_conflict = v;
+                    }
+                }
+                "adhoc_streams" => {
+                    if let Some(v) =
+                        map.next_value_seed(Word { ctx, what: w, words: ADHOC_STREAMS, shown: "allow or refuse" })?
+                    {
+                        s.adhoc_streams = v;
                     }
                 }
                 "agents" => s.agents = map.next_value_seed(Agents { ctx })?,

@@ -250,6 +250,7 @@ fn defaults_fill_in() {
             max_iterations: None,
             merge_strategy: None,
             line: 2,
+            adhoc: false,
         }
     );
     assert_eq!(plan.streams[1].branch, "boulder/api");
@@ -523,6 +524,7 @@ fn wrong_types_name_line_and_accepted_values() {
         ("settings:\n  merge_strategy: {}\n", 2, "expected settings.merge_strategy to be one of rebase, merge or squash, found a mapping"),
         ("settings:\n  auto_merge: maybe\n", 2, "settings.auto_merge must be true or false, not \"maybe\""),
         ("settings:\n  on_conflict: merge\n", 2, "settings.on_conflict must be one of stop or agent, not \"merge\""),
+        ("settings:\n  adhoc_streams: deny\n", 2, "settings.adhoc_streams must be one of allow or refuse, not \"deny\""),
         ("settings:\n  inherit_progress: 1\n", 2, "settings.inherit_progress must be true or false, not 1"),
         ("settings:\n  agents: [claude]\n", 2, "expected settings.agents to be a mapping"),
         ("settings:\n  agents:\n    claude: ''\n", 3, "agent \"claude\" in settings.agents has no command"),
@@ -617,6 +619,7 @@ fn stream(name: &str, stories: &[&str], paths: &[&str]) -> StreamDef {
         max_iterations: None,
         merge_strategy: None,
         line: 0,
+        adhoc: false,
     }
 }
 

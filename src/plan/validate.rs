@@ -452,7 +452,8 @@ fn stories(c: &mut Check, story_ids: Option<&[String]>) {
     let mut streams_of: HashMap<&str, Vec<&str>> = HashMap::new();
     let known: Option<HashSet<&str>> = story_ids.map(|ids| ids.iter().map(String::as_str).collect());
     for s in &c.plan.streams {
-        if s.stories.is_empty() {
+        // An ad-hoc stream (state, not the plan file) has no stories until the plan names it.
+        if s.stories.is_empty() && !s.adhoc {
             c.warn(
                 "no_stories",
                 format!("stream {}{} has no stories", quote(&s.name), at(s)),

@@ -494,6 +494,10 @@ pub enum StreamOp {
         index: Opt<u64>,
         #[serde(skip_serializing_if = "Opt::is_absent")]
         setup_failed: Opt<String>,
+        /// `true`: an ad-hoc stream, made for a worktree an agent harness asked for under a name
+        /// the plan does not have (left out for the plan's streams).
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        adhoc: Opt<bool>,
     },
     /// `status`: the run loop's status changes, with why.
     Status {
@@ -594,6 +598,7 @@ impl Payload for StreamOp {
                 base: opt_string(op, "base")?,
                 index: opt(op, "index", || index(op))?,
                 setup_failed: opt_string(op, "setup_failed")?,
+                adhoc: opt(op, "adhoc", || boolean(op, "adhoc"))?,
             },
             "status" => {
                 let status = required(op, "status")?;
@@ -761,6 +766,11 @@ pub struct StreamState {
     /// The cleanup also deleted the branch.
     #[serde(default)]
     pub branch_deleted: bool,
+    /// An ad-hoc stream: made for a worktree an agent harness asked for (Claude Code's
+    /// `WorktreeCreate`) under a name the plan does not have. It owns no paths and has no stories
+    /// until the plan names it. Left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adhoc: bool,
     /// Time of the last op.
     #[serde(default)]
     pub updated_at: Option<String>,
@@ -793,6 +803,7 @@ impl Default for StreamState {
             last_run: None,
             cleaned_at: None,
             branch_deleted: false,
+            adhoc: false,
             updated_at: None,
             lamport: 0,
         }
@@ -805,8 +816,9 @@ impl State for StreamState {
 
     fn apply_op(&mut self, op: &StreamOp, at: &str, actor: &str) {
         match op {
-            StreamOp::Initialized { name, branch, worktree, base, index, setup_failed } => {
+            StreamOp::Initialized { name, branch, worktree, base, index, setup_failed, adhoc } => {
                 self.name = name.get().cloned().or(self.name.take());
+                self.adhoc = adhoc.get().copied().unwrap_or(false);
                 self.index = index.get().copied();
                 self.setup_failed = setup_failed.get().cloned();
                 self.status = StreamStatus::Initialized;

@@ -38,6 +38,8 @@ pub fn init_with(ws: &Workspace, plan: &Plan, stream: &StreamDef, lock_held: boo
     let sref = state::stream_ref(&stream.name);
     let recorded = store.read::<StreamState>(&sref)?;
     let recorded_live = recorded.as_ref().is_some_and(|e| e.state.status.is_live());
+    // A stream the plan file names is the plan's, even when it began as an ad-hoc one.
+    let adhoc = stream.adhoc;
     let mut changes = Vec::new();
     // Globs that would lead outside the repository are refused before anything is created.
     if let Err(why) = crate::plan::compile_globs(&plan.settings.copy_into_worktree) {
@@ -122,6 +124,7 @@ pub fn init_with(ws: &Workspace, plan: &Plan, stream: &StreamDef, lock_held: boo
                 base: Opt::Set(plan.settings.base_branch.clone()),
                 index: Opt::Set(index),
                 setup_failed: setup_failed.clone().into(),
+                adhoc: if adhoc { Opt::Set(true) } else { Opt::Absent },
             },
         )?;
         changes.push(format!("recorded INITIALIZED (stream index {index})"));

@@ -46,6 +46,10 @@ pub struct StreamRow {
     /// Left out otherwise, so the output of every other stream is what it always was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attention: Option<Attention>,
+    /// `true` for an ad-hoc stream (made for a worktree Claude Code asked for, not in the plan
+    /// file); left out for the plan's streams.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub adhoc: bool,
 }
 
 /// A standing refusal, as the dashboard shows it (the `attention` of `status --json`).
@@ -312,6 +316,7 @@ fn rows(
             dirty: None,
             current,
             attention,
+            adhoc: stream.adhoc,
             claim: claims.iter().find(|(_, s, _)| *s == stream.name).map(|(remote, _, c)| ClaimView {
                 remote: remote.clone(),
                 actor: c.actor.clone(),
