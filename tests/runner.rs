@@ -67,4 +67,5 @@ mod uncommitted_work;
 mod warm_worktrees;
 mod whole_worktrees;
 mod work_shared;
+mod worktree_admin;
 mod worktree_lib;
