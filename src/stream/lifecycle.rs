@@ -190,6 +190,8 @@ struct Indexes {
     read_at: Option<std::time::SystemTime>,
     /// Index → the live streams of this machine that hold it.
     holders: HashMap<u64, std::collections::BTreeSet<String>>,
+    /// Stream → the index it holds (the other way round).
+    by_name: HashMap<String, u64>,
     /// Index locks held by other processes when the indexes were read.
     busy: std::collections::BTreeSet<u64>,
     /// The index each op-log tip holds for this machine (a tip's state never changes).
@@ -207,6 +209,7 @@ impl Indexes {
             .collect();
         let actor = store.actor()?;
         self.holders.clear();
+        self.by_name.clear();
         for (refname, tip) in store.list(state::STREAMS)? {
             let Some(name) = refname.strip_prefix(state::STREAMS) else { continue };
             let index = match self.by_tip.get(&tip) {
@@ -225,6 +228,7 @@ impl Indexes {
             };
             if let Some(index) = index {
                 self.holders.entry(index).or_default().insert(name.to_string());
+                self.by_name.insert(name.to_string(), index);
             }
         }
         Ok(())
@@ -280,8 +284,10 @@ impl Indexes {
 
     /// Note that stream `name` now holds `index` (recorded by this process).
     fn recorded(&mut self, name: &str, index: u64) {
-        for names in self.holders.values_mut() {
-            names.remove(name);
+        if let Some(old) = self.by_name.insert(name.to_string(), index) {
+            if let Some(names) = self.holders.get_mut(&old) {
+                names.remove(name);
+            }
         }
         self.holders.entry(index).or_default().insert(name.to_string());
     }
