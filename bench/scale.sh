@@ -5,10 +5,14 @@
 # For scale, the same run times `git status` of the repository (what every command pays anyway).
 #
 # Then `stream init` of a plan of I streams and of 10×I (one run each, in a repository of 20 files:
-# the checkout of each worktree costs the same at both sizes), with the ratio of the two.
+# the checkout of each worktree costs the same at both sizes): the time per stream and the ratio
+# of the two totals (linear: 10; the goal is at most about 10). Then, one at a time: the worktree
+# of the first stream removed (`git worktree remove`), `stream init` of that stream alone, beside
+# the I - 1 (10×I - 1) others.
 #
 # usage: bash bench/scale.sh [RUNS] [STORIES] [STREAMS] [INIT_STREAMS]
-#        (defaults 3, 10000, 100, 100; INIT_STREAMS 0 skips `stream init`)
+#        (defaults 3, 10000, 100, 100; STORIES 0 skips the plan and PRD commands, INIT_STREAMS 0
+#        skips `stream init`)
 source "$(dirname "$0")/common.sh"
 RUNS=${1:-3}
 N=${2:-10000}
@@ -43,12 +47,13 @@ PY
   git -C "$dir" commit -q -m "plan: $n stories, $m streams"
 }
 
+echo "machine: $(machine)"
+if [ "$N" -gt 0 ]; then
 small=$WORK/small
 large=$WORK/large
 make_plan "$small" "$N" "$M"
 make_plan "$large" "$((N * 10))" "$((M * 10))"
 
-echo "machine: $(machine)"
 echo "sizes: $N stories / $M streams vs $((N * 10)) stories / $((M * 10)) streams; median of $RUNS runs"
 echo "CPU: user + sys in ms, best of $RUNS (wall times follow the machine's load; CPU much less)"
 printf '%-22s %10s %10s %8s %10s %10s %8s\n' "command" "small ms" "large ms" "growth" "small CPU" "large CPU" "growth"
@@ -84,6 +89,7 @@ measure "status" git-boulder status
 measure "status --json" git-boulder status --json
 measure "stream validate" git-boulder stream validate
 measure "stream suggest" git-boulder stream suggest
+fi
 
 # make_streams DIR STREAMS: 20 files and a plan of STREAMS one-story streams.
 make_streams() {
@@ -113,12 +119,30 @@ PY
   git -C "$dir" commit -q -m "plan: $m streams"
 }
 
+# init_all DIR STREAMS: `stream init` of the first STREAMS streams in one run (wall ms).
+init_all() {
+  local names
+  names=$(seq -f 's%04g' 0 $(($2 - 1)) | tr '\n' ' ')
+  # shellcheck disable=SC2086
+  (cd "$1" && time_ms git-boulder stream init --no-hooks $names)
+}
+
 if [ "$I" -gt 0 ]; then
   make_streams "$WORK/init-small" "$I"
   make_streams "$WORK/init-large" "$((I * 10))"
-  a=$(cd "$WORK/init-small" && time_ms git-boulder stream init --no-hooks)
-  b=$(cd "$WORK/init-large" && time_ms git-boulder stream init --no-hooks)
+  a=$(init_all "$WORK/init-small" "$I")
+  b=$(init_all "$WORK/init-large" "$((I * 10))")
+  again() {
+    git -C "$1" worktree remove --force .boulder/worktrees/s0000
+    (cd "$1" && time_ms git-boulder stream init --no-hooks s0000)
+  }
+  c=$(again "$WORK/init-small")
+  d=$(again "$WORK/init-large")
+  per() { awk -v t="$1" -v n="$2" 'BEGIN { printf "%.1f", t / n }'; }
   echo
-  echo "stream init (one run each, wall): $I streams ${a} ms, $((I * 10)) streams ${b} ms," \
-    "growth $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", (a > 0 ? b / a : 0) }') (linear: 10)"
+  echo "stream init, all in one run (wall): $I streams ${a} ms ($(per "$a" "$I") ms per stream)," \
+    "$((I * 10)) streams ${b} ms ($(per "$b" "$((I * 10))") ms per stream)," \
+    "ratio $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", (a > 0 ? b / a : 0) }') (linear: 10)"
+  echo "stream init of one stream whose worktree was removed (wall): beside $((I - 1)) ${c} ms," \
+    "beside $((I * 10 - 1)) ${d} ms"
 fi

@@ -72,4 +72,5 @@ mod uncommitted_work;
 mod warm_worktrees;
 mod whole_worktrees;
 mod work_shared;
+mod worktree_admin;
 mod worktree_lib;

@@ -301,9 +301,10 @@ fn init(ws: &Workspace, args: InitArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     let mut failed_setup = Vec::new();
     let total = streams.len();
+    let mut batch = crate::stream::lifecycle::Batch::default();
     for (i, stream) in streams.into_iter().enumerate() {
         super::output::progress(&format!("[{}/{total}] {}", i + 1, stream.name));
-        let report = crate::stream::lifecycle::init(ws, &plan, stream)?;
+        let report = crate::stream::lifecycle::init_batch(ws, &plan, stream, &mut batch)?;
         if report.changes.is_empty() {
             writeln!(out, "{}: already initialized at {} (nothing to do)", report.name, report.path.display())?;
         } else {

@@ -158,11 +158,171 @@ pub enum AddError {
     Collision { path: String, kind: String },
 }
 
-/// Make `target` a linked worktree with HEAD attached to `full_branch` (which must exist), and
-/// check out its files. Returns how many files were written.
-pub fn add_linked(repo: &Repo, target: &Path, full_branch: &str) -> Result<std::result::Result<usize, AddError>> {
+/// Every registration, read once and kept while one command adds worktrees one after another
+/// (`stream init` of a whole plan): reading them all is linear in the worktrees, so reading them
+/// again for each worktree added made adding N worktrees quadratic. What this command adds is
+/// noted as it goes ([`Known::added`]); what other processes change is seen when the registrations
+/// are read again, which happens once [`Known::REREAD`] has passed (so a branch checked out
+/// elsewhere since is noticed within that time, as git's own check only sees what is there when
+/// it looks) and after [`Known::forget`].
+pub struct Known {
+    regs: Vec<Registration>,
+    read_at: Option<std::time::Instant>,
+}
+
+impl Known {
+    /// How long registrations read are taken as current.
+    pub const REREAD: std::time::Duration = std::time::Duration::from_secs(1);
+
+    /// Nothing read yet: the first [`Known::current`] reads.
+    pub fn new() -> Known {
+        Known { regs: Vec::new(), read_at: None }
+    }
+
+    /// The registrations, read again when they are older than [`Known::REREAD`] or forgotten.
+    pub fn current(&mut self, repo: &Repo) -> Result<&[Registration]> {
+        if self.read_at.is_none_or(|at| at.elapsed() >= Self::REREAD) {
+            self.regs = registrations(repo)?;
+            self.read_at = Some(std::time::Instant::now());
+        }
+        Ok(&self.regs)
+    }
+
+    /// Read them again next time (after removing or repairing registrations).
+    pub fn forget(&mut self) {
+        self.read_at = None;
+    }
+
+    /// Note the registration this command just made at `admin`.
+    pub fn added(&mut self, repo: &Repo, admin: &Path) {
+        if let Some(reg) = read_registration(repo, admin.to_owned()) {
+            self.regs.retain(|r| r.id != reg.id);
+            self.regs.push(reg);
+        }
+    }
+}
+
+impl Default for Known {
+    fn default() -> Known {
+        Known::new()
+    }
+}
+
+/// Make `target` a linked worktree with HEAD attached to `full_branch` (which must exist and which
+/// the caller checked is checked out nowhere, from [`Known`]), and check out its files. Returns
+/// how many files were written and the new admin dir.
+///
+/// The admin files are written as `git worktree add` writes them (gix's `prepare`: the admin dir
+/// `worktrees/<id>` reserved by creating it, locked `initializing`, `gitdir`, `commondir`, the
+/// folder's `.git` file; then `HEAD` and its reflog), the files and the index by gix's initial
+/// checkout (filters, attributes, sparse patterns), then the `initializing` lock is removed. Unlike
+/// gix's `add_worktree`, which opens every other worktree to check that the branch is not checked
+/// out there (linear in the worktrees for each one added), nothing here reads other worktrees.
+/// A failure removes what was made; a kill leaves the registration locked `initializing`, which
+/// [`crate::worktree::add`] finishes or removes.
+pub fn add_linked(
+    repo: &Repo,
+    target: &Path,
+    full_branch: &str,
+) -> Result<std::result::Result<(usize, PathBuf), AddError>> {
     let name = gix::refs::FullName::try_from(full_branch)
         .map_err(|e| Error::usage(format!("invalid ref name {full_branch:?}: {e}")))?;
+    if repo.config_bool("worktree.useRelativePaths").unwrap_or(false) {
+        // Relative links also upgrade the repository format: gix's own `add_worktree` does all of it.
+        return add_linked_by_gix(repo, target, name);
+    }
+    let failed = |what: &str, e: &dyn std::fmt::Display| AddError::Failed(format!("{what}: {e}"));
+    let Some(tip) = repo.ref_id(full_branch)? else {
+        return Ok(Err(AddError::Failed(format!("the local branch {full_branch} could not be found"))));
+    };
+    let sparse_source = repo.sparse_checkout().then_some(repo.git_dir.as_path());
+    let prepared = match gix_worktree::add::prepare(
+        target,
+        gix_worktree::add::Context { common_dir: &repo.common_dir, git_dir: sparse_source },
+        gix_worktree::add::Options { relative_paths: false },
+    ) {
+        Ok(p) => p,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Ok(Err(AddError::Conflict(format!("Could not prepare the linked worktree: {e}"))))
+        }
+        Err(e) => return Ok(Err(failed("Could not prepare the linked worktree", &e))),
+    };
+    let admin = prepared.git_dir().to_owned();
+    if let Err(e) = std::fs::write(admin.join("HEAD"), format!("ref: {full_branch}\n")) {
+        return Ok(Err(failed("Could not write the linked worktree HEAD", &e)));
+    }
+    if repo.config_bool("extensions.worktreeConfig").unwrap_or(false) {
+        if let Err(e) = copy_worktree_config(&repo.git_dir.join("config.worktree"), &admin.join("config.worktree")) {
+            return Ok(Err(failed("Could not write the new worktree configuration", &e)));
+        }
+    }
+    // Opened as the repository itself was (its identity fallback included, see `with_identity`).
+    let options = super::identity::with_identity(repo)?.open_options().clone().open_path_as_is(true);
+    let writer = match gix::open_opts(&admin, options) {
+        Ok(wt) => wt,
+        Err(e) => return Ok(Err(failed("Could not open a worktree repository", &format!("{e:#}")))),
+    };
+    // As git and gix do: HEAD's reflog starts at the branch's commit, the branch itself unchanged.
+    let edit = gix::refs::transaction::RefEdit::update_with_log(
+        "HEAD".try_into().expect("valid reference name"),
+        tip,
+        gix::refs::transaction::PreviousValue::Any,
+        gix::refs::transaction::LogChange { mode: gix::refs::transaction::RefLog::Only, ..Default::default() },
+    );
+    if let Err(e) = writer.edit_reference(edit) {
+        return Ok(Err(failed("Could not initialize the linked worktree HEAD and its reflog", &format!("{e:#}"))));
+    }
+    // Registered (`.git` file, admin dir locked `initializing`), no index, no files yet: a kill
+    // here or during the checkout leaves a worktree that must be finished before any use.
+    crate::failpoint::hit("worktree-registered");
+    let interrupt = AtomicBool::new(false);
+    let checked_out = match writer.worktree() {
+        Some(w) => w.checkout(gix::progress::Discard, &interrupt),
+        None => return Ok(Err(AddError::Failed("the new worktree has no work tree".into()))),
+    };
+    let outcome = match checked_out {
+        Ok(o) => o,
+        Err(e) if e.is_conflict() => return Ok(Err(AddError::Conflict(format!("{e:#}")))),
+        Err(e) => return Ok(Err(AddError::Failed(format!("{e:#}")))),
+    };
+    if let Some(err) = outcome.errors.first() {
+        return Ok(Err(AddError::File { path: err.path.to_string(), error: format!("{:#}", err.error) }));
+    }
+    if let Some(c) = outcome.collisions.first() {
+        return Ok(Err(AddError::Collision { path: c.path.to_string(), kind: format!("{:?}", c.error_kind) }));
+    }
+    if let Err(e) = prepared.persist() {
+        return Ok(Err(failed("Could not finish adding the linked worktree", &e)));
+    }
+    Ok(Ok((outcome.files_updated, normalize(&admin))))
+}
+
+/// The new worktree's `config.worktree`: the source's, without `core.worktree` and a true
+/// `core.bare` (as `git worktree add` copies it).
+fn copy_worktree_config(source: &Path, destination: &Path) -> std::result::Result<(), String> {
+    if !source.exists() {
+        return Ok(());
+    }
+    let mut config = gix::config::File::from_path_no_includes(source.to_owned(), gix::config::Source::Worktree)
+        .map_err(|e| format!("{e:#}"))?;
+    if config.boolean("core.bare").ok().flatten().unwrap_or(false) {
+        if let Ok(mut values) = config.raw_values_mut("core.bare") {
+            values.delete_all();
+        }
+    }
+    if let Ok(mut values) = config.raw_values_mut("core.worktree") {
+        values.delete_all();
+    }
+    let mut out = std::fs::File::create(destination).map_err(|e| e.to_string())?;
+    config.write_to(&mut out).map_err(|e| e.to_string())
+}
+
+/// [`add_linked`] through gix's `add_worktree` (which reads every other worktree first).
+fn add_linked_by_gix(
+    repo: &Repo,
+    target: &Path,
+    name: gix::refs::FullName,
+) -> Result<std::result::Result<(usize, PathBuf), AddError>> {
     let writer = super::identity::with_identity(repo)?;
     let interrupt = AtomicBool::new(false);
     // Before it creates anything, gix reads every other worktree's registration; one that another
@@ -194,8 +354,7 @@ pub fn add_linked(repo: &Repo, target: &Path, full_branch: &str) -> Result<std::
         Ok(p) => p,
         Err(e) => return Ok(Err(classify(e))),
     };
-    // Registered (`.git` file, admin dir locked `initializing`), no index, no files yet: a kill
-    // here or during the checkout leaves a worktree that must be finished before any use.
+    let admin = normalize(prepared.repo().git_dir());
     crate::failpoint::hit("worktree-registered");
     let (_wt, outcome) = match prepared.checkout(gix::progress::Discard, &interrupt) {
         Ok(r) => r,
@@ -207,7 +366,7 @@ pub fn add_linked(repo: &Repo, target: &Path, full_branch: &str) -> Result<std::
     if let Some(c) = outcome.collisions.first() {
         return Ok(Err(AddError::Collision { path: c.path.to_string(), kind: format!("{:?}", c.error_kind) }));
     }
-    Ok(Ok(outcome.files_updated))
+    Ok(Ok((outcome.files_updated, admin)))
 }
 
 /// What [`remove_linked`] did.

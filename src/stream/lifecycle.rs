@@ -24,14 +24,32 @@ pub struct InitReport {
     pub setup_failed: Option<String>,
 }
 
+/// What `stream init` of many streams reads once and keeps from one stream to the next, instead
+/// of reading it again for each (which made initializing N streams take time in N²): the
+/// worktrees' registrations ([`worktree::Known`]) and the indexes this machine's streams hold.
+#[derive(Default)]
+pub struct Batch {
+    worktrees: worktree::Known,
+    indexes: Indexes,
+}
+
 /// Create (or finish, or confirm) one stream's branch and worktree, and record INITIALIZED.
 pub fn init(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<InitReport> {
-    init_with(ws, plan, stream, false)
+    init_in(ws, plan, stream, &mut Batch::default(), false)
+}
+
+/// [`init`] of one stream of several initialized one after another with the same `batch`.
+pub fn init_batch(ws: &Workspace, plan: &Plan, stream: &StreamDef, batch: &mut Batch) -> Result<InitReport> {
+    init_in(ws, plan, stream, batch, false)
 }
 
 /// [`init`] for a caller that holds the stream's lock already (`stream run` finishing a worktree
 /// whose making was interrupted).
 pub fn init_with(ws: &Workspace, plan: &Plan, stream: &StreamDef, lock_held: bool) -> Result<InitReport> {
+    init_in(ws, plan, stream, &mut Batch::default(), lock_held)
+}
+
+fn init_in(ws: &Workspace, plan: &Plan, stream: &StreamDef, batch: &mut Batch, lock_held: bool) -> Result<InitReport> {
     let repo = &ws.repo;
     let path = ws.worktree_path(plan, &stream.name)?;
     let store = Store::new(repo)?;
@@ -68,7 +86,7 @@ pub fn init_with(ws: &Workspace, plan: &Plan, stream: &StreamDef, lock_held: boo
     if worktree::exclude(repo, &plan.settings.worktree_dir)? {
         changes.push(format!("added /{}/ to info/exclude", plan.settings.worktree_dir.trim_matches('/')));
     }
-    let outcome = worktree::add(repo, &path, &stream.branch, &plan.settings.base_branch)?;
+    let outcome = worktree::add_known(repo, &mut batch.worktrees, &path, &stream.branch, &plan.settings.base_branch)?;
     match &outcome {
         AddOutcome::Created { branch_created, recovered, .. } => {
             for r in recovered {
@@ -105,7 +123,7 @@ pub fn init_with(ws: &Workspace, plan: &Plan, stream: &StreamDef, lock_held: boo
         }
         // The index's lock is held until INITIALIZED records it: two `stream init` runs at once
         // never pick the same index.
-        let (index, _index_guard) = pick_index(&store, &stream.name, recorded.as_ref().map(|e| &e.state))?;
+        let (index, _index_guard) = batch.indexes.pick(&store, &stream.name, recorded.as_ref().map(|e| &e.state))?;
         if !plan.settings.setup.trim().is_empty() {
             // Checked again right where it runs: a repaired worktree of an initialized stream
             // gets here too, after the early check let it pass.
@@ -127,11 +145,13 @@ pub fn init_with(ws: &Workspace, plan: &Plan, stream: &StreamDef, lock_held: boo
                 adhoc: if adhoc { Opt::Set(true) } else { Opt::Absent },
             },
         )?;
+        batch.indexes.recorded(&stream.name, index);
         changes.push(format!("recorded INITIALIZED (stream index {index})"));
     } else if recorded.as_ref().is_some_and(|e| e.state.index.is_none()) {
         // Initialized by a git-boulder that recorded no index: give it one now.
-        let (index, _index_guard) = pick_index(&store, &stream.name, None)?;
+        let (index, _index_guard) = batch.indexes.pick(&store, &stream.name, None)?;
         store.append::<StreamState>(&sref, StreamOp::Indexed { index })?;
+        batch.indexes.recorded(&stream.name, index);
         changes.push(format!("recorded stream index {index}"));
     }
     ensure_root_boulder(&store, &stream.name)?;
@@ -157,28 +177,45 @@ pub fn ensure_root_boulder(store: &Store, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// The stream's index: the one recorded before, unless another live stream of this machine holds
+/// The indexes the live streams of this machine hold, read once for many streams.
+///
+/// A stream's index is the one recorded before, unless another live stream of this machine holds
 /// it now; else the lowest index from 1 up that no live stream of this machine holds. Index 0 is
-/// left to the main checkout (`BOULDER_PORT` = `port_base` there). Returns the index with its lock
-/// (`index-<n>`) held; an index whose lock another `stream init` holds is skipped.
-fn pick_index(store: &Store, name: &str, recorded: Option<&StreamState>) -> Result<(u64, lock::LockGuard)> {
-    // The index each op-log tip holds for this machine, kept for the whole command: a tip's state
-    // never changes, so `stream init` of many streams reads each other stream's state once, not
-    // once per stream it initializes (which made it quadratic in the streams).
-    // Keyed by the tip and this machine's actor, whose streams hold indexes here.
-    type Held = HashMap<(ObjectId, String), Option<u64>>;
-    static HELD: std::sync::Mutex<Option<Held>> = std::sync::Mutex::new(None);
-    let actor = store.actor()?;
-    let taken = {
-        let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
-        let held = held.get_or_insert_with(HashMap::new);
-        let mut taken = std::collections::BTreeSet::new();
+/// left to the main checkout (`BOULDER_PORT` = `port_base` there). An index is taken with its lock
+/// (`index-<n>`), held until INITIALIZED records it, so two `stream init` runs at once never pick
+/// the same index: one whose lock is held is skipped. What other processes record after the
+/// indexes were read is noticed through the locks: an index whose lock was held (its file
+/// written) since the indexes were read, or was held while they were read, sends them to be read
+/// again before it is taken.
+#[derive(Default)]
+struct Indexes {
+    /// When the indexes were read (a little before), if they were.
+    read_at: Option<std::time::SystemTime>,
+    /// Index → the live streams of this machine that hold it.
+    holders: HashMap<u64, std::collections::BTreeSet<String>>,
+    /// Stream → the index it holds (the other way round).
+    by_name: HashMap<String, u64>,
+    /// Index locks held by other processes when the indexes were read.
+    busy: std::collections::BTreeSet<u64>,
+    /// The index each op-log tip holds for this machine (a tip's state never changes).
+    by_tip: HashMap<ObjectId, Option<u64>>,
+}
+
+impl Indexes {
+    fn read(&mut self, store: &Store, except: Option<u64>) -> Result<()> {
+        // Back a little from now: a file's modification time can lag the clock by a tick.
+        self.read_at = Some(std::time::SystemTime::now() - std::time::Duration::from_millis(100));
+        self.busy = lock::holders(store.repo)
+            .into_iter()
+            .filter_map(|(name, _)| name.strip_prefix("index-").and_then(|i| i.parse().ok()))
+            .filter(|i| Some(*i) != except)
+            .collect();
+        let actor = store.actor()?;
+        self.holders.clear();
+        self.by_name.clear();
         for (refname, tip) in store.list(state::STREAMS)? {
-            if refname.strip_prefix(state::STREAMS) == Some(name) {
-                continue;
-            }
-            let key = (tip, actor.clone());
-            let index = match held.get(&key) {
+            let Some(name) = refname.strip_prefix(state::STREAMS) else { continue };
+            let index = match self.by_tip.get(&tip) {
                 Some(index) => *index,
                 None => {
                     // Unreadable state (garbage from a remote) holds no index.
@@ -187,28 +224,76 @@ fn pick_index(store: &Store, name: &str, recorded: Option<&StreamState>) -> Resu
                     let index = e.state.index.filter(|_| here && e.state.status.is_live());
                     // Kept only when read at the tip listed (the ref may have moved since).
                     if e.commit == tip {
-                        held.insert(key, index);
+                        self.by_tip.insert(tip, index);
                     }
                     index
                 }
             };
-            taken.extend(index);
+            if let Some(index) = index {
+                self.holders.entry(index).or_default().insert(name.to_string());
+                self.by_name.insert(name.to_string(), index);
+            }
         }
-        taken
-    };
-    let candidates = recorded.and_then(|s| s.index).into_iter().chain(1..=state::op::MAX_INDEX);
-    let mut busy = None;
-    for (tries, i) in candidates.filter(|i| !taken.contains(i)).enumerate() {
-        match lock::try_acquire(store.repo, &format!("index-{i}"), "stream init") {
-            Ok(guard) => return Ok((i, guard)),
-            // Held by another init right now (or the locks cannot be written: give up soon).
-            Err(e) if tries < 64 => busy = Some(e),
-            Err(e) => return Err(e),
-        }
+        Ok(())
     }
-    Err(busy.unwrap_or_else(|| {
-        Error::refused("every stream index is taken").hint("clean up streams: `git boulder stream cleanup --merged`")
-    }))
+
+    /// Whether a live stream other than `name` holds index `i`.
+    fn held_by_other(&self, name: &str, i: u64) -> bool {
+        self.holders.get(&i).is_some_and(|names| names.iter().any(|n| n != name))
+    }
+
+    /// Take an index for stream `name` (see [`Indexes`]), with its lock held.
+    fn pick(&mut self, store: &Store, name: &str, recorded: Option<&StreamState>) -> Result<(u64, lock::LockGuard)> {
+        if self.read_at.is_none() {
+            self.read(store, None)?;
+        }
+        let mut busy = None;
+        let mut tries = 0;
+        for i in recorded.and_then(|s| s.index).into_iter().chain(1..=state::op::MAX_INDEX) {
+            if self.held_by_other(name, i) || self.busy.contains(&i) {
+                continue;
+            }
+            let lock_name = format!("index-{i}");
+            let modified = std::fs::metadata(lock::lock_path(store.repo, &lock_name)).and_then(|m| m.modified());
+            let touched = match (modified, self.read_at) {
+                (Ok(m), Some(at)) => m >= at,
+                _ => false,
+            };
+            match lock::try_acquire(store.repo, &lock_name, "stream init") {
+                Ok(guard) => {
+                    if touched {
+                        // Taken by another process since the indexes were read: read them again
+                        // while holding the lock, so whoever recorded it shows.
+                        self.read(store, Some(i))?;
+                        if self.held_by_other(name, i) {
+                            continue;
+                        }
+                    }
+                    return Ok((i, guard));
+                }
+                // Held by another init right now (or the locks cannot be written: give up soon).
+                Err(e) if tries < 64 => {
+                    tries += 1;
+                    busy = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(busy.unwrap_or_else(|| {
+            Error::refused("every stream index is taken")
+                .hint("clean up streams: `git boulder stream cleanup --merged`")
+        }))
+    }
+
+    /// Note that stream `name` now holds `index` (recorded by this process).
+    fn recorded(&mut self, name: &str, index: u64) {
+        if let Some(old) = self.by_name.insert(name.to_string(), index) {
+            if let Some(names) = self.holders.get_mut(&old) {
+                names.remove(name);
+            }
+        }
+        self.holders.entry(index).or_default().insert(name.to_string());
+    }
 }
 
 /// Which streams `cleanup` should touch.

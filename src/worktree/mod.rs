@@ -19,6 +19,7 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::git::status::{changed_paths, Changed, Look};
+pub use crate::git::worktree::Known;
 use crate::git::worktree::{dot_git_target, normalize, read_trimmed, registrations, AddError, Registration, Removal};
 use crate::git::{ObjectId, Repo};
 
@@ -187,12 +188,18 @@ fn ensure_branch(repo: &Repo, branch: &str, base: &str) -> Result<bool> {
 /// * a non-empty folder at `path` that is not a worktree of `branch` → usage error, naming it;
 /// * no `base` branch, or no commits at all → usage error.
 pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutcome> {
+    add_known(repo, &mut Known::new(), path, branch, base)
+}
+
+/// [`add`] for a command that adds several worktrees: the registrations are read once into
+/// `known` and kept up to date with what this adds and removes, not read again for each.
+pub fn add_known(repo: &Repo, known: &mut Known, path: &Path, branch: &str, base: &str) -> Result<AddOutcome> {
     let target = normalize(path);
     let name = full_branch(branch)?;
     let shown = target.display().to_string();
     let mut recovered = Vec::new();
 
-    let regs = registrations(repo)?;
+    let regs = known.current(repo)?;
     let at_path: Vec<Registration> =
         regs.iter().filter(|r| r.base.as_deref() == Some(target.as_path())).cloned().collect();
     let mut dot_git = dot_git_target(&target);
@@ -202,7 +209,9 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
     //    from a run killed right after reserving it; callers hold the stream lock, so no other
     //    `add` is making it now.)
     let basename = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    for r in regs.iter().filter(|r| r.base.is_none() && r.initializing() && r.id == basename) {
+    let unfinished: Vec<Registration> =
+        regs.iter().filter(|r| r.base.is_none() && r.initializing() && r.id == basename).cloned().collect();
+    for r in unfinished {
         r.remove_admin()?;
         recovered.push(format!("removed the unfinished registration worktrees/{}", r.id));
     }
@@ -222,6 +231,9 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
         recovered.push(format!("removed the unfinished registration worktrees/{}", r.id));
     }
 
+    if !recovered.is_empty() {
+        known.forget();
+    }
     // 2. A live registration: the folder's `.git` file points at it.
     let mut live = remaining.iter().find(|r| dot_git.as_deref() == Some(r.admin.as_path())).cloned();
     let mut folder = folder_state(&target)?;
@@ -290,6 +302,7 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
         if repaired.is_empty() && recovered.is_empty() {
             return Ok(AddOutcome::AlreadyPresent);
         }
+        known.forget();
         repaired.extend(recovered);
         return Ok(AddOutcome::Repaired { branch_created: false, what: repaired });
     }
@@ -297,9 +310,12 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
     // 3. A fresh worktree. The branch must not be checked out anywhere else (unborn HEADs too).
     folder = folder_state(&target)?;
     debug_assert!(folder != Folder::NonEmpty);
+    if !recovered.is_empty() {
+        known.forget();
+    }
     // Read again only when a leftover was removed above (reading every registration is linear in
-    // the worktrees, and `stream init` of many streams does it once per stream).
-    let regs = if recovered.is_empty() { regs } else { registrations(repo)? };
+    // the worktrees, and `stream init` of many streams would do it once per stream).
+    let regs = known.current(repo)?;
     let full = name.clone();
     let main_head = read_trimmed(&repo.common_dir.join("HEAD"));
     if let (Some(main), Some(h)) = (&repo.main_work_dir, &main_head) {
@@ -333,7 +349,10 @@ pub fn add(repo: &Repo, path: &Path, branch: &str, base: &str) -> Result<AddOutc
     // A partial clone fetches the files first, in one batch, as `git worktree add` does.
     repo.prefetch(&[format!("{name}^{{tree}}")], &[])?;
     let files = match crate::git::worktree::add_linked(repo, &target, &name)? {
-        Ok(files) => files,
+        Ok((files, admin)) => {
+            known.added(repo, &admin);
+            files
+        }
         Err(AddError::CheckedOut(worktree_dirs)) => {
             let dirs: Vec<String> = worktree_dirs.iter().map(|d| d.display().to_string()).collect();
             return Err(Error::refused(format!("branch {branch} is already checked out in {}", dirs.join(", ")))
