@@ -164,6 +164,18 @@ fn vue_lynx_before_the_work() {
     let creates: Vec<&String> = streams.iter().flat_map(|(_, s)| &s.creates).collect();
     assert!(creates.contains(&&"website/docs/zh/guide/pinia.mdx".to_string()), "{text}");
     assert!(!text.contains("website/docs/zh/guide/**"), "{text}");
+    // The setup story makes the folder the translations go into (`mkdir -p website/docs/zh/guide`):
+    // every stream creating files there depends on the stream making it.
+    let maker = streams.iter().find(|(_, s)| s.stories.iter().any(|id| id == "setup")).unwrap();
+    let into_guide: Vec<&(String, Planned)> =
+        streams.iter().filter(|(_, s)| s.creates.iter().any(|c| c.starts_with("website/docs/zh/guide/"))).collect();
+    assert!(into_guide.len() >= 2, "{text}");
+    for (name, s) in into_guide {
+        if name != &maker.0 {
+            assert!(s.depends_on.contains(&maker.0), "{name} does not depend on {}\n{text}", maker.0);
+        }
+    }
+    assert!(text.contains("# needs website/docs/zh/guide/, made by setup"), "{text}");
 }
 
 #[test]

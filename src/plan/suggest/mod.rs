@@ -19,8 +19,9 @@
 //!   `shared_read` instead. A folder one stream names and others name files inside is narrowed
 //!   to what the others do not own. The plan says why in YAML comments.
 //! * **Order.** `depends_on` follows the PRD's `dependsOn` between streams, and a stream
-//!   depends on an earlier one whose file (or new file) it names too; an edge that would close a
-//!   cycle is left out. Streams are written in PRD order.
+//!   depends on an earlier one whose file (or new file) it names too, or that makes a folder
+//!   (`mkdir -p dir`, "create the folder dir/") it owns or creates paths in; an edge that would
+//!   close a cycle is left out. Streams are written in PRD order.
 //! * A stream is never named like a branch that exists (or the base): `-work` is added, then a
 //!   number.
 
@@ -345,6 +346,7 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
     streams.sort_by_key(first_rank);
     names(&mut streams, base_branch, repo);
     let shared = own(&mut streams, &items, &rank, &tree);
+    made_folders(&mut streams, prd, &rank, &tree);
     depend(&mut streams, prd);
     write(&streams, &shared, prd, prd_path, base_branch)
 }
@@ -481,6 +483,30 @@ fn complement(tree: &Tree, dir: &str, blocked: &[&str], out: &mut Vec<String>) {
                     complement(tree, sub, inner, out);
                 }
                 k += n;
+            }
+        }
+    }
+}
+
+/// A folder the tree lacks that a story says it makes ([`tree::made_dirs`]): a stream whose
+/// stories all come later and which owns or creates paths inside it depends on the stream making it.
+fn made_folders(streams: &mut [Stream], prd: &Prd, rank: &[usize], tree: &Tree) {
+    let mut made: Vec<(usize, usize, &str)> = Vec::new();
+    for (s, stream) in streams.iter().enumerate() {
+        for &i in &stream.stories {
+            for dir in tree::made_dirs(&prd.stories[i].text) {
+                if !tree.is_dir(dir) && !made.iter().any(|m| m.2 == dir) {
+                    made.push((s, i, dir));
+                }
+            }
+        }
+    }
+    for (maker, i, dir) in made {
+        let inside = |p: &String| p.strip_prefix(dir).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        for (s, stream) in streams.iter_mut().enumerate() {
+            let later = stream.stories.iter().map(|&j| rank[j]).min().is_some_and(|r| r > rank[i]);
+            if s != maker && later && stream.creates.iter().chain(&stream.paths).any(inside) {
+                stream.depends_on.push((maker, format!("needs {dir}/, made by {}", prd.stories[i].id)));
             }
         }
     }

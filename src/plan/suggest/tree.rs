@@ -90,6 +90,11 @@ impl<'a> Tree<'a> {
         t
     }
 
+    /// Whether `dir` (no trailing `/`) is a folder of the tree.
+    pub fn is_dir(&self, dir: &str) -> bool {
+        self.dirs.contains(dir)
+    }
+
     /// The files below folder `dir` (no trailing `/`), in order.
     pub fn below(&self, dir: &str) -> &[&'a str] {
         let prefix = format!("{dir}/");
@@ -197,6 +202,29 @@ pub fn tokens(text: &str) -> Vec<&str> {
     out
 }
 
+/// The folders a story's text says it will make: on a line that runs `mkdir` or says it creates,
+/// makes or adds a folder or directory, each path written with a `/` whose last part has no file
+/// extension (`mkdir -p website/docs/zh/guide` names `website/docs/zh/guide`).
+pub fn made_dirs(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let lower = line.to_ascii_lowercase();
+        let says = lower.contains("mkdir ")
+            || (["director", "folder"].iter().any(|w| lower.contains(w))
+                && ["create", "make", "add", "new "].iter().any(|w| lower.contains(w)));
+        if !says {
+            continue;
+        }
+        for t in tokens(line) {
+            let d = t.trim_end_matches('/');
+            if t.contains('/') && !d.is_empty() && !has_extension(last(d)) {
+                out.push(d);
+            }
+        }
+    }
+    out
+}
+
 fn clean(raw: &str) -> Option<&str> {
     let mut t = raw.trim_matches('*').trim_end_matches(['.', ':', '!', '?', '*']);
     if let Some((path, line)) = t.rsplit_once(':') {
@@ -218,6 +246,13 @@ fn clean(raw: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn made_dirs_are_the_folders_a_line_says_it_makes() {
+        let text = "  \"Create directories: mkdir -p website/docs/zh/guide\",\n  \"Update website/rspress.config.ts\",\n  \"Create the folder src/billing/ for invoices\",\n  \"Read docs/guide/intro.md\"";
+        assert_eq!(made_dirs(text), ["website/docs/zh/guide", "src/billing"]);
+        assert!(made_dirs("Edit src/a/b and make it faster").is_empty());
+    }
 
     fn tree() -> Vec<String> {
         [
