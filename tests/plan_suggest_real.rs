@@ -153,6 +153,15 @@ fn vue_lynx_docs_translation() {
     // A story naming one file owns that file: nobody owns the whole guide folder.
     assert!(!text.contains("website/docs/zh/guide/**"), "{text}");
     assert!(text.contains("website/docs/zh/guide/pinia.mdx"), "{text}");
+    // The setup story (priority 1) says `mkdir -p website/docs/zh/guide`; the translations there
+    // come after it.
+    let (streams, _) = read_plan(&text);
+    let maker = streams.iter().find(|(_, s)| s.stories.iter().any(|id| id == "setup")).unwrap();
+    for (name, s) in &streams {
+        if name != &maker.0 && s.paths.iter().any(|p| p.starts_with("website/docs/zh/guide/")) {
+            assert!(s.depends_on.contains(&maker.0), "{name} does not depend on {}\n{text}", maker.0);
+        }
+    }
 }
 
 #[test]

@@ -346,7 +346,7 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
     streams.sort_by_key(first_rank);
     names(&mut streams, base_branch, repo);
     let shared = own(&mut streams, &items, &rank, &tree);
-    made_folders(&mut streams, prd, &rank, &tree);
+    made_folders(&mut streams, prd, &rank);
     depend(&mut streams, prd);
     write(&streams, &shared, prd, prd_path, base_branch)
 }
@@ -488,14 +488,15 @@ fn complement(tree: &Tree, dir: &str, blocked: &[&str], out: &mut Vec<String>) {
     }
 }
 
-/// A folder the tree lacks that a story says it makes ([`tree::made_dirs`]): a stream whose
-/// stories all come later and which owns or creates paths inside it depends on the stream making it.
-fn made_folders(streams: &mut [Stream], prd: &Prd, rank: &[usize], tree: &Tree) {
+/// A folder a story says it makes ([`tree::made_dirs`]; the tree may have it already, when the PRD
+/// is committed beside work done): a stream whose stories all come later and which owns or creates
+/// paths inside it depends on the stream making it.
+fn made_folders(streams: &mut [Stream], prd: &Prd, rank: &[usize]) {
     let mut made: Vec<(usize, usize, &str)> = Vec::new();
     for (s, stream) in streams.iter().enumerate() {
         for &i in &stream.stories {
             for dir in tree::made_dirs(&prd.stories[i].text) {
-                if !tree.is_dir(dir) && !made.iter().any(|m| m.2 == dir) {
+                if !made.iter().any(|m| m.2 == dir) {
                     made.push((s, i, dir));
                 }
             }

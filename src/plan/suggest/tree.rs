@@ -90,11 +90,6 @@ impl<'a> Tree<'a> {
         t
     }
 
-    /// Whether `dir` (no trailing `/`) is a folder of the tree.
-    pub fn is_dir(&self, dir: &str) -> bool {
-        self.dirs.contains(dir)
-    }
-
     /// The files below folder `dir` (no trailing `/`), in order.
     pub fn below(&self, dir: &str) -> &[&'a str] {
         let prefix = format!("{dir}/");
