@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::agent_claude::{fixture, hook_env};
 use crate::common::*;
+use crate::harness_claude::claude_p;
 
 /// `WorktreeCreate` for `name`, asked by a session started in `session`.
 fn create(repo: &TestRepo, session: &Path, name: &str) -> Run {
@@ -241,9 +242,6 @@ fn agent_install_claude_installs_the_worktree_hooks() {
 
 // ---- the real Claude Code ----------------------------------------------------------------------
 
-/// How long one `claude -p` run may take before it is killed and the test fails.
-const RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
-
 /// The sample with git-boulder's git hooks and Claude Code's hooks installed, and the real
 /// `claude`; `None` when Claude Code is not installed here.
 fn with_claude() -> Option<(TestRepo, PathBuf)> {
@@ -254,42 +252,9 @@ fn with_claude() -> Option<(TestRepo, PathBuf)> {
     Some((repo, claude))
 }
 
-/// `claude -p "Work." ARGS` in the main worktree against `model`; killed after [`RUN_LIMIT`].
+/// `claude -p "Work." ARGS` in the main worktree against `model` ([`claude_p`]).
 fn run_claude(repo: &TestRepo, claude: &Path, model: &FakeModel, args: &[&str]) -> Run {
-    let out = repo.tmp.path().join("claude.out");
-    let err = repo.tmp.path().join("claude.err");
-    let mut cmd = repo.command(claude);
-    cmd.args(["-p", "Work."])
-        .args(args)
-        .args(["--permission-mode", "acceptEdits", "--allowedTools", "Bash,Edit,Write,Agent"])
-        .args(["--output-format", "stream-json", "--verbose"])
-        .env("ANTHROPIC_BASE_URL", model.url())
-        .env("ANTHROPIC_API_KEY", "dummy")
-        // Nothing but the fake model: no telemetry, error reports or update checks.
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_ERROR_REPORTING", "1")
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap());
-    let mut child = cmd.spawn().expect("run claude");
-    let start = std::time::Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > RUN_LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("claude -p still running after {RUN_LIMIT:?}: killed\n{}", std::fs::read_to_string(&err).unwrap());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    Run {
-        stdout: std::fs::read_to_string(&out).unwrap(),
-        stderr: std::fs::read_to_string(&err).unwrap(),
-        code: status.code().unwrap_or(-1),
-    }
+    claude_p(repo, claude, &repo.dir, model, "Work.", args, &[])
 }
 
 /// A turn running `pwd`, the branch, and a commit of `file` through Bash.

@@ -53,54 +53,9 @@ impl Project {
         self.repo.worktree(stream)
     }
 
-    /// `claude -p PROMPT` (and `extra` arguments) in `dir` against `model`, with `env`; killed
-    /// after [`RUN_LIMIT`], failing the test with the requests the model got.
+    /// `claude -p PROMPT` (and `extra` arguments) in `dir` against `model`, with `env`: [`claude_p`].
     fn run(&self, dir: &Path, model: &FakeModel, extra: &[&str], env: &[(&str, &str)]) -> Run {
-        let out = self.repo.tmp.path().join("claude.out");
-        let err = self.repo.tmp.path().join("claude.err");
-        let mut cmd = self.repo.command(&self.claude);
-        cmd.current_dir(dir)
-            .args(["-p", PROMPT])
-            .args(extra)
-            // Edits run without asking (as root too, where --dangerously-skip-permissions is
-            // refused); Bash and Agent are allowed by name. A denial is the hook's, never a prompt.
-            .args(["--permission-mode", "acceptEdits", "--allowedTools", "Bash,Edit,Write,Agent"])
-            .args(["--output-format", "stream-json", "--verbose"])
-            .env("ANTHROPIC_BASE_URL", model.url())
-            .env("ANTHROPIC_API_KEY", "dummy")
-            // Nothing but the fake model: no telemetry, error reports, update checks or other
-            // traffic of Claude Code's own.
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-            .env("DISABLE_AUTOUPDATER", "1")
-            .env("DISABLE_TELEMETRY", "1")
-            .env("DISABLE_ERROR_REPORTING", "1")
-            .stdout(std::fs::File::create(&out).unwrap())
-            .stderr(std::fs::File::create(&err).unwrap());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("run claude");
-        let start = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if start.elapsed() > RUN_LIMIT {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "claude -p still running after {RUN_LIMIT:?}: killed\nrequests:\n{}\nstderr:\n{}",
-                    shown_requests(model),
-                    std::fs::read_to_string(&err).unwrap_or_default()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        Run {
-            stdout: std::fs::read_to_string(&out).unwrap(),
-            stderr: std::fs::read_to_string(&err).unwrap(),
-            code: status.code().unwrap_or(-1),
-        }
+        claude_p(&self.repo, &self.claude, dir, model, PROMPT, extra, env)
     }
 
     /// The payloads of `events` Claude Code sent to the hooks, in the order it sent them.
@@ -145,6 +100,65 @@ fn turn_requests(model: &FakeModel) -> Vec<Value> {
         })
         .map(|r| r["body"].clone())
         .collect()
+}
+
+/// The real `claude -p PROMPT` (and `extra` arguments) run headless in `dir` of `repo` against
+/// `model`, with `env`: edits without asking, nothing but the fake model reached; killed after
+/// [`RUN_LIMIT`], failing the test with the requests the model got.
+pub fn claude_p(
+    repo: &TestRepo,
+    claude: &Path,
+    dir: &Path,
+    model: &FakeModel,
+    prompt: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Run {
+    let out = repo.tmp.path().join("claude.out");
+    let err = repo.tmp.path().join("claude.err");
+    let mut cmd = repo.command(claude);
+    cmd.current_dir(dir)
+        .args(["-p", prompt])
+        .args(extra)
+        // Edits run without asking (as root too, where --dangerously-skip-permissions is
+        // refused); Bash and Agent are allowed by name. A denial is the hook's, never a prompt.
+        .args(["--permission-mode", "acceptEdits", "--allowedTools", "Bash,Edit,Write,Agent"])
+        .args(["--output-format", "stream-json", "--verbose"])
+        .env("ANTHROPIC_BASE_URL", model.url())
+        .env("ANTHROPIC_API_KEY", "dummy")
+        // Nothing but the fake model: no telemetry, error reports, update checks or other
+        // traffic of Claude Code's own.
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("run claude");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > RUN_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "claude -p still running after {RUN_LIMIT:?}: killed\nrequests:\n{}\nstderr:\n{}",
+                shown_requests(model),
+                std::fs::read_to_string(&err).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Run {
+        stdout: std::fs::read_to_string(&out).unwrap(),
+        stderr: std::fs::read_to_string(&err).unwrap(),
+        code: status.code().unwrap_or(-1),
+    }
 }
 
 /// Every request, one line each, with the text of its last message (for a failing test).

@@ -33,35 +33,14 @@ import itertools
 import json
 import threading
 
+from fake_model import send_json, send_sse
+
 _ids = itertools.count(1)
 _lock = threading.Lock()
 # The turn given to each turn request, keyed by its system prompt and messages (retries).
 _answered = {}
 
 SIDE_ANSWER = "OK"
-
-
-def _send_json(req, obj, status=200):
-    data = json.dumps(obj).encode()
-    req.send_response(status)
-    req.send_header("Content-Type", "application/json")
-    req.send_header("Content-Length", str(len(data)))
-    req.end_headers()
-    req.wfile.write(data)
-    req.wfile.flush()
-
-
-def _send_sse(req, events):
-    req.send_response(200)
-    req.send_header("Content-Type", "text/event-stream")
-    req.send_header("Cache-Control", "no-cache")
-    req.send_header("Connection", "close")
-    req.end_headers()
-    for data in events:
-        chunk = f"event: {data['type']}\ndata: {json.dumps(data)}\n\n"
-        req.wfile.write(chunk.encode())
-    req.wfile.flush()
-    req.close_connection = True
 
 
 def _blocks(turn):
@@ -105,7 +84,7 @@ def _answer(req, body, blocks, stop_reason):
     }
     if not body.get("stream"):
         blocks = [{k: v for k, v in b.items() if k != "raw"} for b in blocks]
-        _send_json(
+        send_json(
             req,
             {
                 "id": msg_id,
@@ -162,7 +141,7 @@ def _answer(req, body, blocks, stop_reason):
         }
     )
     events.append({"type": "message_stop"})
-    _send_sse(req, events)
+    send_sse(req, [(e["type"], e) for e in events])
 
 
 def wants_turn(body):
@@ -173,10 +152,10 @@ def wants_turn(body):
 def handle(req, body, script):
     path = req.path.split("?")[0]
     if not isinstance(body, dict):
-        _send_json(req, {"type": "error", "error": {"type": "invalid_request_error", "message": "no JSON body"}}, 400)
+        send_json(req, {"type": "error", "error": {"type": "invalid_request_error", "message": "no JSON body"}}, 400)
         return
     if path.endswith("/count_tokens"):
-        _send_json(req, {"input_tokens": max(1, len(json.dumps(body)) // 4)})
+        send_json(req, {"input_tokens": max(1, len(json.dumps(body)) // 4)})
         return
     if not wants_turn(body):
         _answer(req, body, [{"type": "text", "text": SIDE_ANSWER}], "end_turn")

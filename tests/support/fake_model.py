@@ -51,6 +51,7 @@ def send_json(req, obj, status=200):
     req.send_header("Content-Length", str(len(body)))
     req.end_headers()
     req.wfile.write(body)
+    req.wfile.flush()
 
 
 def send_sse(req, events):
