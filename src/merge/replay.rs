@@ -98,6 +98,23 @@ pub fn commits_to_replay(repo: &Objects, base: ObjectId, tip: ObjectId) -> Resul
     Ok(out)
 }
 
+/// The replay stopped at commit `id` (`subject`) on the conflicts `found`, with `steps` made and
+/// `tip` the last commit replayed.
+fn stopped(
+    steps: Vec<Step>,
+    tip: ObjectId,
+    found: Vec<(String, ConflictKind)>,
+    id: ObjectId,
+    subject: &str,
+) -> Replayed {
+    let conflicts = found
+        .into_iter()
+        .map(|(path, kind)| Conflict { path, kind, commit: id.to_string(), subject: subject.to_string() })
+        .collect();
+    crate::progress::done();
+    Replayed { steps, tip, conflicts }
+}
+
 /// The merge of three trees, with the PRD at `prd` (if given) merged story by story. Returns the
 /// merged tree, or the unresolved conflicts.
 pub fn merge_trees(
@@ -203,14 +220,7 @@ pub fn replay_commits(
                 continue;
             }
             match merge_trees(repo, auto, cur_tree, tree, prd)? {
-                Err(found) => {
-                    let conflicts = found
-                        .into_iter()
-                        .map(|(path, kind)| Conflict { path, kind, commit: id.to_string(), subject: subject.clone() })
-                        .collect();
-                    crate::progress::done();
-                    return Ok(Replayed { steps, tip: cur, conflicts });
-                }
+                Err(found) => return Ok(stopped(steps, cur, found, id, &subject)),
                 Ok(merged) if merged == cur_tree => steps.push(Step { original: id, new: None, subject, merge: true }),
                 Ok(merged) => {
                     let new = repo.rewrite(id, merged, vec![cur], committer)?;
@@ -232,14 +242,7 @@ pub fn replay_commits(
             None => repo.empty_tree(),
         };
         match merge_trees(repo, ancestor, cur_tree, tree, prd)? {
-            Err(found) => {
-                let conflicts = found
-                    .into_iter()
-                    .map(|(path, kind)| Conflict { path, kind, commit: id.to_string(), subject: subject.clone() })
-                    .collect();
-                crate::progress::done();
-                return Ok(Replayed { steps, tip: cur, conflicts });
-            }
+            Err(found) => return Ok(stopped(steps, cur, found, id, &subject)),
             Ok(merged) => {
                 if merged == cur_tree && tree != ancestor {
                     steps.push(Step { original: id, new: None, subject, merge: false });

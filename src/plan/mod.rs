@@ -197,8 +197,8 @@ pub struct StreamDef {
 }
 
 impl StreamDef {
-    /// The ad-hoc stream `name` (a valid name): branch `boulder/<name>`, no stories, no paths.
-    pub fn adhoc(name: &str) -> StreamDef {
+    /// The stream `name` with its default branch `boulder/<name>` and nothing else.
+    pub(crate) fn empty(name: &str) -> StreamDef {
         StreamDef {
             name: name.to_string(),
             branch: format!("boulder/{name}"),
@@ -210,8 +210,13 @@ impl StreamDef {
             max_iterations: None,
             merge_strategy: None,
             line: 0,
-            adhoc: true,
+            adhoc: false,
         }
+    }
+
+    /// The ad-hoc stream `name` (a valid name): branch `boulder/<name>`, no stories, no paths.
+    pub fn adhoc(name: &str) -> StreamDef {
+        StreamDef { adhoc: true, ..StreamDef::empty(name) }
     }
 }
 

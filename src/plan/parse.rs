@@ -941,19 +941,7 @@ impl<'de> DeserializeSeed<'de> for StreamSeed<'_> {
 
 impl StreamSeed<'_> {
     fn empty(&self) -> StreamDef {
-        StreamDef {
-            name: self.name.to_string(),
-            branch: format!("boulder/{}", self.name),
-            stories: Vec::new(),
-            paths: Vec::new(),
-            creates: Vec::new(),
-            depends_on: Vec::new(),
-            agent: None,
-            max_iterations: None,
-            merge_strategy: None,
-            line: 0,
-            adhoc: false,
-        }
+        StreamDef::empty(self.name)
     }
 }
 
