@@ -25,6 +25,7 @@ pub mod config;
 pub mod diff;
 pub mod fsmonitor;
 pub mod graph;
+pub mod id;
 pub mod identity;
 pub mod ignore;
 pub mod index;
