@@ -796,7 +796,8 @@ pub(crate) fn strategy_label(s: &str) -> &str {
 /// The streams `--all` merges, in dependency order: every stream with a branch that is not
 /// merged yet (or has commits since) — incomplete ones are skipped by the caller's check.
 pub fn order(plan: &Plan, names: &[String]) -> Result<Vec<String>> {
-    crate::plan::topo_order(plan, names).map_err(|e| Error::usage(e).hint("fix depends_on in .boulder/streams.yaml"))
+    crate::plan::topo_order(plan, names)
+        .map_err(|e| Error::usage(e.to_string()).hint("fix depends_on in .boulder/streams.yaml"))
 }
 
 /// Is `stream` complete (all stories done) — the `--all` filter.

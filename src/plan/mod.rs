@@ -29,7 +29,7 @@ mod validate;
 pub use branches::Branches;
 pub use parse::parse;
 pub use validate::{
-    compile_globs, literal_prefix, prd_problem, topo_order, validate, GlobError, GlobProblem, PRD_HINT,
+    compile_globs, literal_prefix, prd_problem, topo_order, validate, GlobError, GlobProblem, OrderError, PRD_HINT,
 };
 
 /// Where the plan lives inside a work tree.

@@ -167,7 +167,7 @@ pub fn work(ws: &Workspace, plan: &Plan, opts: &Options, sink: Arc<dyn Sink>) ->
     };
     let names: Vec<String> = plan.streams.iter().map(|s| s.name.clone()).collect();
     let order = crate::plan::topo_order(plan, &names)
-        .map_err(|e| Error::usage(e).hint("fix depends_on in .boulder/streams.yaml"))?;
+        .map_err(|e| Error::usage(e.to_string()).hint("fix depends_on in .boulder/streams.yaml"))?;
     let interrupted = Arc::new(AtomicBool::new(false));
     {
         let flag = interrupted.clone();
