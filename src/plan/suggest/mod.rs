@@ -169,8 +169,24 @@ struct Stream {
 /// once; stories are joined through a union-find keyed by feature.
 pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> String {
     let tree = Tree::new(repo.tree_paths);
-    let items: Vec<Item> = prd
-        .stories
+    let items = items(prd, prd_path, &tree);
+    let rank = ranks(prd, &items);
+    let key_of = keys(prd, &items);
+    let mut streams = group(&key_of, &rank);
+    // Streams in the order they are first needed.
+    let first_rank = |s: &Stream| s.stories.iter().map(|&i| rank[i]).min().unwrap_or(usize::MAX);
+    streams.sort_by_key(first_rank);
+    names(&mut streams, base_branch, repo);
+    let shared = own(&mut streams, &items, &rank, &tree);
+    made_folders(&mut streams, prd, &rank);
+    depend(&mut streams, prd);
+    write(&streams, &shared, prd, prd_path, base_branch)
+}
+
+/// What each story names of the tree (leaving out the PRD and git-boulder's and git's own
+/// files), the areas of those paths, and its title's words.
+fn items<'a>(prd: &'a Prd, prd_path: &str, tree: &'a Tree) -> Vec<Item<'a>> {
+    prd.stories
         .iter()
         .map(|story| {
             let named: BTreeSet<Named> = tree::tokens(&story.text)
@@ -190,39 +206,33 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
                 .collect();
             Item { id: &story.id, named, areas, words: title_words(&story.title), wave: story.wave.as_deref() }
         })
-        .collect();
+        .collect()
+}
+
+/// Each story's place in the order stories are needed in: wave, then priority, then position.
+fn ranks(prd: &Prd, items: &[Item]) -> Vec<usize> {
     let n = items.len();
-    // The order stories are needed in: wave, then priority, then position.
-    let rank: Vec<usize> = {
-        let wave_num = |w: Option<&str>| -> u64 {
-            w.map(|w| w.chars().take_while(char::is_ascii_digit).collect::<String>())
-                .and_then(|d| d.parse().ok())
-                .unwrap_or(0)
-        };
-        let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by_key(|&i| (wave_num(items[i].wave), prd.stories[i].priority.unwrap_or(i64::MIN), i));
-        let mut rank = vec![0; n];
-        for (r, &i) in order.iter().enumerate() {
-            rank[i] = r;
-        }
-        rank
+    let wave_num = |w: Option<&str>| -> u64 {
+        w.map(|w| w.chars().take_while(char::is_ascii_digit).collect::<String>())
+            .and_then(|d| d.parse().ok())
+            .unwrap_or(0)
     };
-
-    // Words shared by most stories say nothing about which belong together.
-    let mut df: Map<&str, usize> = map();
-    for it in &items {
-        for w in &it.words {
-            *df.entry(w).or_default() += 1;
-        }
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| (wave_num(items[i].wave), prd.stories[i].priority.unwrap_or(i64::MIN), i));
+    let mut rank = vec![0; n];
+    for (r, &i) in order.iter().enumerate() {
+        rank[i] = r;
     }
-    let limit = (n / 2).max(2);
-    let distinctive = |w: &str| df.get(w).is_some_and(|k| *k >= 2 && *k <= limit);
+    rank
+}
 
-    // A story's key: the area in its id, else the area most of its paths are in (of those, the
-    // one fewest stories name: a file every story reads does not make them one area), else
-    // (named paths all at the root) the first one's name.
+/// Each story's key, the name of the stream it goes to: the area in its id, else the area most
+/// of its paths are in (of those, the one fewest stories name: a file every story reads does not
+/// make them one area), else (named paths all at the root) the first one's name; a story naming
+/// no path gets one from the words of its title ([`loose_keys`]).
+fn keys(prd: &Prd, items: &[Item]) -> Vec<String> {
     let mut area_df: Map<&str, usize> = map();
-    for it in &items {
+    for it in items {
         let mut seen: Vec<&str> = it.areas.iter().map(String::as_str).collect();
         seen.sort_unstable();
         seen.dedup();
@@ -243,18 +253,33 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
             .max_by(|x, y| x.1.cmp(&y.1).then(area_df[y.0].cmp(&area_df[x.0])).then(y.2.cmp(&x.2)))
             .map(|c| c.0.to_string())
     };
-    let mut key_of: Vec<Option<String>> = prd
+    let key_of: Vec<Option<String>> = prd
         .stories
         .iter()
-        .zip(&items)
+        .zip(items)
         .map(|(s, it)| {
             id_area(&s.id)
                 .or_else(|| primary(it))
                 .or_else(|| it.named.first().map(|n| strip_ext(n.path()).to_ascii_lowercase()))
         })
         .collect();
-    // A story naming no path joins the earliest keyed story it shares a distinctive word with;
-    // the others are joined by the words they share.
+    loose_keys(items, key_of)
+}
+
+/// Keys for the stories `key_of` leaves without one: a story naming no path joins the earliest
+/// keyed story it shares a distinctive word with; the others are joined by the words they share
+/// and named by their most common one (or their wave, or `other`).
+fn loose_keys(items: &[Item], mut key_of: Vec<Option<String>>) -> Vec<String> {
+    let n = items.len();
+    // Words shared by most stories say nothing about which belong together.
+    let mut df: Map<&str, usize> = map();
+    for it in items {
+        for w in &it.words {
+            *df.entry(w).or_default() += 1;
+        }
+    }
+    let limit = (n / 2).max(2);
+    let distinctive = |w: &str| df.get(w).is_some_and(|k| *k >= 2 && *k <= limit);
     let mut keyed_with: Map<&str, usize> = map();
     for (i, it) in items.iter().enumerate() {
         if key_of[i].is_some() {
@@ -291,27 +316,27 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
         let r = find(&mut parent, i);
         members[r].push(i);
     }
-    let key_of: Vec<String> = {
-        let mut loose: Vec<Option<String>> = vec![None; n];
-        for list in members.iter().filter(|l| !l.is_empty()) {
-            let wave = items[list[0]].wave.map(|w| format!("wave-{w}"));
-            let key = if list.len() == 1 {
-                wave.unwrap_or_else(|| "other".into())
-            } else {
-                most_common(
-                    list.iter().flat_map(|&i| items[i].words.iter().map(|w| w.as_ref()).filter(|w| distinctive(w))),
-                )
+    let mut loose: Vec<Option<String>> = vec![None; n];
+    for list in members.iter().filter(|l| !l.is_empty()) {
+        let wave = items[list[0]].wave.map(|w| format!("wave-{w}"));
+        let key = if list.len() == 1 {
+            wave.unwrap_or_else(|| "other".into())
+        } else {
+            most_common(list.iter().flat_map(|&i| items[i].words.iter().map(|w| w.as_ref()).filter(|w| distinctive(w))))
                 .map(str::to_string)
                 .or(wave)
                 .unwrap_or_else(|| "other".into())
-            };
-            for &i in list {
-                loose[i] = Some(key.clone());
-            }
+        };
+        for &i in list {
+            loose[i] = Some(key.clone());
         }
-        key_of.into_iter().zip(loose).map(|(k, l)| k.or(l).unwrap_or_else(|| "other".into())).collect()
-    };
-    // Groups by stream name, in PRD order; then cut to size.
+    }
+    key_of.into_iter().zip(loose).map(|(k, l)| k.or(l).unwrap_or_else(|| "other".into())).collect()
+}
+
+/// Streams of the stories grouped by key (as a stream name), in PRD order, each cut into parts
+/// of at most [`cap`] stories taken in rank order.
+fn group(key_of: &[String], rank: &[usize]) -> Vec<Stream> {
     let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
     let mut group_of: Map<String, usize> = map();
     for (i, key) in key_of.iter().enumerate() {
@@ -322,7 +347,7 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
         });
         groups[g].1.push(i);
     }
-    let cap = cap(n);
+    let cap = cap(key_of.len());
     let mut streams: Vec<Stream> = Vec::new();
     for (name, mut list) in groups {
         list.sort_by_key(|&i| rank[i]);
@@ -341,14 +366,7 @@ pub fn propose(prd: &Prd, prd_path: &str, base_branch: &str, repo: &Repo) -> Str
             });
         }
     }
-    // Streams in the order they are first needed.
-    let first_rank = |s: &Stream| s.stories.iter().map(|&i| rank[i]).min().unwrap_or(usize::MAX);
-    streams.sort_by_key(first_rank);
-    names(&mut streams, base_branch, repo);
-    let shared = own(&mut streams, &items, &rank, &tree);
-    made_folders(&mut streams, prd, &rank);
-    depend(&mut streams, prd);
-    write(&streams, &shared, prd, prd_path, base_branch)
+    streams
 }
 
 /// Give every named path one owner (see the module docs); returns the `shared_read` files with
