@@ -2,6 +2,9 @@
 //! Exit codes follow DESIGN §6: 0 done, 1 refused, 2 usage or configuration, 3 internal.
 
 /// (command line, what it does) pairs; empty when the page has none written (the usage is shown).
+///
+/// Long by design: one table of text, an arm per man page, read top to bottom like the pages
+/// themselves; splitting it would scatter the examples without adding logic to follow.
 pub fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
     match page {
         "git-boulder" => &[
