@@ -17,7 +17,7 @@ use crate::boulder::enforce::{check, check_continued, Overrides};
 use crate::boulder::tree;
 use crate::error::{Error, Result};
 use crate::git::Repo;
-use crate::hooks::{check_paths, Rule};
+use crate::plan::ownership::{check_paths, Rule};
 use crate::plan::Level;
 use crate::state::{self, BoulderOp, BoulderState, Opt, Store};
 use crate::workspace::Workspace;

@@ -21,6 +21,7 @@ use std::time::Duration;
 mod branches;
 pub mod edit;
 mod globs;
+pub mod ownership;
 mod parse;
 pub mod prompt;
 pub mod suggest;

@@ -315,6 +315,19 @@ pub struct CleanupReport {
     pub note: Option<String>,
 }
 
+/// Is `stream` complete: all its stories done, as its PRD or `prd done` says (a stream without
+/// stories is). `stream merge --all` takes only complete streams; `check` counts a complete
+/// stream's root boulder as completed.
+pub fn complete(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<bool> {
+    if stream.stories.is_empty() {
+        return Ok(true);
+    }
+    let (_, prd) = crate::workspace::load_prd(&ws.prd_path(Some(plan), None)?)?;
+    let done = ws.recorded_done()?;
+    let stories = ws.stream_stories(plan, stream, &prd, &done)?;
+    Ok(stories.len() == stream.stories.len() && stories.iter().all(|s| s.status.is_done()))
+}
+
 /// True when the stream is merged: git-boulder recorded merging exactly its branch's tip (a squash
 /// merge leaves the stream's own commits off the base), or its branch carries commits of its own
 /// and all of them are in the base branch. A stream that has not started — its branch still at the

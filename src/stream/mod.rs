@@ -6,7 +6,6 @@
 pub mod attention;
 pub mod lifecycle;
 pub mod prompt;
-pub mod record;
 pub mod resolve;
 pub mod rollback;
 pub mod runloop;
