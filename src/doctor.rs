@@ -47,7 +47,7 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
     }
 
     // Agent harness integrations: a worktree missing its file, our entries gone or stale.
-    for (message, fix) in crate::agent::install::problems(&ws.repo)? {
+    for (message, fix) in crate::harness::install::problems(&ws.repo)? {
         problems.push(Problem { area: "agent", message, fix });
     }
 

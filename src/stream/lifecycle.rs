@@ -156,7 +156,7 @@ fn init_in(ws: &Workspace, plan: &Plan, stream: &StreamDef, batch: &mut Batch, l
     }
     ensure_root_boulder(&store, &stream.name)?;
     // The agent harnesses installed on this machine go into the new worktree too.
-    changes.extend(crate::agent::install::into_new_worktree(repo, &path));
+    changes.extend(crate::harness::install::into_new_worktree(repo, &path));
     Ok(InitReport { name: stream.name.clone(), path, changes, setup_failed })
 }
 
