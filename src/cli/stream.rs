@@ -384,7 +384,7 @@ fn run_loop(ws: &Workspace, ctx: &Context, args: RunArgs) -> Result<()> {
 }
 
 fn resolve(ws: &Workspace, args: ResolveArgs) -> Result<()> {
-    use crate::stream::resolve::{self, Resolved};
+    use crate::merge::resolve::{self, Resolved};
     let plan = ws.plan()?;
     let stream = ws.stream(&plan, &args.name)?;
     let remote = crate::git::remote::for_merge(&ws.repo, &plan, args.remote, args.no_remote)?;
@@ -400,14 +400,14 @@ fn resolve(ws: &Workspace, args: ResolveArgs) -> Result<()> {
             out,
             "{}: already on the base's tip {}: nothing to resolve",
             stream.name,
-            crate::merge::short(onto)
+            crate::git::id::short(onto)
         )?,
         Resolved::Rebased { onto, tip, stops, agent_runs } => writeln!(
             out,
             "{}: rebased onto {} (now {}); {stops} conflict stop(s), {agent_runs} agent run(s)",
             stream.name,
-            crate::merge::short(onto),
-            crate::merge::short(tip)
+            crate::git::id::short(onto),
+            crate::git::id::short(tip)
         )?,
     }
     Ok(())

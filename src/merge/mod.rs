@@ -19,6 +19,7 @@ pub mod prd;
 pub mod queue;
 pub mod recorded;
 pub mod replay;
+pub mod resolve;
 pub mod unmerge;
 
 use std::collections::BTreeSet;
@@ -100,9 +101,7 @@ pub(crate) fn parse_strategy(s: &str) -> MergeStrategy {
     }
 }
 
-pub fn short(id: ObjectId) -> String {
-    id.to_hex_with_len(8).to_string()
-}
+pub use crate::git::id::short;
 
 /// Story ids of `stream` that are done: as its own PRD says (worktree, else branch tip, else the
 /// base's PRD at `base_prd`) or as `prd done` recorded.
