@@ -1,11 +1,13 @@
 //! The one-way rule of docs/architecture.md, checked on the source itself: every path that names
-//! the crate (`crate::…`, `super::…`, `self::…`, and `git_boulder::…` in main.rs) in
-//! src/**/*.rs is read, resolved through re-exports to the file that defines it, and the arrows
-//! between files are held against the layer order below. Reading `use` lines is enough: a
-//! module of this crate can reach another only by naming it.
+//! the crate (`crate::…`, `super::…`, `self::…`, a child module's name, and `git_boulder::…` in
+//! main.rs) in src/**/*.rs is read, resolved through re-exports to the file that defines it, and
+//! the arrows between files are held against the layer order below and searched for circles.
+//! Reading paths is enough: a module of this crate reaches another only by naming it. The reader
+//! is a small tokenizer (comments and literals blanked out), not a Rust parser: it needs no
+//! dependency and reads this crate's code, which `paths_are_read_as_rust_reads_them` pins down.
 //!
-//! `cargo test --test runner -- architecture:: --nocapture` also prints the sizes the docs quote
-//! (largest source file without its tests, longest function).
+//! `cargo test --test runner -- architecture::sizes --ignored --nocapture` prints the sizes the
+//! docs quote (largest source files without their tests, longest functions).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
