@@ -47,7 +47,7 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
     }
 
     // Agent harness integrations: a worktree missing its file, our entries gone or stale.
-    for (message, fix) in crate::agent::install::problems(&ws.repo)? {
+    for (message, fix) in crate::harness::install::problems(&ws.repo)? {
         problems.push(Problem { area: "agent", message, fix });
     }
 
@@ -462,13 +462,18 @@ fn interrupted_runs(
     }
 }
 
-/// Each stream's commits (base..branch, at most [`crate::stream::record::DOCTOR_WALK`] looked at) that have
+/// Each stream's commits (base..branch, at most [`crate::boulder::record::DOCTOR_WALK`] looked at) that have
 /// no note on refs/notes/boulder: the hooks did not record them.
 fn activity(ws: &Workspace, plan: &crate::plan::Plan, problems: &mut Vec<Problem>) -> Result<()> {
     let mut noted = crate::git::notes::Noted::new(&ws.repo)?;
     for stream in &plan.streams {
-        let (missing, cut) =
-            crate::stream::record::unrecorded(ws, plan, stream, &mut noted, Some(crate::stream::record::DOCTOR_WALK))?;
+        let (missing, cut) = crate::boulder::record::unrecorded(
+            ws,
+            plan,
+            stream,
+            &mut noted,
+            Some(crate::boulder::record::DOCTOR_WALK),
+        )?;
         if missing.is_empty() {
             continue;
         }

@@ -28,6 +28,7 @@ pub mod error;
 pub mod failpoint;
 pub mod fsutil;
 pub mod git;
+pub mod harness;
 pub mod hooks;
 pub mod lock;
 pub mod merge;

@@ -11,6 +11,7 @@ mod agent_harness_review;
 mod agent_install;
 mod agent_opencode;
 mod agent_prompt;
+mod architecture;
 mod boulders;
 mod cleanup_safety;
 mod conflict_resolve;

@@ -2,24 +2,36 @@
 //! `SessionStart` and `PreToolUse` all run `git boulder agent hook claude`, which dispatches on the
 //! payload's `hook_event_name`. The answer is JSON on stdout with exit 0, or nothing (go on).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::hook::{self, Payload, EDIT_TOOLS};
+use super::hook::{self, deny, Payload};
 use crate::error::Result;
 
-/// A `PreToolUse` denial with `reason`, in the form Claude Code and Codex both read.
-pub fn deny(reason: String) -> Value {
-    json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-            "permissionDecisionReason": reason}})
+/// Claude Code's tools that write a file, and the `tool_input` field naming it.
+pub const EDIT_TOOLS: &[&str] = &["Edit", "Write", "MultiEdit", "NotebookEdit"];
+
+/// The session's project folder: Claude Code's `$CLAUDE_PROJECT_DIR` (the folder the session was
+/// started in, set for every hook), else `fallback`. Never a `cwd` the agent can change with `cd`.
+pub fn project_dir() -> Option<PathBuf> {
+    std::env::var_os("CLAUDE_PROJECT_DIR").filter(|d| !d.is_empty()).map(PathBuf::from)
+}
+
+/// Claude Code's cap on Stop-hook blocks in a row (`$CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`, 8 when unset
+/// or not a number).
+pub fn block_cap() -> u32 {
+    std::env::var("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(crate::boulder::enforce::DEFAULT_BLOCK_CAP)
 }
 
 /// A payload that did not parse (`why`): the denial when it may be an edit in a stream's worktree
 /// under `ownership: error` (the session's folder: `$CLAUDE_PROJECT_DIR`, else where the hook
 /// runs), `None` (exit 1, the agent goes on) everywhere else.
 pub fn unreadable(raw: &[u8], why: &str) -> Option<Value> {
-    let session = hook::claude_project_dir().or_else(|| std::env::current_dir().ok())?;
+    let session = project_dir().or_else(|| std::env::current_dir().ok())?;
     hook::unreadable_edit(&session, raw, why, EDIT_TOOLS).map(deny)
 }
 
@@ -33,8 +45,8 @@ pub fn answer(p: &Payload) -> Result<Option<Value>> {
                 return Ok(None);
             }
             // Already going on because of a stop hook: held again only on new work.
-            let continued = p.flag("stop_hook_active").then(hook::claude_block_cap);
-            let session = hook::claude_project_dir().map_or_else(|| p.cwd(), Ok)?;
+            let continued = p.flag("stop_hook_active").then(block_cap);
+            let session = project_dir().map_or_else(|| p.cwd(), Ok)?;
             let Some(ws) = hook::open(&session) else { return Ok(None) };
             let reason = hook::stop(&ws, p.str("last_assistant_message"), continued)?;
             Ok(reason.map(|r| json!({"decision": "block", "reason": r})))
@@ -42,7 +54,7 @@ pub fn answer(p: &Payload) -> Result<Option<Value>> {
         // The subagent gate: a subagent is never held.
         "SubagentStop" => Ok(None),
         "SessionStart" => {
-            let session = hook::claude_project_dir().map_or_else(|| p.cwd(), Ok)?;
+            let session = project_dir().map_or_else(|| p.cwd(), Ok)?;
             let Some(ws) = hook::open(&session) else { return Ok(None) };
             let context = hook::session_context(&ws)?;
             Ok(Some(json!({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}})))
@@ -61,7 +73,7 @@ pub fn answer(p: &Payload) -> Result<Option<Value>> {
             let cwd = p.cwd()?;
             // The stream is the session's (the folder Claude Code was started in), not the one
             // the agent's `cd` moved `cwd` to; a relative path is where the tool writes it.
-            let session = hook::claude_project_dir().unwrap_or_else(|| cwd.clone());
+            let session = project_dir().unwrap_or_else(|| cwd.clone());
             let Some(ws) = hook::open(&session) else { return Ok(None) };
             let reason = hook::edit(&ws, &cwd, Path::new(file))?;
             Ok(reason.map(deny))

@@ -47,7 +47,7 @@ pub fn answer(p: &Payload) -> Result<Value> {
             let input = p.0.get("tool_input");
             let files = match tool {
                 "apply_patch" => match input.and_then(|i| i.get("command")).and_then(Value::as_str) {
-                    Some(patch) => patch_files(patch),
+                    Some(patch) => hook::patch_files(patch),
                     // A patch git-boulder cannot find: judged as an edit it cannot read.
                     None => return Ok(unjudged(&ws, "the apply_patch input has no patch text")),
                 },
@@ -64,7 +64,7 @@ pub fn answer(p: &Payload) -> Result<Value> {
                     reasons.push(r);
                 }
             }
-            Ok(if reasons.is_empty() { json!({}) } else { super::claude::deny(reasons.join("\n")) })
+            Ok(if reasons.is_empty() { json!({}) } else { hook::deny(reasons.join("\n")) })
         }
         _ => Ok(json!({})),
     }
@@ -75,7 +75,7 @@ pub fn answer(p: &Payload) -> Result<Value> {
 fn unjudged(ws: &crate::workspace::Workspace, why: &str) -> Value {
     let Some(dir) = ws.repo.work_dir.as_deref() else { return json!({}) };
     match hook::unreadable_edit(dir, b"", why, EDIT_TOOLS) {
-        Some(reason) => super::claude::deny(reason),
+        Some(reason) => hook::deny(reason),
         None => json!({}),
     }
 }
@@ -85,37 +85,5 @@ fn unjudged(ws: &crate::workspace::Workspace, why: &str) -> Value {
 /// agent goes on) everywhere else.
 pub fn unreadable(raw: &[u8], why: &str) -> Option<Value> {
     let session = std::env::current_dir().ok()?;
-    hook::unreadable_edit(&session, raw, why, EDIT_TOOLS).map(super::claude::deny)
-}
-
-/// Every file a patch in Codex's `apply_patch` format adds, updates, deletes or moves to, in the
-/// order they come (`*** Add File: P`, `*** Update File: P`, `*** Delete File: P`, `*** Move to:
-/// P`).
-pub fn patch_files(patch: &str) -> Vec<String> {
-    const HEADERS: &[&str] = &["*** Add File:", "*** Update File:", "*** Delete File:", "*** Move to:"];
-    let mut out: Vec<String> = Vec::new();
-    for line in patch.lines() {
-        let line = line.trim_start();
-        for h in HEADERS {
-            if let Some(path) = line.strip_prefix(h) {
-                let path = path.trim();
-                if !path.is_empty() && !out.iter().any(|p| p == path) {
-                    out.push(path.to_string());
-                }
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_file_of_a_patch_is_found() {
-        let patch = "*** Begin Patch\n*** Add File: src/a.rs\n+x\n*** Update File: src/b.rs\n*** Move to: src/c.rs\n@@\n-a\n+b\n*** Delete File: src/d.rs\n*** End Patch\n";
-        assert_eq!(patch_files(patch), ["src/a.rs", "src/b.rs", "src/c.rs", "src/d.rs"]);
-        assert!(patch_files("no headers").is_empty());
-    }
+    hook::unreadable_edit(&session, raw, why, EDIT_TOOLS).map(hook::deny)
 }

@@ -2,7 +2,9 @@
 //! the same for every harness: the boulder gates of `check` when the agent stops ([`stop`]), the
 //! stream's context when a session starts ([`session_context`]), the ownership rules of the git
 //! hooks when a file is about to be written ([`edit`]). How a payload is read and an answer worded
-//! is each harness's own: [`super::claude`], [`super::codex`].
+//! is each harness's own: [`super::claude`], [`super::codex`], [`super::opencode`]; what two of them
+//! share is here ([`deny`], the denial Claude Code and Codex both read; [`patch_files`], the patch
+//! format of Codex and of OpenCode's patch tools), so no harness's adapter reads another's.
 //!
 //! The workspace is the one at the payload's `cwd`, not the process's. Outside a git repository,
 //! or in one without git-boulder state (no plan, no PRD at the default path, no boulder), every
@@ -11,13 +13,13 @@
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use crate::boulder::enforce::{check, check_continued, Overrides};
 use crate::boulder::tree;
 use crate::error::{Error, Result};
 use crate::git::Repo;
-use crate::hooks::{check_paths, Rule};
+use crate::plan::ownership::{check_paths, Rule};
 use crate::plan::Level;
 use crate::state::{self, BoulderOp, BoulderState, Opt, Store};
 use crate::workspace::Workspace;
@@ -26,9 +28,6 @@ use crate::workspace::Workspace;
 /// lock file or generated code of several megabytes must still be judged, not let through
 /// unread. 64 MiB, the bound of a PRD.
 pub const MAX_PAYLOAD: u64 = 64 << 20;
-
-/// The tools that write a file, and the `tool_input` field naming it.
-pub const EDIT_TOOLS: &[&str] = &["Edit", "Write", "MultiEdit", "NotebookEdit"];
 
 /// The longest story text put into a session's context.
 const MAX_STORY_TEXT: usize = 16 * 1024;
@@ -159,19 +158,30 @@ pub fn unreadable_edit(session: &Path, raw: &[u8], why: &str, edit_tools: &[&str
     ))
 }
 
-/// The session's project folder: Claude Code's `$CLAUDE_PROJECT_DIR` (the folder the session was
-/// started in, set for every hook), else `fallback`. Never a `cwd` the agent can change with `cd`.
-pub fn claude_project_dir() -> Option<PathBuf> {
-    std::env::var_os("CLAUDE_PROJECT_DIR").filter(|d| !d.is_empty()).map(PathBuf::from)
+/// A `PreToolUse` denial with `reason`, in the form Claude Code and Codex both read.
+pub fn deny(reason: String) -> Value {
+    json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+            "permissionDecisionReason": reason}})
 }
 
-/// Claude Code's cap on Stop-hook blocks in a row (`$CLAUDE_CODE_STOP_HOOK_BLOCK_CAP`, 8 when unset
-/// or not a number).
-pub fn claude_block_cap() -> u32 {
-    std::env::var("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(crate::boulder::enforce::DEFAULT_BLOCK_CAP)
+/// Every file a patch in Codex's `apply_patch` format (which OpenCode's patch tools take too) adds, updates, deletes or moves to, in the
+/// order they come (`*** Add File: P`, `*** Update File: P`, `*** Delete File: P`, `*** Move to:
+/// P`).
+pub fn patch_files(patch: &str) -> Vec<String> {
+    const HEADERS: &[&str] = &["*** Add File:", "*** Update File:", "*** Delete File:", "*** Move to:"];
+    let mut out: Vec<String> = Vec::new();
+    for line in patch.lines() {
+        let line = line.trim_start();
+        for h in HEADERS {
+            if let Some(path) = line.strip_prefix(h) {
+                let path = path.trim();
+                if !path.is_empty() && !out.iter().any(|p| p == path) {
+                    out.push(path.to_string());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The workspace at `cwd`, when it is a git repository with git-boulder state.
@@ -530,6 +540,13 @@ fn resolve_from(joined: PathBuf, links: usize) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_file_of_a_patch_is_found() {
+        let patch = "*** Begin Patch\n*** Add File: src/a.rs\n+x\n*** Update File: src/b.rs\n*** Move to: src/c.rs\n@@\n-a\n+b\n*** Delete File: src/d.rs\n*** End Patch\n";
+        assert_eq!(patch_files(patch), ["src/a.rs", "src/b.rs", "src/c.rs", "src/d.rs"]);
+        assert!(patch_files("no headers").is_empty());
+    }
 
     #[test]
     fn payloads_are_one_bounded_object() {

@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::hook::{self, Payload};
+use super::hook::Payload;
 use crate::error::{Error, Result};
 use crate::git::Repo;
 use crate::plan::{AdhocStreams, Plan, StreamDef};
@@ -44,7 +44,7 @@ pub fn answer(p: &Payload) -> Result<Option<String>> {
 /// The folder of the session: `$CLAUDE_PROJECT_DIR`, else (or when that folder is gone: the
 /// worktree being removed) the payload's `cwd`.
 fn session(p: &Payload) -> Result<PathBuf> {
-    match hook::claude_project_dir() {
+    match super::claude::project_dir() {
         Some(dir) if dir.is_dir() => Ok(dir),
         _ => p.cwd(),
     }

@@ -75,14 +75,14 @@ pub fn check(
     // A stream's root boulder is done when the stream's stories are.
     if let (Some(plan), None) = (&plan, &b.parent) {
         if let Some(stream) = plan.stream(id).filter(|s| !s.stories.is_empty()) {
-            if crate::merge::complete(ws, plan, stream).unwrap_or(false) {
+            if crate::stream::lifecycle::complete(ws, plan, stream).unwrap_or(false) {
                 gated.status = BoulderStatus::Completed;
             }
         }
     }
     // The project boulder is done when the PRD's stories are.
     if b.parent.is_none()
-        && id == crate::hooks::project_id(plan.as_ref())
+        && id == super::tree::project_id(plan.as_ref())
         && super::tree::project_complete(ws, plan.as_ref())
     {
         gated.status = BoulderStatus::Completed;

@@ -4,6 +4,7 @@
 //! what a session resumes with ([`resume`]) live in submodules.
 
 pub mod enforce;
+pub mod record;
 pub mod resume;
 pub mod tree;
 

@@ -31,7 +31,7 @@ fn locate(ws: &Workspace, named: Option<&str>) -> Result<(String, bool)> {
     let plan = ws.plan_if_any()?;
     let stream = ws.repo.head_branch().and_then(|b| plan.as_ref()?.stream_for_branch(&b).map(|s| s.name.clone()));
     if let Some(s) = stream {
-        return Ok((crate::hooks::current_boulder(&ws.repo, &s), false));
+        return Ok((current_boulder(&ws.repo, &s), false));
     }
     let switched = std::fs::read_to_string(ws.repo.git_dir.join("boulder-current"))
         .ok()
@@ -45,8 +45,37 @@ fn locate(ws: &Workspace, named: Option<&str>) -> Result<(String, bool)> {
         return Err(Error::usage("no boulder here: this worktree is not on a stream's branch")
             .hint("pass --boulder ID, or run `git boulder switch ID`"));
     }
-    Ok((crate::hooks::project_id(plan.as_ref()).to_string(), true))
+    Ok((project_id(plan.as_ref()).to_string(), true))
 }
+
+/// The boulder this worktree's commits count for: `$GIT_DIR/boulder-current` when set (by
+/// `git boulder switch`), else the stream's root boulder.
+pub fn current_boulder(repo: &crate::git::Repo, stream: &str) -> String {
+    std::fs::read_to_string(repo.git_dir.join("boulder-current"))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| crate::names::problem(s).is_none())
+        .unwrap_or_else(|| stream.to_string())
+}
+
+/// The id of the project boulder: the one boulder of a repository without a plan, and of the main
+/// worktree of one with a plan. `_project` when the plan has a stream named `project` (whose root
+/// boulder is `project`).
+pub fn project_id(plan: Option<&crate::plan::Plan>) -> &'static str {
+    project_id_beside(plan.is_some_and(|p| p.stream(PROJECT).is_some()))
+}
+
+/// [`project_id`], given whether the plan has a stream named `project`.
+pub fn project_id_beside(project_stream: bool) -> &'static str {
+    if project_stream {
+        "_project"
+    } else {
+        PROJECT
+    }
+}
+
+/// The project boulder's id when no stream of the plan is named so.
+pub const PROJECT: &str = "project";
 
 /// Create the project boulder `id` when it does not exist yet.
 fn ensure_project(store: &Store, id: &str) -> Result<()> {

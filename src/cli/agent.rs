@@ -4,9 +4,9 @@ use clap::Subcommand;
 
 use std::io::Write;
 
-use crate::agent::{install, Harness};
 use crate::error::Result;
 use crate::git::Repo;
+use crate::harness::{install, Harness};
 use crate::text::inert;
 
 #[derive(Debug, Subcommand)]
@@ -80,7 +80,7 @@ pub fn install(args: InstallArgs) -> Result<()> {
                     "note: Codex runs a project's hooks only once the project and each hook are trusted in Codex, \
                      and skips an untrusted or changed hook without a word ({}): {}",
                     t.detail.split(';').next().unwrap_or(&t.detail),
-                    crate::agent::codex_trust::steps(repo.main_work_dir.as_deref())
+                    crate::harness::codex_trust::steps(repo.main_work_dir.as_deref())
                 ),
                 _ => format!("note: {}", t.detail),
             };

@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use crate::error::{Error, Result};
-use crate::state::{self, LogEntry, Store};
+use crate::state::history::Merged;
+use crate::state::{self, Store};
 use crate::workspace::Workspace;
 
 #[derive(Debug, clap::Args)]
@@ -42,13 +43,12 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
             ("any stream or boulder".into(), all)
         }
     };
-    // Each op-log is read as it is printed, newest first; several are merged by time (newest
-    // first; for equal times, in the order of `refs`), so memory stays bounded and the first line
-    // comes at once however long the history.
-    let mut logs = Vec::new();
-    for r in &refs {
-        if let Some(tip) = ws.repo.ref_id(r)? {
-            let which = if r.starts_with(state::STREAMS) {
+    // Each op-log is read as it is printed, newest first, merged by time (`state::history::Merged`),
+    // so the first line comes at once however long the history.
+    let (mut logs, mut which) = (Vec::new(), Vec::new());
+    for r in refs {
+        if let Some(tip) = ws.repo.ref_id(&r)? {
+            let kind = if r.starts_with(state::STREAMS) {
                 "stream"
             } else if r.starts_with(state::BOULDERS) {
                 "boulder"
@@ -56,61 +56,31 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
                 "prd"
             };
             // Every op-log at once: say whose op each line is.
-            let which = match (all, r.rsplit('/').next()) {
-                (true, Some(name)) if which != "prd" => format!("{which} {name}"),
-                _ => which.to_string(),
+            let whose = match (all, r.rsplit('/').next()) {
+                (true, Some(name)) if kind != "prd" => format!("{kind} {name}"),
+                _ => kind.to_string(),
             };
-            let which = crate::text::inert(&which).into_owned();
-            logs.push(Log { r: r.as_str(), which, ops: store.history_iter(tip), head: None });
+            which.push(crate::text::inert(&whose).into_owned());
+            logs.push((r, tip));
         }
     }
     if logs.is_empty() {
         return Err(Error::usage(format!("no history for {label:?}: no op-log of it exists"))
             .hint("state is recorded once a stream is initialized or a commit is made on its branch"));
     }
+    let names: Vec<String> = logs.iter().map(|(r, _)| r.clone()).collect();
+    let mut history = Merged::new(&store, logs);
+    if args.max_count.is_some() {
+        // `-n N` asks for the N newest: the same as further down.
+        history = history.newest();
+    }
     let limit = args.max_count.unwrap_or(usize::MAX);
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
     let mut printed = 0usize;
-    // The order is by time, newest first, each ref's own order kept for equal times (a stable
-    // sort by time of the refs' histories one after the other). Each history comes in its own
-    // (replay) order, merged by time as read; clocks that disagree can still put a later time
-    // after an earlier one, so the ops read ahead wait in a window sorted by that key and the
-    // newest of them is printed: the very same order whenever no op is read later than its place
-    // by as many ops as the window holds, in bounded memory. The window holds FIRST_WINDOW ops
-    // for the first lines (so the first line comes at once) and grows with the lines printed —
-    // as many ops as lines printed so far — up to WINDOW: an op read `d` ops after its place is
-    // printed at its place when `d` is below the window's size when its line is due (below
-    // FIRST_WINDOW, or below the number of lines before it, and always below WINDOW); later than
-    // that, it is printed as soon as it is read. With `-n` the window is WINDOW from the start.
-    // Kept sorted, newest first: an op read usually belongs at the end (one comparison); one
-    // whose time is out of place is inserted where it belongs.
-    let mut window: std::collections::VecDeque<Ranked> = std::collections::VecDeque::new();
-    let mut read = vec![0usize; logs.len()];
     let (mut hex, mut data) = (String::new(), String::new());
-    let mut done = false;
-    let mut ops_read = 0usize;
     while printed < limit {
-        // `-n N` asks for the N newest: the whole window from the first line, so they are the
-        // same as further down.
-        let size = if args.max_count.is_some() { WINDOW } else { printed.clamp(FIRST_WINDOW, WINDOW) };
-        while !done && window.len() < size {
-            match next_op(&mut logs)? {
-                Some((i, entry)) => {
-                    let new = Ranked { log: i, pos: read[i], entry };
-                    read[i] += 1;
-                    ops_read += 1;
-                    if window.back().is_none_or(|last| last.key() > new.key()) {
-                        window.push_back(new);
-                    } else {
-                        let at = window.partition_point(|x| x.key() > new.key());
-                        window.insert(at, new);
-                    }
-                }
-                None => done = true,
-            }
-        }
-        let Some(Ranked { log: i, entry: e, .. }) = window.pop_front() else { break };
-        let r = logs[i].r;
+        let Some((i, e)) = history.next_op()? else { break };
+        let r = &names[i];
         if args.json {
             let v = serde_json::json!({"ref": r, "commit": e.commit.to_string(), "op": e.op});
             let mut text = Vec::new();
@@ -138,7 +108,7 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
                 "{}  {}  {:<8} {:<12} {}  {}",
                 &hex[..10],
                 crate::text::inert(&e.op.at),
-                logs[i].which,
+                which[i],
                 crate::text::inert(&e.op.kind),
                 crate::text::inert(&e.op.actor),
                 crate::text::inert(&data)
@@ -146,7 +116,7 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
         }
         printed += 1;
         if printed == 1 {
-            crate::trace::line(&format!("log: the first line after {ops_read} ops read"));
+            crate::trace::line(&format!("log: the first line after {} ops read", history.ops_read()));
         }
         if printed.is_power_of_two() && printed <= FLUSHED_LINES {
             // The first lines at once, however long the rest takes; then as the buffer fills (a
@@ -161,51 +131,6 @@ pub fn run(ws: &Workspace, args: LogArgs) -> Result<()> {
     Ok(())
 }
 
-/// One op-log being printed: its ref, its ops still to come, and the next one read.
-struct Log<'a> {
-    r: &'a str,
-    /// Whose op-log it is, as printed (`stream`, `boulder`, `prd`; with the name when every
-    /// op-log is printed).
-    which: String,
-    ops: state::store::History,
-    head: Option<LogEntry>,
-}
-
-/// How many ops read ahead may wait to be printed, for the order by time (see `run`).
-const WINDOW: usize = 4096;
-/// The window for the first lines: what is read before the first line (see `run`).
-const FIRST_WINDOW: usize = 64;
 /// Lines up to this many are flushed at each power of two (1, 2, 4, …); later ones as the buffer
 /// fills.
 const FLUSHED_LINES: usize = 1024;
-
-/// An op read, ranked for printing: newest time first, then the earlier log, then the earlier
-/// position in its log.
-struct Ranked {
-    log: usize,
-    pos: usize,
-    entry: LogEntry,
-}
-
-impl Ranked {
-    /// Greater prints first.
-    fn key(&self) -> (&str, std::cmp::Reverse<usize>, std::cmp::Reverse<usize>) {
-        (&self.entry.op.at, std::cmp::Reverse(self.log), std::cmp::Reverse(self.pos))
-    }
-}
-
-/// The newest next op of all `logs` (for equal times, the first log's) and its log's index, or
-/// `None` when all are done.
-fn next_op(logs: &mut [Log<'_>]) -> Result<Option<(usize, LogEntry)>> {
-    let mut best: Option<usize> = None;
-    for i in 0..logs.len() {
-        if logs[i].head.is_none() {
-            logs[i].head = logs[i].ops.next().transpose().map_err(|e| e.context(logs[i].r))?;
-        }
-        let Some(at) = logs[i].head.as_ref().map(|e| &e.op.at) else { continue };
-        if best.is_none_or(|b| logs[b].head.as_ref().is_some_and(|o| *at > o.op.at)) {
-            best = Some(i);
-        }
-    }
-    Ok(best.and_then(|b| Some((b, logs[b].head.take()?))))
-}

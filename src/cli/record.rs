@@ -20,7 +20,7 @@ pub struct RecordArgs {
 }
 
 pub fn run(ws: &Workspace, args: RecordArgs) -> Result<()> {
-    let outcome = crate::stream::record::record(ws, args.range.as_deref(), args.stream.as_deref())?;
+    let outcome = crate::boulder::record::record(ws, args.range.as_deref(), args.stream.as_deref())?;
     let mut out = std::io::stdout().lock();
     for (commit, stream) in &outcome.recorded {
         writeln!(out, "recorded {} for stream {stream}", commit.to_hex_with_len(12))?;

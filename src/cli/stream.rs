@@ -384,7 +384,7 @@ fn run_loop(ws: &Workspace, ctx: &Context, args: RunArgs) -> Result<()> {
 }
 
 fn resolve(ws: &Workspace, args: ResolveArgs) -> Result<()> {
-    use crate::stream::resolve::{self, Resolved};
+    use crate::merge::resolve::{self, Resolved};
     let plan = ws.plan()?;
     let stream = ws.stream(&plan, &args.name)?;
     let remote = crate::git::remote::for_merge(&ws.repo, &plan, args.remote, args.no_remote)?;
@@ -400,14 +400,14 @@ fn resolve(ws: &Workspace, args: ResolveArgs) -> Result<()> {
             out,
             "{}: already on the base's tip {}: nothing to resolve",
             stream.name,
-            crate::merge::short(onto)
+            crate::git::id::short(onto)
         )?,
         Resolved::Rebased { onto, tip, stops, agent_runs } => writeln!(
             out,
             "{}: rebased onto {} (now {}); {stops} conflict stop(s), {agent_runs} agent run(s)",
             stream.name,
-            crate::merge::short(onto),
-            crate::merge::short(tip)
+            crate::git::id::short(onto),
+            crate::git::id::short(tip)
         )?,
     }
     Ok(())
@@ -498,12 +498,7 @@ fn suggest(ws: &Workspace, args: SuggestArgs) -> Result<()> {
         std::io::stdout().lock().write_all(text.as_bytes())?;
         return Ok(());
     }
-    let target = root.join(plan::PLAN_PATH);
-    if target.exists() && !args.force {
-        return Err(Error::usage(format!("{} already exists", plan::PLAN_PATH))
-            .hint("pass --force to overwrite it, or run without --write to see the proposal"));
-    }
-    crate::fsutil::write_atomic(&target, text.as_bytes())?;
+    plan::edit::write_proposed(&root.join(plan::PLAN_PATH), &text, args.force)?;
     // Written here by the user through git-boulder: its commands are theirs.
     crate::trust::trust_written(&ws.repo, &text)?;
     eprintln!("wrote {}; check it with `git boulder stream validate`", plan::PLAN_PATH);
@@ -523,7 +518,11 @@ fn add(ws: &Workspace, args: AddArgs) -> Result<()> {
             })?
             .join(plan::PLAN_PATH),
     };
-    stories_free(ws, &args.stories)?;
+    if !args.stories.is_empty() {
+        let plan = ws.plan_if_any()?;
+        let prd = ws.load_prd(plan.as_ref(), None).ok().map(|(_, prd)| prd);
+        plan::edit::stories_free(plan.as_ref(), prd.as_ref(), &args.stories)?;
+    }
     let stream = plan::edit::NewStream { name: &args.name, stories: &args.stories, paths: &args.paths };
     plan::edit::add_stream(&path, &stream)?;
     crate::progress::note(&format!(
@@ -531,34 +530,6 @@ fn add(ws: &Workspace, args: AddArgs) -> Result<()> {
         args.name,
         path.display()
     ));
-    Ok(())
-}
-
-/// The stories a new stream takes must be in the PRD (when it can be read) and no other stream's:
-/// `stream validate` refuses a plan otherwise, so `stream add` does not write one.
-fn stories_free(ws: &Workspace, stories: &[String]) -> Result<()> {
-    if stories.is_empty() {
-        return Ok(());
-    }
-    let plan = ws.plan_if_any()?;
-    if let Some(plan) = &plan {
-        for id in stories {
-            if let Some(owner) = plan.streams.iter().find(|s| s.stories.contains(id)) {
-                return Err(Error::usage(format!(
-                    "story {} is already stream {}'s; a story belongs to one stream",
-                    crate::text::inert(id),
-                    crate::text::inert(&owner.name)
-                ))
-                .hint("leave it out, or move it in .boulder/streams.yaml"));
-            }
-        }
-    }
-    if let Ok((_, prd)) = ws.load_prd(plan.as_ref(), None) {
-        if let Some(id) = stories.iter().find(|id| prd.story(id).is_none()) {
-            return Err(Error::usage(format!("story {} is not in the PRD", crate::text::inert(id)))
-                .hint("`git boulder prd show` lists the story ids"));
-        }
-    }
     Ok(())
 }
 

@@ -8,6 +8,11 @@
 
 use super::ObjectId;
 
+/// An object id as git-boulder shows it to a person: its first 8 hex digits.
+pub fn short(id: ObjectId) -> String {
+    id.to_hex_with_len(8).to_string()
+}
+
 /// Parse 40 hex digits (either case) into an object id; `None` for anything else.
 pub fn parse(text: &str) -> Option<ObjectId> {
     if text.len() != 40 {

@@ -11,7 +11,6 @@
 //! * [`run`]: the hook bodies, called by the shims as `git-boulder hook NAME ARGS…` (by the
 //!   kernel, for a direct hook, as `git-boulder hook-file PATH ARGS…`).
 
-mod ownership;
 pub mod run;
 pub mod streams;
 
@@ -23,8 +22,7 @@ use crate::error::{Error, Result};
 use crate::git::config::ConfigFile;
 use crate::git::Repo;
 
-pub use ownership::{check_paths, Checker, RepoPath, Rule, Verdict, Violation};
-pub use run::{current_boulder, project_id, run, PROJECT};
+pub use run::run;
 
 /// The shim template.
 const SHIM: &str = include_str!("../../hooks/shim.sh");

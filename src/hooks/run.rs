@@ -16,12 +16,14 @@
 
 use std::io::Read;
 
-use super::ownership::{check_paths, report, Violation};
+use crate::boulder::record::{project_activity, record_commit, RecordedCommit};
+use crate::boulder::tree::{current_boulder, PROJECT};
 use crate::error::{Error, Result};
-use crate::git::notes::{self, Note};
+use crate::git::notes;
 use crate::git::{refs, ObjectId, Repo};
+use crate::plan::ownership::{check_paths, report, Violation};
 use crate::plan::{Level, Plan, StreamDef};
-use crate::state::{self, BoulderOp, BoulderState, Opt, Store};
+use crate::state::Store;
 use crate::workspace::Workspace;
 
 /// Run hook `name`; the exit code to give git.
@@ -91,35 +93,6 @@ fn stream_of_head(ws: &Workspace) -> Result<Option<(Plan, String)>> {
     Ok(name.map(|n| (plan, n)))
 }
 
-/// The boulder this worktree's commits count for: `$GIT_DIR/boulder-current` when set (by
-/// `git boulder switch`), else the stream's root boulder.
-pub fn current_boulder(repo: &Repo, stream: &str) -> String {
-    std::fs::read_to_string(repo.git_dir.join("boulder-current"))
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| crate::names::problem(s).is_none())
-        .unwrap_or_else(|| stream.to_string())
-}
-
-/// The id of the project boulder: the one boulder of a repository without a plan, and of the main
-/// worktree of one with a plan. `_project` when the plan has a stream named `project` (whose root
-/// boulder is `project`).
-pub fn project_id(plan: Option<&crate::plan::Plan>) -> &'static str {
-    project_id_beside(plan.is_some_and(|p| p.stream(PROJECT).is_some()))
-}
-
-/// [`project_id`], given whether the plan has a stream named `project`.
-fn project_id_beside(project_stream: bool) -> &'static str {
-    if project_stream {
-        "_project"
-    } else {
-        PROJECT
-    }
-}
-
-/// The project boulder's id when no stream of the plan is named so.
-pub const PROJECT: &str = "project";
-
 fn post_commit() -> Result<()> {
     let repo = Repo::discover_once()?;
     crate::failpoint::hit("hook-opened");
@@ -167,189 +140,6 @@ fn post_commit() -> Result<()> {
     let boulder = current_boulder(&ws.repo, &stream);
     let rec = RecordedCommit { stream, boulder, commit: head, story, at: crate::time::now_rfc3339() };
     record_commit(&ws.repo, &store, &rec)
-}
-
-/// A commit in the main worktree, off any stream: activity of the boulder `switch` made current
-/// there, else of the project boulder — once it exists (`check`, `checkpoint`, `todo`, `resume`
-/// or a harness hook made it). No note: the commit is no stream's work.
-fn project_activity(ws: &Workspace, project_stream: bool, head: ObjectId) -> Result<()> {
-    let id = std::fs::read_to_string(ws.repo.git_dir.join("boulder-current"))
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| crate::names::problem(s).is_none())
-        .unwrap_or_else(|| project_id_beside(project_stream).to_string());
-    let store = Store::new(&ws.repo)?;
-    let story = std::env::var("BOULDER_STORY").ok().filter(|s| !s.is_empty());
-    let activity =
-        BoulderOp::Activity { commit: head.to_string(), story: story.into(), at: Opt::Set(crate::time::now_rfc3339()) };
-    store.append_if::<BoulderState>(&state::boulder_ref(&id), |cur| Ok(cur.map(|_| activity.clone())))?;
-    Ok(())
-}
-
-/// A commit recorded as work of a stream: what post-commit (or `git boulder record`) knows of
-/// it, carried whole from the hook to the op-logs and the note ([`record_commit`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordedCommit {
-    /// The stream whose branch it is on.
-    pub stream: String,
-    /// The boulder it counts for (and each of its ancestors).
-    pub boulder: String,
-    pub commit: ObjectId,
-    /// The story it was for (`BOULDER_STORY`), when said.
-    pub story: Option<String>,
-    /// The commit's time: now for the hook, the committer time for `git boulder record`.
-    pub at: String,
-}
-
-/// The machine a note names as the one that recorded its commit: this one's actor id and host.
-pub fn recorder(store: &Store) -> (Option<String>, Option<String>) {
-    (store.known_actor(), Some(crate::git::identity::hostname()))
-}
-
-impl RecordedCommit {
-    /// The activity op each boulder it counts for records.
-    pub fn activity(&self) -> BoulderOp {
-        BoulderOp::Activity {
-            commit: self.commit.to_string(),
-            story: self.story.clone().into(),
-            at: Opt::Set(self.at.clone()),
-        }
-    }
-
-    /// The op that makes the stream's root boulder, on its first recorded commit.
-    fn root_created(&self) -> BoulderOp {
-        BoulderOp::Created {
-            id: Opt::Absent,
-            stream: Opt::Set(self.stream.clone()),
-            parent: Opt::Absent,
-            depth: Opt::Set(0),
-        }
-    }
-
-    /// The note of the commit, once its boulder is at `iteration`, recorded by the machine of
-    /// `store`.
-    pub fn note(&self, iteration: u64, store: &Store) -> Note {
-        let (actor, host) = recorder(store);
-        Note {
-            actor,
-            at: Some(self.at.clone()),
-            boulder: Some(self.boulder.clone()),
-            host,
-            iteration: Some(iteration),
-            set_aside: None,
-            story: self.story.clone(),
-            stream: self.stream.clone(),
-        }
-    }
-}
-
-/// Record a commit as work of its stream, as post-commit does: an activity op on its boulder
-/// and each of the boulder's ancestors (a stream's root boulder is made on first use), then the
-/// commit's note `{stream, boulder, story, iteration, at}`. An activity op for a commit already
-/// counted changes nothing, so recording twice counts once.
-///
-/// Every op and the note are planned on the current tips first, and all their objects written
-/// as one pack ([`crate::git::objects::Batch`]): two files, where loose objects would be seven
-/// or more, each maybe in a fan-out folder of its own. Then each ref moves by one
-/// compare-and-swap; a ref that moved meanwhile (another worktree's hook) is appended to again
-/// the usual way, from the boulder where it happened, with retries.
-pub fn record_commit(repo: &Repo, store: &Store, rec: &RecordedCommit) -> Result<()> {
-    let batch = repo.batch();
-    if !batch.packs() {
-        return record_from(repo, store, rec, rec.boulder.clone(), None);
-    }
-    let activity = rec.activity();
-    // Read through a handle that holds the newest small pack in memory: the tips the last record
-    // wrote are there, where the object store would look last.
-    let reader = repo.reading_newest_pack();
-    let repo_read = reader.as_ref().unwrap_or(repo);
-    let store_read = Store::with_actor(repo_read, store.actor()?);
-    let in_memory = repo_read.objects_in_memory();
-    // (boulder, its ref, the tip planned on, the entry planned)
-    let mut planned = Vec::new();
-    let mut id = Some(rec.boulder.clone());
-    let mut seen = std::collections::HashSet::new();
-    while let Some(b) = id.take() {
-        if !seen.insert(b.clone()) {
-            break;
-        }
-        let refname = state::boulder_ref(&b);
-        let tip = store_read.read::<BoulderState>(&refname)?;
-        let expected = tip.as_ref().map(|e| e.commit);
-        let entry = match tip {
-            Some(tip) => store_read.plan_append(&refname, Some(&tip), activity.clone(), &batch)?,
-            // A root boulder made on first use.
-            None if b == rec.stream => {
-                let created = store_read.plan_append::<BoulderState>(&refname, None, rec.root_created(), &batch)?;
-                store_read.plan_append(&refname, Some(&created), activity.clone(), &batch)?
-            }
-            None => break,
-        };
-        id = entry.state.parent.clone();
-        planned.push((b, refname, expected, entry));
-    }
-    // The iteration that counted the commit: a commit recorded again (its op appended, its note
-    // not, by a run that was stopped between them) keeps the one it had.
-    let commit = rec.commit.to_string();
-    let iteration = planned.first().map_or(0, |(_, _, _, e)| e.state.iteration_of(&commit));
-    let note = rec.note(iteration, store);
-    let note_plan = notes::plan(repo_read, rec.commit, &note, &batch)?;
-    // Every object planned went into the batch; one written through the reading handle would be
-    // in its memory only, and no ref may name it.
-    if repo_read.objects_in_memory() != in_memory {
-        return Err(Error::internal("an object meant for the repository was kept in memory; nothing was recorded"));
-    }
-    drop(store_read);
-    drop(reader);
-    batch.flush()?;
-    crate::failpoint::hit("record-packed");
-    for (i, (b, refname, expected, entry)) in planned.iter().enumerate() {
-        if !store.swap(refname, *expected, entry)? {
-            return record_from(repo, store, rec, b.clone(), (i > 0).then_some(iteration));
-        }
-    }
-    match note_plan {
-        Some(plan) if notes::apply(repo, &plan)? => {}
-        _ => notes::write(repo, rec.commit, &note)?,
-    }
-    batch.settle();
-    repo.roll_up_packs(false);
-    Ok(())
-}
-
-/// [`record_commit`] the usual way, from the boulder `start` up (each op-log append a
-/// compare-and-swap retried on a lost race), then the note; the iteration the note gives is
-/// `iteration`, or, when `None`, the one `start` reaches.
-fn record_from(repo: &Repo, store: &Store, rec: &RecordedCommit, start: String, iteration: Option<u64>) -> Result<()> {
-    let activity = rec.activity();
-    // The commit counts for the current boulder and each of its ancestors.
-    let mut id = Some(start);
-    let mut iteration = iteration;
-    let commit = rec.commit.to_string();
-    let mut seen = std::collections::HashSet::new();
-    while let Some(b) = id.take() {
-        if !seen.insert(b.clone()) {
-            break;
-        }
-        let mut created = false;
-        let e = store.append_if::<BoulderState>(&state::boulder_ref(&b), |cur| {
-            created = cur.is_none();
-            Ok(Some(match cur {
-                Some(_) => activity.clone(),
-                // A root boulder made on first use.
-                None if b == rec.stream => rec.root_created(),
-                None => return Ok(None),
-            }))
-        })?;
-        let e = match e {
-            Some(_) if created => store.append::<BoulderState>(&state::boulder_ref(&b), activity.clone())?,
-            Some(e) => e,
-            None => break,
-        };
-        iteration.get_or_insert(e.state.iteration_of(&commit));
-        id = e.state.parent.clone();
-    }
-    notes::write(repo, rec.commit, &rec.note(iteration.unwrap_or(0), store))
 }
 
 fn post_rewrite(args: &[String]) -> Result<()> {

@@ -1,9 +1,10 @@
 //! `stream merge NAME…|--all` and settings.auto_merge: which streams to merge and in what order,
 //! under the merge lock, each with [`super::merge`], stopping at the first that cannot merge.
 
-use super::{already_merged, complete, merge, order, Options, Report};
+use super::{already_merged, merge, order, Options, Report};
 use crate::error::{Error, Landing, Result};
 use crate::plan::{Plan, StreamDef};
+use crate::stream::lifecycle::complete;
 use crate::workspace::Workspace;
 
 /// What a batch merges.

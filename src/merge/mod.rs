@@ -19,6 +19,7 @@ pub mod prd;
 pub mod queue;
 pub mod recorded;
 pub mod replay;
+pub mod resolve;
 pub mod unmerge;
 
 use std::collections::BTreeSet;
@@ -74,7 +75,7 @@ pub struct Report {
     /// A merge interrupted earlier was finished.
     pub resumed: bool,
     /// What the stream's commits change outside its own paths (the pre-push ownership check).
-    pub ownership: Vec<crate::hooks::Violation>,
+    pub ownership: Vec<crate::plan::ownership::Violation>,
     /// The remote whose base the stream landed on (the merge queue), if not the local base.
     pub remote: Option<String>,
     /// Rounds lost to other machines landing first before this one landed (the merge queue).
@@ -100,9 +101,7 @@ pub(crate) fn parse_strategy(s: &str) -> MergeStrategy {
     }
 }
 
-pub fn short(id: ObjectId) -> String {
-    id.to_hex_with_len(8).to_string()
-}
+pub use crate::git::id::short;
 
 /// Story ids of `stream` that are done: as its own PRD says (worktree, else branch tip, else the
 /// base's PRD at `base_prd`) or as `prd done` recorded.
@@ -190,16 +189,16 @@ fn ownership(
     base_tip: ObjectId,
     stream_tip: ObjectId,
     opts: &Options,
-) -> Result<Vec<crate::hooks::Violation>> {
+) -> Result<Vec<crate::plan::ownership::Violation>> {
     if plan.settings.ownership == crate::plan::Level::Off {
         return Ok(Vec::new());
     }
     let changes = ws.repo.changed_paths(stream_tip, vec![base_tip])?;
-    let mut found = crate::hooks::check_paths(plan, &stream.name, &changes);
+    let mut found = crate::plan::ownership::check_paths(plan, &stream.name, &changes);
     let deleted = deleted_unowned(ws, plan, &changes)?;
     found.retain(|v| v.refused || !deleted.iter().any(|d| d.commit == v.commit && d.path == v.path));
     found.extend(deleted);
-    let refused: Vec<&crate::hooks::Violation> = found.iter().filter(|v| v.refused).collect();
+    let refused: Vec<&crate::plan::ownership::Violation> = found.iter().filter(|v| v.refused).collect();
     // A dry run refuses as the real run would: it says what the merge would do.
     if plan.settings.ownership == crate::plan::Level::Error && !refused.is_empty() && !opts.force {
         let list: Vec<String> = refused.iter().take(20).map(|v| format!("  {}", violation_line(v))).collect();
@@ -219,11 +218,15 @@ fn ownership(
 /// `undeclared_paths` says (an agent's commit must not land the deletion of files it never
 /// saw). A path already reported as a violation is not reported again; a warning about it is
 /// replaced.
-fn deleted_unowned(ws: &Workspace, plan: &Plan, changes: &[(String, Vec<u8>)]) -> Result<Vec<crate::hooks::Violation>> {
+fn deleted_unowned(
+    ws: &Workspace,
+    plan: &Plan,
+    changes: &[(String, Vec<u8>)],
+) -> Result<Vec<crate::plan::ownership::Violation>> {
     if plan.settings.undeclared_paths == crate::plan::Level::Error {
         return Ok(Vec::new());
     }
-    let checker = crate::hooks::Checker::new(plan);
+    let checker = crate::plan::ownership::Checker::new(plan);
     let mut by_commit: Vec<(&str, Vec<&[u8]>)> = Vec::new();
     for (commit, path) in changes {
         if !checker.undeclared(&String::from_utf8_lossy(path)) {
@@ -238,10 +241,10 @@ fn deleted_unowned(ws: &Workspace, plan: &Plan, changes: &[(String, Vec<u8>)]) -
     for (commit, paths) in by_commit {
         let id: ObjectId = commit.parse().map_err(|_| Error::internal(format!("not a commit id: {commit}")))?;
         for i in ws.repo.absent_at(id, &paths)? {
-            out.push(crate::hooks::Violation {
+            out.push(crate::plan::ownership::Violation {
                 commit: commit.to_string(),
-                path: crate::hooks::RepoPath(paths[i].to_vec()),
-                rule: crate::hooks::Rule::Undeclared,
+                path: crate::plan::ownership::RepoPath(paths[i].to_vec()),
+                rule: crate::plan::ownership::Rule::Undeclared,
                 owner: None,
                 refused: true,
                 deleted: true,
@@ -252,9 +255,9 @@ fn deleted_unowned(ws: &Workspace, plan: &Plan, changes: &[(String, Vec<u8>)]) -
 }
 
 /// `COMMIT  PATH  owned by OWNER`, as pre-push reports a violation.
-pub fn violation_line(v: &crate::hooks::Violation) -> String {
+pub fn violation_line(v: &crate::plan::ownership::Violation) -> String {
     let rule = match (v.rule, v.owner.as_deref()) {
-        (crate::hooks::Rule::OtherStream, Some(o)) => format!("owned by {o}"),
+        (crate::plan::ownership::Rule::OtherStream, Some(o)) => format!("owned by {o}"),
         (rule, _) => rule.as_str().to_string(),
     };
     let level = if v.refused { "" } else { " [warning]" };
@@ -798,17 +801,6 @@ pub(crate) fn strategy_label(s: &str) -> &str {
 pub fn order(plan: &Plan, names: &[String]) -> Result<Vec<String>> {
     crate::plan::topo_order(plan, names)
         .map_err(|e| Error::usage(e.to_string()).hint("fix depends_on in .boulder/streams.yaml"))
-}
-
-/// Is `stream` complete (all stories done) — the `--all` filter.
-pub fn complete(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<bool> {
-    if stream.stories.is_empty() {
-        return Ok(true);
-    }
-    let (_, prd) = load_prd(&ws.prd_path(Some(plan), None)?)?;
-    let done = ws.recorded_done()?;
-    let stories = ws.stream_stories(plan, stream, &prd, &done)?;
-    Ok(stories.len() == stream.stories.len() && stories.iter().all(|s| s.status.is_done()))
 }
 
 /// Has the stream nothing new for the base: recorded MERGED and its branch holds nothing the base

@@ -283,7 +283,7 @@ fn land(
                 format!("{fin}:{}", refs::branch_ref(&j.base_branch)),
                 format!("{s_new}:{}", refs::branch_ref(&j.stream_branch)),
             ];
-            if uses_lfs(repo) {
+            if crate::stream::share::uses_lfs(repo) {
                 // The push skips the hooks, git-lfs's among them: send the LFS files first.
                 let updates = [
                     (refs::branch_ref(&j.base_branch), fin, Some(b_old.to_string())),
@@ -419,11 +419,6 @@ pub fn follow(ws: &Workspace, plan: &Plan, given: &str, say: &dyn Fn(&str)) -> R
     let msg = format!("boulder merge: {base} follows {given}");
     bring_up(repo, base, local, tip, &msg, &format!("bringing {base} up to {given}"), &remote.given, say);
     Ok(())
-}
-
-/// Is git-lfs set up for this repository (its filter configured, as `git lfs install` does)?
-pub(crate) fn uses_lfs(repo: &crate::git::Repo) -> bool {
-    ["filter.lfs.process", "filter.lfs.clean"].iter().any(|k| repo.config_string(k).is_some_and(|v| !v.is_empty()))
 }
 
 /// The tip the remote's base gets: the PRD sync commit, else the merged tip.

@@ -2,11 +2,14 @@
 //! place (never re-serialized), so the user's comments, order and quoting stay as written; the
 //! result is parsed again before anything is written, and written atomically.
 //!
-//! [`add_stream`] is the one place that writes a plan file on the user's behalf.
+//! [`add_stream`] and [`write_proposed`] are the places that write a plan file on the user's
+//! behalf.
 
 use std::path::Path;
 
+use super::Plan;
 use crate::error::{Error, Result};
+use crate::prd::Prd;
 
 /// A stream to add: its name, story ids and path globs.
 #[derive(Debug, Clone)]
@@ -31,6 +34,40 @@ pub fn add_stream(path: &Path, stream: &NewStream) -> Result<()> {
     };
     let new = insert_stream(&text, stream)?;
     crate::fsutil::write_atomic(path, new.as_bytes())
+}
+
+/// The stories a new stream takes must be in the PRD (when it can be read) and no other stream's
+/// in `plan`: `stream validate` refuses a plan otherwise, so `stream add` does not write one.
+pub fn stories_free(plan: Option<&Plan>, prd: Option<&Prd>, stories: &[String]) -> Result<()> {
+    if let Some(plan) = plan {
+        for id in stories {
+            if let Some(owner) = plan.streams.iter().find(|s| s.stories.contains(id)) {
+                return Err(Error::usage(format!(
+                    "story {} is already stream {}'s; a story belongs to one stream",
+                    crate::text::inert(id),
+                    crate::text::inert(&owner.name)
+                ))
+                .hint("leave it out, or move it in .boulder/streams.yaml"));
+            }
+        }
+    }
+    if let Some(prd) = prd {
+        if let Some(id) = stories.iter().find(|id| prd.story(id).is_none()) {
+            return Err(Error::usage(format!("story {} is not in the PRD", crate::text::inert(id)))
+                .hint("`git boulder prd show` lists the story ids"));
+        }
+    }
+    Ok(())
+}
+
+/// Write the plan `stream suggest` proposed (`text`) at `path`; refused when a plan is there,
+/// unless `force`.
+pub fn write_proposed(path: &Path, text: &str, force: bool) -> Result<()> {
+    if path.exists() && !force {
+        return Err(Error::usage(format!("{} already exists", super::PLAN_PATH))
+            .hint("pass --force to overwrite it, or run without --write to see the proposal"));
+    }
+    crate::fsutil::write_atomic(path, text.as_bytes())
 }
 
 /// `text` with `stream` added as the last entry of the top-level `streams:` mapping (or a new

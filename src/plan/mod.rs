@@ -5,6 +5,8 @@
 //!   DESIGN §5. Unknown keys, wrong types and bad values are a [`PlanError`] naming the line.
 //! * [`validate`] (in `validate.rs`) checks a parsed plan against the PRD's story ids and HEAD's
 //!   files: names, branches, stories, globs, dependencies, agents and path overlap.
+//! * [`ownership`]: which paths a stream may change — the rules the git hooks, `agent hook` and
+//!   `stream merge` apply.
 //!
 //! ## Globs
 //!
@@ -21,6 +23,7 @@ use std::time::Duration;
 mod branches;
 pub mod edit;
 mod globs;
+pub mod ownership;
 mod parse;
 pub mod prompt;
 pub mod suggest;

@@ -23,3 +23,8 @@ pub use store::{Absorbed, Entry, LogEntry, Prepared, Store};
 /// The op-log refs, named in [`crate::git::refs`]: stream and boulder prefixes, the PRD op-log,
 /// the notes ref.
 pub use crate::git::refs::{boulder_ref, stream_ref, BOULDERS, NOTES as NOTES_REF, PRD as PRD_REF, STREAMS};
+
+/// The machine a note names as the one that recorded its commit: this one's actor id and host.
+pub fn recorder(store: &Store) -> (Option<String>, Option<String>) {
+    (store.known_actor(), Some(crate::git::identity::hostname()))
+}

@@ -156,7 +156,7 @@ fn init_in(ws: &Workspace, plan: &Plan, stream: &StreamDef, batch: &mut Batch, l
     }
     ensure_root_boulder(&store, &stream.name)?;
     // The agent harnesses installed on this machine go into the new worktree too.
-    changes.extend(crate::agent::install::into_new_worktree(repo, &path));
+    changes.extend(crate::harness::install::into_new_worktree(repo, &path));
     Ok(InitReport { name: stream.name.clone(), path, changes, setup_failed })
 }
 
@@ -313,6 +313,19 @@ pub struct CleanupReport {
     pub worktree_removed: bool,
     pub branch_deleted: bool,
     pub note: Option<String>,
+}
+
+/// Is `stream` complete: all its stories done, as its PRD or `prd done` says (a stream without
+/// stories is). `stream merge --all` takes only complete streams; `check` counts a complete
+/// stream's root boulder as completed.
+pub fn complete(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<bool> {
+    if stream.stories.is_empty() {
+        return Ok(true);
+    }
+    let (_, prd) = crate::workspace::load_prd(&ws.prd_path(Some(plan), None)?)?;
+    let done = ws.recorded_done()?;
+    let stories = ws.stream_stories(plan, stream, &prd, &done)?;
+    Ok(stories.len() == stream.stories.len() && stories.iter().all(|s| s.status.is_done()))
 }
 
 /// True when the stream is merged: git-boulder recorded merging exactly its branch's tip (a squash

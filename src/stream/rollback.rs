@@ -129,7 +129,7 @@ fn mark_set_aside(repo: &Repo, store: &Store, r: &Rolled) -> Result<()> {
     if left_out.is_empty() {
         return Ok(());
     }
-    let (actor, host) = crate::hooks::run::recorder(store);
+    let (actor, host) = state::recorder(store);
     let mark = notes::Note {
         actor,
         at: Some(crate::time::now_rfc3339()),

@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::plan::{Plan, StreamDef};
 use crate::state::{self, Opt, Store, StreamOp, StreamState, StreamStatus};
+use crate::sync::claim::CLAIM_TTL;
 use crate::workspace::{load_prd_settled, Workspace};
 
 /// How the loop runs.
@@ -62,9 +63,6 @@ fn record(store: &Store, stream: &str, status: StreamStatus, reason: &str) -> Re
     )?;
     Ok(())
 }
-
-/// How long a claim taken by the loop lasts; it is renewed when half of it has passed.
-const CLAIM_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// A claim on `settings.claim_remote` held for the length of a run.
 struct Held {
@@ -356,7 +354,7 @@ fn share_progress(
     let Some(r) = remote else { return };
     match crate::stream::share::share(ws, stream, r) {
         Ok(crate::stream::share::Branch::Pushed(tip)) => {
-            say(&format!("  shared on {}: {} at {}", r.given, stream.branch, crate::merge::short(tip)))
+            say(&format!("  shared on {}: {} at {}", r.given, stream.branch, crate::git::id::short(tip)))
         }
         Ok(_) => {}
         Err(e) => say(&format!(

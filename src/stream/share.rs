@@ -81,7 +81,7 @@ pub fn branch(ws: &Workspace, stream: &StreamDef, remote: &RemoteName) -> Result
                     "the branch {} on {} has commits this machine's branch lacks ({}); it was not pushed over",
                     stream.branch,
                     remote.given,
-                    crate::merge::short(theirs)
+                    crate::git::id::short(theirs)
                 ))
                 .hint(format!(
                     "bring them in first: cd \"$(git boulder stream path {})\" && git pull --rebase {} {}",
@@ -89,7 +89,7 @@ pub fn branch(ws: &Workspace, stream: &StreamDef, remote: &RemoteName) -> Result
                 )));
             }
         }
-        if crate::merge::queue::uses_lfs(repo) {
+        if uses_lfs(repo) {
             // The push skips the hooks, git-lfs's among them: send the LFS files first.
             let update = cli::PushUpdate {
                 local_ref: full.clone(),
@@ -151,4 +151,11 @@ pub(crate) fn own_history(ws: &Workspace, stream: &StreamDef, tip: ObjectId, the
         }
     }
     Ok(false)
+}
+
+/// Is git-lfs set up for this repository (its filter configured, as `git lfs install` does)? A
+/// push git-boulder makes without the hooks (sharing a branch here, landing through the merge
+/// queue) then sends the LFS files first, as git-lfs's pre-push hook would.
+pub fn uses_lfs(repo: &crate::git::Repo) -> bool {
+    ["filter.lfs.process", "filter.lfs.clean"].iter().any(|k| repo.config_string(k).is_some_and(|v| !v.is_empty()))
 }

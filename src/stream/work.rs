@@ -25,10 +25,8 @@ use crate::git::refs;
 use crate::git::remote::RemoteName;
 use crate::plan::{Plan, StreamDef};
 use crate::state::{self, Store, StreamState, StreamStatus};
+use crate::sync::claim::CLAIM_TTL;
 use crate::workspace::Workspace;
-
-/// How long a claim taken by the worker lasts; renewed when half of it has passed.
-pub const CLAIM_TTL: Duration = Duration::from_secs(3600);
 
 /// Claims of one stream that may fail in a row (not taken by another machine meanwhile) before
 /// the worker gives it up.
@@ -622,7 +620,7 @@ fn hand_back(
     if *tries >= plan.settings.boulder.max_failures.max(1) {
         return None;
     }
-    match crate::stream::resolve::conflicts(ws, plan, stream, remote.map(|r| r.key.as_str())) {
+    match crate::merge::resolve::conflicts(ws, plan, stream, remote.map(|r| r.key.as_str())) {
         Ok(true) => {}
         Ok(false) => return None,
         Err(e) => {

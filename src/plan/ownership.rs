@@ -8,7 +8,7 @@ use std::fmt;
 use globset::GlobSet;
 use serde::{Serialize, Serializer};
 
-use crate::plan::{Level, Plan};
+use super::{Level, Plan};
 
 /// Why a path is not the stream's to change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -99,16 +99,16 @@ impl<'p> Checker<'p> {
             globs.push(g.clone());
             owners.push(None);
         }
-        let set = match crate::plan::compile_globs(&globs) {
+        let set = match super::compile_globs(&globs) {
             Ok(set) => set,
             Err(_) => {
                 let valid: Vec<bool> =
-                    globs.iter().map(|g| crate::plan::compile_globs(std::slice::from_ref(g)).is_ok()).collect();
+                    globs.iter().map(|g| super::compile_globs(std::slice::from_ref(g)).is_ok()).collect();
                 let mut keep = valid.iter();
                 globs.retain(|_| *keep.next().expect("one flag per glob"));
                 let mut keep = valid.iter();
                 owners.retain(|_| *keep.next().expect("one flag per glob"));
-                crate::plan::compile_globs(&globs).unwrap_or_else(|_| GlobSet::empty())
+                super::compile_globs(&globs).unwrap_or_else(|_| GlobSet::empty())
             }
         };
         Checker { plan, set, owners }

@@ -1,20 +1,22 @@
-//! Commits made without the hooks (hooks missing, git-boulder not on an editor's PATH,
+//! Recording commits as boulder work: what post-commit records for each commit
+//! ([`record_commit`]: an activity op on its boulder and each ancestor, and its note), and the
+//! commits made without the hooks (hooks missing, git-boulder not on an editor's PATH,
 //! `--no-verify` does not matter: post-commit always runs): finding them (`doctor`) and recording
 //! them after the fact (`git boulder record`: a range, one stream's, or every stream's), each once.
 //!
 //! A stream's unrecorded commits are those of `base..branch` with no note on `refs/notes/boulder`,
 //! merge commits left out (merging is not an iteration of work). Recording one does what the
-//! post-commit hook would have done ([`crate::hooks::run::record_commit`]), with the commit's
-//! committer time as its time, oldest first so iterations count up in history order.
+//! post-commit hook would have done, with the commit's committer time as its time, oldest first so
+//! iterations count up in history order.
 
 use std::collections::{HashMap, HashSet};
 
 use crate::error::{Error, Result};
-use crate::git::notes::Noted;
+use crate::git::notes::{self, Note, Noted};
 use crate::git::objects::{Objects, RevSpec, Walked};
-use crate::git::ObjectId;
+use crate::git::{ObjectId, Repo};
 use crate::plan::{Plan, StreamDef};
-use crate::state::Store;
+use crate::state::{self, BoulderOp, BoulderState, Opt, Store};
 use crate::workspace::Workspace;
 
 /// The most commits of one stream's branch `doctor` looks at.
@@ -223,11 +225,11 @@ fn record_owned(ws: &Workspace, here: Option<&StreamDef>, owners: Vec<(ObjectId,
         // The boulder this worktree counts commits for when it is on the stream's branch, else the
         // stream's root boulder.
         let boulder = match here {
-            Some(h) if h.name == s.name => crate::hooks::run::current_boulder(&ws.repo, &s.name),
+            Some(h) if h.name == s.name => super::tree::current_boulder(&ws.repo, &s.name),
             _ => s.name.clone(),
         };
-        let rec = crate::hooks::run::RecordedCommit { stream: s.name.clone(), boulder, commit, story: None, at };
-        crate::hooks::run::record_commit(&ws.repo, &store, &rec)?;
+        let rec = RecordedCommit { stream: s.name.clone(), boulder, commit, story: None, at };
+        record_commit(&ws.repo, &store, &rec)?;
         out.recorded.push((commit, s.name.clone()));
     }
     Ok(out)
@@ -257,4 +259,182 @@ fn resolve(repo: &crate::git::Repo, spec: &str) -> Result<Vec<ObjectId>> {
     };
     let (walked, _) = walk(&g, &tips, &hidden, None)?;
     Ok(oldest_first(walked))
+}
+
+/// A commit recorded as work of a stream: what post-commit (or `git boulder record`) knows of
+/// it, carried whole from the hook to the op-logs and the note ([`record_commit`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedCommit {
+    /// The stream whose branch it is on.
+    pub stream: String,
+    /// The boulder it counts for (and each of its ancestors).
+    pub boulder: String,
+    pub commit: ObjectId,
+    /// The story it was for (`BOULDER_STORY`), when said.
+    pub story: Option<String>,
+    /// The commit's time: now for the hook, the committer time for `git boulder record`.
+    pub at: String,
+}
+
+impl RecordedCommit {
+    /// The activity op each boulder it counts for records.
+    pub fn activity(&self) -> BoulderOp {
+        BoulderOp::Activity {
+            commit: self.commit.to_string(),
+            story: self.story.clone().into(),
+            at: Opt::Set(self.at.clone()),
+        }
+    }
+
+    /// The op that makes the stream's root boulder, on its first recorded commit.
+    fn root_created(&self) -> BoulderOp {
+        BoulderOp::Created {
+            id: Opt::Absent,
+            stream: Opt::Set(self.stream.clone()),
+            parent: Opt::Absent,
+            depth: Opt::Set(0),
+        }
+    }
+
+    /// The note of the commit, once its boulder is at `iteration`, recorded by the machine of
+    /// `store`.
+    pub fn note(&self, iteration: u64, store: &Store) -> Note {
+        let (actor, host) = state::recorder(store);
+        Note {
+            actor,
+            at: Some(self.at.clone()),
+            boulder: Some(self.boulder.clone()),
+            host,
+            iteration: Some(iteration),
+            set_aside: None,
+            story: self.story.clone(),
+            stream: self.stream.clone(),
+        }
+    }
+}
+
+/// Record a commit as work of its stream, as post-commit does: an activity op on its boulder
+/// and each of the boulder's ancestors (a stream's root boulder is made on first use), then the
+/// commit's note `{stream, boulder, story, iteration, at}`. An activity op for a commit already
+/// counted changes nothing, so recording twice counts once.
+///
+/// Every op and the note are planned on the current tips first, and all their objects written
+/// as one pack ([`crate::git::objects::Batch`]): two files, where loose objects would be seven
+/// or more, each maybe in a fan-out folder of its own. Then each ref moves by one
+/// compare-and-swap; a ref that moved meanwhile (another worktree's hook) is appended to again
+/// the usual way, from the boulder where it happened, with retries.
+pub fn record_commit(repo: &Repo, store: &Store, rec: &RecordedCommit) -> Result<()> {
+    let batch = repo.batch();
+    if !batch.packs() {
+        return record_from(repo, store, rec, rec.boulder.clone(), None);
+    }
+    let activity = rec.activity();
+    // Read through a handle that holds the newest small pack in memory: the tips the last record
+    // wrote are there, where the object store would look last.
+    let reader = repo.reading_newest_pack();
+    let repo_read = reader.as_ref().unwrap_or(repo);
+    let store_read = Store::with_actor(repo_read, store.actor()?);
+    let in_memory = repo_read.objects_in_memory();
+    // (boulder, its ref, the tip planned on, the entry planned)
+    let mut planned = Vec::new();
+    let mut id = Some(rec.boulder.clone());
+    let mut seen = std::collections::HashSet::new();
+    while let Some(b) = id.take() {
+        if !seen.insert(b.clone()) {
+            break;
+        }
+        let refname = state::boulder_ref(&b);
+        let tip = store_read.read::<BoulderState>(&refname)?;
+        let expected = tip.as_ref().map(|e| e.commit);
+        let entry = match tip {
+            Some(tip) => store_read.plan_append(&refname, Some(&tip), activity.clone(), &batch)?,
+            // A root boulder made on first use.
+            None if b == rec.stream => {
+                let created = store_read.plan_append::<BoulderState>(&refname, None, rec.root_created(), &batch)?;
+                store_read.plan_append(&refname, Some(&created), activity.clone(), &batch)?
+            }
+            None => break,
+        };
+        id = entry.state.parent.clone();
+        planned.push((b, refname, expected, entry));
+    }
+    // The iteration that counted the commit: a commit recorded again (its op appended, its note
+    // not, by a run that was stopped between them) keeps the one it had.
+    let commit = rec.commit.to_string();
+    let iteration = planned.first().map_or(0, |(_, _, _, e)| e.state.iteration_of(&commit));
+    let note = rec.note(iteration, store);
+    let note_plan = notes::plan(repo_read, rec.commit, &note, &batch)?;
+    // Every object planned went into the batch; one written through the reading handle would be
+    // in its memory only, and no ref may name it.
+    if repo_read.objects_in_memory() != in_memory {
+        return Err(Error::internal("an object meant for the repository was kept in memory; nothing was recorded"));
+    }
+    drop(store_read);
+    drop(reader);
+    batch.flush()?;
+    crate::failpoint::hit("record-packed");
+    for (i, (b, refname, expected, entry)) in planned.iter().enumerate() {
+        if !store.swap(refname, *expected, entry)? {
+            return record_from(repo, store, rec, b.clone(), (i > 0).then_some(iteration));
+        }
+    }
+    match note_plan {
+        Some(plan) if notes::apply(repo, &plan)? => {}
+        _ => notes::write(repo, rec.commit, &note)?,
+    }
+    batch.settle();
+    repo.roll_up_packs(false);
+    Ok(())
+}
+
+/// [`record_commit`] the usual way, from the boulder `start` up (each op-log append a
+/// compare-and-swap retried on a lost race), then the note; the iteration the note gives is
+/// `iteration`, or, when `None`, the one `start` reaches.
+fn record_from(repo: &Repo, store: &Store, rec: &RecordedCommit, start: String, iteration: Option<u64>) -> Result<()> {
+    let activity = rec.activity();
+    // The commit counts for the current boulder and each of its ancestors.
+    let mut id = Some(start);
+    let mut iteration = iteration;
+    let commit = rec.commit.to_string();
+    let mut seen = std::collections::HashSet::new();
+    while let Some(b) = id.take() {
+        if !seen.insert(b.clone()) {
+            break;
+        }
+        let mut created = false;
+        let e = store.append_if::<BoulderState>(&state::boulder_ref(&b), |cur| {
+            created = cur.is_none();
+            Ok(Some(match cur {
+                Some(_) => activity.clone(),
+                // A root boulder made on first use.
+                None if b == rec.stream => rec.root_created(),
+                None => return Ok(None),
+            }))
+        })?;
+        let e = match e {
+            Some(_) if created => store.append::<BoulderState>(&state::boulder_ref(&b), activity.clone())?,
+            Some(e) => e,
+            None => break,
+        };
+        iteration.get_or_insert(e.state.iteration_of(&commit));
+        id = e.state.parent.clone();
+    }
+    notes::write(repo, rec.commit, &rec.note(iteration.unwrap_or(0), store))
+}
+
+/// A commit in the main worktree, off any stream: activity of the boulder `switch` made current
+/// there, else of the project boulder — once it exists (`check`, `checkpoint`, `todo`, `resume`
+/// or a harness hook made it). No note: the commit is no stream's work.
+pub fn project_activity(ws: &Workspace, project_stream: bool, head: ObjectId) -> Result<()> {
+    let id = std::fs::read_to_string(ws.repo.git_dir.join("boulder-current"))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| crate::names::problem(s).is_none())
+        .unwrap_or_else(|| super::tree::project_id_beside(project_stream).to_string());
+    let store = Store::new(&ws.repo)?;
+    let story = std::env::var("BOULDER_STORY").ok().filter(|s| !s.is_empty());
+    let activity =
+        BoulderOp::Activity { commit: head.to_string(), story: story.into(), at: Opt::Set(crate::time::now_rfc3339()) };
+    store.append_if::<BoulderState>(&state::boulder_ref(&id), |cur| Ok(cur.map(|_| activity.clone())))?;
+    Ok(())
 }

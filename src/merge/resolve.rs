@@ -66,7 +66,7 @@ pub fn task(
         "Landing stream {stream} on {base} conflicts with what landed there first.\n\n\
          git-boulder is rebasing the stream's branch {branch} onto {onto_name} ({}) in this worktree, and the \
          rebase stopped at {at} with conflicts in these files:\n",
-        crate::merge::short(onto)
+        crate::git::id::short(onto)
     );
     for f in files {
         let mut by: Vec<String> = f.streams.iter().map(|s| format!("stream {s}")).collect();
@@ -125,7 +125,7 @@ pub fn resolve(
             ))
             .hint(format!("commit or stash them in {}, then run the same command again", wt.display())));
         }
-        say(&format!("rebasing {} onto {onto_name} ({})", stream.branch, crate::merge::short(onto)));
+        say(&format!("rebasing {} onto {onto_name} ({})", stream.branch, crate::git::id::short(onto)));
         if cli::rebase(&wt, Some(&onto.to_string()))? == RebaseStep::Finished {
             return finished(ws, stream, &wt, onto, stops, agent_runs);
         }
@@ -202,7 +202,7 @@ pub fn conflicts(ws: &Workspace, plan: &Plan, stream: &StreamDef, remote_key: Op
     let (Some(base_tip), Some(tip)) = (base_tip, ws.repo.branch_tip(&stream.branch)?) else { return Ok(false) };
     let mem = ws.repo.in_memory();
     let who = crate::git::identity::rewrite_committer(&ws.repo);
-    let replayed = crate::merge::replay::replay(&mem, base_tip, tip, Some(&plan.prd), &who)?;
+    let replayed = super::replay::replay(&mem, base_tip, tip, Some(&plan.prd), &who)?;
     Ok(!replayed.conflicts.is_empty())
 }
 
@@ -247,7 +247,7 @@ fn finished(
         return Err(Error::refused(format!(
             "the rebase of {} ended without the base's tip {} (was it aborted?)",
             stream.branch,
-            crate::merge::short(onto)
+            crate::git::id::short(onto)
         ))
         .hint(format!("run `git boulder stream resolve {}` again", stream.name)));
     }
@@ -317,10 +317,10 @@ fn settle_prd(ws: &Workspace, plan: &Plan, wt: &Path) -> Result<()> {
     let (Some(ancestor), Some(ours), Some(theirs)) = (blob(1), blob(2), blob(3)) else { return Ok(()) };
     let name = plan.prd.rsplit('/').next().unwrap_or(&plan.prd);
     // Only status marks changed on the replayed side: the base's text, with its stories' marks.
-    if crate::merge::prd::normalize(name, &ancestor, &theirs).as_deref() != Some(ancestor.as_str()) {
+    if super::prd::normalize(name, &ancestor, &theirs).as_deref() != Some(ancestor.as_str()) {
         return Ok(());
     }
-    let settled = crate::merge::prd::resolve(name, &ours, &ancestor, &ours, &theirs);
+    let settled = super::prd::resolve(name, &ours, &ancestor, &ours, &theirs);
     crate::fsutil::write_atomic(&wt.join(&plan.prd), settled.as_bytes())?;
     cli::add_path(wt, &plan.prd)
 }
@@ -370,7 +370,7 @@ fn stopped_at(ws: &Workspace, wt: &Path) -> String {
     match id {
         Some(id) => {
             let subject = ws.repo.objects().commit_info(id).map(|c| c.subject).unwrap_or_default();
-            format!("the stream's commit {} \"{}\"", crate::merge::short(id), crate::text::inert(&subject))
+            format!("the stream's commit {} \"{}\"", crate::git::id::short(id), crate::text::inert(&subject))
         }
         None => "one of the stream's commits".into(),
     }
@@ -418,7 +418,15 @@ mod tests {
             Conflicted { path: "src/a.rs".into(), streams: vec!["auth".into()], unrecorded: false },
             Conflicted { path: "README.md".into(), streams: vec![], unrecorded: true },
         ];
-        let t = task("api", "boulder/api", "main", "origin's main", ObjectId::null(gix::hash::Kind::Sha1), "x", &files);
+        let t = task(
+            "api",
+            "boulder/api",
+            "main",
+            "origin's main",
+            crate::git::id::parse(&"0".repeat(40)).unwrap(),
+            "x",
+            &files,
+        );
         assert!(t.contains("  - src/a.rs (changed on main by stream auth)\n"), "{t}");
         assert!(t.contains("  - README.md (changed on main by commits no stream recorded)\n"), "{t}");
         assert!(t.starts_with("Landing stream api on main conflicts"), "{t}");
