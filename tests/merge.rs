@@ -417,9 +417,7 @@ fn a_held_merge_lock_refuses_naming_the_holder() {
         "import fcntl, os, time\nf = open({lock:?}, 'a+')\nfcntl.flock(f, fcntl.LOCK_EX)\nf.truncate(0); f.write('{{\"pid\": 4242, \"host\": \"elsewhere\", \"since\": \"2026-01-01T00:00:00Z\", \"command\": \"git boulder stream merge api\"}}\\n'); f.flush()\nopen({ready:?}, 'w').close()\ntime.sleep(3)\n",
     );
     let mut holder = std::process::Command::new("python3").arg("-c").arg(script).spawn().unwrap();
-    while !ready.exists() {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for("the lock holder", || ready.exists());
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
     assert!(r.stderr.contains("pid 4242") && r.stderr.contains("elsewhere"), "{}", r.stderr);
     assert_ne!(rev(&repo, "main"), rev(&repo, "boulder/auth"));

@@ -239,9 +239,7 @@ fn hooks_locks_and_settings() {
         "import fcntl, time\nf = open({lock:?}, 'a+')\nfcntl.flock(f, fcntl.LOCK_EX)\nf.truncate(0); f.write('{{\"pid\": 4242, \"host\": \"elsewhere\", \"since\": \"2026-01-01T00:00:00Z\", \"command\": \"git boulder stream merge api\"}}\\n'); f.flush()\nopen({ready:?}, 'w').close()\ntime.sleep(30)\n",
     );
     let mut holder = std::process::Command::new("python3").arg("-c").arg(script).spawn().unwrap();
-    while !ready.exists() {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for("the lock holder", || ready.exists());
     let held = repo.boulder(&["stream", "merge", "auth", "--force"]);
     holder.kill().unwrap();
     holder.wait().unwrap();

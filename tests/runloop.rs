@@ -63,9 +63,7 @@ fn two_runs_race_for_one_stream() {
     std::thread::scope(|s| {
         let first =
             s.spawn(|| repo.boulder(&["stream", "run", "api", "--max-iterations", "1", "--", "sh", "-c", &script]));
-        while !marker.exists() {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        wait_for("the first run's agent", || marker.exists());
         let second = repo.boulder(&["stream", "run", "api", "--", "true"]).code(1);
         assert!(second.stderr.contains("stream run") && second.stderr.contains("pid"), "{}", second.stderr);
         first.join().unwrap().ok();
@@ -100,28 +98,33 @@ fn run_needs_a_worktree_and_a_command() {
 fn interrupt_records_stopped_and_frees_the_lock() {
     let repo = ready();
     let mut cmd = repo.command(bin());
-    let child = cmd
+    let mut child = cmd
         .args(["stream", "run", "api", "--cooldown", "10s", "--", "true"])
         .current_dir(&repo.dir)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait for the first iteration's backoff, then interrupt.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let st = repo.git(&["cat-file", "-p", "refs/boulder/streams/api:state.json"]).stdout;
-        if st.contains("RUNNING") {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the run never started");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The run's report on stderr, read as it comes: the interrupt is sent once the first
+    // iteration is over and the run waits out its cooldown.
+    let told = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let (mut from, told) = (child.stderr.take().unwrap(), told.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = std::io::Read::read(&mut from, &mut buf) {
+                told.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    wait_for("the first iteration's cooldown", || told.lock().unwrap().contains("waiting 10.0s"));
+    assert!(repo.git(&["cat-file", "-p", "refs/boulder/streams/api:state.json"]).stdout.contains("RUNNING"));
     std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     let out = child.wait_with_output().unwrap();
+    reader.join().unwrap();
+    let stderr = told.lock().unwrap().clone();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("STOPPED"), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("STOPPED"), "{stdout}{stderr}");
     assert_eq!(repo.stream_state("api")["status"], "STOPPED");
     assert_eq!(repo.stream_state("api")["reason"], "interrupted");
     repo.boulder(&["stream", "run", "api", "--max-iterations", "1", "--", "true"]).ok();

@@ -345,13 +345,7 @@ impl Drop for Server {
 }
 
 fn wait_for_port(port: u16) {
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
-    panic!("nothing listens on 127.0.0.1:{port}");
+    wait_for(&format!("a listener on 127.0.0.1:{port}"), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
 }
 
 /// Push, pull, sync and a claim race over a URL.
@@ -397,12 +391,9 @@ fn over_smart_http() {
         .spawn()
         .expect("python3");
     let _server = Server(child);
-    for _ in 0..400 {
-        if port_file.exists() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
+    wait_for("the HTTP server's port", || {
+        std::fs::read_to_string(&port_file).is_ok_and(|p| p.trim().parse::<u16>().is_ok())
+    });
     let port: u16 = std::fs::read_to_string(&port_file).expect("the HTTP server did not start").trim().parse().unwrap();
     wait_for_port(port);
     over(&n, &format!("http://127.0.0.1:{port}/remote.git"));
