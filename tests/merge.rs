@@ -43,7 +43,7 @@ fn merge_without_base_moving_fast_forwards_and_records() {
     finish_auth(&repo);
     let tip = rev(&repo, "boulder/auth");
     let r = repo.boulder(&["stream", "merge", "auth"]).ok();
-    assert!(r.stdout.contains("auth: merged into main"), "{}", r.stdout);
+    assert_shown!("merge_without_base_moving_fast_forwards_and_records", r);
     // Nothing to rebase: the commits are kept as they are and main fast-forwards to them.
     assert_eq!(rev(&repo, "main"), tip);
     assert_eq!(rev(&repo, "boulder/auth"), tip);
@@ -60,7 +60,7 @@ fn merge_without_base_moving_fast_forwards_and_records() {
     repo.boulder(&["doctor"]).ok();
     // Merging again: nothing new, still fine.
     let r = repo.boulder(&["stream", "merge", "auth"]).ok();
-    assert!(r.stdout.contains("already in main"), "{}", r.stdout);
+    assert_shown!("merge_without_base_moving_fast_forwards_and_records_2", r);
     assert_eq!(rev(&repo, "main"), tip);
 }
 
@@ -83,7 +83,7 @@ fn merge_after_base_moved_rebases_keeps_authors_and_notes() {
         &[("GIT_COMMITTER_NAME", "Merger"), ("GIT_COMMITTER_EMAIL", "merger@example.com")],
     );
     let r = r.ok();
-    assert!(r.stdout.contains("2 commit(s)"), "{}", r.stdout);
+    assert_shown!("merge_after_base_moved_rebases_keeps_authors_and_notes", r);
     // Rebased: main's old tip is an ancestor, history is linear, authors kept, committer now.
     repo.git(&["merge-base", "--is-ancestor", &main_before, "main"]).ok();
     assert_eq!(repo.git_out(&["rev-list", "--merges", "--count", "main"]), "0");
@@ -120,12 +120,11 @@ fn conflict_case(base: &dyn Fn(&TestRepo), stream: &dyn Fn(&TestRepo, &std::path
     let wt_files_before = repo.git_in(&w, &["ls-files", "-s"]).ok().stdout;
 
     let r = repo.boulder(&["stream", "merge", "auth", "--force"]).code(1);
-    assert!(r.stdout.contains("PATH") && r.stdout.contains("KIND") && r.stdout.contains("COMMIT"), "{}", r.stdout);
+    assert_shown!(format!("conflict_{kind}"), r);
     let line = r.stdout.lines().find(|l| l.contains(kind)).unwrap_or_else(|| panic!("no {kind} in\n{}", r.stdout));
     assert!(line.contains(path), "{line}");
     let stream_commit = rev(&repo, "boulder/auth");
     assert!(line.contains(&stream_commit[..12]), "{line}");
-    assert!(r.stderr.contains("nothing was changed"), "{}", r.stderr);
     // Nothing changed but the refusal recorded in the stream's op-log: refs, index, files, no
     // rebase state, fsck clean.
     assert_eq!(refs_but_auths_log(&repo), refs_but_auths_log_of(&refs_before));
@@ -140,7 +139,7 @@ fn conflict_case(base: &dyn Fn(&TestRepo), stream: &dyn Fn(&TestRepo, &std::path
     // --dry-run shows the same table and also changes nothing (it records no refusal either).
     let refs_refused = repo.git_out(&["for-each-ref"]);
     let d = repo.boulder(&["stream", "merge", "auth", "--force", "--dry-run"]).code(1);
-    assert!(d.stdout.contains(kind), "{}", d.stdout);
+    assert_shown!(format!("conflict_{kind}_dry_run"), d);
     assert_eq!(repo.git_out(&["for-each-ref"]), refs_refused);
 }
 
@@ -248,7 +247,7 @@ fn prd_merges_story_by_story_and_sync_touches_only_marks() {
     repo.boulder(&["prd", "done", "US-002"]).ok();
     let before = repo.read(".agents/tasks/prd.md");
     let r = repo.boulder(&["stream", "merge", "api"]).ok();
-    assert!(r.stdout.contains("PRD completion synced"), "{}", r.stdout);
+    assert_shown!("prd_merges_story_by_story_and_sync_touches_only_marks", r);
     assert_eq!(repo.git_out(&["log", "-1", "--format=%s", "main"]), "chore(prd): sync completion from stream api");
     let diff = repo.git_out(&["diff", "main~1", "main", "--stat"]);
     assert!(diff.contains(".agents/tasks/prd.md") && diff.contains("1 file changed"), "{diff}");
@@ -268,9 +267,7 @@ fn dry_run_prints_commits_check_and_prd_diff_and_changes_nothing() {
     let refs = repo.git_out(&["for-each-ref"]);
     let objects = repo.git_out(&["count-objects"]);
     let r = repo.boulder(&["stream", "merge", "auth", "--dry-run"]).ok();
-    assert!(r.stdout.contains("feat(auth): login"), "{}", r.stdout);
-    assert!(r.stdout.contains("check: clean"), "{}", r.stdout);
-    assert!(r.stdout.contains("-### [ ] US-001: Login") && r.stdout.contains("+### [x] US-001: Login"), "{}", r.stdout);
+    assert_shown!("dry_run_prints_commits_check_and_prd_diff_and_changes_nothing", r);
     assert_eq!(repo.git_out(&["for-each-ref"]), refs);
     assert_eq!(repo.git_out(&["count-objects"]), objects, "a dry run writes no objects");
     clean(&repo, &repo.dir);
@@ -284,23 +281,23 @@ fn refusals_change_nothing() {
     let refs = repo.git_out(&["for-each-ref"]);
     // Stories not done.
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
-    assert!(r.stderr.contains("US-001") && r.stderr.contains("--force"), "{}", r.stderr);
+    assert_shown!("refusals_change_nothing", r);
     // A dependency not merged.
     let r = repo.boulder(&["stream", "merge", "api", "--force"]).code(1);
-    assert!(r.stderr.contains("depends on stream auth"), "{}", r.stderr);
+    assert_shown!("refusals_change_nothing_2", r);
     // Dirty stream worktree, then dirty base worktree.
     std::fs::write(w.join("src/auth/mod.rs"), "// edited, not committed\n").unwrap();
     let r = repo.boulder(&["stream", "merge", "auth", "--force"]).code(1);
-    assert!(r.stderr.contains("uncommitted changes") && r.stderr.contains("src/auth/mod.rs"), "{}", r.stderr);
+    assert_shown!("refusals_change_nothing_3", r);
     repo.git_in(&w, &["checkout", "--", "."]).ok();
     repo.write("shared.txt", "dirty\n");
     let r = repo.boulder(&["stream", "merge", "auth", "--force"]).code(1);
-    assert!(r.stderr.contains("shared.txt"), "{}", r.stderr);
+    assert_shown!("refusals_change_nothing_4", r);
     repo.git(&["checkout", "--", "."]).ok();
     // An untracked file where the merge would write is refused too, before any ref moves.
     repo.write("src/auth/login.rs", "mine\n");
     let r = repo.boulder(&["stream", "merge", "auth", "--force"]).code(1);
-    assert!(r.stderr.contains("src/auth/login.rs") && r.stderr.contains("untracked"), "{}", r.stderr);
+    assert_shown!("refusals_change_nothing_5", r);
     assert_eq!(repo.read("src/auth/login.rs"), "mine\n");
     // Only the refusal of auth's dirty worktree was recorded (in its op-log): nothing else moved.
     assert_eq!(refs_but_auths_log(&repo), refs_but_auths_log_of(&refs));
@@ -323,7 +320,7 @@ fn verify_failing_keeps_base_and_passing_merges() {
     repo.commit_all("base moves");
     let main_before = rev(&repo, "main");
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
-    assert!(r.stderr.contains("verify failed"), "{}", r.stderr);
+    assert_shown!("verify_failing_keeps_base_and_passing_merges", r);
     assert_eq!(rev(&repo, "main"), main_before, "the base must not move");
     // The stream branch holds the rebased result, and its worktree matches it.
     repo.git(&["merge-base", "--is-ancestor", &main_before, "boulder/auth"]).ok();
@@ -350,7 +347,7 @@ fn all_merges_in_dependency_order_and_stops_at_the_first_failure() {
     let auth_at = r.stdout.find("auth: merged").expect("auth merged");
     let api_at = r.stdout.find("api: merged").expect("api merged");
     assert!(auth_at < api_at, "{}", r.stdout);
-    assert!(r.stderr.contains("skipping docs"), "{}", r.stderr);
+    assert_shown!("all_merges_in_dependency_order_and_stops_at_the_first_failure", r);
     assert_eq!(repo.stream_state("api")["status"], "MERGED");
     assert_eq!(repo.read("src/api/list.rs"), "fn list() {}\n");
 
@@ -361,8 +358,7 @@ fn all_merges_in_dependency_order_and_stops_at_the_first_failure() {
     repo.commit_all("base edits shared");
     repo.boulder(&["prd", "done", "US-003"]).ok();
     let r = repo.boulder(&["stream", "merge", "--all"]).code(1);
-    assert!(r.stdout.contains("BOTH_MODIFIED"), "{}", r.stdout);
-    assert!(r.stderr.contains("merged before stopping: none"), "{}", r.stderr);
+    assert_shown!("all_merges_in_dependency_order_and_stops_at_the_first_failure_2", r);
 }
 
 #[test]
@@ -402,7 +398,7 @@ fn squash_strategy_makes_one_commit_with_story_ids() {
     assert_eq!(repo.git_out(&["rev-list", "--count", &format!("{base_tip}..boulder/auth")]), "2");
     assert_eq!(repo.stream_state("auth")["merge_strategy"], "squash");
     let r = repo.boulder(&["stream", "cleanup", "--merged", "--delete-branch"]).ok();
-    assert!(r.stdout.contains("auth: worktree removed; branch deleted"), "{}", r.stdout);
+    assert_shown!("squash_strategy_makes_one_commit_with_story_ids", r);
     repo.assert_fsck();
 }
 
@@ -419,11 +415,11 @@ fn a_held_merge_lock_refuses_naming_the_holder() {
     let mut holder = std::process::Command::new("python3").arg("-c").arg(script).spawn().unwrap();
     wait_for("the lock holder", || ready.exists());
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
-    assert!(r.stderr.contains("pid 4242") && r.stderr.contains("elsewhere"), "{}", r.stderr);
+    assert_shown!("a_held_merge_lock_refuses_naming_the_holder", r);
     assert_ne!(rev(&repo, "main"), rev(&repo, "boulder/auth"));
     // --wait blocks until the holder lets go, then merges.
     let r = repo.boulder(&["stream", "merge", "auth", "--wait"]).ok();
-    assert!(r.stdout.contains("merged"), "{}", r.stdout);
+    assert_shown!("a_held_merge_lock_refuses_naming_the_holder_2", r);
     holder.wait().unwrap();
 }
 
@@ -509,12 +505,7 @@ fn auto_merge_merges_a_stream_its_run_completes() {
     // A scripted agent: does the work, marks its story done in its PRD, commits.
     let agent = "echo 'fn login() {}' > src/auth/login.rs && sed -i 's/\\[ \\] US-001/[x] US-001/' .agents/tasks/prd.md && git add -A && git commit -q -m \"$BOULDER_STORY done\"";
     let r = repo.boulder(&["stream", "run", "auth", "--max-iterations", "3", "--", "sh", "-c", agent]).ok();
-    assert!(
-        r.stdout.contains("COMPLETED") && r.stdout.contains("auth: merged into main"),
-        "{}\n{}",
-        r.stdout,
-        r.stderr
-    );
+    assert_shown!("auto_merge_merges_a_stream_its_run_completes", r);
     assert_eq!(repo.read("src/auth/login.rs"), "fn login() {}\n");
     assert_eq!(repo.git_out(&["log", "-1", "--format=%s", "main"]), "US-001 done");
     assert_eq!(repo.stream_state("auth")["status"], "MERGED");
@@ -531,12 +522,12 @@ fn a_lock_met_by_the_rerun_of_a_merge_under_way_keeps_its_record() {
     commit_in(&repo, &w, "src/auth/login.rs", "fn login() {}\n", "login");
     repo.boulder(&["prd", "done", "US-001"]).ok();
     let r = repo.boulder_env(&repo.dir, &["stream", "merge", "auth"], &[("BOULDER_FAILPOINT", "merge-base-ref")]);
-    assert!(r.stderr.contains("failpoint merge-base-ref"), "{}", r.stderr);
+    assert_shown!("a_lock_met_by_the_rerun_of_a_merge_under_way_keeps_its_record", r);
     // Someone else's git holds the index (no record of ours names it).
     let lock = repo.dir.join(".git/index.lock");
     std::fs::write(&lock, "").unwrap();
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
-    assert!(r.stderr.contains("index.lock"), "{}", r.stderr);
+    assert_shown!("a_lock_met_by_the_rerun_of_a_merge_under_way_keeps_its_record_2", r);
     assert!(repo.dir.join(".git/boulder/merge/auth.json").exists(), "the record was dropped: {}", r.stderr);
     std::fs::remove_file(&lock).unwrap();
     let r = repo.boulder(&["stream", "merge", "auth"]);

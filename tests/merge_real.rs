@@ -215,8 +215,7 @@ fn a_commit_landing_between_plan_and_change_stops_the_merge_and_keeps_it() {
         &[("BOULDER_FAILPOINT_RUN", "merge-journal"), ("BOULDER_FAILPOINT_CMD", &late)],
     );
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("branch boulder/auth moved"), "{}", r.stderr);
-    assert!(r.stderr.contains("nothing more was changed"), "{}", r.stderr);
+    assert_shown!("a_commit_landing_between_plan_and_change_stops_the_merge_and_keeps_it", r);
     // Nothing reverted, nothing staged: the late commit is the stream's tip, its worktree is
     // clean and holds it; the base did not move.
     assert_eq!(repo.git_in(&w, &["log", "-1", "--format=%s"]).ok().stdout.trim(), "late");
@@ -249,7 +248,7 @@ fn a_commit_on_the_base_between_plan_and_change_stops_before_the_base_moves() {
         &[("BOULDER_FAILPOINT_RUN", "merge-verify"), ("BOULDER_FAILPOINT_CMD", &late)],
     );
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("branch main moved"), "{}", r.stderr);
+    assert_shown!("a_commit_on_the_base_between_plan_and_change_stops_before_the_base_moves", r);
     assert_eq!(repo.git_out(&["log", "-1", "--format=%s", "main"]), "late on main");
     assert_eq!(status(&repo, &repo.dir), "");
     // The rerun replays onto the new base.
@@ -337,11 +336,10 @@ fn merge_runs_the_ownership_check_of_pre_push() {
 
     // The dry run refuses as the real run does (exit 1), naming the violation.
     let d = repo.boulder(&["stream", "merge", "auth", "--dry-run"]).code(1);
-    assert!(d.stderr.contains("src/api/mod.rs  owned by api"), "{}", d.stderr);
+    assert_shown!("merge_runs_the_ownership_check_of_pre_push", d);
     // settings.ownership: error (the default) refuses, changing nothing.
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
-    assert!(r.stderr.contains("src/api/mod.rs  owned by api"), "{}", r.stderr);
-    assert!(r.stderr.contains("--force"), "{}", r.stderr);
+    assert_shown!("merge_runs_the_ownership_check_of_pre_push_2", r);
     assert_eq!(rev(&repo, "main"), before);
     assert!(!repo.dir.join(".git/boulder/merge/auth.json").exists());
     // warn: merged, with the violation said on stderr.
@@ -349,7 +347,7 @@ fn merge_runs_the_ownership_check_of_pre_push() {
     repo.write(".boulder/streams.yaml", &plan);
     repo.commit_all("ownership: warn");
     let r = repo.boulder(&["stream", "merge", "auth"]).ok();
-    assert!(r.stderr.contains("src/api/mod.rs  owned by api"), "{}", r.stderr);
+    assert_shown!("merge_runs_the_ownership_check_of_pre_push_3", r);
     assert_eq!(repo.read("src/api/mod.rs"), "// auth was here\n");
 }
 
@@ -360,7 +358,7 @@ fn force_merges_past_an_ownership_violation() {
     commit_in(&repo, &w, "src/api/mod.rs", b"// auth was here\n", "touch api");
     repo.boulder(&["prd", "done", "US-001"]).ok();
     let r = repo.boulder(&["stream", "merge", "auth", "--force"]).ok();
-    assert!(r.stderr.contains("owned by api"), "{}", r.stderr);
+    assert_shown!("force_merges_past_an_ownership_violation", r);
     assert_eq!(repo.read("src/api/mod.rs"), "// auth was here\n");
 }
 
@@ -378,7 +376,7 @@ fn a_file_replacing_a_checked_out_submodule_is_refused_and_the_submodule_kept() 
     base_moves(&repo);
     let before = rev(&repo, "main");
     let r = repo.boulder(&["stream", "merge", "auth", "--force"]).code(1);
-    assert!(r.stderr.contains("a submodule's files are in the way"), "{}", r.stderr);
+    assert_shown!("a_file_replacing_a_checked_out_submodule_is_refused_and_the_submodule_kept", r);
     assert_eq!(rev(&repo, "main"), before);
     assert_eq!(std::fs::read_to_string(repo.dir.join("src/auth/vendor/lib.txt")).unwrap(), "v1\n");
 }
@@ -470,7 +468,7 @@ fn a_skip_worktree_file_with_local_changes_is_not_hidden_behind_the_merge() {
     let main_before = rev(&repo, "main");
     let r = repo.boulder(&["stream", "merge", "auth"]);
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("src/auth/mod.rs (it has local changes)"), "{}", r.stderr);
+    assert_shown!("a_skip_worktree_file_with_local_changes_is_not_hidden_behind_the_merge", r);
     assert_eq!(rev(&repo, "main"), main_before);
     assert_eq!(repo.read("src/auth/mod.rs"), "// my local version\n");
     // Back to what the index holds: the merge goes ahead, the entry stays skip-worktree.
@@ -583,7 +581,7 @@ fn what_stands_where_a_folder_or_file_is_to_go_is_kept_unless_the_merge_removes_
     std::os::unix::fs::symlink(&outside, repo.dir.join("src/auth/new")).unwrap();
     let main_before = rev(&repo, "main");
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
-    assert!(r.stderr.contains("src/auth/new") && r.stderr.contains("untracked"), "{}", r.stderr);
+    assert_shown!("what_stands_where_a_folder_or_file_is_to_go_is_kept_unless_the_merge_removes_it", r);
     assert!(std::fs::symlink_metadata(repo.dir.join("src/auth/new")).unwrap().file_type().is_symlink());
     assert_eq!(rev(&repo, "main"), main_before);
     assert!(!outside.join("file").exists());
@@ -595,7 +593,7 @@ fn what_stands_where_a_folder_or_file_is_to_go_is_kept_unless_the_merge_removes_
     });
     std::fs::write(repo.dir.join("src/auth/d/notes.txt"), "mine\n").unwrap();
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
-    assert!(r.stderr.contains("src/auth/d/notes.txt"), "{}", r.stderr);
+    assert_shown!("what_stands_where_a_folder_or_file_is_to_go_is_kept_unless_the_merge_removes_it_2", r);
     assert_eq!(std::fs::read_to_string(repo.dir.join("src/auth/d/notes.txt")).unwrap(), "mine\n");
     assert_eq!(std::fs::read_to_string(repo.dir.join("src/auth/d/f")).unwrap(), "f\n");
 }
@@ -677,11 +675,11 @@ fn a_merge_killed_while_it_writes_the_worktree_is_finished_by_a_rerun() {
     // update: the base did not move); the user then edits it.
     let repo = setup(false);
     let r = repo.boulder_env(&repo.dir, &["stream", "merge", "auth"], &[("BOULDER_FAILPOINT", "checkout-first-file")]);
-    assert!(r.stderr.contains("failpoint"), "{}", r.stderr);
+    assert_shown!("a_merge_killed_while_it_writes_the_worktree_is_finished_by_a_rerun", r);
     let first = (0..19).map(|i| format!("src/auth/f{i}.txt")).find(|p| repo.read(p).starts_with("V2")).unwrap();
     repo.write(&first, "mine\n");
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
-    assert!(r.stderr.contains("interrupted") && r.stderr.contains(&first), "{}", r.stderr);
+    assert_shown!("a_merge_killed_while_it_writes_the_worktree_is_finished_by_a_rerun_2", r);
     assert_eq!(repo.read(&first), "mine\n");
     assert!(repo.dir.join(".git/boulder/merge/auth.json").exists(), "the interrupted merge is kept");
     // Dealt with, the rerun finishes.

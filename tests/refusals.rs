@@ -127,7 +127,7 @@ fn stream_cleanup_from_inside_a_worktree_it_removes() {
     let repo = initialized();
     let auth = repo.worktree("auth");
     let r = repo.boulder_in(&auth, &["stream", "cleanup", "auth", "docs"]).ok();
-    assert!(r.stdout.contains("auth: worktree removed") && r.stdout.contains("docs: worktree removed"), "{}", r.stdout);
+    assert_shown!("stream_cleanup_from_inside_a_worktree_it_removes", r);
     assert!(!auth.exists() && !repo.worktree("docs").exists());
     assert_eq!(repo.stream_state("auth")["status"], "CLEANED");
     assert_eq!(repo.stream_state("docs")["status"], "CLEANED");

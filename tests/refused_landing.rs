@@ -83,8 +83,7 @@ fn a_refused_landing_is_recorded_pushed_and_no_other_machine_lands_it() {
     conflicting_a(alpha, beta, true);
     let tip = rev(alpha, "boulder/a");
     let r = alpha.boulder(&["stream", "merge", "a", "--remote", "origin"]).code(1);
-    assert!(r.stderr.contains("conflict"), "{}", r.stderr);
-    assert!(r.stderr.contains("git boulder stream retry a"), "{}", r.stderr);
+    assert_shown!("a_refused_landing_is_recorded_pushed_and_no_other_machine_lands_it", r);
     // Recorded in a's op-log, and on the remote.
     let refused = ops(alpha, "a", "refused");
     assert_eq!(refused.len(), 1, "{refused:#?}");
@@ -152,14 +151,14 @@ fn stream_retry_clears_a_refusal_and_is_shared() {
     assert_eq!(row(&beta, "a")["status"], "NEEDS_ATTENTION");
     // Retried on beta, pushed: alpha sees it cleared after a pull.
     let r = beta.boulder(&["stream", "retry", "a", "--remote", "origin"]).ok();
-    assert!(r.stdout.contains("a: cleared the refusal (conflict"), "{}", r.stdout);
+    assert_shown!("stream_retry_clears_a_refusal_and_is_shared", r);
     assert_eq!(ops(&beta, "a", "retried").len(), 1);
     alpha.boulder(&["pull"]).ok();
     assert_eq!(row(&alpha, "a")["status"], "COMPLETED");
     assert_eq!(ops(&alpha, "a", "retried")[0]["actor"], "beta");
     // Nothing left to clear.
     let r = alpha.boulder(&["stream", "retry", "a"]).ok();
-    assert!(r.stdout.contains("nothing to clear"), "{}", r.stdout);
+    assert_shown!("stream_retry_clears_a_refusal_and_is_shared_2", r);
     assert_eq!(ops(&alpha, "a", "retried").len(), 1);
 }
 
@@ -295,7 +294,7 @@ git add -A\ngit commit -q -m \"a: $BOULDER_STORY\"\n",
     )
     .unwrap();
     let r = repo.boulder(&["stream", "run", "a", "--", "sh", script.to_str().unwrap()]).code(1);
-    assert!(r.stderr.contains("settings.auto_merge: merging stream a"), "{}", r.stderr);
+    assert_shown!("auto_merge_records_its_refusal", r);
     let refused = ops(&repo, "a", "refused");
     assert_eq!(refused.len(), 1, "{}", r.stderr);
     assert_eq!(refused[0]["data"]["refusal"], "conflict");

@@ -43,16 +43,16 @@ fn rollback_goes_to_the_fork_point_keeps_a_backup_and_restore_brings_it_back() {
 
     // --to must be in the branch's history.
     let r = repo.boulder(&["stream", "rollback", "auth", "--to", "main"]).code(1);
-    assert!(r.stderr.contains("not in the history"), "{}", r.stderr);
+    assert_shown!("rollback_goes_to_the_fork_point_keeps_a_backup_and_restore_brings_it_back", r);
     // A dirty worktree is refused, and nothing moves.
     std::fs::write(w.join("src/auth/a.rs"), "edited\n").unwrap();
     let r = repo.boulder(&["stream", "rollback", "auth"]).code(1);
-    assert!(r.stderr.contains("uncommitted changes"), "{}", r.stderr);
+    assert_shown!("rollback_goes_to_the_fork_point_keeps_a_backup_and_restore_brings_it_back_2", r);
     assert_eq!(rev(&repo, "boulder/auth"), tip);
     repo.git_in(&w, &["checkout", "--", "src/auth/a.rs"]).ok();
 
     let r = repo.boulder(&["stream", "rollback", "auth", "--to", "boulder/auth~1"]).ok();
-    assert!(r.stdout.contains("rolled back branch boulder/auth"), "{}", r.stdout);
+    assert_shown!("rollback_goes_to_the_fork_point_keeps_a_backup_and_restore_brings_it_back_3", r);
     assert_eq!(rev(&repo, "boulder/auth"), rev(&repo, &format!("{tip}~1")));
     assert_eq!(rev(&repo, "refs/boulder/backup/auth/1"), tip);
     assert!(!w.join("src/auth/b.rs").exists());
@@ -64,7 +64,7 @@ fn rollback_goes_to_the_fork_point_keeps_a_backup_and_restore_brings_it_back() {
     assert!(!w.join("src/auth/a.rs").exists());
     assert_eq!(rev(&repo, "refs/boulder/backup/auth/2"), rev(&repo, &format!("{tip}~1")));
     let again = repo.boulder(&["stream", "rollback", "auth"]).ok();
-    assert!(again.stdout.contains("nothing changed"), "{}", again.stdout);
+    assert_shown!("rollback_goes_to_the_fork_point_keeps_a_backup_and_restore_brings_it_back_4", again);
 
     // --restore brings the latest backup back (the tip it replaces is in its history: no new backup).
     repo.boulder(&["stream", "rollback", "auth", "--restore"]).ok();
@@ -97,7 +97,7 @@ fn unmerge_reverts_the_base_reopens_the_stories_and_the_stream_can_merge_again()
     let merged_tip = rev(&repo, "boulder/auth");
 
     let r = repo.boulder(&["stream", "unmerge", "auth"]).ok();
-    assert!(r.stdout.contains("auth: taken out of main by revert"), "{}", r.stdout);
+    assert_shown!("unmerge_reverts_the_base_reopens_the_stories_and_the_stream_can_merge_again", r);
     // Two commits on the base: the revert, then the PRD reopening — nothing rewritten.
     assert_eq!(rev(&repo, "main~2"), before);
     let subjects = repo.git_out(&["log", "-2", "--format=%s", "main"]);
@@ -129,7 +129,7 @@ fn unmerge_reverts_the_base_reopens_the_stories_and_the_stream_can_merge_again()
     repo.boulder(&["stream", "merge", "auth"]).code(1);
     // Not merged any more: unmerge again is refused; merge again lands it anew.
     let again = repo.boulder(&["stream", "unmerge", "auth"]).code(1);
-    assert!(again.stderr.contains("not merged"), "{}", again.stderr);
+    assert_shown!("unmerge_reverts_the_base_reopens_the_stories_and_the_stream_can_merge_again_2", again);
     repo.boulder(&["prd", "done", "US-001"]).ok();
     repo.boulder(&["stream", "merge", "auth"]).ok();
     assert_eq!(repo.read("src/auth/login.rs"), "fn login() {}\n");
@@ -147,8 +147,7 @@ fn unmerge_refuses_a_revert_that_conflicts_with_later_work() {
     repo.commit_all("later rewrite");
     let before = rev(&repo, "main");
     let r = repo.boulder(&["stream", "unmerge", "auth"]).code(1);
-    assert!(r.stdout.contains("README.md"), "{}", r.stdout);
-    assert!(r.stderr.contains("nothing was changed"), "{}", r.stderr);
+    assert_shown!("unmerge_refuses_a_revert_that_conflicts_with_later_work", r);
     assert_eq!(rev(&repo, "main"), before);
     assert_eq!(repo.stream_state("auth")["status"], "MERGED");
 }
@@ -166,7 +165,7 @@ fn unmerge_through_the_remote_changes_the_remotes_base_and_state() {
     let landed = s.git(&a, &["rev-parse", "main"]);
 
     let r = a.boulder(&["stream", "unmerge", "auth", "--remote", "origin"]).ok();
-    assert!(r.stdout.contains("taken out of main on origin"), "{}", r.stdout);
+    assert_shown!("unmerge_through_the_remote_changes_the_remotes_base_and_state", r);
     assert_eq!(s.git(&a, &["rev-parse", "main~2"]), landed);
     let tree = s.git(&a, &["ls-tree", "-r", "--name-only", "main"]);
     assert!(!tree.contains("src/auth/login.rs") && tree.contains("src/api/list.rs"), "{tree}");
@@ -288,7 +287,7 @@ fn a_rollback_run_again_records_nothing_more() {
     commit_in(&repo, &w, "src/auth/a.rs", "a\n", "one");
     repo.boulder(&["stream", "rollback", "auth"]).ok();
     let r = repo.boulder(&["stream", "rollback", "auth"]).ok();
-    assert!(r.stdout.contains("nothing changed"), "{}", r.stdout);
+    assert_shown!("a_rollback_run_again_records_nothing_more", r);
     assert_eq!(kinds(&repo, "auth").iter().filter(|k| *k == "rolled_back").count(), 1);
 }
 

@@ -18,7 +18,7 @@ fn finisher_completes_the_stream() {
     let repo = ready();
     let agent = repo.dir.join("agents/finisher.sh");
     let r = repo.boulder(&["stream", "run", "api", "--cooldown", "10ms", "--", "sh", agent.to_str().unwrap()]).ok();
-    assert!(r.stdout.contains("COMPLETED after 2 iteration(s)"), "{}{}", r.stdout, r.stderr);
+    assert_shown!("finisher_completes_the_stream", r);
     assert_eq!(repo.stream_state("api")["status"], "COMPLETED");
     let boulder = repo.git_out(&["cat-file", "-p", "refs/boulder/boulders/api:state.json"]);
     assert!(boulder.contains("\"status\": \"completed\"") && boulder.contains("\"iteration\": 2"), "{boulder}");
@@ -34,8 +34,7 @@ fn idle_agent_fails_after_the_backoff() {
     let repo = ready();
     let start = std::time::Instant::now();
     let r = repo.boulder(&["stream", "run", "api", "--cooldown", "20ms", "--max-failures", "3", "--", "true"]).code(1);
-    assert!(r.stdout.contains("FAILED after 3 iteration(s)"), "{}", r.stdout);
-    assert!(r.stderr.contains("waiting 0.0s") && r.stderr.contains("(2/3)"), "{}", r.stderr);
+    assert_shown!("idle_agent_fails_after_the_backoff", r);
     // 20 ms then 40 ms of backoff at least.
     assert!(start.elapsed() >= std::time::Duration::from_millis(60));
     assert_eq!(repo.stream_state("api")["status"], "FAILED");
@@ -47,12 +46,12 @@ fn stop_ends_the_run_after_the_current_iteration() {
     let r = repo
         .boulder(&["stream", "run", "api", "--cooldown", "10ms", "--", "git", "boulder", "stream", "stop", "api"])
         .ok();
-    assert!(r.stdout.contains("STOPPED after 1 iteration(s)"), "{}{}", r.stdout, r.stderr);
+    assert_shown!("stop_ends_the_run_after_the_current_iteration", r);
     assert_eq!(repo.stream_state("api")["status"], "STOPPED");
     // max_iterations stops too.
     let agent = repo.dir.join("agents/finisher.sh");
     let r = repo.boulder(&["stream", "run", "api", "--max-iterations", "1", "--", "sh", agent.to_str().unwrap()]).ok();
-    assert!(r.stdout.contains("STOPPED after 1 iteration(s) (max_iterations reached)"), "{}", r.stdout);
+    assert_shown!("stop_ends_the_run_after_the_current_iteration_2", r);
 }
 
 #[test]
@@ -79,7 +78,7 @@ fn story_titles_never_reach_a_shell() {
     repo.boulder(&["stream", "init", "api"]).ok();
     let r =
         repo.boulder(&["stream", "run", "api", "--max-iterations", "1", "--", "printenv", "BOULDER_STORY_TITLE"]).ok();
-    assert!(r.stdout.contains("STOPPED"), "{}", r.stdout);
+    assert_shown!("story_titles_never_reach_a_shell", r);
     let wt = repo.dir.join(".boulder/worktrees/api");
     assert!(!wt.join("pwned").exists() && !wt.join("pwned2").exists() && !repo.dir.join("pwned").exists());
 }
@@ -88,10 +87,10 @@ fn story_titles_never_reach_a_shell() {
 fn run_needs_a_worktree_and_a_command() {
     let repo = sample();
     let r = repo.boulder(&["stream", "run", "api", "--", "true"]).code(2);
-    assert!(r.stderr.contains("stream init api"), "{}", r.stderr);
+    assert_shown!("run_needs_a_worktree_and_a_command", r);
     repo.boulder(&["stream", "init", "api"]).ok();
     let r = repo.boulder(&["stream", "run", "api"]).code(2);
-    assert!(r.stderr.contains("agent"), "{}", r.stderr);
+    assert_shown!("run_needs_a_worktree_and_a_command_2", r);
 }
 
 #[test]

@@ -11,7 +11,7 @@ fn porcelain(repo: &TestRepo) -> String {
 fn init_creates_worktrees_git_accepts() {
     let repo = sample();
     let r = repo.boulder(&["stream", "init"]).ok();
-    assert!(r.stdout.contains("auth: ") && r.stdout.contains("created worktree"), "{}", r.stdout);
+    assert_shown!("init_creates_worktrees_git_accepts", r);
     let list = porcelain(&repo);
     for name in ["auth", "api", "docs"] {
         let wt = repo.dir.join(".boulder/worktrees").join(name);
@@ -37,7 +37,7 @@ fn init_creates_worktrees_git_accepts() {
     // Idempotent: a second run changes nothing and says so.
     let before = repo.git_out(&["for-each-ref"]);
     let r = repo.boulder(&["stream", "init"]).ok();
-    assert!(r.stdout.contains("nothing to do"), "{}", r.stdout);
+    assert_shown!("init_creates_worktrees_git_accepts_2", r);
     assert_eq!(repo.git_out(&["for-each-ref"]), before);
 
     // git can remove it and prune it.
@@ -69,12 +69,12 @@ fn init_refuses_branch_checked_out_elsewhere_and_foreign_folder() {
     repo.git(&["worktree", "add", "-q", "-b", "boulder/auth", other.to_str().unwrap()]).ok();
     let r = repo.boulder(&["stream", "init", "auth"]);
     assert_ne!(r.code, 0);
-    assert!(r.stderr.contains("elsewhere"), "{}", r.stderr);
+    assert_shown!("init_refuses_branch_checked_out_elsewhere_and_foreign_folder", r);
 
     std::fs::create_dir_all(repo.dir.join(".boulder/worktrees/api")).unwrap();
     std::fs::write(repo.dir.join(".boulder/worktrees/api/keep.txt"), "mine").unwrap();
     let r = repo.boulder(&["stream", "init", "api"]).code(2);
-    assert!(r.stderr.contains(".boulder/worktrees/api"), "{}", r.stderr);
+    assert_shown!("init_refuses_branch_checked_out_elsewhere_and_foreign_folder_2", r);
     assert_eq!(std::fs::read_to_string(repo.dir.join(".boulder/worktrees/api/keep.txt")).unwrap(), "mine");
 }
 
@@ -116,7 +116,7 @@ fn setup_runs_once_and_failure_keeps_the_worktree() {
     repo.write(".boulder/streams.yaml", &plan);
     repo.boulder(&["trust"]).ok();
     let r = repo.boulder(&["stream", "init", "api"]).code(1);
-    assert!(r.stdout.contains("setup failed"), "{}", r.stdout);
+    assert_shown!("setup_runs_once_and_failure_keeps_the_worktree", r);
     assert!(repo.dir.join(".boulder/worktrees/api/README.md").exists());
 }
 
@@ -150,13 +150,13 @@ fn cleanup_refuses_lost_work_then_removes() {
     let auth = repo.dir.join(".boulder/worktrees/auth");
     std::fs::write(auth.join("wip.txt"), "uncommitted\n").unwrap();
     let r = repo.boulder(&["stream", "cleanup", "auth"]).code(1);
-    assert!(r.stderr.contains("wip.txt"), "{}", r.stderr);
+    assert_shown!("cleanup_refuses_lost_work_then_removes", r);
     std::fs::remove_file(auth.join("wip.txt")).unwrap();
     std::fs::write(auth.join("src/auth/new.rs"), "x\n").unwrap();
     repo.git_in(&auth, &["add", "-A"]).ok();
     repo.git_in(&auth, &["commit", "-q", "-m", "unmerged work"]).ok();
     let r = repo.boulder(&["stream", "cleanup", "auth"]).code(1);
-    assert!(r.stderr.contains("1 commit"), "{}", r.stderr);
+    assert_shown!("cleanup_refuses_lost_work_then_removes_2", r);
     assert!(auth.exists());
     // --force removes the worktree; the branch is kept (not --delete-branch).
     repo.boulder(&["stream", "cleanup", "auth", "--force"]).ok();
@@ -172,7 +172,7 @@ fn cleanup_refuses_lost_work_then_removes() {
     assert!(!r.stdout.contains("api") && !r.stdout.contains("docs"), "{}", r.stdout);
     repo.git(&["rev-parse", "--verify", "-q", "boulder/api"]).ok();
     let r = repo.boulder(&["stream", "cleanup", "auth", "--delete-branch"]).code(1);
-    assert!(r.stderr.contains("merged"), "{}", r.stderr);
+    assert_shown!("cleanup_refuses_lost_work_then_removes_3", r);
     repo.boulder(&["stream", "cleanup"]).code(2);
     repo.assert_fsck();
 }
@@ -181,14 +181,14 @@ fn cleanup_refuses_lost_work_then_removes() {
 fn cleanup_stale_and_doctor() {
     let repo = sample();
     let r = repo.boulder(&["stream", "init", "--no-hooks"]).ok();
-    assert!(r.stderr.contains("will not be recorded"), "{}", r.stderr);
+    assert_shown!("cleanup_stale_and_doctor", r);
     let r = repo.boulder(&["doctor"]).code(1);
-    assert!(r.stdout.contains("git boulder hooks install"), "{}", r.stdout);
+    assert_shown!("cleanup_stale_and_doctor_2", r);
     repo.boulder(&["hooks", "install"]).ok();
     repo.boulder(&["doctor"]).ok();
     std::fs::remove_dir_all(repo.dir.join(".boulder/worktrees/docs")).unwrap();
     let r = repo.boulder(&["doctor"]).code(1);
-    assert!(r.stdout.contains("docs") && r.stdout.contains("cleanup --stale"), "{}", r.stdout);
+    assert_shown!("cleanup_stale_and_doctor_3", r);
     // A worktree git knows under worktree_dir that no stream names.
     let stray = repo.dir.join(".boulder/worktrees/stray");
     repo.git(&["worktree", "add", "-q", "-b", "stray", stray.to_str().unwrap()]).ok();

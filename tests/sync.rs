@@ -48,7 +48,7 @@ fn push_then_pull_carries_state_and_notes() {
     commit_in(&a, &a.dir.join(".boulder/worktrees/auth"), "src/auth/a.rs", "a\n", "auth work");
     a.boulder(&["prd", "done", "US-003"]).ok();
     let r = a.boulder(&["push"]).ok();
-    assert!(r.stdout.contains("pushed to origin"), "{}", r.stdout);
+    assert_shown!("push_then_pull_carries_state_and_notes", r);
     // The remote holds the refs, as plain git sees them.
     let remote_refs = a.git_out(&["ls-remote", n.bare.to_str().unwrap()]);
     for r in ["refs/boulder/streams/auth", "refs/boulder/boulders/auth", "refs/boulder/prd", "refs/notes/boulder"] {
@@ -68,12 +68,12 @@ fn push_then_pull_carries_state_and_notes() {
     let st = b.boulder(&["status", "--json"]).ok().json();
     assert!(st["streams"][0]["worktree"].is_null(), "{st}");
     let p = b.boulder(&["stream", "path", "auth"]).code(2);
-    assert!(p.stderr.contains(b.dir.join(".boulder/worktrees/auth").to_str().unwrap()), "{}", p.stderr);
+    assert_shown!("push_then_pull_carries_state_and_notes_2", p);
     b.assert_fsck();
     // Pulling again changes nothing.
     let before = state_refs(&b);
     let r = b.boulder(&["pull"]).ok();
-    assert!(r.stdout.contains("up to date"), "{}", r.stdout);
+    assert_shown!("push_then_pull_carries_state_and_notes_3", r);
     assert_eq!(state_refs(&b), before);
 }
 
@@ -291,10 +291,10 @@ fn stream_run_takes_the_claim_first() {
     a.boulder(&["stream", "init", "auth"]).ok();
     b.boulder(&["stream", "claim", "auth"]).ok();
     let r = a.boulder(&["stream", "run", "auth", "--max-iterations", "1", "--", "true"]).code(1);
-    assert!(r.stderr.contains("claimed on origin by beta"), "{}", r.stderr);
+    assert_shown!("stream_run_takes_the_claim_first", r);
     b.boulder(&["stream", "release", "auth"]).ok();
     let r = a.boulder(&["stream", "run", "auth", "--max-iterations", "1", "--", "true"]).ok();
-    assert!(r.stderr.contains("claimed stream auth") && r.stderr.contains("released the claim"), "{}", r.stderr);
+    assert_shown!("stream_run_takes_the_claim_first_2", r);
     assert!(!a.git_out(&["ls-remote", n.bare.to_str().unwrap()]).contains("claims"));
 }
 
@@ -405,10 +405,10 @@ fn bad_remotes_are_clear_errors() {
     let a = n.machine("alpha");
     let r = a.boulder(&["pull", "/nonexistent/remote.git"]);
     assert_eq!(r.code, 1, "{}", r.stderr);
-    assert!(r.stderr.contains("cannot fetch"), "{}", r.stderr);
+    assert_shown!("bad_remotes_are_clear_errors", r);
     a.git(&["remote", "remove", "origin"]).ok();
     let r = a.boulder(&["push"]).code(2);
-    assert!(r.stderr.contains("no remote"), "{}", r.stderr);
+    assert_shown!("bad_remotes_are_clear_errors_2", r);
     // A URL works without a configured remote.
     a.boulder(&["prd", "done", "US-001"]).ok();
     a.boulder(&["push", n.bare.to_str().unwrap()]).ok();
@@ -425,7 +425,7 @@ fn a_stream_started_elsewhere_continues_from_its_pushed_branch() {
     a.boulder(&["push"]).ok();
     let b = n.machine("beta");
     let r = b.boulder(&["stream", "init", "auth"]).ok();
-    assert!(r.stdout.contains("created branch boulder/auth from origin/boulder/auth"), "{}", r.stdout);
+    assert_shown!("a_stream_started_elsewhere_continues_from_its_pushed_branch", r);
     assert_eq!(b.git_out(&["rev-parse", "boulder/auth"]), a.git_out(&["rev-parse", "boulder/auth"]));
     assert!(b.dir.join(".boulder/worktrees/auth/src/auth/a.rs").exists());
     // Its pull reports the notes ref as created, the rest merged or created.
@@ -518,7 +518,7 @@ fn a_remote_configured_as_a_mirror_still_takes_the_state_and_nothing_else() {
     a.boulder(&["prd", "done", "US-003"]).ok();
     // git refuses refspecs for a mirror remote; the state's refs are pushed by name all the same.
     let r = a.boulder(&["push"]).ok();
-    assert!(r.stdout.contains("pushed to origin"), "{}", r.stdout);
+    assert_shown!("a_remote_configured_as_a_mirror_still_takes_the_state_and_nothing_else", r);
     let remote_refs = a.git_out(&["ls-remote", n.bare.to_str().unwrap()]);
     assert!(remote_refs.contains("refs/boulder/prd"), "{remote_refs}");
     // Only the state: not the stream branches a mirror push would have sent.
