@@ -69,7 +69,7 @@ fn a_fresh_users_first_day() {
 
     // init: worktrees, and the hooks that record commits.
     let r = run(&repo, &repo.dir, &["stream", "init"]).ok();
-    assert_shown!("a_fresh_users_first_day", r);
+    assert_shown!("first_day_stream_init", r);
     let names: Vec<String> = run(&repo, &repo.dir, &["status", "--json"]).ok().json()["streams"]
         .as_array()
         .unwrap()
@@ -93,7 +93,7 @@ fn a_fresh_users_first_day() {
 
     // merge: the base moved locally; status and merge say to push it until the remote has it.
     let r = run(&repo, &repo.dir, &["stream", "merge", &auth]).ok();
-    assert_shown!("a_fresh_users_first_day_2", r);
+    assert_shown!("first_day_stream_merge", r);
     insta::assert_snapshot!("dashboard_merged_not_pushed", shown(&repo, &run(&repo, &repo.dir, &["status"]).ok()));
     repo.git(&["push", "-q", "origin", "main"]).ok();
     let r = run(&repo, &repo.dir, &["status"]).ok();

@@ -43,7 +43,7 @@ fn merge_without_base_moving_fast_forwards_and_records() {
     finish_auth(&repo);
     let tip = rev(&repo, "boulder/auth");
     let r = repo.boulder(&["stream", "merge", "auth"]).ok();
-    assert_shown!("merge_without_base_moving_fast_forwards_and_records", r);
+    assert_shown!("fast_forward_merge", r);
     // Nothing to rebase: the commits are kept as they are and main fast-forwards to them.
     assert_eq!(rev(&repo, "main"), tip);
     assert_eq!(rev(&repo, "boulder/auth"), tip);
@@ -60,7 +60,7 @@ fn merge_without_base_moving_fast_forwards_and_records() {
     repo.boulder(&["doctor"]).ok();
     // Merging again: nothing new, still fine.
     let r = repo.boulder(&["stream", "merge", "auth"]).ok();
-    assert_shown!("merge_without_base_moving_fast_forwards_and_records_2", r);
+    assert_shown!("fast_forward_merge_again", r);
     assert_eq!(rev(&repo, "main"), tip);
 }
 
@@ -281,23 +281,23 @@ fn refusals_change_nothing() {
     let refs = repo.git_out(&["for-each-ref"]);
     // Stories not done.
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
-    assert_shown!("refusals_change_nothing", r);
+    assert_shown!("refused_stories_not_done", r);
     // A dependency not merged.
     let r = repo.boulder(&["stream", "merge", "api", "--force"]).code(1);
-    assert_shown!("refusals_change_nothing_2", r);
+    assert_shown!("refused_dependency_not_merged", r);
     // Dirty stream worktree, then dirty base worktree.
     std::fs::write(w.join("src/auth/mod.rs"), "// edited, not committed\n").unwrap();
     let r = repo.boulder(&["stream", "merge", "auth", "--force"]).code(1);
-    assert_shown!("refusals_change_nothing_3", r);
+    assert_shown!("refused_dirty_stream_worktree", r);
     repo.git_in(&w, &["checkout", "--", "."]).ok();
     repo.write("shared.txt", "dirty\n");
     let r = repo.boulder(&["stream", "merge", "auth", "--force"]).code(1);
-    assert_shown!("refusals_change_nothing_4", r);
+    assert_shown!("refused_dirty_base_worktree", r);
     repo.git(&["checkout", "--", "."]).ok();
     // An untracked file where the merge would write is refused too, before any ref moves.
     repo.write("src/auth/login.rs", "mine\n");
     let r = repo.boulder(&["stream", "merge", "auth", "--force"]).code(1);
-    assert_shown!("refusals_change_nothing_5", r);
+    assert_shown!("refused_untracked_file_in_the_way", r);
     assert_eq!(repo.read("src/auth/login.rs"), "mine\n");
     // Only the refusal of auth's dirty worktree was recorded (in its op-log): nothing else moved.
     assert_eq!(refs_but_auths_log(&repo), refs_but_auths_log_of(&refs));
@@ -347,7 +347,7 @@ fn all_merges_in_dependency_order_and_stops_at_the_first_failure() {
     let auth_at = r.stdout.find("auth: merged").expect("auth merged");
     let api_at = r.stdout.find("api: merged").expect("api merged");
     assert!(auth_at < api_at, "{}", r.stdout);
-    assert_shown!("all_merges_in_dependency_order_and_stops_at_the_first_failure", r);
+    assert_shown!("merge_all_in_dependency_order", r);
     assert_eq!(repo.stream_state("api")["status"], "MERGED");
     assert_eq!(repo.read("src/api/list.rs"), "fn list() {}\n");
 
@@ -358,7 +358,7 @@ fn all_merges_in_dependency_order_and_stops_at_the_first_failure() {
     repo.commit_all("base edits shared");
     repo.boulder(&["prd", "done", "US-003"]).ok();
     let r = repo.boulder(&["stream", "merge", "--all"]).code(1);
-    assert_shown!("all_merges_in_dependency_order_and_stops_at_the_first_failure_2", r);
+    assert_shown!("merge_all_stops_at_a_conflict", r);
 }
 
 #[test]
@@ -415,11 +415,11 @@ fn a_held_merge_lock_refuses_naming_the_holder() {
     let mut holder = std::process::Command::new("python3").arg("-c").arg(script).spawn().unwrap();
     wait_for("the lock holder", || ready.exists());
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
-    assert_shown!("a_held_merge_lock_refuses_naming_the_holder", r);
+    assert_shown!("merge_lock_held", r);
     assert_ne!(rev(&repo, "main"), rev(&repo, "boulder/auth"));
     // --wait blocks until the holder lets go, then merges.
     let r = repo.boulder(&["stream", "merge", "auth", "--wait"]).ok();
-    assert_shown!("a_held_merge_lock_refuses_naming_the_holder_2", r);
+    assert_shown!("merge_lock_waited_for", r);
     holder.wait().unwrap();
 }
 
@@ -522,12 +522,12 @@ fn a_lock_met_by_the_rerun_of_a_merge_under_way_keeps_its_record() {
     commit_in(&repo, &w, "src/auth/login.rs", "fn login() {}\n", "login");
     repo.boulder(&["prd", "done", "US-001"]).ok();
     let r = repo.boulder_env(&repo.dir, &["stream", "merge", "auth"], &[("BOULDER_FAILPOINT", "merge-base-ref")]);
-    assert_shown!("a_lock_met_by_the_rerun_of_a_merge_under_way_keeps_its_record", r);
+    assert_shown!("merge_killed_at_base_ref", r);
     // Someone else's git holds the index (no record of ours names it).
     let lock = repo.dir.join(".git/index.lock");
     std::fs::write(&lock, "").unwrap();
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
-    assert_shown!("a_lock_met_by_the_rerun_of_a_merge_under_way_keeps_its_record_2", r);
+    assert_shown!("rerun_meets_an_index_lock", r);
     assert!(repo.dir.join(".git/boulder/merge/auth.json").exists(), "the record was dropped: {}", r.stderr);
     std::fs::remove_file(&lock).unwrap();
     let r = repo.boulder(&["stream", "merge", "auth"]);

@@ -275,7 +275,7 @@ fn verify_failing_or_the_server_refusing_leaves_the_remote_untouched() {
     finish(&a, "auth", "US-001", "src/auth/login.rs", "fn login() {}\n");
     let before = s.ls_remote(&a);
     let r = a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).code(1);
-    assert_shown!("verify_failing_or_the_server_refusing_leaves_the_remote_untouched", r);
+    assert_shown!("remote_merge_verify_failed", r);
     assert_eq!(branches(&s.ls_remote(&a)), branches(&before));
     assert_eq!(s.stream_state(&a, "auth")["refused"]["refusal"], "verify");
 
@@ -287,7 +287,7 @@ fn verify_failing_or_the_server_refusing_leaves_the_remote_untouched() {
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     std::fs::set_permissions(&hook, perms).unwrap();
     let r = a.boulder(&["stream", "merge", "auth", "--remote", "origin"]).code(1);
-    assert_shown!("verify_failing_or_the_server_refusing_leaves_the_remote_untouched_2", r);
+    assert_shown!("remote_merge_server_refused", r);
     assert!(!r.stderr.contains("round 1/5"), "a refusal is no race: {}", r.stderr);
     assert_eq!(branches(&s.ls_remote(&a)), branches(&before));
     assert_ne!(a.stream_state("auth")["status"], "MERGED");

@@ -82,10 +82,10 @@ fn a_packed_refs_lock_left_by_a_killed_run_is_named_and_the_rerun_after_removing
     // Refused at once (not retried for minutes, not an internal error), naming the file to remove.
     let started = std::time::Instant::now();
     let r = m.boulder(&["stream", "merge", "auth", "--remote", "origin"]).code(1);
-    assert_shown!("a_packed_refs_lock_left_by_a_killed_run_is_named_and_the_rerun_after_removing_it_lands", r);
+    assert_shown!("packed_refs_lock_stops_the_merge", r);
     assert!(r.stderr.contains(&format!("remove {}", lock.display())), "{}", r.stderr);
     let r = m.boulder(&["prd", "done", "US-002"]).code(1);
-    assert_shown!("a_packed_refs_lock_left_by_a_killed_run_is_named_and_the_rerun_after_removing_it_lands_2", r);
+    assert_shown!("packed_refs_lock_stops_prd_done", r);
     assert!(started.elapsed() < std::time::Duration::from_secs(60), "took {:?}", started.elapsed());
 
     // As the hint says: remove it and rerun; what the refused run did stays done, nothing twice.

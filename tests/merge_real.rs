@@ -336,10 +336,10 @@ fn merge_runs_the_ownership_check_of_pre_push() {
 
     // The dry run refuses as the real run does (exit 1), naming the violation.
     let d = repo.boulder(&["stream", "merge", "auth", "--dry-run"]).code(1);
-    assert_shown!("merge_runs_the_ownership_check_of_pre_push", d);
+    assert_shown!("ownership_refused_dry_run", d);
     // settings.ownership: error (the default) refuses, changing nothing.
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
-    assert_shown!("merge_runs_the_ownership_check_of_pre_push_2", r);
+    assert_shown!("ownership_refused", r);
     assert_eq!(rev(&repo, "main"), before);
     assert!(!repo.dir.join(".git/boulder/merge/auth.json").exists());
     // warn: merged, with the violation said on stderr.
@@ -347,7 +347,7 @@ fn merge_runs_the_ownership_check_of_pre_push() {
     repo.write(".boulder/streams.yaml", &plan);
     repo.commit_all("ownership: warn");
     let r = repo.boulder(&["stream", "merge", "auth"]).ok();
-    assert_shown!("merge_runs_the_ownership_check_of_pre_push_3", r);
+    assert_shown!("ownership_warned", r);
     assert_eq!(repo.read("src/api/mod.rs"), "// auth was here\n");
 }
 
@@ -581,7 +581,7 @@ fn what_stands_where_a_folder_or_file_is_to_go_is_kept_unless_the_merge_removes_
     std::os::unix::fs::symlink(&outside, repo.dir.join("src/auth/new")).unwrap();
     let main_before = rev(&repo, "main");
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
-    assert_shown!("what_stands_where_a_folder_or_file_is_to_go_is_kept_unless_the_merge_removes_it", r);
+    assert_shown!("untracked_file_where_a_file_goes", r);
     assert!(std::fs::symlink_metadata(repo.dir.join("src/auth/new")).unwrap().file_type().is_symlink());
     assert_eq!(rev(&repo, "main"), main_before);
     assert!(!outside.join("file").exists());
@@ -593,7 +593,7 @@ fn what_stands_where_a_folder_or_file_is_to_go_is_kept_unless_the_merge_removes_
     });
     std::fs::write(repo.dir.join("src/auth/d/notes.txt"), "mine\n").unwrap();
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
-    assert_shown!("what_stands_where_a_folder_or_file_is_to_go_is_kept_unless_the_merge_removes_it_2", r);
+    assert_shown!("untracked_file_where_a_folder_goes", r);
     assert_eq!(std::fs::read_to_string(repo.dir.join("src/auth/d/notes.txt")).unwrap(), "mine\n");
     assert_eq!(std::fs::read_to_string(repo.dir.join("src/auth/d/f")).unwrap(), "f\n");
 }
@@ -675,11 +675,11 @@ fn a_merge_killed_while_it_writes_the_worktree_is_finished_by_a_rerun() {
     // update: the base did not move); the user then edits it.
     let repo = setup(false);
     let r = repo.boulder_env(&repo.dir, &["stream", "merge", "auth"], &[("BOULDER_FAILPOINT", "checkout-first-file")]);
-    assert_shown!("a_merge_killed_while_it_writes_the_worktree_is_finished_by_a_rerun", r);
+    assert_shown!("merge_killed_writing_the_worktree", r);
     let first = (0..19).map(|i| format!("src/auth/f{i}.txt")).find(|p| repo.read(p).starts_with("V2")).unwrap();
     repo.write(&first, "mine\n");
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
-    assert_shown!("a_merge_killed_while_it_writes_the_worktree_is_finished_by_a_rerun_2", r);
+    assert_shown!("rerun_meets_a_changed_file", r);
     assert_eq!(repo.read(&first), "mine\n");
     assert!(repo.dir.join(".git/boulder/merge/auth.json").exists(), "the interrupted merge is kept");
     // Dealt with, the rerun finishes.

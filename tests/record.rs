@@ -78,7 +78,7 @@ fn doctor_finds_commits_made_without_hooks_and_its_fix_records_them_once_in_hist
     // The fix, as printed, works from the main worktree.
     let args: Vec<&str> = fix.split(' ').skip(2).collect();
     let r = repo.boulder(&args).ok();
-    assert_shown!("doctor_finds_commits_made_without_hooks_and_its_fix_records_them_once_in_history_order", r);
+    assert_shown!("record_as_doctor_says", r);
 
     // Oldest first: iterations count up in history order, each at its committer time.
     for (i, c) in commits.iter().enumerate() {
@@ -98,7 +98,7 @@ fn doctor_finds_commits_made_without_hooks_and_its_fix_records_them_once_in_hist
     // Recording again adds nothing: no op, no note, the same counts.
     let (notes_before, ops_before) = (tip(&repo, "refs/notes/boulder"), tip(&repo, "refs/boulder/boulders/auth"));
     let r = repo.boulder(&["record", "--stream", "auth"]).ok();
-    assert_shown!("doctor_finds_commits_made_without_hooks_and_its_fix_records_them_once_in_history_order_2", r);
+    assert_shown!("record_again", r);
     assert_eq!(tip(&repo, "refs/notes/boulder"), notes_before);
     assert_eq!(tip(&repo, "refs/boulder/boulders/auth"), ops_before);
     assert_eq!(boulder_state(&repo, "auth")["iteration"], 3);
@@ -118,7 +118,7 @@ fn record_defaults_to_the_worktrees_stream_and_takes_a_commit_or_a_range() {
 
     // One commit, by a name git understands.
     let r = repo.boulder_in(&api, &["record", "HEAD~2"]).ok();
-    assert_shown!("record_defaults_to_the_worktrees_stream_and_takes_a_commit_or_a_range", r);
+    assert_shown!("record_a_range", r);
     assert_eq!(note(&repo, &a).unwrap()["iteration"], 1);
     assert!(note(&repo, &b).is_none());
 
@@ -130,7 +130,7 @@ fn record_defaults_to_the_worktrees_stream_and_takes_a_commit_or_a_range() {
 
     // No range, in the stream's worktree: what is left of its branch.
     let r = repo.boulder_in(&api, &["record"]).ok();
-    assert_shown!("record_defaults_to_the_worktrees_stream_and_takes_a_commit_or_a_range_2", r);
+    assert_shown!("record_the_worktrees_stream", r);
     assert_eq!(note(&repo, &c).unwrap()["iteration"], 3);
     assert_eq!(boulder_state(&repo, "api")["iteration"], 3);
     assert!(activity_problems(&repo).is_empty());

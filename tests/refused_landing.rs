@@ -151,14 +151,14 @@ fn stream_retry_clears_a_refusal_and_is_shared() {
     assert_eq!(row(&beta, "a")["status"], "NEEDS_ATTENTION");
     // Retried on beta, pushed: alpha sees it cleared after a pull.
     let r = beta.boulder(&["stream", "retry", "a", "--remote", "origin"]).ok();
-    assert_shown!("stream_retry_clears_a_refusal_and_is_shared", r);
+    assert_shown!("retry_clears_the_refusal", r);
     assert_eq!(ops(&beta, "a", "retried").len(), 1);
     alpha.boulder(&["pull"]).ok();
     assert_eq!(row(&alpha, "a")["status"], "COMPLETED");
     assert_eq!(ops(&alpha, "a", "retried")[0]["actor"], "beta");
     // Nothing left to clear.
     let r = alpha.boulder(&["stream", "retry", "a"]).ok();
-    assert_shown!("stream_retry_clears_a_refusal_and_is_shared_2", r);
+    assert_shown!("retry_with_nothing_to_clear", r);
     assert_eq!(ops(&alpha, "a", "retried").len(), 1);
 }
 

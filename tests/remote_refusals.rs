@@ -56,7 +56,7 @@ fn a_claim_the_server_refuses_shows_its_words_and_is_tried_once() {
     r.hook("pre-receive", REFUSE);
     let a = r.machine("alpha");
     let out = a.boulder(&["stream", "claim", "auth"]).code(1);
-    assert_shown!("a_claim_the_server_refuses_shows_its_words_and_is_tried_once", out);
+    assert_shown!("claim_refused_by_the_server", out);
     assert!(!out.stderr.contains("another machine"), "{}", out.stderr);
     assert_eq!(r.attempts(), 1);
     assert!(!r.refs(&a).contains("claims"));
@@ -65,7 +65,7 @@ fn a_claim_the_server_refuses_shows_its_words_and_is_tried_once() {
     a.write(".boulder/streams.yaml", &plan);
     a.boulder(&["stream", "init", "auth"]).ok();
     let out = a.boulder(&["stream", "run", "auth", "--max-iterations", "1", "--", "true"]).code(1);
-    assert_shown!("a_claim_the_server_refuses_shows_its_words_and_is_tried_once_2", out);
+    assert_shown!("run_claim_refused_by_the_server", out);
     assert!(!out.stderr.contains("another machine"), "{}", out.stderr);
     assert_eq!(r.attempts(), 2);
 }
@@ -81,7 +81,7 @@ fn a_release_or_renewal_the_server_forbids_is_refused_plainly() {
         "case \"$3\" in 0000000000000000000000000000000000000000) echo \"deleting $1 is not allowed\" >&2; exit 1;; esac",
     );
     let out = a.boulder(&["stream", "release", "auth"]).code(1);
-    assert_shown!("a_release_or_renewal_the_server_forbids_is_refused_plainly", out);
+    assert_shown!("release_refused_by_the_server", out);
     assert!(!out.stderr.contains("meanwhile"), "{}", out.stderr);
     assert!(r.refs(&a).contains("refs/boulder/claims/auth"));
     assert_eq!(r.attempts(), 1);
@@ -89,7 +89,7 @@ fn a_release_or_renewal_the_server_forbids_is_refused_plainly() {
     std::fs::remove_file(r.bare.join("hooks/update")).unwrap();
     a.git_in(&r.bare, &["config", "receive.maxInputSize", "10"]).ok();
     let out = a.boulder(&["stream", "claim", "auth"]).code(1);
-    assert_shown!("a_release_or_renewal_the_server_forbids_is_refused_plainly_2", out);
+    assert_shown!("claim_pack_too_large_for_the_server", out);
     assert!(!out.stderr.contains("another machine"), "{}", out.stderr);
 }
 
@@ -101,7 +101,7 @@ fn a_push_the_server_refuses_is_not_retried_and_shows_its_words() {
     a.boulder(&["prd", "done", "US-001"]).ok();
     let out = a.boulder(&["push"]).code(1);
     assert_eq!(r.attempts(), 1, "a permanent rejection is tried once");
-    assert_shown!("a_push_the_server_refuses_is_not_retried_and_shows_its_words", out);
+    assert_shown!("push_refused_by_the_server", out);
     assert!(!out.stderr.contains("another machine") && !out.stderr.contains("after"), "{}", out.stderr);
 
     let out = a.boulder(&["push", "--json"]).code(1);
@@ -112,7 +112,7 @@ fn a_push_the_server_refuses_is_not_retried_and_shows_its_words() {
     assert_eq!(r.attempts(), 2);
 
     let out = a.boulder(&["sync"]).code(1);
-    assert_shown!("a_push_the_server_refuses_is_not_retried_and_shows_its_words_2", out);
+    assert_shown!("sync_push_refused_by_the_server", out);
     assert_eq!(r.attempts(), 3);
     assert!(!r.refs(&a).contains("refs/boulder"));
 }

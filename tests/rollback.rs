@@ -43,16 +43,16 @@ fn rollback_goes_to_the_fork_point_keeps_a_backup_and_restore_brings_it_back() {
 
     // --to must be in the branch's history.
     let r = repo.boulder(&["stream", "rollback", "auth", "--to", "main"]).code(1);
-    assert_shown!("rollback_goes_to_the_fork_point_keeps_a_backup_and_restore_brings_it_back", r);
+    assert_shown!("rollback_to_a_commit_not_in_the_history", r);
     // A dirty worktree is refused, and nothing moves.
     std::fs::write(w.join("src/auth/a.rs"), "edited\n").unwrap();
     let r = repo.boulder(&["stream", "rollback", "auth"]).code(1);
-    assert_shown!("rollback_goes_to_the_fork_point_keeps_a_backup_and_restore_brings_it_back_2", r);
+    assert_shown!("rollback_over_uncommitted_changes", r);
     assert_eq!(rev(&repo, "boulder/auth"), tip);
     repo.git_in(&w, &["checkout", "--", "src/auth/a.rs"]).ok();
 
     let r = repo.boulder(&["stream", "rollback", "auth", "--to", "boulder/auth~1"]).ok();
-    assert_shown!("rollback_goes_to_the_fork_point_keeps_a_backup_and_restore_brings_it_back_3", r);
+    assert_shown!("rollback_to_a_commit", r);
     assert_eq!(rev(&repo, "boulder/auth"), rev(&repo, &format!("{tip}~1")));
     assert_eq!(rev(&repo, "refs/boulder/backup/auth/1"), tip);
     assert!(!w.join("src/auth/b.rs").exists());
@@ -64,7 +64,7 @@ fn rollback_goes_to_the_fork_point_keeps_a_backup_and_restore_brings_it_back() {
     assert!(!w.join("src/auth/a.rs").exists());
     assert_eq!(rev(&repo, "refs/boulder/backup/auth/2"), rev(&repo, &format!("{tip}~1")));
     let again = repo.boulder(&["stream", "rollback", "auth"]).ok();
-    assert_shown!("rollback_goes_to_the_fork_point_keeps_a_backup_and_restore_brings_it_back_4", again);
+    assert_shown!("rollback_again", again);
 
     // --restore brings the latest backup back (the tip it replaces is in its history: no new backup).
     repo.boulder(&["stream", "rollback", "auth", "--restore"]).ok();
@@ -97,7 +97,7 @@ fn unmerge_reverts_the_base_reopens_the_stories_and_the_stream_can_merge_again()
     let merged_tip = rev(&repo, "boulder/auth");
 
     let r = repo.boulder(&["stream", "unmerge", "auth"]).ok();
-    assert_shown!("unmerge_reverts_the_base_reopens_the_stories_and_the_stream_can_merge_again", r);
+    assert_shown!("unmerge_and_rebuild", r);
     // Two commits on the base: the revert, then the PRD reopening — nothing rewritten.
     assert_eq!(rev(&repo, "main~2"), before);
     let subjects = repo.git_out(&["log", "-2", "--format=%s", "main"]);
@@ -129,7 +129,7 @@ fn unmerge_reverts_the_base_reopens_the_stories_and_the_stream_can_merge_again()
     repo.boulder(&["stream", "merge", "auth"]).code(1);
     // Not merged any more: unmerge again is refused; merge again lands it anew.
     let again = repo.boulder(&["stream", "unmerge", "auth"]).code(1);
-    assert_shown!("unmerge_reverts_the_base_reopens_the_stories_and_the_stream_can_merge_again_2", again);
+    assert_shown!("unmerge_twice", again);
     repo.boulder(&["prd", "done", "US-001"]).ok();
     repo.boulder(&["stream", "merge", "auth"]).ok();
     assert_eq!(repo.read("src/auth/login.rs"), "fn login() {}\n");

@@ -46,12 +46,12 @@ fn stop_ends_the_run_after_the_current_iteration() {
     let r = repo
         .boulder(&["stream", "run", "api", "--cooldown", "10ms", "--", "git", "boulder", "stream", "stop", "api"])
         .ok();
-    assert_shown!("stop_ends_the_run_after_the_current_iteration", r);
+    assert_shown!("stopped_by_stream_stop", r);
     assert_eq!(repo.stream_state("api")["status"], "STOPPED");
     // max_iterations stops too.
     let agent = repo.dir.join("agents/finisher.sh");
     let r = repo.boulder(&["stream", "run", "api", "--max-iterations", "1", "--", "sh", agent.to_str().unwrap()]).ok();
-    assert_shown!("stop_ends_the_run_after_the_current_iteration_2", r);
+    assert_shown!("stopped_by_max_iterations", r);
 }
 
 #[test]
@@ -87,10 +87,10 @@ fn story_titles_never_reach_a_shell() {
 fn run_needs_a_worktree_and_a_command() {
     let repo = sample();
     let r = repo.boulder(&["stream", "run", "api", "--", "true"]).code(2);
-    assert_shown!("run_needs_a_worktree_and_a_command", r);
+    assert_shown!("run_without_a_worktree", r);
     repo.boulder(&["stream", "init", "api"]).ok();
     let r = repo.boulder(&["stream", "run", "api"]).code(2);
-    assert_shown!("run_needs_a_worktree_and_a_command_2", r);
+    assert_shown!("run_without_a_command", r);
 }
 
 #[test]

@@ -196,13 +196,13 @@ fn hostile_titles_and_checkpoints_print_inert() {
 
     let show = repo.boulder(&["prd", "show"]).ok();
     inert(&show, "prd show");
-    assert_shown!("hostile_titles_and_checkpoints_print_inert", show);
+    assert_shown!("hostile_title_in_prd_show", show);
     let next = repo.boulder(&["prd", "next", "--stream", "auth"]).ok();
     inert(&next, "prd next");
-    assert_shown!("hostile_titles_and_checkpoints_print_inert_2", next);
+    assert_shown!("hostile_title_in_prd_next", next);
     let resume = repo.boulder_in(&wt, &["resume"]).ok();
     inert(&resume, "resume");
-    assert_shown!("hostile_titles_and_checkpoints_print_inert_3", resume);
+    assert_shown!("hostile_text_in_resume", resume);
     for args in [
         &["status"][..],
         &["list"],
@@ -222,7 +222,7 @@ fn hostile_titles_and_checkpoints_print_inert() {
     // The run loop's progress lines quote the story title.
     let run = repo.boulder(&["stream", "run", "auth", "--max-iterations", "1", "--", "true"]).ok();
     inert(&run, "stream run");
-    assert_shown!("hostile_titles_and_checkpoints_print_inert_4", run);
+    assert_shown!("hostile_title_in_stream_run", run);
 }
 
 #[test]
@@ -406,8 +406,8 @@ fn trusted_setup_output_and_validate_findings_print_inert() {
     repo.boulder(&["trust"]).ok();
     let r = repo.boulder(&["stream", "init", "auth"]).ok();
     inert(&r, "init with setup");
-    assert_shown!("trusted_setup_output_and_validate_findings_print_inert", r);
+    assert_shown!("hostile_setup_in_stream_init", r);
     let v = repo.boulder(&["stream", "validate"]).code(2);
     inert(&v, "validate");
-    assert_shown!("trusted_setup_output_and_validate_findings_print_inert_2", v);
+    assert_shown!("hostile_story_id_in_validate", v);
 }

@@ -11,7 +11,7 @@ fn porcelain(repo: &TestRepo) -> String {
 fn init_creates_worktrees_git_accepts() {
     let repo = sample();
     let r = repo.boulder(&["stream", "init"]).ok();
-    assert_shown!("init_creates_worktrees_git_accepts", r);
+    assert_shown!("stream_init", r);
     let list = porcelain(&repo);
     for name in ["auth", "api", "docs"] {
         let wt = repo.dir.join(".boulder/worktrees").join(name);
@@ -37,7 +37,7 @@ fn init_creates_worktrees_git_accepts() {
     // Idempotent: a second run changes nothing and says so.
     let before = repo.git_out(&["for-each-ref"]);
     let r = repo.boulder(&["stream", "init"]).ok();
-    assert_shown!("init_creates_worktrees_git_accepts_2", r);
+    assert_shown!("stream_init_again", r);
     assert_eq!(repo.git_out(&["for-each-ref"]), before);
 
     // git can remove it and prune it.
@@ -69,12 +69,12 @@ fn init_refuses_branch_checked_out_elsewhere_and_foreign_folder() {
     repo.git(&["worktree", "add", "-q", "-b", "boulder/auth", other.to_str().unwrap()]).ok();
     let r = repo.boulder(&["stream", "init", "auth"]);
     assert_ne!(r.code, 0);
-    assert_shown!("init_refuses_branch_checked_out_elsewhere_and_foreign_folder", r);
+    assert_shown!("init_branch_checked_out_elsewhere", r);
 
     std::fs::create_dir_all(repo.dir.join(".boulder/worktrees/api")).unwrap();
     std::fs::write(repo.dir.join(".boulder/worktrees/api/keep.txt"), "mine").unwrap();
     let r = repo.boulder(&["stream", "init", "api"]).code(2);
-    assert_shown!("init_refuses_branch_checked_out_elsewhere_and_foreign_folder_2", r);
+    assert_shown!("init_over_a_foreign_folder", r);
     assert_eq!(std::fs::read_to_string(repo.dir.join(".boulder/worktrees/api/keep.txt")).unwrap(), "mine");
 }
 
@@ -150,13 +150,13 @@ fn cleanup_refuses_lost_work_then_removes() {
     let auth = repo.dir.join(".boulder/worktrees/auth");
     std::fs::write(auth.join("wip.txt"), "uncommitted\n").unwrap();
     let r = repo.boulder(&["stream", "cleanup", "auth"]).code(1);
-    assert_shown!("cleanup_refuses_lost_work_then_removes", r);
+    assert_shown!("cleanup_untracked_work", r);
     std::fs::remove_file(auth.join("wip.txt")).unwrap();
     std::fs::write(auth.join("src/auth/new.rs"), "x\n").unwrap();
     repo.git_in(&auth, &["add", "-A"]).ok();
     repo.git_in(&auth, &["commit", "-q", "-m", "unmerged work"]).ok();
     let r = repo.boulder(&["stream", "cleanup", "auth"]).code(1);
-    assert_shown!("cleanup_refuses_lost_work_then_removes_2", r);
+    assert_shown!("cleanup_unpushed_commits", r);
     assert!(auth.exists());
     // --force removes the worktree; the branch is kept (not --delete-branch).
     repo.boulder(&["stream", "cleanup", "auth", "--force"]).ok();
@@ -172,7 +172,7 @@ fn cleanup_refuses_lost_work_then_removes() {
     assert!(!r.stdout.contains("api") && !r.stdout.contains("docs"), "{}", r.stdout);
     repo.git(&["rev-parse", "--verify", "-q", "boulder/api"]).ok();
     let r = repo.boulder(&["stream", "cleanup", "auth", "--delete-branch"]).code(1);
-    assert_shown!("cleanup_refuses_lost_work_then_removes_3", r);
+    assert_shown!("cleanup_delete_branch_unpushed_commits", r);
     repo.boulder(&["stream", "cleanup"]).code(2);
     repo.assert_fsck();
 }
@@ -181,14 +181,14 @@ fn cleanup_refuses_lost_work_then_removes() {
 fn cleanup_stale_and_doctor() {
     let repo = sample();
     let r = repo.boulder(&["stream", "init", "--no-hooks"]).ok();
-    assert_shown!("cleanup_stale_and_doctor", r);
+    assert_shown!("stream_init_without_hooks", r);
     let r = repo.boulder(&["doctor"]).code(1);
-    assert_shown!("cleanup_stale_and_doctor_2", r);
+    assert_shown!("doctor_hooks_not_installed", r);
     repo.boulder(&["hooks", "install"]).ok();
     repo.boulder(&["doctor"]).ok();
     std::fs::remove_dir_all(repo.dir.join(".boulder/worktrees/docs")).unwrap();
     let r = repo.boulder(&["doctor"]).code(1);
-    assert_shown!("cleanup_stale_and_doctor_3", r);
+    assert_shown!("doctor_worktree_folder_gone", r);
     // A worktree git knows under worktree_dir that no stream names.
     let stray = repo.dir.join(".boulder/worktrees/stray");
     repo.git(&["worktree", "add", "-q", "-b", "stray", stray.to_str().unwrap()]).ok();

@@ -48,7 +48,7 @@ fn push_then_pull_carries_state_and_notes() {
     commit_in(&a, &a.dir.join(".boulder/worktrees/auth"), "src/auth/a.rs", "a\n", "auth work");
     a.boulder(&["prd", "done", "US-003"]).ok();
     let r = a.boulder(&["push"]).ok();
-    assert_shown!("push_then_pull_carries_state_and_notes", r);
+    assert_shown!("push_new_refs", r);
     // The remote holds the refs, as plain git sees them.
     let remote_refs = a.git_out(&["ls-remote", n.bare.to_str().unwrap()]);
     for r in ["refs/boulder/streams/auth", "refs/boulder/boulders/auth", "refs/boulder/prd", "refs/notes/boulder"] {
@@ -68,12 +68,12 @@ fn push_then_pull_carries_state_and_notes() {
     let st = b.boulder(&["status", "--json"]).ok().json();
     assert!(st["streams"][0]["worktree"].is_null(), "{st}");
     let p = b.boulder(&["stream", "path", "auth"]).code(2);
-    assert_shown!("push_then_pull_carries_state_and_notes_2", p);
+    assert_shown!("stream_path_without_a_worktree", p);
     b.assert_fsck();
     // Pulling again changes nothing.
     let before = state_refs(&b);
     let r = b.boulder(&["pull"]).ok();
-    assert_shown!("push_then_pull_carries_state_and_notes_3", r);
+    assert_shown!("pull_up_to_date", r);
     assert_eq!(state_refs(&b), before);
 }
 
@@ -291,10 +291,10 @@ fn stream_run_takes_the_claim_first() {
     a.boulder(&["stream", "init", "auth"]).ok();
     b.boulder(&["stream", "claim", "auth"]).ok();
     let r = a.boulder(&["stream", "run", "auth", "--max-iterations", "1", "--", "true"]).code(1);
-    assert_shown!("stream_run_takes_the_claim_first", r);
+    assert_shown!("run_claimed_elsewhere", r);
     b.boulder(&["stream", "release", "auth"]).ok();
     let r = a.boulder(&["stream", "run", "auth", "--max-iterations", "1", "--", "true"]).ok();
-    assert_shown!("stream_run_takes_the_claim_first_2", r);
+    assert_shown!("run_claims_and_releases", r);
     assert!(!a.git_out(&["ls-remote", n.bare.to_str().unwrap()]).contains("claims"));
 }
 
@@ -405,10 +405,10 @@ fn bad_remotes_are_clear_errors() {
     let a = n.machine("alpha");
     let r = a.boulder(&["pull", "/nonexistent/remote.git"]);
     assert_eq!(r.code, 1, "{}", r.stderr);
-    assert_shown!("bad_remotes_are_clear_errors", r);
+    assert_shown!("pull_from_a_missing_remote", r);
     a.git(&["remote", "remove", "origin"]).ok();
     let r = a.boulder(&["push"]).code(2);
-    assert_shown!("bad_remotes_are_clear_errors_2", r);
+    assert_shown!("push_without_a_remote", r);
     // A URL works without a configured remote.
     a.boulder(&["prd", "done", "US-001"]).ok();
     a.boulder(&["push", n.bare.to_str().unwrap()]).ok();

@@ -40,7 +40,7 @@ fn a_rerun_gets_past_an_agent_killed_after_prd_done_without_losing_its_work() {
     let r = repo.boulder(&["stream", "run", "a", "--", "sh", killed.to_str().unwrap()]);
     // Not COMPLETED: its stories are done, its work is not committed; the run says so and how to fix it.
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
-    assert_shown!("a_rerun_gets_past_an_agent_killed_after_prd_done_without_losing_its_work", r);
+    assert_shown!("agent_killed_before_its_commit", r);
     let st = repo.stream_state("a");
     assert_eq!(st["status"], "FAILED", "{st}");
     assert!(
@@ -56,7 +56,7 @@ fn a_rerun_gets_past_an_agent_killed_after_prd_done_without_losing_its_work() {
     std::fs::write(&finisher, FINISHER).unwrap();
     let r = repo.boulder(&["stream", "run", "a", "--", "sh", finisher.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    assert_shown!("a_rerun_gets_past_an_agent_killed_after_prd_done_without_losing_its_work_2", r);
+    assert_shown!("rerun_commits_the_work", r);
     assert_eq!(repo.stream_state("a")["status"], "COMPLETED");
     assert!(!repo.porcelain_dirty(&wt));
     repo.boulder(&["stream", "merge", "a"]).ok();

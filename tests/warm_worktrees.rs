@@ -174,7 +174,7 @@ fn worktreeinclude_patterns_leading_out_are_refused_before_anything_changes() {
 fn status_shows_a_stream_whose_setup_failed_until_setup_succeeds() {
     let repo = trusted_sample_with("  setup: 'echo half > half-done; exit 7'\n");
     let r = repo.boulder(&["stream", "init", "docs"]).code(1);
-    assert_shown!("status_shows_a_stream_whose_setup_failed_until_setup_succeeds", r);
+    assert_shown!("setup_failed", r);
     assert!(repo.worktree("docs").join("half-done").exists(), "the worktree is kept");
     assert!(repo.stream_state("docs")["setup_failed"].as_str().unwrap().contains("exit"));
     assert_eq!(status_of(&repo, "docs"), "SETUP_FAILED");
@@ -182,7 +182,7 @@ fn status_shows_a_stream_whose_setup_failed_until_setup_succeeds() {
     let human = repo.boulder(&["status"]).ok();
     let line = human.stdout.lines().find(|l| l.starts_with("docs")).unwrap();
     assert!(line.contains("SETUP_FAILED"), "{}", human.stdout);
-    assert_shown!("status_shows_a_stream_whose_setup_failed_until_setup_succeeds_2", human);
+    assert_shown!("status_with_setup_failed", human);
 
     // Fixed setup: init sets the stream up again and the mark goes away.
     set_settings(&repo, "  setup: 'echo ok > setup-ok'\n");
@@ -263,12 +263,12 @@ fn a_stream_initialized_without_an_index_gets_one_at_the_next_init() {
     assert_eq!(std::fs::read_to_string(&saw).unwrap().trim(), "[] []");
     // init gives it the lowest free index (docs holds 2), without setting it up again.
     let r = repo.boulder(&["stream", "init", "auth"]).ok();
-    assert_shown!("a_stream_initialized_without_an_index_gets_one_at_the_next_init", r);
+    assert_shown!("init_records_a_missing_index", r);
     assert_eq!(repo.stream_state("auth")["index"], 1);
     assert_eq!(repo.stream_state("auth")["status"], "STOPPED");
     repo.boulder(&run);
     assert_eq!(std::fs::read_to_string(&saw).unwrap().trim(), "[1] [3010]");
     // Once it has one, init records nothing more.
     let r = repo.boulder(&["stream", "init", "auth"]).ok();
-    assert_shown!("a_stream_initialized_without_an_index_gets_one_at_the_next_init_2", r);
+    assert_shown!("init_with_an_index", r);
 }

@@ -200,7 +200,7 @@ fn work_brings_a_branch_that_is_behind_up_and_refuses_one_that_diverged() {
         m2.boulder(&["work", "--remote", "origin", "--", "sh", f.to_str().unwrap()])
     };
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
-    assert_shown!("work_brings_a_branch_that_is_behind_up_and_refuses_one_that_diverged", r);
+    assert_shown!("work_continues_a_branch_behind", r);
     assert_ne!(behind, shared);
     assert_landed_once(&m2);
 
@@ -217,7 +217,7 @@ fn work_brings_a_branch_that_is_behind_up_and_refuses_one_that_diverged() {
     let theirs = remote_tip(&m3, "refs/heads/boulder/a").unwrap();
     let f = agent(m3.tmp.path(), "finisher.sh", FINISHER);
     let r = m3.boulder(&["work", "--remote", "origin", "--", "sh", f.to_str().unwrap()]).code(1);
-    assert_shown!("work_brings_a_branch_that_is_behind_up_and_refuses_one_that_diverged_2", r);
+    assert_shown!("work_refuses_a_diverged_branch", r);
     assert!(!r.stderr.contains("iteration 1"), "{}", r.stderr);
     // Nothing moved, here or there; the claim was let go.
     assert_eq!(rev(&m3, "boulder/a"), ours);
