@@ -140,6 +140,7 @@ fn conflict_case(base: &dyn Fn(&TestRepo), stream: &dyn Fn(&TestRepo, &std::path
     let refs_refused = repo.git_out(&["for-each-ref"]);
     let d = repo.boulder(&["stream", "merge", "auth", "--force", "--dry-run"]).code(1);
     assert_shown!(format!("conflict_{kind}_dry_run"), d);
+    assert!(d.stdout.contains(kind), "{}", d.stdout);
     assert_eq!(repo.git_out(&["for-each-ref"]), refs_refused);
 }
 

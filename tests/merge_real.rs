@@ -679,7 +679,7 @@ fn a_merge_killed_while_it_writes_the_worktree_is_finished_by_a_rerun() {
     let first = (0..19).map(|i| format!("src/auth/f{i}.txt")).find(|p| repo.read(p).starts_with("V2")).unwrap();
     repo.write(&first, "mine\n");
     let r = repo.boulder(&["stream", "merge", "auth"]).code(1);
-    assert_shown!("rerun_meets_a_changed_file", r);
+    assert!(r.stderr.contains("interrupted") && r.stderr.contains(&first), "{}", r.stderr);
     assert_eq!(repo.read(&first), "mine\n");
     assert!(repo.dir.join(".git/boulder/merge/auth.json").exists(), "the interrupted merge is kept");
     // Dealt with, the rerun finishes.

@@ -306,6 +306,7 @@ fn a_prd_path_leaving_the_repository_is_refused() {
         let human = repo.boulder(&["stream", "validate"]).code(2);
         let case = if why.contains("..") { "dot_dot" } else { "absolute" };
         assert_shown!(format!("a_prd_path_leaving_the_repository_{case}"), human);
+        assert!(human.stdout.contains(why), "{}", human.stdout);
         for args in [&["prd", "next"][..], &["prd", "show"], &["prd", "show", "--stream", "auth"]] {
             let r = repo.boulder(args).code(2);
             assert!(!r.stdout.contains("secret"), "{args:?} printed the outside file: {}", r.stdout);
