@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::agent_claude::{fixture, hook_env};
+use crate::agent_real_claude::claude_p;
 use crate::common::*;
-use crate::harness_claude::claude_p;
 
 /// `WorktreeCreate` for `name`, asked by a session started in `session`.
 fn create(repo: &TestRepo, session: &Path, name: &str) -> Run {

@@ -215,7 +215,7 @@ fn a_plan_that_does_not_parse_waits_for_the_monitor_it_started() {
         install_hook(&repo, &format!("sleep 0.5\necho finished > '{}/finished'\nprintf 't1\\0'\nexit 0", d.display()));
     repo.write(".boulder/streams.yaml", "version: 1\nstreams: [\n");
     let run = repo.boulder(&["status"]).code(2);
-    assert!(run.stderr.contains("streams.yaml"), "{}", run.stderr);
+    assert_shown!("a_plan_that_does_not_parse_waits_for_the_monitor_it_started", run);
     assert_eq!(calls(&hook).len(), 1, "the monitor was started ahead of the plan");
     assert!(hook.join("finished").exists(), "the hook ran to its end before status exited: no process is left behind");
 }
