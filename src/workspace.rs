@@ -116,8 +116,9 @@ impl Workspace {
     /// branch's tip ([`Workspace::bare_source`]).
     pub fn plan_text(&self) -> Result<(String, PlanSource)> {
         if let Some(path) = &self.config_override {
-            let bytes = read_plan(path)
-                .map_err(|e| Error::usage(format!("cannot read the stream plan {}: {e}", path.display())))?;
+            let bytes = read_plan(path).map_err(|e| {
+                Error::usage(format!("cannot read the stream plan {}: {e}", path.display())).with_source(e)
+            })?;
             let label = path.display().to_string();
             return Ok((utf8(bytes, &label)?, PlanSource { label }));
         }
@@ -140,7 +141,7 @@ impl Workspace {
                         (true, false) => err.hint("the plan is committed but gone from here: git checkout HEAD -- .boulder/streams.yaml"),
                     })
                 }
-                Err(e) => Err(Error::usage(format!("cannot read {}: {e}", path.display()))),
+                Err(e) => Err(Error::usage(format!("cannot read {}: {e}", path.display())).with_source(e)),
             };
         }
         let (tip, branch) =
@@ -597,7 +598,7 @@ impl Workspace {
                     .repo
                     .objects()
                     .blob(&bytes, false)
-                    .map_err(|e| Error::internal(format!("cannot hash the PRD: {e}")))?;
+                    .map_err(|e| Error::internal(format!("cannot hash the PRD: {e}")).with_source(e))?;
                 return Ok(self.parsed(plan, id, || Some(bytes)));
             }
         }
@@ -661,7 +662,10 @@ pub fn load_prd_settled(path: &Path) -> Result<(String, Prd)> {
 fn load_prd_with(path: &Path, read: impl Fn(&Path) -> std::io::Result<Vec<u8>>) -> Result<(String, Prd)> {
     let bytes = read(path).map_err(|e| {
         let err = Error::usage(format!("cannot read the PRD {}: {e}", path.display()));
-        match prd::ReadRefusal::of(&e) {
+        let refusal = prd::ReadRefusal::of(&e);
+        let not_found = e.kind() == std::io::ErrorKind::NotFound;
+        let err = err.with_source(e);
+        match refusal {
             Some(prd::ReadRefusal::NotRegular(_)) => err.hint(
                 "commit the PRD itself at that path (not a symlink to a device, FIFO or folder), or set `prd:` in \
                  .boulder/streams.yaml to your PRD's path",
@@ -669,9 +673,7 @@ fn load_prd_with(path: &Path, read: impl Fn(&Path) -> std::io::Result<Vec<u8>>) 
             Some(prd::ReadRefusal::TooLarge) => {
                 err.hint("split the PRD into smaller files, or set `prd:` in .boulder/streams.yaml to your PRD's path")
             }
-            None if e.kind() == std::io::ErrorKind::NotFound => {
-                err.hint("set `prd:` in .boulder/streams.yaml to your PRD's path")
-            }
+            None if not_found => err.hint("set `prd:` in .boulder/streams.yaml to your PRD's path"),
             None => err,
         }
     })?;

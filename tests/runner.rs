@@ -16,6 +16,7 @@ mod cleanup_safety;
 mod conflict_resolve;
 mod dashboard;
 mod doctor_locks;
+mod error_causes;
 mod extension;
 mod first_day;
 mod flags;

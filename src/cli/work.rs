@@ -36,8 +36,9 @@ pub fn run(ws: &Workspace, ctx: &Context, args: WorkArgs) -> Result<()> {
     if plan.streams.is_empty() {
         return Err(Error::usage("the plan has no streams to work on").hint("add streams to .boulder/streams.yaml"));
     }
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::internal(format!("cannot find this program: {e}")).hint("reinstall git-boulder"))?;
+    let exe = std::env::current_exe().map_err(|e| {
+        Error::internal(format!("cannot find this program: {e}")).with_source(e).hint("reinstall git-boulder")
+    })?;
     let mut child_flags = Vec::new();
     // `--trust` is for the plan read now: the children trust its commands only, not those of a
     // plan a pull brings in while the worker runs.

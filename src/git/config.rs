@@ -24,7 +24,7 @@ impl ConfigFile {
     pub fn read(path: &Path) -> Result<ConfigFile> {
         gix::config::File::from_path_no_includes(path.to_path_buf(), gix::config::Source::Local)
             .map(|file| ConfigFile { file })
-            .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))
+            .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())).with_source(e))
     }
 
     /// A worktree's own config file (`config.worktree`), if it can be read.
@@ -75,7 +75,9 @@ impl ConfigFile {
     /// The file's bytes, to write back.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         let mut out = Vec::new();
-        self.file.write_to(&mut out).map_err(|e| Error::internal(format!("cannot write the config: {e}")))?;
+        self.file
+            .write_to(&mut out)
+            .map_err(|e| Error::internal(format!("cannot write the config: {e}")).with_source(e))?;
         Ok(out)
     }
 }

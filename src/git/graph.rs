@@ -8,7 +8,7 @@ pub fn ahead_behind(repo: &Repo, branch_tip: ObjectId, base_tip: ObjectId) -> Re
     if branch_tip == base_tip {
         return Ok((0, 0));
     }
-    let walk_err = |e: gix::Error| Error::internal(format!("cannot walk history: {e:#}"));
+    let walk_err = |e: gix::Error| Error::internal(format!("cannot walk history: {e:#}")).with_source(e);
     let count = |tip: ObjectId, hidden: ObjectId| -> Result<usize> {
         let walk = repo.repo.rev_walk([tip]).with_hidden([hidden]).all().map_err(walk_err)?;
         let mut n = 0;

@@ -21,8 +21,11 @@ impl Ignored<'_> {
 /// Call `f` with the ignore rules of the main worktree at `main`. `None` when the repository there
 /// has no worktree.
 pub fn with_ignored<R>(main: &Path, f: impl FnOnce(&mut Ignored<'_>) -> Result<R>) -> Result<Option<R>> {
-    let repo = gix::open(main).map_err(|e| Error::internal(format!("cannot open the main worktree: {e:#}")))?;
+    let repo =
+        gix::open(main).map_err(|e| Error::internal(format!("cannot open the main worktree: {e:#}")).with_source(e))?;
     let Some(tree) = repo.worktree() else { return Ok(None) };
-    let stack = tree.excludes(None).map_err(|e| Error::internal(format!("cannot read the ignore rules: {e:#}")))?;
+    let stack = tree
+        .excludes(None)
+        .map_err(|e| Error::internal(format!("cannot read the ignore rules: {e:#}")).with_source(e))?;
     f(&mut Ignored { stack }).map(Some)
 }

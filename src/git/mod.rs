@@ -259,7 +259,7 @@ fn share_as_configured(value: Option<String>) {
 pub fn init(path: &Path) -> Result<()> {
     gix::init(path)
         .map(|_| ())
-        .map_err(|e| Error::internal(format!("cannot create a repository at {}: {e}", path.display())))
+        .map_err(|e| Error::internal(format!("cannot create a repository at {}: {e}", path.display())).with_source(e))
 }
 
 /// The error for a directory gix could not open as a repository: the repository format when git

@@ -74,7 +74,7 @@ pub fn write(repo: &Repo, commit: ObjectId, note: &Note) -> Result<()> {
 fn note_blob(loose: &Loose, text: &str) -> Result<ObjectId> {
     loose
         .write_buf(gix::objs::Kind::Blob, text.as_bytes())
-        .map_err(|e| Error::internal(format!("cannot write a note: {e}")))
+        .map_err(|e| Error::internal(format!("cannot write a note: {e}")).with_source(e))
 }
 
 /// The notes commit on `tip` that gives `commit` the note `blob`, its trees and itself written
@@ -90,8 +90,8 @@ fn notes_commit_of(
 ) -> Result<ObjectId> {
     let fresh = WriteFresh { repo, loose };
     let mut state = state_at(repo, tip)?;
-    state.edit(commit, Some(blob), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
-    let tree = state.write(&fresh).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+    state.edit(commit, Some(blob), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
+    let tree = state.write(&fresh).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
     let notes_commit = gix::objs::Commit {
         tree,
         parents: tip.into_iter().collect(),
@@ -101,7 +101,7 @@ fn notes_commit_of(
         message: WRITE_MESSAGE.into(),
         extra_headers: Vec::new(),
     };
-    loose.write(&notes_commit).map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")))
+    loose.write(&notes_commit).map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")).with_source(e))
 }
 
 /// A note [`plan`]ned on the tip of the notes ref, for [`apply`] once its objects are written.
@@ -144,8 +144,10 @@ fn write_as_configured(repo: &gix::Repository, commit: ObjectId, text: &str) -> 
     let repo = identity::with_notes_identity(repo);
     let mut last = String::new();
     for _ in 0..TRIES {
-        let mut notes =
-            repo.notes().map_err(|e| Error::internal(format!("notes: {e}")))?.with_commit_message(WRITE_MESSAGE);
+        let mut notes = repo
+            .notes()
+            .map_err(|e| Error::internal(format!("notes: {e}")).with_source(e))?
+            .with_commit_message(WRITE_MESSAGE);
         match notes.replace(NOTES_REF, commit, text.as_bytes()) {
             Ok(_) => return Ok(()),
             Err(e) => {
@@ -184,18 +186,20 @@ impl Noted {
         let Some(state) = self.state.as_mut() else { return Ok(false) };
         let found = state
             .get(&commit, &repo.repo)
-            .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {commit}: {e}")))?;
+            .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {commit}: {e}")).with_source(e))?;
         Ok(found.is_some())
     }
 }
 
 fn tip(repo: &gix::Repository) -> Result<Option<ObjectId>> {
     match repo.try_find_reference(NOTES_REF) {
-        Ok(Some(mut r)) => {
-            Ok(Some(r.peel_to_id().map_err(|e| Error::internal(format!("cannot resolve {NOTES_REF}: {e}")))?.detach()))
-        }
+        Ok(Some(mut r)) => Ok(Some(
+            r.peel_to_id()
+                .map_err(|e| Error::internal(format!("cannot resolve {NOTES_REF}: {e}")).with_source(e))?
+                .detach(),
+        )),
         Ok(None) => Ok(None),
-        Err(e) => Err(Error::internal(format!("cannot read {NOTES_REF}: {e}"))),
+        Err(e) => Err(Error::internal(format!("cannot read {NOTES_REF}: {e}")).with_source(e)),
     }
 }
 
@@ -204,17 +208,18 @@ fn state_at(repo: &gix::Repository, commit: Option<ObjectId>) -> Result<State> {
         Some(c) => repo
             .find_commit(c)
             .and_then(|c| c.tree_id().map(|t| t.detach()))
-            .map_err(|e| Error::internal(format!("{NOTES_REF}: commit {c}: {e}")))?,
+            .map_err(|e| Error::internal(format!("{NOTES_REF}: commit {c}: {e}")).with_source(e))?,
         None => ObjectId::empty_tree(repo.object_hash()),
     };
-    State::new(tree, repo).map_err(|e| Error::internal(format!("{NOTES_REF}: cannot read the notes tree {tree}: {e}")))
+    State::new(tree, repo)
+        .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot read the notes tree {tree}: {e}")).with_source(e))
 }
 
 /// Commit `tree` on top of `parents` as the configured identity.
 fn notes_commit(repo: &gix::Repository, message: &str, tree: ObjectId, parents: &[ObjectId]) -> Result<ObjectId> {
     Ok(repo
         .new_commit(message, tree, parents.iter().copied())
-        .map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")))?
+        .map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")).with_source(e))?
         .id)
 }
 
@@ -247,7 +252,9 @@ pub fn carry(repo: &Repo, pairs: &[(ObjectId, ObjectId)]) -> Result<usize> {
         let mut n = 0;
         for (new, list) in &olds {
             let mut get = |id: &ObjectId| {
-                state.get(id, repo).map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {id}: {e}")))
+                state
+                    .get(id, repo)
+                    .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {id}: {e}")).with_source(e))
             };
             let current = get(new)?;
             let mut blobs: Vec<ObjectId> = current.into_iter().collect();
@@ -266,7 +273,7 @@ pub fn carry(repo: &Repo, pairs: &[(ObjectId, ObjectId)]) -> Result<usize> {
                     for blob in &blobs {
                         let data = repo
                             .find_object(*blob)
-                            .map_err(|e| Error::internal(format!("note blob {blob}: {e}")))?
+                            .map_err(|e| Error::internal(format!("note blob {blob}: {e}")).with_source(e))?
                             .detach()
                             .data;
                         for l in lines(&data) {
@@ -277,18 +284,22 @@ pub fn carry(repo: &Repo, pairs: &[(ObjectId, ObjectId)]) -> Result<usize> {
                     }
                     let mut text = records.join(&b'\n');
                     text.push(b'\n');
-                    repo.write_blob(&text).map_err(|e| Error::internal(format!("cannot write a note: {e}")))?.detach()
+                    repo.write_blob(&text)
+                        .map_err(|e| Error::internal(format!("cannot write a note: {e}")).with_source(e))?
+                        .detach()
                 }
             };
             if current != Some(merged) {
-                state.edit(*new, Some(merged), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+                state
+                    .edit(*new, Some(merged), repo)
+                    .map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
                 n += 1;
             }
         }
         if n == 0 {
             return Ok(Step::Done(0));
         }
-        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
         let message = "Notes carried over rewritten commits by git-boulder";
         let id = notes_commit(repo, message, tree, &[tip])?;
         Ok(step(Expect::At(tip), id, format!("notes: {message}"), n))
@@ -305,9 +316,11 @@ fn all_in(repo: &gix::Repository, commit: ObjectId) -> Result<BTreeMap<ObjectId,
     let tree = repo
         .find_commit(commit)
         .and_then(|c| c.tree())
-        .map_err(|e| Error::internal(format!("notes commit {commit}: {e}")))?;
+        .map_err(|e| Error::internal(format!("notes commit {commit}: {e}")).with_source(e))?;
     let mut rec = gix::traverse::tree::Recorder::default();
-    tree.traverse().breadthfirst(&mut rec).map_err(|e| Error::internal(format!("notes commit {commit}: {e}")))?;
+    tree.traverse()
+        .breadthfirst(&mut rec)
+        .map_err(|e| Error::internal(format!("notes commit {commit}: {e}")).with_source(e))?;
     let mut out = BTreeMap::new();
     for e in rec.records {
         if e.mode.is_tree() {
@@ -348,7 +361,7 @@ pub fn recorded_for(repo: &Repo, stream: &str) -> Result<Vec<Recorded>> {
         .repo
         .find_commit(tip)
         .and_then(|c| c.tree_id().map(|t| t.detach()))
-        .map_err(|e| Error::internal(format!("{NOTES_REF}: commit {tip}: {e}")))?;
+        .map_err(|e| Error::internal(format!("{NOTES_REF}: commit {tip}: {e}")).with_source(e))?;
     let commits = super::notes_index::index(repo, tree)?.commits_of(stream);
     if commits.is_empty() {
         return Ok(Vec::new());
@@ -359,7 +372,7 @@ pub fn recorded_for(repo: &Repo, stream: &str) -> Result<Vec<Recorded>> {
     for commit in commits {
         let Some(blob) = state
             .get(&commit, &repo.repo)
-            .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {commit}: {e}")))?
+            .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {commit}: {e}")).with_source(e))?
         else {
             continue;
         };
@@ -386,7 +399,8 @@ pub fn recorded_for(repo: &Repo, stream: &str) -> Result<Vec<Recorded>> {
 /// Returns how many notes changed.
 pub fn set_aside(repo: &Repo, stream: &str, commits: &[ObjectId], mark: &Note) -> Result<usize> {
     let repo = &identity::with_notes_identity(&repo.repo);
-    let line = serde_json::to_vec(mark).map_err(|e| Error::internal(format!("cannot write a note: {e}")))?;
+    let line =
+        serde_json::to_vec(mark).map_err(|e| Error::internal(format!("cannot write a note: {e}")).with_source(e))?;
     let changed = refs::update_with_retry_in(repo, NOTES_REF, RETRY, |_| {
         let Some(tip) = tip(repo)? else { return Ok(Step::Done(0)) };
         let mut state = state_at(repo, Some(tip))?;
@@ -394,12 +408,15 @@ pub fn set_aside(repo: &Repo, stream: &str, commits: &[ObjectId], mark: &Note) -
         for commit in commits {
             let Some(blob) = state
                 .get(commit, repo)
-                .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {commit}: {e}")))?
+                .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {commit}: {e}")).with_source(e))?
             else {
                 continue;
             };
-            let data =
-                repo.find_object(blob).map_err(|e| Error::internal(format!("note blob {blob}: {e}")))?.detach().data;
+            let data = repo
+                .find_object(blob)
+                .map_err(|e| Error::internal(format!("note blob {blob}: {e}")).with_source(e))?
+                .detach()
+                .data;
             let mut records = lines(&data);
             let parsed: Vec<Note> = records.iter().filter_map(|l| serde_json::from_slice(l).ok()).collect();
             let ours = parsed.iter().any(|r| r.stream == stream && r.set_aside.is_none());
@@ -410,14 +427,19 @@ pub fn set_aside(repo: &Repo, stream: &str, commits: &[ObjectId], mark: &Note) -
             records.push(line.clone());
             let mut text = records.join(&b'\n');
             text.push(b'\n');
-            let id = repo.write_blob(&text).map_err(|e| Error::internal(format!("cannot write a note: {e}")))?.detach();
-            state.edit(*commit, Some(id), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+            let id = repo
+                .write_blob(&text)
+                .map_err(|e| Error::internal(format!("cannot write a note: {e}")).with_source(e))?
+                .detach();
+            state
+                .edit(*commit, Some(id), repo)
+                .map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
             n += 1;
         }
         if n == 0 {
             return Ok(Step::Done(0));
         }
-        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
         let message = "Notes marked set aside by git-boulder";
         let id = notes_commit(repo, message, tree, &[tip])?;
         Ok(step(Expect::At(tip), id, format!("notes: {message}"), n))
@@ -548,7 +570,7 @@ pub fn union(repo: &Repo, theirs: ObjectId) -> Result<Union> {
                     let read = |id: &ObjectId| -> Result<Vec<u8>> {
                         Ok(repo
                             .find_object(*id)
-                            .map_err(|e| Error::internal(format!("note blob {id}: {e}")))?
+                            .map_err(|e| Error::internal(format!("note blob {id}: {e}")).with_source(e))?
                             .detach()
                             .data)
                     };
@@ -562,20 +584,22 @@ pub fn union(repo: &Repo, theirs: ObjectId) -> Result<Union> {
                     text.push(b'\n');
                     let id = repo
                         .write_blob(&text)
-                        .map_err(|e| Error::internal(format!("cannot write a note: {e}")))?
+                        .map_err(|e| Error::internal(format!("cannot write a note: {e}")).with_source(e))?
                         .detach();
                     if id != *b {
                         state
                             .edit(*object, Some(id), repo)
-                            .map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+                            .map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
                     }
                 }
                 None => {
-                    state.edit(*object, Some(*blob), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+                    state
+                        .edit(*object, Some(*blob), repo)
+                        .map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
                 }
             }
         }
-        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
         let message = "Notes merged by git-boulder (union)";
         let id = notes_commit(repo, message, tree, &[ours, theirs])?;
         Ok(step(Expect::At(ours), id, format!("notes: {message}"), Union::Merged))
@@ -588,9 +612,10 @@ fn is_ancestor(repo: &gix::Repository, ancestor: ObjectId, tip: ObjectId) -> Res
     if ancestor == tip {
         return Ok(true);
     }
-    let walk = repo.rev_walk([tip]).all().map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")))?;
+    let walk =
+        repo.rev_walk([tip]).all().map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")).with_source(e))?;
     for info in walk {
-        let info = info.map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")))?;
+        let info = info.map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")).with_source(e))?;
         if info.id == ancestor {
             return Ok(true);
         }

@@ -472,9 +472,10 @@ impl<'r> Objects<'r> {
         if ancestor == tip {
             return Ok(true);
         }
-        let walk = self.walk([tip], []).map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")))?;
+        let walk =
+            self.walk([tip], []).map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")).with_source(e))?;
         for info in walk {
-            let info = info.map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")))?;
+            let info = info.map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")).with_source(e))?;
             if info.id == ancestor {
                 return Ok(true);
             }
@@ -590,7 +591,7 @@ impl<'r> Objects<'r> {
             .decode()
             .internal(format_args!("cannot decode commit {original}"))?
             .try_into()
-            .map_err(|e| Error::internal(format!("cannot decode commit {original}: {e:?}")))?;
+            .map_err(|e| Error::internal(format!("cannot decode commit {original}: {e:?}")).with_source(e))?;
         commit.tree = tree;
         commit.parents = parents.into();
         commit.committer = committer.0.clone();

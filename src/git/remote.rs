@@ -186,8 +186,8 @@ fn write_fetched(repo: &Repo, remote: &str, fetched: &[(Fetched, cli::Local)]) -
     Ok(refs::update_all(repo, &left, &writer)?.is_ok())
 }
 
-fn bad_id(hex: &str, e: impl std::fmt::Display) -> Error {
-    Error::internal(format!("git fetch printed a bad id {hex:?}: {e}"))
+fn bad_id(hex: &str, e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::internal(format!("git fetch printed a bad id {hex:?}: {e}")).with_source(e)
 }
 
 /// The fetched refs the refspecs map back to a remote ref, with what git did with each local ref.

@@ -24,7 +24,8 @@ pub fn normalize(path: &Path) -> PathBuf {
 
 /// Open the worktree (main or linked) at `path`.
 pub(super) fn open_worktree(path: &Path) -> Result<gix::Repository> {
-    gix::open(path).map_err(|e| Error::internal(format!("cannot open the worktree at {}: {e:#}", path.display())))
+    gix::open(path)
+        .map_err(|e| Error::internal(format!("cannot open the worktree at {}: {e:#}", path.display())).with_source(e))
 }
 
 /// The text of a small git file (`HEAD`, `gitdir`, …) without its line ending, if readable.
@@ -78,7 +79,7 @@ impl Registration {
         match std::fs::remove_dir_all(&self.admin) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::internal(format!("cannot remove {}: {e}", self.admin.display()))),
+            Err(e) => Err(Error::internal(format!("cannot remove {}: {e}", self.admin.display())).with_source(e)),
         }
     }
 }
@@ -118,7 +119,7 @@ pub fn registrations(repo: &Repo) -> Result<Vec<Registration>> {
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", dir.display()))),
+        Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", dir.display())).with_source(e)),
     };
     let mut regs: Vec<Registration> = entries.flatten().filter_map(|e| read_registration(repo, e.path())).collect();
     regs.sort_by(|a, b| a.id.cmp(&b.id));
@@ -226,7 +227,7 @@ pub fn add_linked(
     full_branch: &str,
 ) -> Result<std::result::Result<(usize, PathBuf), AddError>> {
     let name = gix::refs::FullName::try_from(full_branch)
-        .map_err(|e| Error::usage(format!("invalid ref name {full_branch:?}: {e}")))?;
+        .map_err(|e| Error::usage(format!("invalid ref name {full_branch:?}: {e}")).with_source(e))?;
     if repo.config_bool("worktree.useRelativePaths").unwrap_or(false) {
         // Relative links also upgrade the repository format: gix's own `add_worktree` does all of it.
         return add_linked_by_gix(repo, target, name);
@@ -299,12 +300,11 @@ pub fn add_linked(
 
 /// The new worktree's `config.worktree`: the source's, without `core.worktree` and a true
 /// `core.bare` (as `git worktree add` copies it).
-fn copy_worktree_config(source: &Path, destination: &Path) -> std::result::Result<(), String> {
+fn copy_worktree_config(source: &Path, destination: &Path) -> std::result::Result<(), crate::error::Source> {
     if !source.exists() {
         return Ok(());
     }
-    let mut config = gix::config::File::from_path_no_includes(source.to_owned(), gix::config::Source::Worktree)
-        .map_err(|e| format!("{e:#}"))?;
+    let mut config = gix::config::File::from_path_no_includes(source.to_owned(), gix::config::Source::Worktree)?;
     if config.boolean("core.bare").ok().flatten().unwrap_or(false) {
         if let Ok(mut values) = config.raw_values_mut("core.bare") {
             values.delete_all();
@@ -313,8 +313,8 @@ fn copy_worktree_config(source: &Path, destination: &Path) -> std::result::Resul
     if let Ok(mut values) = config.raw_values_mut("core.worktree") {
         values.delete_all();
     }
-    let mut out = std::fs::File::create(destination).map_err(|e| e.to_string())?;
-    config.write_to(&mut out).map_err(|e| e.to_string())
+    let mut out = std::fs::File::create(destination)?;
+    Ok(config.write_to(&mut out)?)
 }
 
 /// [`add_linked`] through gix's `add_worktree` (which reads every other worktree first).
@@ -394,7 +394,7 @@ pub fn remove_linked(repo: &Repo, admin: &Path, override_lock: bool) -> Result<R
     let proxy = repo
         .repo
         .worktrees()
-        .map_err(|e| Error::internal(format!("cannot list worktrees: {e:#}")))?
+        .map_err(|e| Error::internal(format!("cannot list worktrees: {e:#}")).with_source(e))?
         .into_iter()
         .find(|p| normalize(p.git_dir()) == admin);
     let Some(proxy) = proxy else { return Ok(Removal::NotFound) };

@@ -824,7 +824,7 @@ pub fn setup(repo: &Repo, remote: &str, undo: bool) -> Result<Vec<String>> {
     {
         let mut section = file
             .section("remote", Some(remote))
-            .map_err(|e| Error::internal(format!("cannot edit remote.{remote}: {e}")))?;
+            .map_err(|e| Error::internal(format!("cannot edit remote.{remote}: {e}")).with_source(e))?;
         let fetch_now = section.values("fetch");
         let push_now = section.values("push");
         let added_head = section.values(marker_key).iter().any(|v| v == "head");
