@@ -223,8 +223,26 @@ impl Workspace {
     pub fn plan_if_any(&self) -> Result<Option<Plan>> {
         match self.plan() {
             Ok(plan) => Ok(Some(plan)),
-            Err(_) if self.plan_text().is_err() => Ok(None),
+            Err(_) if self.plan_absent() => Ok(None),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Whether there is no plan file at all (as opposed to one that cannot be read or parsed):
+    /// none in the main worktree, or, bare, none at the base branch's tip (or no commits). A plan
+    /// given with `--config` is never absent.
+    fn plan_absent(&self) -> bool {
+        if self.config_override.is_some() {
+            return false;
+        }
+        if let Some(root) = &self.repo.main_work_dir {
+            return std::fs::metadata(root.join(plan::PLAN_PATH))
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+        }
+        match self.bare_source() {
+            Ok(None) => true,
+            Ok(Some((tip, _))) => self.repo.file_at(tip, plan::PLAN_PATH).is_ok_and(|f| f.is_none()),
+            Err(_) => false,
         }
     }
 
@@ -778,6 +796,26 @@ fn utf8(bytes: Vec<u8>, label: &str) -> Result<String> {
         Error::usage(format!("{label} is not valid UTF-8 (first bad byte at offset {})", e.utf8_error().valid_up_to()))
             .hint("save the file as UTF-8")
     })
+}
+
+/// A repository that cannot be opened is a usage error, with how to get one git-boulder can use.
+impl From<crate::git::OpenError> for Error {
+    fn from(e: crate::git::OpenError) -> Error {
+        use crate::git::OpenError as E;
+        let hint = match &e {
+            E::NotFound { .. } | E::NotARepository { .. } => {
+                Some("run git boulder inside a git repository, or create one with `git init`")
+            }
+            E::RefStorage(_) => Some(
+                "convert it with `git refs migrate --ref-format=files` (no linked worktrees; git 2.48+, or 2.46 and 2.47 for a repository without reflogs), or clone it in the files format: `git clone --ref-format=files --no-local REPO NEW`",
+            ),
+            E::ObjectFormat(_) => Some("use git-boulder in a SHA-1 repository (`git init --object-format=sha1`)"),
+            E::CannotOpen { .. } => None,
+        };
+        let err = Error::usage(e.to_string());
+        let err = if let Some(h) = hint { err.hint(h) } else { err };
+        err.with_source(e)
+    }
 }
 
 fn no_plan(place: &str) -> Error {

@@ -12,6 +12,7 @@ mod agent_install;
 mod agent_opencode;
 mod agent_prompt;
 mod boulders;
+mod broken_plan;
 mod cleanup_safety;
 mod conflict_resolve;
 mod dashboard;

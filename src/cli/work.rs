@@ -50,7 +50,12 @@ pub fn run(ws: &Workspace, ctx: &Context, args: WorkArgs) -> Result<()> {
         child_flags.push(crate::git::absolute(c).display().to_string());
     }
     let opts = work::Options {
-        remote: crate::git::remote::for_merge(&ws.repo, &plan, args.remote, args.no_remote)?,
+        remote: crate::git::remote::for_merge(
+            &ws.repo,
+            plan.settings.merge_remote.as_deref(),
+            args.remote,
+            args.no_remote,
+        )?,
         parallel: args.parallel.unwrap_or(plan.settings.boulder.parallel_limit).max(1) as usize,
         command: args.command,
         exe,

@@ -199,15 +199,46 @@ pub fn sparse_widen(work_dir: &Path, cone: bool, dirs: Option<&[String]>) -> Res
 pub struct PushedRef {
     /// The remote ref (`refs/boulder/streams/auth`).
     pub remote_ref: String,
-    /// `' '` fast-forward, `'+'` forced, `'-'` deleted, `'*'` new, `'='` up to date, `'!'` rejected.
-    pub flag: char,
+    /// What happened to it (git's flag character).
+    pub flag: PushFlag,
     /// git's summary, e.g. `[rejected] (non-fast-forward)` or `[new reference]`.
     pub summary: String,
 }
 
+/// The flag of a `git push --porcelain` ref line: what happened to the ref.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushFlag {
+    /// `' '`: moved forward.
+    FastForward,
+    /// `'+'`: forced.
+    Forced,
+    /// `'-'`: deleted.
+    Deleted,
+    /// `'*'`: created.
+    New,
+    /// `'='`: already there.
+    UpToDate,
+    /// `'!'`: rejected (by the remote, or as not a fast-forward).
+    Rejected,
+}
+
+impl PushFlag {
+    fn of(flag: char) -> Option<PushFlag> {
+        Some(match flag {
+            ' ' => PushFlag::FastForward,
+            '+' => PushFlag::Forced,
+            '-' => PushFlag::Deleted,
+            '*' => PushFlag::New,
+            '=' => PushFlag::UpToDate,
+            '!' => PushFlag::Rejected,
+            _ => return None,
+        })
+    }
+}
+
 impl PushedRef {
     pub fn rejected(&self) -> bool {
-        self.flag == '!'
+        self.flag == PushFlag::Rejected
     }
 
     /// Rejected because the remote's ref is not what this side expected — it moved meanwhile
@@ -272,9 +303,7 @@ pub fn parse_porcelain(stdout: &str) -> Vec<PushedRef> {
         let (Some(flag), Some(refs), summary) = (parts.next(), parts.next(), parts.next()) else { continue };
         let mut chars = flag.chars();
         let (Some(f), None) = (chars.next(), chars.next()) else { continue };
-        if !" +-*=!".contains(f) {
-            continue;
-        }
+        let Some(f) = PushFlag::of(f) else { continue };
         let Some((_, to)) = refs.split_once(':') else { continue };
         out.push(PushedRef { remote_ref: to.to_string(), flag: f, summary: summary.unwrap_or("").to_string() });
     }
@@ -844,7 +873,7 @@ mod tests {
         let text = "hook says hi\t*\tx:y\nTo /tmp/remote.git\n=\trefs/boulder/prd:refs/boulder/prd\t[up to date]\n \trefs/boulder/streams/a:refs/boulder/streams/a\t1a2b..3c4d\n!\trefs/notes/boulder:refs/notes/boulder\t[rejected] (fetch first)\n*\tabc:refs/boulder/claims/x\t[new reference]\nDone\n!\tfake:refs/after\t[rejected]\n";
         let refs = parse_porcelain(text);
         assert_eq!(refs.len(), 4);
-        assert_eq!(refs[0].flag, '=');
+        assert_eq!(refs[0].flag, PushFlag::UpToDate);
         assert_eq!(refs[1].remote_ref, "refs/boulder/streams/a");
         assert!(refs[2].rejected() && refs[2].summary.contains("fetch first"));
         assert_eq!(refs[3].remote_ref, "refs/boulder/claims/x");

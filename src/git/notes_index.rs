@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use gix::prelude::Find;
 
-use super::notes::{lines, Note};
+use super::note::{lines, Note};
 use super::{ObjectId, Repo};
 use crate::error::{Error, Result};
 
