@@ -3,9 +3,20 @@
 //! `BOULDER_TRACE=1`, `NO_COLOR`, `BOULDER_TRUST=1`), which are read here and nowhere else.
 //!
 //! The command line builds one [`Context`] and installs it ([`Context::install`]) before any
-//! work; [`crate::trace`], [`crate::progress`] and [`crate::trust`] consult it. The commands a run
-//! starts (git with its hooks, setup and verify, agents) get the same switches through
-//! [`export`], so a `-v` run also traces the git-boulder hooks it triggers.
+//! work. `cli/` gets it passed down and decides with it what a command prints (`quiet`) and
+//! trusts (`work --trust`); below `cli/`, [`crate::trace`], [`crate::progress`], [`crate::trust`],
+//! [`colour`] and [`export`] read the installed one ([`current`]). The commands a run starts
+//! (git with its hooks, setup and verify, agents) get the same switches through [`export`], so a
+//! `-v` run also traces the git-boulder hooks it triggers.
+//!
+//! Why a process global below `cli/`, not a parameter: the switches are read at every depth —
+//! a trace span in `git/` under a hook, a progress line in `sync/` under `merge/`, the trust gate
+//! under `stream run`'s setup — by functions whose callers have no other use for them, so passing
+//! a `&Context` would add a parameter to most functions of the crate only to hand it on. They are
+//! set once, before any work and before any thread starts, never change during a run, and are
+//! the same for every thread: a write-once [`OnceLock`] read through [`current`] gives every
+//! depth the same answer a parameter would. (A library caller that installs none gets the
+//! environment's switches.)
 //!
 //! Trust is never inherited: [`take_env`], called first thing by the program, reads
 //! `BOULDER_TRUST` and removes it from the process's environment, so no command the run starts

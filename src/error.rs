@@ -109,6 +109,21 @@ impl Error {
         self.message = format!("{context}: {}", self.message);
         self
     }
+    /// The texts of the causes below this error, outermost first, as `-v` prints them (`caused
+    /// by: …`). A cause that only repeats what is already shown above it (a typed error made into
+    /// this one with the same message) is left out.
+    pub fn causes(&self) -> Vec<String> {
+        let mut shown = vec![self.message.clone()];
+        let mut next = std::error::Error::source(self);
+        while let Some(cause) = next {
+            let text = cause.to_string();
+            if !shown.contains(&text) {
+                shown.push(text);
+            }
+            next = cause.source();
+        }
+        shown.split_off(1)
+    }
     /// Whether this only says that stdout was closed.
     pub fn is_broken_pipe(&self) -> bool {
         self.kind == Kind::BrokenPipe
@@ -144,17 +159,34 @@ impl From<std::io::Error> for Error {
     }
 }
 
-/// Turn any error into an internal [`Error`] with context, keeping it as the cause.
+/// Turn any error into an [`Error`] of a kind, its message the context then the cause's text
+/// (`cannot read X: permission denied`), keeping the cause as the source for `-v` to show.
 pub trait ResultExt<T> {
+    /// An internal error (exit 3).
     fn internal(self, context: impl fmt::Display) -> Result<T>;
+    /// A usage or configuration error (exit 2).
+    fn usage(self, context: impl fmt::Display) -> Result<T>;
+    /// A refusal (exit 1).
+    fn refused(self, context: impl fmt::Display) -> Result<T>;
 }
 
 impl<T, E: Into<Source>> ResultExt<T> for std::result::Result<T, E> {
     fn internal(self, context: impl fmt::Display) -> Result<T> {
-        self.map_err(|e| {
-            let cause = e.into();
-            Error::internal(format!("{context}: {cause}")).with_source(cause)
-        })
+        self.map_err(|e| Error::caused(Kind::Internal, context, e))
+    }
+    fn usage(self, context: impl fmt::Display) -> Result<T> {
+        self.map_err(|e| Error::caused(Kind::Usage, context, e))
+    }
+    fn refused(self, context: impl fmt::Display) -> Result<T> {
+        self.map_err(|e| Error::caused(Kind::Refused, context, e))
+    }
+}
+
+impl Error {
+    /// An error of `kind` saying `{context}: {cause}`, keeping `cause` as the source.
+    pub fn caused(kind: Kind, context: impl fmt::Display, cause: impl Into<Source>) -> Error {
+        let cause = cause.into();
+        Error::new(kind, format!("{context}: {cause}")).with_source(cause)
     }
 }
 

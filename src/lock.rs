@@ -115,7 +115,8 @@ fn validate_name(name: &str) -> Result<()> {
 
 fn open_lock_file(path: &Path) -> Result<File> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())).with_source(e))?;
     }
     OpenOptions::new()
         .read(true)
@@ -123,7 +124,7 @@ fn open_lock_file(path: &Path) -> Result<File> {
         .create(true)
         .truncate(false)
         .open(path)
-        .map_err(|e| Error::internal(format!("cannot open lock file {}: {e}", path.display())))
+        .map_err(|e| Error::internal(format!("cannot open lock file {}: {e}", path.display())).with_source(e))
 }
 
 /// Read the holder details from a lock file; `None` when the file is empty or unreadable.
@@ -184,7 +185,7 @@ pub fn try_acquire(repo: &Repo, name: &str, command: &str) -> Result<LockGuard> 
 pub fn acquire_at(path: &Path, name: &str, wait: Option<bool>, command: &str) -> Result<LockGuard> {
     let waitable = wait.is_some();
     let wait = wait.unwrap_or(false);
-    let lock_err = |e: std::io::Error| Error::internal(format!("cannot lock {}: {e}", path.display()));
+    let lock_err = |e: std::io::Error| Error::internal(format!("cannot lock {}: {e}", path.display())).with_source(e);
     // A busy lock whose holder has not written its details yet (it is between locking and
     // writing) or that is only being probed by `holders` is retried briefly before refusing.
     let mut attempts = 0;
@@ -221,13 +222,13 @@ pub fn acquire_at(path: &Path, name: &str, wait: Option<bool>, command: &str) ->
         since: format!("{:.0}", jiff::Timestamp::now()),
         command: command.to_owned(),
     };
-    let mut line = serde_json::to_string(&holder).map_err(|e| Error::internal(format!("{e}")))?;
+    let mut line = serde_json::to_string(&holder).map_err(|e| Error::internal(format!("{e}")).with_source(e))?;
     line.push('\n');
     let mut f = &file;
     f.set_len(0)
         .and_then(|_| f.seek(SeekFrom::Start(0)))
         .and_then(|_| f.write_all(line.as_bytes()))
-        .map_err(|e| Error::internal(format!("cannot write {}: {e}", path.display())))?;
+        .map_err(|e| Error::internal(format!("cannot write {}: {e}", path.display())).with_source(e))?;
     Ok(LockGuard { name: name.to_owned(), path: path.to_owned(), file: Some(file) })
 }
 

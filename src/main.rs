@@ -38,6 +38,12 @@ fn finish(outcome: git_boulder::Result<u8>) -> ExitCode {
             use std::io::Write as _;
             let mut stderr = std::io::stderr().lock();
             let _ = writeln!(stderr, "error: {}", git_boulder::text::inert_lines(&err.message));
+            // With `-v`, what lies below the message, one cause a line, outermost first.
+            if git_boulder::context::current().trace {
+                for cause in err.causes() {
+                    let _ = writeln!(stderr, "caused by: {}", git_boulder::text::inert_lines(&cause));
+                }
+            }
             for hint in &err.hints {
                 let _ = writeln!(stderr, "hint: {}", git_boulder::text::inert_lines(hint));
             }

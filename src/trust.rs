@@ -89,7 +89,7 @@ fn recorded(repo: &Repo) -> Result<Vec<String>> {
             .map(str::to_string)
             .collect()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(Error::internal(format!("cannot read {}: {e}", path.display()))),
+        Err(e) => Err(Error::internal(format!("cannot read {}: {e}", path.display())).with_source(e)),
     }
 }
 
@@ -131,7 +131,7 @@ pub fn revoke(repo: &Repo) -> Result<usize> {
     match std::fs::remove_file(file(repo)) {
         Ok(()) => Ok(n),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
-        Err(e) => Err(Error::internal(format!("cannot remove {}: {e}", file(repo).display()))),
+        Err(e) => Err(Error::internal(format!("cannot remove {}: {e}", file(repo).display())).with_source(e)),
     }
 }
 

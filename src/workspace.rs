@@ -116,8 +116,9 @@ impl Workspace {
     /// branch's tip ([`Workspace::bare_source`]).
     pub fn plan_text(&self) -> Result<(String, PlanSource)> {
         if let Some(path) = &self.config_override {
-            let bytes = read_plan(path)
-                .map_err(|e| Error::usage(format!("cannot read the stream plan {}: {e}", path.display())))?;
+            let bytes = read_plan(path).map_err(|e| {
+                Error::usage(format!("cannot read the stream plan {}: {e}", path.display())).with_source(e)
+            })?;
             let label = path.display().to_string();
             return Ok((utf8(bytes, &label)?, PlanSource { label }));
         }
@@ -140,7 +141,7 @@ impl Workspace {
                         (true, false) => err.hint("the plan is committed but gone from here: git checkout HEAD -- .boulder/streams.yaml"),
                     })
                 }
-                Err(e) => Err(Error::usage(format!("cannot read {}: {e}", path.display()))),
+                Err(e) => Err(Error::usage(format!("cannot read {}: {e}", path.display())).with_source(e)),
             };
         }
         let (tip, branch) =
@@ -222,8 +223,26 @@ impl Workspace {
     pub fn plan_if_any(&self) -> Result<Option<Plan>> {
         match self.plan() {
             Ok(plan) => Ok(Some(plan)),
-            Err(_) if self.plan_text().is_err() => Ok(None),
+            Err(_) if self.plan_absent() => Ok(None),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Whether there is no plan file at all (as opposed to one that cannot be read or parsed):
+    /// none in the main worktree, or, bare, none at the base branch's tip (or no commits). A plan
+    /// given with `--config` is never absent.
+    fn plan_absent(&self) -> bool {
+        if self.config_override.is_some() {
+            return false;
+        }
+        if let Some(root) = &self.repo.main_work_dir {
+            return std::fs::metadata(root.join(plan::PLAN_PATH))
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+        }
+        match self.bare_source() {
+            Ok(None) => true,
+            Ok(Some((tip, _))) => self.repo.file_at(tip, plan::PLAN_PATH).is_ok_and(|f| f.is_none()),
+            Err(_) => false,
         }
     }
 
@@ -597,7 +616,7 @@ impl Workspace {
                     .repo
                     .objects()
                     .blob(&bytes, false)
-                    .map_err(|e| Error::internal(format!("cannot hash the PRD: {e}")))?;
+                    .map_err(|e| Error::internal(format!("cannot hash the PRD: {e}")).with_source(e))?;
                 return Ok(self.parsed(plan, id, || Some(bytes)));
             }
         }
@@ -661,7 +680,10 @@ pub fn load_prd_settled(path: &Path) -> Result<(String, Prd)> {
 fn load_prd_with(path: &Path, read: impl Fn(&Path) -> std::io::Result<Vec<u8>>) -> Result<(String, Prd)> {
     let bytes = read(path).map_err(|e| {
         let err = Error::usage(format!("cannot read the PRD {}: {e}", path.display()));
-        match prd::ReadRefusal::of(&e) {
+        let refusal = prd::ReadRefusal::of(&e);
+        let not_found = e.kind() == std::io::ErrorKind::NotFound;
+        let err = err.with_source(e);
+        match refusal {
             Some(prd::ReadRefusal::NotRegular(_)) => err.hint(
                 "commit the PRD itself at that path (not a symlink to a device, FIFO or folder), or set `prd:` in \
                  .boulder/streams.yaml to your PRD's path",
@@ -669,9 +691,7 @@ fn load_prd_with(path: &Path, read: impl Fn(&Path) -> std::io::Result<Vec<u8>>) 
             Some(prd::ReadRefusal::TooLarge) => {
                 err.hint("split the PRD into smaller files, or set `prd:` in .boulder/streams.yaml to your PRD's path")
             }
-            None if e.kind() == std::io::ErrorKind::NotFound => {
-                err.hint("set `prd:` in .boulder/streams.yaml to your PRD's path")
-            }
+            None if not_found => err.hint("set `prd:` in .boulder/streams.yaml to your PRD's path"),
             None => err,
         }
     })?;
@@ -776,6 +796,26 @@ fn utf8(bytes: Vec<u8>, label: &str) -> Result<String> {
         Error::usage(format!("{label} is not valid UTF-8 (first bad byte at offset {})", e.utf8_error().valid_up_to()))
             .hint("save the file as UTF-8")
     })
+}
+
+/// A repository that cannot be opened is a usage error, with how to get one git-boulder can use.
+impl From<crate::git::OpenError> for Error {
+    fn from(e: crate::git::OpenError) -> Error {
+        use crate::git::OpenError as E;
+        let hint = match &e {
+            E::NotFound { .. } | E::NotARepository { .. } => {
+                Some("run git boulder inside a git repository, or create one with `git init`")
+            }
+            E::RefStorage(_) => Some(
+                "convert it with `git refs migrate --ref-format=files` (no linked worktrees; git 2.48+, or 2.46 and 2.47 for a repository without reflogs), or clone it in the files format: `git clone --ref-format=files --no-local REPO NEW`",
+            ),
+            E::ObjectFormat(_) => Some("use git-boulder in a SHA-1 repository (`git init --object-format=sha1`)"),
+            E::CannotOpen { .. } => None,
+        };
+        let err = Error::usage(e.to_string());
+        let err = if let Some(h) = hint { err.hint(h) } else { err };
+        err.with_source(e)
+    }
 }
 
 fn no_plan(place: &str) -> Error {

@@ -55,8 +55,9 @@ fn open(dir: &Path) -> Result<Workspace> {
         Error::usage(format!(
             "{} is not in a git repository, so git-boulder cannot make a worktree: {}",
             dir.display(),
-            e.message
+            e
         ))
+        .with_source(e)
     })?;
     Ok(Workspace::from_repo(repo, None))
 }

@@ -42,7 +42,9 @@ pub fn check(
     subagent: bool,
     message: Option<&str>,
 ) -> Result<Checked> {
-    let plan = ws.plan().ok();
+    // No plan: the default gates. A plan that does not parse is an error, never default gates
+    // (a stop let through that the plan's settings would have held).
+    let plan = ws.plan_if_any()?;
     let mut t = plan.as_ref().map(|p| p.settings.boulder.clone()).unwrap_or_default();
     if let Some(d) = overrides.idle_threshold {
         t.idle_threshold = d;

@@ -38,7 +38,7 @@ pub fn run(args: DemoArgs, ctx: &Context) -> Result<()> {
                 return Err(Error::usage(format!("{} is not empty", d.display())).hint(hint));
             }
             std::fs::create_dir_all(&d)
-                .map_err(|e| Error::usage(format!("cannot create {}: {e}", d.display())).hint(hint))?;
+                .map_err(|e| Error::usage(format!("cannot create {}: {e}", d.display())).with_source(e).hint(hint))?;
             std::fs::canonicalize(&d)?
         }
         None => tempfile::Builder::new().prefix("git-boulder-demo-").tempdir()?.keep(),
@@ -389,5 +389,6 @@ fn relative(from: &std::path::Path, to: &std::path::Path) -> String {
 }
 
 fn self_exe() -> Result<PathBuf> {
-    std::env::current_exe().map_err(|e| Error::internal(format!("cannot find the git-boulder binary: {e}")))
+    std::env::current_exe()
+        .map_err(|e| Error::internal(format!("cannot find the git-boulder binary: {e}")).with_source(e))
 }

@@ -99,7 +99,9 @@ fn extra_sections(name: &str, cmd: &clap::Command) -> String {
 /// EXAMPLES and EXIT STATUS, then VERSION.
 fn render(name: &str, cmd: clap::Command) -> Result<Vec<u8>> {
     let mut buf = Vec::new();
-    clap_mangen::Man::new(cmd.clone()).render(&mut buf).map_err(|e| Error::internal(format!("man page: {e}")))?;
+    clap_mangen::Man::new(cmd.clone())
+        .render(&mut buf)
+        .map_err(|e| Error::internal(format!("man page: {e}")).with_source(e))?;
     let text = String::from_utf8_lossy(&buf).into_owned();
     let extra = extra_sections(name, &cmd);
     let text = match text.find(".SH VERSION") {
@@ -118,7 +120,7 @@ pub fn man(args: ManArgs) -> Result<()> {
         Some(dir) => {
             let man1 = dir.join("man1");
             std::fs::create_dir_all(&man1)
-                .map_err(|e| Error::usage(format!("cannot create {}: {e}", man1.display())))?;
+                .map_err(|e| Error::usage(format!("cannot create {}: {e}", man1.display())).with_source(e))?;
             let all = pages();
             for (name, cmd) in &all {
                 crate::fsutil::write_atomic(&man1.join(format!("{name}.1")), &render(name, cmd.clone())?)?;
@@ -138,8 +140,8 @@ pub fn completions(args: CompletionsArgs) -> Result<()> {
     use clap_complete::env::EnvCompleter;
     use clap_complete::Shell;
     // The script calls this very binary, wherever it is installed.
-    let exe =
-        std::env::current_exe().map_err(|e| Error::internal(format!("cannot find the git-boulder binary: {e}")))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::internal(format!("cannot find the git-boulder binary: {e}")).with_source(e))?;
     let exe = exe.to_string_lossy();
     let shell: &dyn EnvCompleter = match args.shell {
         Shell::Bash => &clap_complete::env::Bash,

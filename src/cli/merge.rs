@@ -74,7 +74,12 @@ pub fn run(ws: &Workspace, ctx: &Context, args: MergeArgs) -> Result<()> {
             dry_run: args.dry_run,
             force: args.force,
             wait: args.wait,
-            remote: crate::git::remote::for_merge(&ws.repo, &plan, args.remote, args.no_remote)?,
+            remote: crate::git::remote::for_merge(
+                &ws.repo,
+                plan.settings.merge_remote.as_deref(),
+                args.remote,
+                args.no_remote,
+            )?,
         },
     };
     let mut out = std::io::stdout().lock();

@@ -86,7 +86,7 @@ pub fn json(out: &mut impl Write, value: &impl serde::Serialize) -> Result<()> {
     let mut ser = serde_json::Serializer::with_formatter(&mut buf, Inert(serde_json::ser::PrettyFormatter::new()));
     value.serialize(&mut ser).map_err(|e| match e.io_error_kind() {
         Some(kind) => crate::Error::from(std::io::Error::from(kind)),
-        None => crate::Error::internal(format!("JSON output: {e}")),
+        None => crate::Error::internal(format!("JSON output: {e}")).with_source(e),
     })?;
     writeln!(buf)?;
     buf.flush()?;

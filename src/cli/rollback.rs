@@ -61,7 +61,8 @@ pub fn rollback(ws: &Workspace, args: RollbackArgs) -> Result<()> {
 pub fn unmerge(ws: &Workspace, ctx: &Context, args: UnmergeArgs) -> Result<()> {
     let plan = ws.plan()?;
     let stream = ws.stream(&plan, &args.name)?;
-    let remote = crate::git::remote::for_merge(&ws.repo, &plan, args.remote, args.no_remote)?;
+    let remote =
+        crate::git::remote::for_merge(&ws.repo, plan.settings.merge_remote.as_deref(), args.remote, args.no_remote)?;
     let say = |line: &str| {
         if !ctx.quiet {
             eprintln!("{}", crate::text::inert_lines(line));

@@ -387,7 +387,8 @@ fn resolve(ws: &Workspace, args: ResolveArgs) -> Result<()> {
     use crate::merge::resolve::{self, Resolved};
     let plan = ws.plan()?;
     let stream = ws.stream(&plan, &args.name)?;
-    let remote = crate::git::remote::for_merge(&ws.repo, &plan, args.remote, args.no_remote)?;
+    let remote =
+        crate::git::remote::for_merge(&ws.repo, plan.settings.merge_remote.as_deref(), args.remote, args.no_remote)?;
     let opts = resolve::Options {
         remote,
         command: args.command,
@@ -417,7 +418,8 @@ fn retry(ws: &Workspace, args: RetryArgs) -> Result<()> {
     use crate::stream::attention::{retry, Retried};
     let plan = ws.plan()?;
     let stream = ws.stream(&plan, &args.name)?;
-    let remote = crate::git::remote::for_merge(&ws.repo, &plan, args.remote, args.no_remote)?;
+    let remote =
+        crate::git::remote::for_merge(&ws.repo, plan.settings.merge_remote.as_deref(), args.remote, args.no_remote)?;
     let mut out = std::io::stdout().lock();
     match retry(ws, stream, remote.as_deref())? {
         Retried::Cleared(r) => {

@@ -8,7 +8,7 @@ use clap::Subcommand;
 
 use crate::error::Result;
 use crate::state::Store;
-use crate::sync::{self, PullReport, PushReport, RefOutcome};
+use crate::sync::{self, PullReport, PushReport, RefOutcome, RefResult};
 use crate::workspace::Workspace;
 
 #[derive(Debug, clap::Args)]
@@ -87,7 +87,7 @@ fn counts(refs: &[RefOutcome]) -> String {
 
 fn print_pull(out: &mut impl Write, r: &PullReport) -> Result<()> {
     writeln!(out, "pulled from {}: {}", r.remote, counts(&r.refs))?;
-    for x in r.refs.iter().filter(|x| x.result == "refused" || x.result == "ignored") {
+    for x in r.refs.iter().filter(|x| x.result == RefResult::Refused || x.result == RefResult::Ignored) {
         writeln!(
             out,
             "  {} {}: {}",
@@ -102,7 +102,7 @@ fn print_pull(out: &mut impl Write, r: &PullReport) -> Result<()> {
 fn print_push(out: &mut impl Write, r: &PushReport) -> Result<()> {
     let rounds = if r.rounds > 0 { format!(" (after {} pull-and-merge round(s))", r.rounds) } else { String::new() };
     writeln!(out, "pushed to {}: {}{rounds}", r.remote, counts(&r.refs))?;
-    for x in r.refs.iter().filter(|x| x.result == "rejected") {
+    for x in r.refs.iter().filter(|x| x.result == RefResult::Rejected) {
         writeln!(
             out,
             "  rejected {}: {}",
@@ -110,7 +110,7 @@ fn print_push(out: &mut impl Write, r: &PushReport) -> Result<()> {
             crate::text::inert(x.why.as_deref().unwrap_or(""))
         )?;
     }
-    if r.refs.iter().any(|x| x.result == "rejected") {
+    if r.refs.iter().any(|x| x.result == RefResult::Rejected) {
         for line in &r.remote_messages {
             writeln!(out, "  {}", crate::text::inert(line))?;
         }

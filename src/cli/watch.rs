@@ -34,7 +34,7 @@ pub fn run(ws: &Workspace, plan: &crate::plan::Plan, json: bool) -> Result<()> {
             let rows = collect(ws, plan, prd.as_ref())?;
             let block = if json {
                 let mut v = serde_json::to_string(&serde_json::json!({ "streams": rows }))
-                    .map_err(|e| crate::error::Error::internal(format!("cannot write JSON: {e}")))?;
+                    .map_err(|e| crate::error::Error::internal(format!("cannot write JSON: {e}")).with_source(e))?;
                 v.push('\n');
                 v
             } else {

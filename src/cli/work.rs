@@ -36,8 +36,9 @@ pub fn run(ws: &Workspace, ctx: &Context, args: WorkArgs) -> Result<()> {
     if plan.streams.is_empty() {
         return Err(Error::usage("the plan has no streams to work on").hint("add streams to .boulder/streams.yaml"));
     }
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::internal(format!("cannot find this program: {e}")).hint("reinstall git-boulder"))?;
+    let exe = std::env::current_exe().map_err(|e| {
+        Error::internal(format!("cannot find this program: {e}")).with_source(e).hint("reinstall git-boulder")
+    })?;
     let mut child_flags = Vec::new();
     // `--trust` is for the plan read now: the children trust its commands only, not those of a
     // plan a pull brings in while the worker runs.
@@ -49,7 +50,12 @@ pub fn run(ws: &Workspace, ctx: &Context, args: WorkArgs) -> Result<()> {
         child_flags.push(crate::git::absolute(c).display().to_string());
     }
     let opts = work::Options {
-        remote: crate::git::remote::for_merge(&ws.repo, &plan, args.remote, args.no_remote)?,
+        remote: crate::git::remote::for_merge(
+            &ws.repo,
+            plan.settings.merge_remote.as_deref(),
+            args.remote,
+            args.no_remote,
+        )?,
         parallel: args.parallel.unwrap_or(plan.settings.boulder.parallel_limit).max(1) as usize,
         command: args.command,
         exe,

@@ -23,8 +23,8 @@ use crate::git::diff::FileChange;
 use crate::git::index::Index;
 use crate::git::ObjectId;
 
-fn gix_err(context: impl std::fmt::Display, e: impl std::fmt::Display) -> Error {
-    Error::internal(format!("{context}: {e:#}"))
+fn gix_err(context: impl std::fmt::Display, e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::internal(format!("{context}: {e:#}")).with_source(e)
 }
 
 /// Why a path stops a move.
@@ -358,7 +358,7 @@ impl Worktree {
         if !to_write.is_empty() {
             let mut f = std::io::BufWriter::new(
                 std::fs::File::create(&scratch)
-                    .map_err(|e| Error::internal(format!("cannot write {}: {e}", scratch.display())))?,
+                    .map_err(|e| Error::internal(format!("cannot write {}: {e}", scratch.display())).with_source(e))?,
             );
             next.write_to(&mut f, Default::default()).map_err(|e| gix_err("cannot write the index", e))?;
             std::io::Write::flush(&mut f)?;
@@ -371,7 +371,7 @@ impl Worktree {
         for (round, batch) in [attrs, rest].into_iter().enumerate() {
             if !batch.is_empty() {
                 std::fs::create_dir_all(&stage)
-                    .map_err(|e| Error::internal(format!("cannot create {}: {e}", stage.display())))?;
+                    .map_err(|e| Error::internal(format!("cannot create {}: {e}", stage.display())).with_source(e))?;
                 let list: Vec<&[u8]> = batch.iter().map(|p| p.as_slice()).collect();
                 crate::git::cli::checkout_index(git_dir, work_dir, &scratch, &stage, &list)?;
                 // A worktree on another file system than its git dir gets copies (see `put_in_place`).
@@ -398,8 +398,9 @@ impl Worktree {
                             // A submodule's folder: removed only when empty, as git does without --recurse-submodules.
                             let _ = std::fs::remove_dir(&full);
                         }
-                        Ok(_) => std::fs::remove_file(&full)
-                            .map_err(|e| Error::internal(format!("cannot delete {}: {e}", full.display())))?,
+                        Ok(_) => std::fs::remove_file(&full).map_err(|e| {
+                            Error::internal(format!("cannot delete {}: {e}", full.display())).with_source(e)
+                        })?,
                         Err(_) => {}
                     }
                     if let Some(parent) = full.parent() {
@@ -575,7 +576,7 @@ fn copy_beside(to: &Path) -> PathBuf {
 /// beside `to`, given the staged file's modification time as the record expects, is renamed
 /// instead, so the file still appears whole.
 fn put_in_place(from: &Path, to: &Path) -> Result<()> {
-    let fail = |e: std::io::Error| Error::internal(format!("cannot put {} in place: {e}", to.display()));
+    let fail = |e: std::io::Error| Error::internal(format!("cannot put {} in place: {e}", to.display())).with_source(e);
     if let Some(parent) = to.parent() {
         std::fs::create_dir_all(parent).map_err(fail)?;
     }

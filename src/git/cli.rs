@@ -69,12 +69,13 @@ pub fn run(mut cmd: Command, what: &str) -> Result<Output> {
 fn feed(mut cmd: Command, input: &[u8], what: &str) -> Result<Output> {
     use std::io::Write;
     cmd.stdin(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| Error::internal(format!("cannot run git to {what}: {e}")))?;
+    let mut child =
+        cmd.spawn().map_err(|e| Error::internal(format!("cannot run git to {what}: {e}")).with_source(e))?;
     if let Some(mut stdin) = child.stdin.take() {
         // A write error shows in git's exit status and stderr.
         let _ = stdin.write_all(input);
     }
-    child.wait_with_output().map_err(|e| Error::internal(format!("git failed to {what}: {e}")))
+    child.wait_with_output().map_err(|e| Error::internal(format!("git failed to {what}: {e}")).with_source(e))
 }
 
 /// [`run`] with `input` on the command's stdin.
@@ -198,15 +199,46 @@ pub fn sparse_widen(work_dir: &Path, cone: bool, dirs: Option<&[String]>) -> Res
 pub struct PushedRef {
     /// The remote ref (`refs/boulder/streams/auth`).
     pub remote_ref: String,
-    /// `' '` fast-forward, `'+'` forced, `'-'` deleted, `'*'` new, `'='` up to date, `'!'` rejected.
-    pub flag: char,
+    /// What happened to it (git's flag character).
+    pub flag: PushFlag,
     /// git's summary, e.g. `[rejected] (non-fast-forward)` or `[new reference]`.
     pub summary: String,
 }
 
+/// The flag of a `git push --porcelain` ref line: what happened to the ref.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushFlag {
+    /// `' '`: moved forward.
+    FastForward,
+    /// `'+'`: forced.
+    Forced,
+    /// `'-'`: deleted.
+    Deleted,
+    /// `'*'`: created.
+    New,
+    /// `'='`: already there.
+    UpToDate,
+    /// `'!'`: rejected (by the remote, or as not a fast-forward).
+    Rejected,
+}
+
+impl PushFlag {
+    fn of(flag: char) -> Option<PushFlag> {
+        Some(match flag {
+            ' ' => PushFlag::FastForward,
+            '+' => PushFlag::Forced,
+            '-' => PushFlag::Deleted,
+            '*' => PushFlag::New,
+            '=' => PushFlag::UpToDate,
+            '!' => PushFlag::Rejected,
+            _ => return None,
+        })
+    }
+}
+
 impl PushedRef {
     pub fn rejected(&self) -> bool {
-        self.flag == '!'
+        self.flag == PushFlag::Rejected
     }
 
     /// Rejected because the remote's ref is not what this side expected — it moved meanwhile
@@ -271,9 +303,7 @@ pub fn parse_porcelain(stdout: &str) -> Vec<PushedRef> {
         let (Some(flag), Some(refs), summary) = (parts.next(), parts.next(), parts.next()) else { continue };
         let mut chars = flag.chars();
         let (Some(f), None) = (chars.next(), chars.next()) else { continue };
-        if !" +-*=!".contains(f) {
-            continue;
-        }
+        let Some(f) = PushFlag::of(f) else { continue };
         let Some((_, to)) = refs.split_once(':') else { continue };
         out.push(PushedRef { remote_ref: to.to_string(), flag: f, summary: summary.unwrap_or("").to_string() });
     }
@@ -297,7 +327,7 @@ pub fn push(dir: &Path, remote: &str, options: &[String], refspecs: &[String]) -
         cmd.arg("-c").arg(format!("remote.{remote}.mirror=false"));
     }
     cmd.args(["push", "--porcelain", "--no-verify"]).args(options).arg("--").arg(remote).args(refspecs);
-    let out = cmd.output().map_err(|e| Error::internal(format!("cannot run git push: {e}")))?;
+    let out = cmd.output().map_err(|e| Error::internal(format!("cannot run git push: {e}")).with_source(e))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let refs = parse_porcelain(&stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -351,7 +381,8 @@ pub fn lfs_pre_push(dir: &Path, remote: &str, updates: &[PushUpdate]) -> Result<
     const ZERO: &str = "0000000000000000000000000000000000000000";
     let mut cmd = git(dir);
     cmd.args(["lfs", "pre-push", remote, remote]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| Error::internal(format!("cannot run git lfs pre-push: {e}")))?;
+    let mut child =
+        cmd.spawn().map_err(|e| Error::internal(format!("cannot run git lfs pre-push: {e}")).with_source(e))?;
     let mut lines = String::new();
     for u in updates {
         lines.push_str(&format!(
@@ -366,7 +397,9 @@ pub fn lfs_pre_push(dir: &Path, remote: &str, updates: &[PushUpdate]) -> Result<
         // A git-lfs that exits early (nothing to send) may close its end first: not an error.
         let _ = stdin.write_all(lines.as_bytes());
     }
-    let out = child.wait_with_output().map_err(|e| Error::internal(format!("cannot run git lfs pre-push: {e}")))?;
+    let out = child
+        .wait_with_output()
+        .map_err(|e| Error::internal(format!("cannot run git lfs pre-push: {e}")).with_source(e))?;
     if !out.status.success() {
         let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         return Err(Error::refused(format!(
@@ -439,7 +472,7 @@ pub fn start_fetch(dir: &Path, remote: &str, refspecs: &[String], objects_only: 
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| Error::internal(format!("cannot run git fetch: {e}")))?;
+        .map_err(|e| Error::internal(format!("cannot run git fetch: {e}")).with_source(e))?;
     Ok(RunningFetch {
         child: Some(child),
         dir: dir.to_path_buf(),
@@ -453,7 +486,9 @@ impl RunningFetch {
     /// Wait for the fetch; the refs it wrote or found up to date, as [`fetch`] returns them.
     pub fn finish(mut self) -> Result<Vec<FetchedRef>> {
         let Some(child) = self.child.take() else { return Err(Error::internal("git fetch was already waited for")) };
-        let out = child.wait_with_output().map_err(|e| Error::internal(format!("cannot run git fetch: {e}")))?;
+        let out = child
+            .wait_with_output()
+            .map_err(|e| Error::internal(format!("cannot run git fetch: {e}")).with_source(e))?;
         let (dir, remote, refspecs) = (self.dir.as_path(), self.remote.as_str(), self.refspecs.as_slice());
         match fetched_once(dir, remote, refspecs, true, self.objects_only, out)? {
             Some(refs) => Ok(refs),
@@ -493,7 +528,7 @@ fn fetch_once(
 ) -> Result<Option<Vec<FetchedRef>>> {
     let out = fetch_command(dir, remote, refspecs, porcelain, objects_only)
         .output()
-        .map_err(|e| Error::internal(format!("cannot run git fetch: {e}")))?;
+        .map_err(|e| Error::internal(format!("cannot run git fetch: {e}")).with_source(e))?;
     fetched_once(dir, remote, refspecs, porcelain, objects_only, out)
 }
 
@@ -566,7 +601,7 @@ fn fetch_listed(dir: &Path, remote: &str, refspecs: &[String]) -> Result<Vec<Fet
         .args(["ls-remote", "--refs", "--"])
         .arg(remote)
         .args(refspecs.iter().map(|s| refspec_source(s)));
-    let out = cmd.output().map_err(|e| Error::internal(format!("cannot run git ls-remote: {e}")))?;
+    let out = cmd.output().map_err(|e| Error::internal(format!("cannot run git ls-remote: {e}")).with_source(e))?;
     if !out.status.success() {
         return Err(fetch_failed(remote, &String::from_utf8_lossy(&out.stderr)));
     }
@@ -838,7 +873,7 @@ mod tests {
         let text = "hook says hi\t*\tx:y\nTo /tmp/remote.git\n=\trefs/boulder/prd:refs/boulder/prd\t[up to date]\n \trefs/boulder/streams/a:refs/boulder/streams/a\t1a2b..3c4d\n!\trefs/notes/boulder:refs/notes/boulder\t[rejected] (fetch first)\n*\tabc:refs/boulder/claims/x\t[new reference]\nDone\n!\tfake:refs/after\t[rejected]\n";
         let refs = parse_porcelain(text);
         assert_eq!(refs.len(), 4);
-        assert_eq!(refs[0].flag, '=');
+        assert_eq!(refs[0].flag, PushFlag::UpToDate);
         assert_eq!(refs[1].remote_ref, "refs/boulder/streams/a");
         assert!(refs[2].rejected() && refs[2].summary.contains("fetch first"));
         assert_eq!(refs[3].remote_ref, "refs/boulder/claims/x");

@@ -2,12 +2,32 @@
 //! leaving every value git-boulder does not touch as it was, byte for byte. Reading config values
 //! as git resolves them is [`super::Repo::config_string`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use gix::bstr::ByteSlice;
 
 use super::objects::{failure, Failure};
-use crate::error::{Error, Result};
+
+/// Why a config file could not be read, written or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read { path: PathBuf, source: crate::error::Source },
+    #[error("cannot write the config: {0}")]
+    Write(#[source] std::io::Error),
+    /// A value could not be added under `key`.
+    #[error("{source}")]
+    Push { key: String, source: crate::error::Source },
+}
+
+/// An internal failure (exit 3).
+impl From<ConfigError> for crate::Error {
+    fn from(e: ConfigError) -> crate::Error {
+        crate::Error::internal(e.to_string()).with_source(e)
+    }
+}
+
+type Result<T, E = ConfigError> = std::result::Result<T, E>;
 
 /// One config file, read without following includes.
 pub struct ConfigFile {
@@ -24,7 +44,7 @@ impl ConfigFile {
     pub fn read(path: &Path) -> Result<ConfigFile> {
         gix::config::File::from_path_no_includes(path.to_path_buf(), gix::config::Source::Local)
             .map(|file| ConfigFile { file })
-            .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))
+            .map_err(|e| ConfigError::Read { path: path.to_owned(), source: e.into() })
     }
 
     /// A worktree's own config file (`config.worktree`), if it can be read.
@@ -75,7 +95,7 @@ impl ConfigFile {
     /// The file's bytes, to write back.
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
         let mut out = Vec::new();
-        self.file.write_to(&mut out).map_err(|e| Error::internal(format!("cannot write the config: {e}")))?;
+        self.file.write_to(&mut out).map_err(ConfigError::Write)?;
         Ok(out)
     }
 }
@@ -93,7 +113,9 @@ impl Section<'_> {
 
     /// Add a value of `key` after the others.
     pub fn push(&mut self, key: &str, value: &str) -> Result<()> {
-        self.inner.push(key, Some(value.as_bytes().as_bstr())).map_err(|e| Error::internal(e.to_string()))?;
+        self.inner
+            .push(key, Some(value.as_bytes().as_bstr()))
+            .map_err(|e| ConfigError::Push { key: key.to_string(), source: e.into() })?;
         Ok(())
     }
 

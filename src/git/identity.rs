@@ -89,7 +89,7 @@ pub fn with_identity(repo: &Repo) -> Result<Cow<'_, gix::Repository>> {
         format!("gitoxide.committer.emailFallback={user}@{host}"),
     ]);
     let reopened = gix::open_opts(&repo.common_dir, opts)
-        .map_err(|e| Error::internal(format!("cannot open {}: {e:#}", repo.common_dir.display())))?;
+        .map_err(|e| Error::internal(format!("cannot open {}: {e:#}", repo.common_dir.display())).with_source(e))?;
     Ok(Cow::Owned(reopened))
 }
 

@@ -1,9 +1,23 @@
 //! A worktree's ignore rules (`.gitignore` files, `info/exclude`, `core.excludesFile`), asked
 //! about one path at a time.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+/// Why the ignore rules of a worktree could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum IgnoreError {
+    #[error("cannot open the main worktree: {source:#}")]
+    Open { main: PathBuf, source: crate::error::Source },
+    #[error("cannot read the ignore rules: {source:#}")]
+    Rules { main: PathBuf, source: crate::error::Source },
+}
+
+/// An internal failure (exit 3).
+impl From<IgnoreError> for crate::Error {
+    fn from(e: IgnoreError) -> crate::Error {
+        crate::Error::internal(e.to_string()).with_source(e)
+    }
+}
 
 /// The ignore rules of one worktree, read lazily as paths are asked about.
 pub struct Ignored<'repo> {
@@ -20,9 +34,12 @@ impl Ignored<'_> {
 
 /// Call `f` with the ignore rules of the main worktree at `main`. `None` when the repository there
 /// has no worktree.
-pub fn with_ignored<R>(main: &Path, f: impl FnOnce(&mut Ignored<'_>) -> Result<R>) -> Result<Option<R>> {
-    let repo = gix::open(main).map_err(|e| Error::internal(format!("cannot open the main worktree: {e:#}")))?;
+pub fn with_ignored<R, E: From<IgnoreError>>(
+    main: &Path,
+    f: impl FnOnce(&mut Ignored<'_>) -> Result<R, E>,
+) -> Result<Option<R>, E> {
+    let repo = gix::open(main).map_err(|e| IgnoreError::Open { main: main.to_owned(), source: Box::new(e) })?;
     let Some(tree) = repo.worktree() else { return Ok(None) };
-    let stack = tree.excludes(None).map_err(|e| Error::internal(format!("cannot read the ignore rules: {e:#}")))?;
+    let stack = tree.excludes(None).map_err(|e| IgnoreError::Rules { main: main.to_owned(), source: Box::new(e) })?;
     f(&mut Ignored { stack }).map(Some)
 }

@@ -14,7 +14,10 @@ impl Repo {
     /// Every entry of this worktree's index: path (git's bytes, not always UTF-8) and blob id;
     /// none when there is no index yet.
     pub fn index_entries(&self) -> Result<Vec<(Vec<u8>, ObjectId)>> {
-        let index = self.repo.index_or_empty().map_err(|e| Error::internal(format!("cannot read the index: {e}")))?;
+        let index = self
+            .repo
+            .index_or_empty()
+            .map_err(|e| Error::internal(format!("cannot read the index: {e}")).with_source(e))?;
         Ok(index.entries().iter().map(|e| (e.path(&index).to_vec(), e.id)).collect())
     }
 }
@@ -27,13 +30,13 @@ impl Index {
     pub fn write_to(&self, out: &mut impl std::io::Write) -> Result<()> {
         self.0
             .write_to(out, Default::default())
-            .map_err(|e| Error::internal(format!("cannot write the index: {e:#}")))?;
+            .map_err(|e| Error::internal(format!("cannot write the index: {e:#}")).with_source(e))?;
         Ok(())
     }
 }
 
 fn gix_err(context: impl std::fmt::Display, e: gix::Error) -> Error {
-    Error::internal(format!("{context}: {e:#}"))
+    Error::internal(format!("{context}: {e:#}")).with_source(e)
 }
 
 /// Does the index hold exactly the files of `tree` (path, mode, id; nothing staged, no conflict)?
@@ -144,6 +147,6 @@ pub fn is_tracked(work_dir: &Path, rel: &str) -> Result<bool> {
     let wt = crate::git::worktree::open_worktree(work_dir)?;
     let index = wt
         .index_or_empty()
-        .map_err(|e| Error::internal(format!("cannot read the index of {}: {e}", work_dir.display())))?;
+        .map_err(|e| Error::internal(format!("cannot read the index of {}: {e}", work_dir.display())).with_source(e))?;
     Ok(index.entry_by_path(rel.as_bytes().as_bstr()).is_some())
 }

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use super::Repo;
 
-/// git gives up waiting for a lock after about a second; one older than this is left over.
-pub const STALE_AFTER: Duration = Duration::from_secs(5);
+pub use super::worktree::STALE_AFTER;
 
 /// A lock file older than [`STALE_AFTER`] and how long it has been there.
 #[derive(Debug, Clone)]

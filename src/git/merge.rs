@@ -113,6 +113,7 @@ impl Objects<'_> {
                         "the merged tree has an invalid file name {:?}: {e}",
                         entry.filename.to_str_lossy()
                     ))
+                    .with_source(e)
                 })?;
             }
             self.put_unchecked(tree).internal("cannot write the merged tree")

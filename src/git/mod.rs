@@ -31,6 +31,7 @@ pub mod ignore;
 pub mod index;
 pub mod lockfiles;
 pub mod merge;
+mod note;
 pub mod notes;
 pub mod notes_index;
 pub mod objects;
@@ -53,6 +54,33 @@ use std::path::{Path, PathBuf};
 use gix::bstr::ByteSlice;
 
 use crate::error::{Error, Result};
+
+/// Why a repository cannot be opened, naming the folder or the setting; the domain that opens it
+/// says how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// No repository at `dir` or any folder above it.
+    #[error("not a git repository (nor any of its parent folders): {}", dir.display())]
+    NotFound { dir: PathBuf, source: crate::error::Source },
+    /// gix found none for another reason (its text names the folder).
+    #[error("not a git repository: {source}")]
+    NotARepository { source: crate::error::Source },
+    /// `extensions.refStorage` is not `files` (reftable): gix would neither see git's refs nor
+    /// write refs git can see.
+    #[error(
+        "this repository stores refs in the {0} format (extensions.refStorage = {0}), which git-boulder does not support yet; nothing was read or written"
+    )]
+    RefStorage(String),
+    /// `extensions.objectFormat` is not `sha1`.
+    #[error(
+        "this repository uses {0} object ids (extensions.objectFormat = {0}), which git-boulder does not support yet (SHA-1 only); nothing was read or written"
+    )]
+    ObjectFormat(String),
+    /// The folder given could not be opened as a repository ([`Repo::open`]); `shown` is the
+    /// folder unless gix's text already names it.
+    #[error("cannot open the repository{}: {source}", shown.as_ref().map(|p| format!(" at {p}")).unwrap_or_default())]
+    CannotOpen { shown: Option<String>, source: crate::error::Source },
+}
 
 /// An opened repository and where its parts live.
 pub struct Repo {
@@ -120,7 +148,7 @@ impl Repo {
     }
 
     /// Discover the repository from the current directory as git would.
-    pub fn discover() -> Result<Repo> {
+    pub fn discover() -> std::result::Result<Repo, OpenError> {
         // From the absolute current directory: gix's upward search from a relative `.` inside
         // `.git/` looks for `./.git` and misses the git dir it is standing in.
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
@@ -128,31 +156,27 @@ impl Repo {
     }
 
     /// Discover the repository starting at `dir`.
-    pub fn discover_at(dir: &Path) -> Result<Repo> {
+    pub fn discover_at(dir: &Path) -> std::result::Result<Repo, OpenError> {
         let repo = discover_with_room(dir).map_err(|e| not_a_repository(dir, e))?;
         Self::from_gix(repo)
     }
 
     /// Open exactly the repository at `path` (a work tree or a git dir), without environment overrides.
-    pub fn open(path: &Path) -> Result<Repo> {
+    pub fn open(path: &Path) -> std::result::Result<Repo, OpenError> {
         let repo =
             gix::open_opts(path, gix::open::Options::default().object_store_slots(STORE_SLOTS)).map_err(|e| {
                 let git_dir = if path.join(".git").exists() { path.join(".git") } else { path.to_path_buf() };
                 format_problem(&git_dir).unwrap_or_else(|| {
                     // gix's message may name the path itself; name it once.
-                    let text = e.to_string();
                     let shown = path.display().to_string();
-                    if text.contains(&shown) {
-                        Error::usage(format!("cannot open the repository: {text}"))
-                    } else {
-                        Error::usage(format!("cannot open the repository at {shown}: {text}"))
-                    }
+                    let shown = (!e.to_string().contains(&shown)).then_some(shown);
+                    OpenError::CannotOpen { shown, source: e.into() }
                 })
             })?;
         Self::from_gix(repo)
     }
 
-    fn from_gix(mut repo: gix::Repository) -> Result<Repo> {
+    fn from_gix(mut repo: gix::Repository) -> std::result::Result<Repo, OpenError> {
         if let Some(e) = format_problem_of(&repo) {
             return Err(e);
         }
@@ -259,26 +283,25 @@ fn share_as_configured(value: Option<String>) {
 pub fn init(path: &Path) -> Result<()> {
     gix::init(path)
         .map(|_| ())
-        .map_err(|e| Error::internal(format!("cannot create a repository at {}: {e}", path.display())))
+        .map_err(|e| Error::internal(format!("cannot create a repository at {}: {e}", path.display())).with_source(e))
 }
 
 /// The error for a directory gix could not open as a repository: the repository format when git
 /// knows the repository but git-boulder cannot read it ([`format_problem`]), else "not a git
 /// repository".
-pub(crate) fn not_a_repository(dir: &Path, e: impl std::fmt::Display) -> Error {
+pub(crate) fn not_a_repository(dir: &Path, e: impl Into<crate::error::Source>) -> OpenError {
     let git_dir = match std::env::var_os("GIT_DIR") {
         Some(d) => Some(PathBuf::from(d)),
         None => gix::discover::upwards(dir).ok().map(|(p, _)| p.into_repository_and_work_tree_directories().0),
     };
     git_dir.and_then(|d| format_problem(&d)).unwrap_or_else(|| {
         // gix's message already names the folder and its parents; say it once.
-        let text = e.to_string();
-        let message = if text.starts_with("Could not find a git repository in") {
-            format!("not a git repository (nor any of its parent folders): {}", dir.display())
+        let source = e.into();
+        if source.to_string().starts_with("Could not find a git repository in") {
+            OpenError::NotFound { dir: dir.to_path_buf(), source }
         } else {
-            format!("not a git repository: {text}")
-        };
-        Error::usage(message).hint("run git boulder inside a git repository, or create one with `git init`")
+            OpenError::NotARepository { source }
+        }
     })
 }
 
@@ -286,7 +309,7 @@ pub(crate) fn not_a_repository(dir: &Path, e: impl std::fmt::Display) -> Error {
 /// config before anything else is read or written: refs in the reftable format (gix 0.90 reads
 /// and writes only loose and packed refs, so it would neither see git's refs nor write refs git
 /// can see), or object ids other than SHA-1 (git-boulder is built for SHA-1 only). Exit 2.
-pub fn format_problem(git_dir: &Path) -> Option<Error> {
+pub fn format_problem(git_dir: &Path) -> Option<OpenError> {
     // A linked worktree's git dir names the common dir, where the repository config lives.
     let common = match std::fs::read_to_string(git_dir.join("commondir")) {
         Ok(c) => {
@@ -304,28 +327,18 @@ pub fn format_problem(git_dir: &Path) -> Option<Error> {
 }
 
 /// [`format_problem`] for a repository gix opened, from the config it already read.
-pub(crate) fn format_problem_of(repo: &gix::Repository) -> Option<Error> {
+pub(crate) fn format_problem_of(repo: &gix::Repository) -> Option<OpenError> {
     let config = repo.config_snapshot();
     unsupported(|key| config.string(key).map(|v| v.to_str_lossy().into_owned()))
 }
 
-fn unsupported(value: impl Fn(&str) -> Option<String>) -> Option<Error> {
+fn unsupported(value: impl Fn(&str) -> Option<String>) -> Option<OpenError> {
     let value = |key: &str| value(key).map(|v| v.trim().to_ascii_lowercase());
     if let Some(refs) = value("extensions.refStorage").filter(|v| v != "files") {
-        return Some(
-            Error::usage(format!(
-                "this repository stores refs in the {refs} format (extensions.refStorage = {refs}), which git-boulder does not support yet; nothing was read or written"
-            ))
-            .hint("convert it with `git refs migrate --ref-format=files` (no linked worktrees; git 2.48+, or 2.46 and 2.47 for a repository without reflogs), or clone it in the files format: `git clone --ref-format=files --no-local REPO NEW`"),
-        );
+        return Some(OpenError::RefStorage(refs));
     }
     if let Some(hash) = value("extensions.objectFormat").filter(|v| v != "sha1") {
-        return Some(
-            Error::usage(format!(
-                "this repository uses {hash} object ids (extensions.objectFormat = {hash}), which git-boulder does not support yet (SHA-1 only); nothing was read or written"
-            ))
-            .hint("use git-boulder in a SHA-1 repository (`git init --object-format=sha1`)"),
-        );
+        return Some(OpenError::ObjectFormat(hash));
     }
     None
 }

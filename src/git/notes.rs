@@ -9,11 +9,12 @@
 
 use std::collections::BTreeMap;
 
-use gix::bstr::ByteSlice;
 use gix::note::plumbing::State;
 use gix::prelude::Find;
 
 use super::identity::{self, Signature};
+use super::note::lines;
+pub use super::note::{check, Note, NoteError, MAX_NOTE_BYTES};
 use super::objects::{Loose, WriteFresh};
 use super::refs::{self, Backoff, Expect, GaveUp, Odd, Retry, Step, NOTES as NOTES_REF};
 use super::{ObjectId, Repo};
@@ -74,7 +75,7 @@ pub fn write(repo: &Repo, commit: ObjectId, note: &Note) -> Result<()> {
 fn note_blob(loose: &Loose, text: &str) -> Result<ObjectId> {
     loose
         .write_buf(gix::objs::Kind::Blob, text.as_bytes())
-        .map_err(|e| Error::internal(format!("cannot write a note: {e}")))
+        .map_err(|e| Error::internal(format!("cannot write a note: {e}")).with_source(e))
 }
 
 /// The notes commit on `tip` that gives `commit` the note `blob`, its trees and itself written
@@ -90,8 +91,8 @@ fn notes_commit_of(
 ) -> Result<ObjectId> {
     let fresh = WriteFresh { repo, loose };
     let mut state = state_at(repo, tip)?;
-    state.edit(commit, Some(blob), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
-    let tree = state.write(&fresh).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+    state.edit(commit, Some(blob), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
+    let tree = state.write(&fresh).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
     let notes_commit = gix::objs::Commit {
         tree,
         parents: tip.into_iter().collect(),
@@ -101,7 +102,7 @@ fn notes_commit_of(
         message: WRITE_MESSAGE.into(),
         extra_headers: Vec::new(),
     };
-    loose.write(&notes_commit).map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")))
+    loose.write(&notes_commit).map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")).with_source(e))
 }
 
 /// A note [`plan`]ned on the tip of the notes ref, for [`apply`] once its objects are written.
@@ -144,8 +145,10 @@ fn write_as_configured(repo: &gix::Repository, commit: ObjectId, text: &str) -> 
     let repo = identity::with_notes_identity(repo);
     let mut last = String::new();
     for _ in 0..TRIES {
-        let mut notes =
-            repo.notes().map_err(|e| Error::internal(format!("notes: {e}")))?.with_commit_message(WRITE_MESSAGE);
+        let mut notes = repo
+            .notes()
+            .map_err(|e| Error::internal(format!("notes: {e}")).with_source(e))?
+            .with_commit_message(WRITE_MESSAGE);
         match notes.replace(NOTES_REF, commit, text.as_bytes()) {
             Ok(_) => return Ok(()),
             Err(e) => {
@@ -184,18 +187,20 @@ impl Noted {
         let Some(state) = self.state.as_mut() else { return Ok(false) };
         let found = state
             .get(&commit, &repo.repo)
-            .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {commit}: {e}")))?;
+            .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {commit}: {e}")).with_source(e))?;
         Ok(found.is_some())
     }
 }
 
 fn tip(repo: &gix::Repository) -> Result<Option<ObjectId>> {
     match repo.try_find_reference(NOTES_REF) {
-        Ok(Some(mut r)) => {
-            Ok(Some(r.peel_to_id().map_err(|e| Error::internal(format!("cannot resolve {NOTES_REF}: {e}")))?.detach()))
-        }
+        Ok(Some(mut r)) => Ok(Some(
+            r.peel_to_id()
+                .map_err(|e| Error::internal(format!("cannot resolve {NOTES_REF}: {e}")).with_source(e))?
+                .detach(),
+        )),
         Ok(None) => Ok(None),
-        Err(e) => Err(Error::internal(format!("cannot read {NOTES_REF}: {e}"))),
+        Err(e) => Err(Error::internal(format!("cannot read {NOTES_REF}: {e}")).with_source(e)),
     }
 }
 
@@ -204,17 +209,18 @@ fn state_at(repo: &gix::Repository, commit: Option<ObjectId>) -> Result<State> {
         Some(c) => repo
             .find_commit(c)
             .and_then(|c| c.tree_id().map(|t| t.detach()))
-            .map_err(|e| Error::internal(format!("{NOTES_REF}: commit {c}: {e}")))?,
+            .map_err(|e| Error::internal(format!("{NOTES_REF}: commit {c}: {e}")).with_source(e))?,
         None => ObjectId::empty_tree(repo.object_hash()),
     };
-    State::new(tree, repo).map_err(|e| Error::internal(format!("{NOTES_REF}: cannot read the notes tree {tree}: {e}")))
+    State::new(tree, repo)
+        .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot read the notes tree {tree}: {e}")).with_source(e))
 }
 
 /// Commit `tree` on top of `parents` as the configured identity.
 fn notes_commit(repo: &gix::Repository, message: &str, tree: ObjectId, parents: &[ObjectId]) -> Result<ObjectId> {
     Ok(repo
         .new_commit(message, tree, parents.iter().copied())
-        .map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")))?
+        .map_err(|e| Error::internal(format!("cannot write a notes commit: {e}")).with_source(e))?
         .id)
 }
 
@@ -247,7 +253,9 @@ pub fn carry(repo: &Repo, pairs: &[(ObjectId, ObjectId)]) -> Result<usize> {
         let mut n = 0;
         for (new, list) in &olds {
             let mut get = |id: &ObjectId| {
-                state.get(id, repo).map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {id}: {e}")))
+                state
+                    .get(id, repo)
+                    .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {id}: {e}")).with_source(e))
             };
             let current = get(new)?;
             let mut blobs: Vec<ObjectId> = current.into_iter().collect();
@@ -266,7 +274,7 @@ pub fn carry(repo: &Repo, pairs: &[(ObjectId, ObjectId)]) -> Result<usize> {
                     for blob in &blobs {
                         let data = repo
                             .find_object(*blob)
-                            .map_err(|e| Error::internal(format!("note blob {blob}: {e}")))?
+                            .map_err(|e| Error::internal(format!("note blob {blob}: {e}")).with_source(e))?
                             .detach()
                             .data;
                         for l in lines(&data) {
@@ -277,18 +285,22 @@ pub fn carry(repo: &Repo, pairs: &[(ObjectId, ObjectId)]) -> Result<usize> {
                     }
                     let mut text = records.join(&b'\n');
                     text.push(b'\n');
-                    repo.write_blob(&text).map_err(|e| Error::internal(format!("cannot write a note: {e}")))?.detach()
+                    repo.write_blob(&text)
+                        .map_err(|e| Error::internal(format!("cannot write a note: {e}")).with_source(e))?
+                        .detach()
                 }
             };
             if current != Some(merged) {
-                state.edit(*new, Some(merged), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+                state
+                    .edit(*new, Some(merged), repo)
+                    .map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
                 n += 1;
             }
         }
         if n == 0 {
             return Ok(Step::Done(0));
         }
-        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
         let message = "Notes carried over rewritten commits by git-boulder";
         let id = notes_commit(repo, message, tree, &[tip])?;
         Ok(step(Expect::At(tip), id, format!("notes: {message}"), n))
@@ -305,9 +317,11 @@ fn all_in(repo: &gix::Repository, commit: ObjectId) -> Result<BTreeMap<ObjectId,
     let tree = repo
         .find_commit(commit)
         .and_then(|c| c.tree())
-        .map_err(|e| Error::internal(format!("notes commit {commit}: {e}")))?;
+        .map_err(|e| Error::internal(format!("notes commit {commit}: {e}")).with_source(e))?;
     let mut rec = gix::traverse::tree::Recorder::default();
-    tree.traverse().breadthfirst(&mut rec).map_err(|e| Error::internal(format!("notes commit {commit}: {e}")))?;
+    tree.traverse()
+        .breadthfirst(&mut rec)
+        .map_err(|e| Error::internal(format!("notes commit {commit}: {e}")).with_source(e))?;
     let mut out = BTreeMap::new();
     for e in rec.records {
         if e.mode.is_tree() {
@@ -348,7 +362,7 @@ pub fn recorded_for(repo: &Repo, stream: &str) -> Result<Vec<Recorded>> {
         .repo
         .find_commit(tip)
         .and_then(|c| c.tree_id().map(|t| t.detach()))
-        .map_err(|e| Error::internal(format!("{NOTES_REF}: commit {tip}: {e}")))?;
+        .map_err(|e| Error::internal(format!("{NOTES_REF}: commit {tip}: {e}")).with_source(e))?;
     let commits = super::notes_index::index(repo, tree)?.commits_of(stream);
     if commits.is_empty() {
         return Ok(Vec::new());
@@ -359,7 +373,7 @@ pub fn recorded_for(repo: &Repo, stream: &str) -> Result<Vec<Recorded>> {
     for commit in commits {
         let Some(blob) = state
             .get(&commit, &repo.repo)
-            .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {commit}: {e}")))?
+            .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {commit}: {e}")).with_source(e))?
         else {
             continue;
         };
@@ -386,7 +400,8 @@ pub fn recorded_for(repo: &Repo, stream: &str) -> Result<Vec<Recorded>> {
 /// Returns how many notes changed.
 pub fn set_aside(repo: &Repo, stream: &str, commits: &[ObjectId], mark: &Note) -> Result<usize> {
     let repo = &identity::with_notes_identity(&repo.repo);
-    let line = serde_json::to_vec(mark).map_err(|e| Error::internal(format!("cannot write a note: {e}")))?;
+    let line =
+        serde_json::to_vec(mark).map_err(|e| Error::internal(format!("cannot write a note: {e}")).with_source(e))?;
     let changed = refs::update_with_retry_in(repo, NOTES_REF, RETRY, |_| {
         let Some(tip) = tip(repo)? else { return Ok(Step::Done(0)) };
         let mut state = state_at(repo, Some(tip))?;
@@ -394,12 +409,15 @@ pub fn set_aside(repo: &Repo, stream: &str, commits: &[ObjectId], mark: &Note) -
         for commit in commits {
             let Some(blob) = state
                 .get(commit, repo)
-                .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {commit}: {e}")))?
+                .map_err(|e| Error::internal(format!("{NOTES_REF}: cannot look up {commit}: {e}")).with_source(e))?
             else {
                 continue;
             };
-            let data =
-                repo.find_object(blob).map_err(|e| Error::internal(format!("note blob {blob}: {e}")))?.detach().data;
+            let data = repo
+                .find_object(blob)
+                .map_err(|e| Error::internal(format!("note blob {blob}: {e}")).with_source(e))?
+                .detach()
+                .data;
             let mut records = lines(&data);
             let parsed: Vec<Note> = records.iter().filter_map(|l| serde_json::from_slice(l).ok()).collect();
             let ours = parsed.iter().any(|r| r.stream == stream && r.set_aside.is_none());
@@ -410,102 +428,24 @@ pub fn set_aside(repo: &Repo, stream: &str, commits: &[ObjectId], mark: &Note) -
             records.push(line.clone());
             let mut text = records.join(&b'\n');
             text.push(b'\n');
-            let id = repo.write_blob(&text).map_err(|e| Error::internal(format!("cannot write a note: {e}")))?.detach();
-            state.edit(*commit, Some(id), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+            let id = repo
+                .write_blob(&text)
+                .map_err(|e| Error::internal(format!("cannot write a note: {e}")).with_source(e))?
+                .detach();
+            state
+                .edit(*commit, Some(id), repo)
+                .map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
             n += 1;
         }
         if n == 0 {
             return Ok(Step::Done(0));
         }
-        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
         let message = "Notes marked set aside by git-boulder";
         let id = notes_commit(repo, message, tree, &[tip])?;
         Ok(step(Expect::At(tip), id, format!("notes: {message}"), n))
     })?;
     changed.map_err(|_| lost_the_race())
-}
-
-/// Largest note git-boulder reads from a fetched notes ref.
-pub const MAX_NOTE_BYTES: u64 = 64 * 1024;
-
-/// Why a note's bytes are refused; the message completes "the note of <commit> …".
-#[derive(Debug, thiserror::Error)]
-pub enum NoteError {
-    #[error("is larger than 64 KiB")]
-    TooLarge,
-    #[error("is not UTF-8")]
-    NotUtf8(#[source] std::str::Utf8Error),
-    #[error("is not JSON lines: {0}")]
-    NotJson(#[source] serde_json::Error),
-    #[error("is not a git-boulder record (an object with a stream)")]
-    NotARecord(#[source] serde_json::Error),
-}
-
-/// One record of a note: what the post-commit hook knew of a commit when it recorded it. A
-/// note is one record per line, as JSON (several records when commits squashed into one carried
-/// theirs along, see [`carry`]). Built and read only here.
-///
-/// The fields are in alphabetical order: the key order every git-boulder has written. Reading is
-/// lenient beyond `stream`, so records of other versions (missing fields, or more) still read.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Note {
-    /// The machine (actor id) that recorded it; absent in records of versions before it was kept.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub actor: Option<String>,
-    /// When the commit was recorded: now for the hook, the committer time for `git boulder record`.
-    pub at: Option<String>,
-    /// The boulder it counted for (and that boulder's ancestors).
-    pub boulder: Option<String>,
-    /// The host name of the machine that recorded it (absent as `actor` is).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host: Option<String>,
-    /// That boulder's iteration after it.
-    pub iteration: Option<u64>,
-    /// Not a record of work but a mark: a `stream rollback` set the commit aside from the
-    /// stream (the backup ref that keeps it, or the tip the branch went back to), so a landing
-    /// does not require it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub set_aside: Option<String>,
-    /// The story it was for (`BOULDER_STORY`), when said.
-    pub story: Option<String>,
-    /// The stream whose work it is.
-    pub stream: String,
-}
-
-impl Note {
-    /// The text of a note holding this one record: one JSON line.
-    pub fn text(&self) -> String {
-        // A struct of strings and a number always serializes.
-        format!("{}\n", serde_json::to_string(self).unwrap_or_default())
-    }
-
-    /// The records of a note's bytes, checked as [`check`] says.
-    pub fn parse(data: &[u8]) -> std::result::Result<Vec<Note>, NoteError> {
-        if data.len() as u64 > MAX_NOTE_BYTES {
-            return Err(NoteError::TooLarge);
-        }
-        let text = std::str::from_utf8(data).map_err(NoteError::NotUtf8)?;
-        let mut out = Vec::new();
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let v: serde_json::Value = serde_json::from_str(line).map_err(NoteError::NotJson)?;
-            let note: Note = serde_json::from_value(v).map_err(NoteError::NotARecord)?;
-            out.push(note);
-        }
-        Ok(out)
-    }
-}
-
-/// Check a note's bytes as git-boulder writes them: at most 64 KiB of UTF-8, one JSON object per
-/// non-empty line, each a [`Note`] (a string `stream`, and its other fields, where given, of
-/// their types). Pure, so notes fetched from anywhere can be checked (and fuzzed). The error
-/// completes "the note of <commit> …".
-pub fn check(data: &[u8]) -> std::result::Result<(), NoteError> {
-    Note::parse(data).map(|_| ())
-}
-
-/// The lines of a note, for union merges: each record once, in order.
-pub(super) fn lines(data: &[u8]) -> Vec<Vec<u8>> {
-    data.lines().filter(|l| !l.trim().is_empty()).map(|l| l.to_vec()).collect()
 }
 
 /// What [`union`] did.
@@ -548,7 +488,7 @@ pub fn union(repo: &Repo, theirs: ObjectId) -> Result<Union> {
                     let read = |id: &ObjectId| -> Result<Vec<u8>> {
                         Ok(repo
                             .find_object(*id)
-                            .map_err(|e| Error::internal(format!("note blob {id}: {e}")))?
+                            .map_err(|e| Error::internal(format!("note blob {id}: {e}")).with_source(e))?
                             .detach()
                             .data)
                     };
@@ -562,20 +502,22 @@ pub fn union(repo: &Repo, theirs: ObjectId) -> Result<Union> {
                     text.push(b'\n');
                     let id = repo
                         .write_blob(&text)
-                        .map_err(|e| Error::internal(format!("cannot write a note: {e}")))?
+                        .map_err(|e| Error::internal(format!("cannot write a note: {e}")).with_source(e))?
                         .detach();
                     if id != *b {
                         state
                             .edit(*object, Some(id), repo)
-                            .map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+                            .map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
                     }
                 }
                 None => {
-                    state.edit(*object, Some(*blob), repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+                    state
+                        .edit(*object, Some(*blob), repo)
+                        .map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
                 }
             }
         }
-        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")))?;
+        let tree = state.write(repo).map_err(|e| Error::internal(format!("{NOTES_REF}: {e}")).with_source(e))?;
         let message = "Notes merged by git-boulder (union)";
         let id = notes_commit(repo, message, tree, &[ours, theirs])?;
         Ok(step(Expect::At(ours), id, format!("notes: {message}"), Union::Merged))
@@ -588,9 +530,10 @@ fn is_ancestor(repo: &gix::Repository, ancestor: ObjectId, tip: ObjectId) -> Res
     if ancestor == tip {
         return Ok(true);
     }
-    let walk = repo.rev_walk([tip]).all().map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")))?;
+    let walk =
+        repo.rev_walk([tip]).all().map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")).with_source(e))?;
     for info in walk {
-        let info = info.map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")))?;
+        let info = info.map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")).with_source(e))?;
         if info.id == ancestor {
             return Ok(true);
         }

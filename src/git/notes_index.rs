@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use gix::prelude::Find;
 
-use super::notes::{lines, Note};
+use super::note::{lines, Note};
 use super::{ObjectId, Repo};
 use crate::error::{Error, Result};
 
@@ -101,8 +101,8 @@ fn streams_in(g: &gix::Repository, blob: ObjectId, buf: &mut Vec<u8>) -> Vec<Str
 
 /// The entries of tree `id`: name → (id, is a tree).
 fn entries(g: &gix::Repository, id: ObjectId) -> Result<BTreeMap<Vec<u8>, (ObjectId, bool)>> {
-    let tree = g.find_tree(id).map_err(|e| Error::internal(format!("notes tree {id}: {e}")))?;
-    let decoded = tree.decode().map_err(|e| Error::internal(format!("notes tree {id}: {e}")))?;
+    let tree = g.find_tree(id).map_err(|e| Error::internal(format!("notes tree {id}: {e}")).with_source(e))?;
+    let decoded = tree.decode().map_err(|e| Error::internal(format!("notes tree {id}: {e}")).with_source(e))?;
     Ok(decoded.entries.iter().map(|e| (e.filename.to_vec(), (e.oid.to_owned(), e.mode.is_tree()))).collect())
 }
 

@@ -472,9 +472,10 @@ impl<'r> Objects<'r> {
         if ancestor == tip {
             return Ok(true);
         }
-        let walk = self.walk([tip], []).map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")))?;
+        let walk =
+            self.walk([tip], []).map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")).with_source(e))?;
         for info in walk {
-            let info = info.map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")))?;
+            let info = info.map_err(|e| Error::internal(format!("cannot walk {tip}: {e}")).with_source(e))?;
             if info.id == ancestor {
                 return Ok(true);
             }
@@ -590,7 +591,7 @@ impl<'r> Objects<'r> {
             .decode()
             .internal(format_args!("cannot decode commit {original}"))?
             .try_into()
-            .map_err(|e| Error::internal(format!("cannot decode commit {original}: {e:?}")))?;
+            .map_err(|e| Error::internal(format!("cannot decode commit {original}: {e:?}")).with_source(e))?;
         commit.tree = tree;
         commit.parents = parents.into();
         commit.committer = committer.0.clone();
@@ -821,7 +822,7 @@ impl Loose {
         hasher.update(&header);
         hasher.update(data);
         let id = hasher.try_finalize().map_err(std::io::Error::other)?;
-        let bytes = stored_zlib(&header, data);
+        let bytes = super::packfile::stored_zlib(&header, data);
 
         let hex = id.to_hex().to_string();
         let folder = self.dir.join(&hex[..2]);
@@ -858,49 +859,6 @@ impl Loose {
         }
         written.map(|()| id)
     }
-}
-
-/// `header` then `data` as a zlib stream (RFC 1950) of stored deflate blocks (RFC 1951 §3.2.4).
-pub(crate) fn stored_zlib(header: &[u8], data: &[u8]) -> Vec<u8> {
-    const MAX_BLOCK: usize = 0xffff;
-    let len = header.len() + data.len();
-    let mut input = Vec::with_capacity(len);
-    input.extend_from_slice(header);
-    input.extend_from_slice(data);
-    let mut out = Vec::with_capacity(len + 2 + 5 * (len / MAX_BLOCK + 1) + 4);
-    // Deflate with a 32 KiB window, no preset dictionary, the fastest level; the check bits
-    // make the first two bytes a multiple of 31.
-    out.extend_from_slice(&[0x78, 0x01]);
-    let mut blocks = input.chunks(MAX_BLOCK).peekable();
-    if blocks.peek().is_none() {
-        out.extend_from_slice(&[1, 0, 0, 0xff, 0xff]);
-    }
-    while let Some(block) = blocks.next() {
-        let last = blocks.peek().is_none();
-        let n = block.len() as u16;
-        out.push(u8::from(last));
-        out.extend_from_slice(&n.to_le_bytes());
-        out.extend_from_slice(&(!n).to_le_bytes());
-        out.extend_from_slice(block);
-    }
-    out.extend_from_slice(&adler32(&input).to_be_bytes());
-    out
-}
-
-/// The Adler-32 checksum of `bytes` (RFC 1950 §8.2).
-fn adler32(bytes: &[u8]) -> u32 {
-    const MOD: u32 = 65521;
-    // 5552 bytes is the most that can be summed before `b` could overflow 32 bits.
-    let (mut a, mut b) = (1u32, 0u32);
-    for chunk in bytes.chunks(5552) {
-        for &byte in chunk {
-            a += u32::from(byte);
-            b += a;
-        }
-        a %= MOD;
-        b %= MOD;
-    }
-    (b << 16) | a
 }
 
 /// The repository's objects for reading, [`Loose`] for writing: for gix's notes trees, which
@@ -1003,6 +961,7 @@ mod tests {
 
     #[test]
     fn adler32_of_a_known_text() {
+        use crate::git::packfile::adler32;
         assert_eq!(adler32(b"Wikipedia"), 0x11E6_0398);
         assert_eq!(adler32(b""), 1);
         // Long enough for the sums to be reduced along the way.

@@ -5,8 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
+use super::OpenError;
 use super::{absolute, Repo};
-use crate::error::Result;
+
+type Result<T> = std::result::Result<T, OpenError>;
 
 impl Repo {
     /// Discover the repository from the current directory as [`Repo::discover`] does (the same

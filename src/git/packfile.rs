@@ -113,7 +113,7 @@ fn encode(hash: gix::hash::Kind, objects: &mut Vec<Object>) -> std::io::Result<(
             size >>= 7;
         }
         pack.push(byte);
-        pack.extend_from_slice(&super::objects::stored_zlib(&[], &o.data));
+        pack.extend_from_slice(&stored_zlib(&[], &o.data));
         entries.push((offset, crc32fast::hash(&pack[start..])));
     }
     let checksum = digest(hash, &pack)?;
@@ -653,6 +653,49 @@ impl super::Repo {
             }
         }
     }
+}
+
+/// `header` then `data` as a zlib stream (RFC 1950) of stored deflate blocks (RFC 1951 §3.2.4).
+pub(crate) fn stored_zlib(header: &[u8], data: &[u8]) -> Vec<u8> {
+    const MAX_BLOCK: usize = 0xffff;
+    let len = header.len() + data.len();
+    let mut input = Vec::with_capacity(len);
+    input.extend_from_slice(header);
+    input.extend_from_slice(data);
+    let mut out = Vec::with_capacity(len + 2 + 5 * (len / MAX_BLOCK + 1) + 4);
+    // Deflate with a 32 KiB window, no preset dictionary, the fastest level; the check bits
+    // make the first two bytes a multiple of 31.
+    out.extend_from_slice(&[0x78, 0x01]);
+    let mut blocks = input.chunks(MAX_BLOCK).peekable();
+    if blocks.peek().is_none() {
+        out.extend_from_slice(&[1, 0, 0, 0xff, 0xff]);
+    }
+    while let Some(block) = blocks.next() {
+        let last = blocks.peek().is_none();
+        let n = block.len() as u16;
+        out.push(u8::from(last));
+        out.extend_from_slice(&n.to_le_bytes());
+        out.extend_from_slice(&(!n).to_le_bytes());
+        out.extend_from_slice(block);
+    }
+    out.extend_from_slice(&adler32(&input).to_be_bytes());
+    out
+}
+
+/// The Adler-32 checksum of `bytes` (RFC 1950 §8.2).
+pub(crate) fn adler32(bytes: &[u8]) -> u32 {
+    const MOD: u32 = 65521;
+    // 5552 bytes is the most that can be summed before `b` could overflow 32 bits.
+    let (mut a, mut b) = (1u32, 0u32);
+    for chunk in bytes.chunks(5552) {
+        for &byte in chunk {
+            a += u32::from(byte);
+            b += a;
+        }
+        a %= MOD;
+        b %= MOD;
+    }
+    (b << 16) | a
 }
 
 #[cfg(test)]

@@ -39,9 +39,13 @@ impl Trees {
         if let Some(f) = &*slot {
             return Ok(f.clone());
         }
-        let t = repo.find_tree(tree).map_err(|e| Error::internal(format!("cannot read tree {tree}: {e}")))?;
+        let t = repo
+            .find_tree(tree)
+            .map_err(|e| Error::internal(format!("cannot read tree {tree}: {e}")).with_source(e))?;
         let mut rec = gix::traverse::tree::Recorder::default();
-        t.traverse().breadthfirst(&mut rec).map_err(|e| Error::internal(format!("cannot walk tree {tree}: {e}")))?;
+        t.traverse()
+            .breadthfirst(&mut rec)
+            .map_err(|e| Error::internal(format!("cannot walk tree {tree}: {e}")).with_source(e))?;
         let mut flat: Vec<(BString, ObjectId, u32)> = rec
             .records
             .into_iter()
@@ -723,7 +727,8 @@ fn untracked_from(
             let repo = match wt_repo.get() {
                 Some(r) => r,
                 None => {
-                    let r = gix::open(wt).map_err(|e| Error::internal(format!("cannot open {}: {e}", wt.display())))?;
+                    let r = gix::open(wt)
+                        .map_err(|e| Error::internal(format!("cannot open {}: {e}", wt.display())).with_source(e))?;
                     wt_repo.get_or_init(|| r)
                 }
             };
@@ -733,7 +738,7 @@ fn untracked_from(
                     None,
                     gix::worktree::stack::state::ignore::Source::WorktreeThenIdMappingIfNotSkipped,
                 )
-                .map_err(|e| Error::internal(format!("cannot read ignore rules: {e}")))?,
+                .map_err(|e| Error::internal(format!("cannot read ignore rules: {e}")).with_source(e))?,
             );
         }
         let Ok(p) = gix::path::from_bstr(rel.as_bstr()) else { return Ok(false) };

@@ -113,7 +113,7 @@ impl Repo {
             Ok(Some(mut r)) if r.target().try_id().is_none() => Ok(r.peel_to_id().ok().map(|id| id.detach())),
             Ok(Some(mut r)) => Ok(Some(r.peel_to_id().internal(format_args!("cannot resolve {name}"))?.detach())),
             Ok(None) => Ok(None),
-            Err(e) => Err(Error::internal(format!("cannot read ref {name}: {e}"))),
+            Err(e) => Err(Error::internal(format!("cannot read ref {name}: {e}")).with_source(e)),
         }
     }
 
@@ -201,13 +201,11 @@ impl Repo {
 
 /// Refs under `prefix` (e.g. `refs/boulder/`) and the ids they point at, sorted by name.
 pub fn list(repo: &Repo, prefix: &str) -> Result<Vec<(String, ObjectId)>> {
-    let internal =
-        |context: &dyn std::fmt::Display, e: &dyn std::fmt::Display| Error::internal(format!("{context}: {e}"));
-    let platform = repo.repo.references().map_err(|e| internal(&"cannot list refs", &e))?;
-    let iter = platform.prefixed(prefix).map_err(|e| internal(&format_args!("cannot list refs under {prefix}"), &e))?;
+    let platform = repo.repo.references().internal("cannot list refs")?;
+    let iter = platform.prefixed(prefix).internal(format_args!("cannot list refs under {prefix}"))?;
     let mut out = Vec::new();
     for r in iter {
-        let mut r = r.map_err(|e| internal(&"cannot list refs", &e))?;
+        let mut r = r.internal("cannot list refs")?;
         let name = r.name().as_bstr().to_string();
         if let Ok(id) = r.peel_to_id() {
             out.push((name, id.detach()));
@@ -299,7 +297,7 @@ impl std::error::Error for UpdateError {
 }
 
 pub(crate) fn full_name(name: &str) -> Result<gix::refs::FullName> {
-    name.try_into().map_err(|e| Error::usage(format!("invalid ref name {name:?}: {e}")))
+    name.try_into().map_err(|e| Error::usage(format!("invalid ref name {name:?}: {e}")).with_source(e))
 }
 
 /// Move `name` to `new` if it holds what `expected` says (compare-and-swap), with a reflog entry
@@ -482,10 +480,10 @@ pub fn update_packed(repo: &Repo, swaps: &[Swap]) -> Result<Option<PackedMove>> 
         Packed::Unsorted => return all_left(),
     };
     let path = common.join("packed-refs");
-    let failed = |e: &dyn std::fmt::Display| packed_failed(&path, e);
+    let failed = |e: crate::error::Source| packed_failed(&path, e);
     for &(name, _, i) in &edits {
         let now = match &buffer {
-            Some(b) => b.try_find(name).map_err(|e| failed(&e))?.map(|r| r.target()),
+            Some(b) => b.try_find(name).map_err(|e| failed(e.into()))?.map(|r| r.target()),
             None => None,
         };
         let as_expected = match swaps[i].expected {
@@ -507,7 +505,7 @@ pub fn update_packed(repo: &Repo, swaps: &[Swap]) -> Result<Option<PackedMove>> 
     let edited = |n: &str| edits.binary_search_by(|(e, ..)| (*e).cmp(n)).is_ok();
     let named = |n: &str| -> Result<bool> {
         let packed = match &buffer {
-            Some(b) => b.try_find(n).map_err(|e| failed(&e))?.is_some(),
+            Some(b) => b.try_find(n).map_err(|e| failed(e.into()))?.is_some(),
             None => false,
         };
         Ok(packed || edited(n) || common.join(n).is_file())
@@ -520,7 +518,7 @@ pub fn update_packed(repo: &Repo, swaps: &[Swap]) -> Result<Option<PackedMove>> 
         }
         let folder = format!("{name}/");
         let below = match &buffer {
-            Some(b) => b.iter_prefixed(folder.as_str().into()).map_err(|e| failed(&e))?.next().is_some(),
+            Some(b) => b.iter_prefixed(folder.as_str().into()).map_err(|e| failed(e.into()))?.next().is_some(),
             None => false,
         };
         let first_below = edits.partition_point(|(e, ..)| *e < folder.as_str());
@@ -565,18 +563,18 @@ fn lock_packed(repo: &Repo) -> Result<Option<(gix::lock::File, Packed)>> {
                 Packed::Unsorted
             } else {
                 let buffer = gix::refs::packed::Buffer::from_bytes(&bytes, repo.repo.object_hash())
-                    .map_err(|e| packed_failed(&path, &e))?;
+                    .map_err(|e| packed_failed(&path, e))?;
                 Packed::Read(Some(buffer))
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Packed::Read(None),
-        Err(e) => return Err(packed_failed(&path, &e)),
+        Err(e) => return Err(packed_failed(&path, e)),
     };
     Ok(Some((lock, packed)))
 }
 
-fn packed_failed(path: &std::path::Path, e: &dyn std::fmt::Display) -> Error {
-    Error::internal(format!("cannot update {}: {e}", path.display()))
+fn packed_failed(path: &std::path::Path, e: impl Into<crate::error::Source>) -> Error {
+    Error::caused(crate::error::Kind::Internal, format_args!("cannot update {}", path.display()), e)
 }
 
 /// Write `packed-refs` through its `lock`: what `buffer` (read under that lock) holds with the
@@ -589,7 +587,7 @@ fn write_packed(
     edits: &[(&str, Option<ObjectId>)],
 ) -> Result<()> {
     let path = repo.common_dir.join("packed-refs");
-    let failed = |e: &dyn std::fmt::Display| packed_failed(&path, e);
+    let failed = |e: crate::error::Source| packed_failed(&path, e);
     let mut out = Vec::with_capacity(buffer.map_or(0, |b| b.as_ref().len()) + 64 * edits.len() + 64);
     out.extend_from_slice(PACKED_HEADER);
     let line = |out: &mut Vec<u8>, id: &dyn std::fmt::Display, name: &[u8]| {
@@ -600,8 +598,8 @@ fn write_packed(
     };
     let mut next = edits.iter().peekable();
     if let Some(b) = buffer {
-        for r in b.iter().map_err(|e| failed(&e))? {
-            let r = r.map_err(|e| failed(&e))?;
+        for r in b.iter().map_err(|e| failed(e.into()))? {
+            let r = r.map_err(|e| failed(e.into()))?;
             let name = r.name.as_bstr().as_bytes();
             while let Some((n, id)) = next.next_if(|(n, _)| n.as_bytes() < name) {
                 if let Some(id) = id {
@@ -627,13 +625,13 @@ fn write_packed(
             line(&mut out, id, n.as_bytes());
         }
     }
-    std::io::Write::write_all(&mut lock, &out).map_err(|e| failed(&e))?;
+    std::io::Write::write_all(&mut lock, &out).map_err(|e| failed(e.into()))?;
     // Renamed into place whole, as git and gix write it.
-    lock.commit().map_err(|e| failed(&e))?;
+    lock.commit().map_err(|e| failed(e.into()))?;
     // gix keeps the file it read last and rereads it only when its modification time differs,
     // which a rewrite within the same clock tick does not change: read it again now, or the next
     // transaction here would rewrite packed-refs from the old copy and drop these refs.
-    repo.repo.refs.force_refresh_packed_buffer().map_err(|e| failed(&e))?;
+    repo.repo.refs.force_refresh_packed_buffer().map_err(|e| failed(e.into()))?;
     Ok(())
 }
 
@@ -660,7 +658,7 @@ pub fn delete(repo: &Repo, name: &str, expected: ObjectId) -> Result<()> {
     let refs_dir = common.join("refs");
     let wait = Fail::AfterDurationWithBackoff(Duration::from_millis(1000));
     let held = gix::lock::Marker::acquire_to_hold_resource(&path, wait, Some(refs_dir.clone()), 0).map_err(|e| {
-        Error::refused(format!("cannot delete {name}: {e}")).hint("another command is moving it; rerun")
+        Error::refused(format!("cannot delete {name}: {e}")).with_source(e).hint("another command is moving it; rerun")
     })?;
     let loose = match repo.repo.refs.try_find_loose(full.as_ref()) {
         Ok(Some(r)) => match r.target {
@@ -668,7 +666,7 @@ pub fn delete(repo: &Repo, name: &str, expected: ObjectId) -> Result<()> {
             gix::refs::Target::Symbolic(_) => return Err(moved()),
         },
         Ok(None) => None,
-        Err(e) => return Err(Error::internal(format!("cannot read {name}: {e}"))),
+        Err(e) => return Err(Error::internal(format!("cannot read {name}: {e}")).with_source(e)),
     };
     let Some((lock, packed)) = lock_packed(repo)? else {
         return Err(locked(name, &common.join("packed-refs.lock")));
@@ -681,7 +679,7 @@ pub fn delete(repo: &Repo, name: &str, expected: ObjectId) -> Result<()> {
         }
     };
     let in_packed = match &buffer {
-        Some(b) => b.try_find(name).map_err(|e| packed_failed(&common.join("packed-refs"), &e))?.map(|r| r.target()),
+        Some(b) => b.try_find(name).map_err(|e| packed_failed(&common.join("packed-refs"), e))?.map(|r| r.target()),
         None => None,
     };
     if loose.or(in_packed) != Some(expected) {
@@ -697,7 +695,7 @@ pub fn delete(repo: &Repo, name: &str, expected: ObjectId) -> Result<()> {
     for file in [&path, &logs] {
         match std::fs::remove_file(file) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(Error::internal(format!("cannot delete {}: {e}", file.display())))
+                return Err(Error::internal(format!("cannot delete {}: {e}", file.display())).with_source(e))
             }
             _ => {}
         }
@@ -729,7 +727,9 @@ fn delete_in_transaction(repo: &Repo, name: &str, expected: ObjectId) -> Result<
             name: full,
             deref: false,
         })
-        .map_err(|e| Error::refused(format!("cannot delete {name}: {e}")).hint("it moved meanwhile; look again"))?;
+        .map_err(|e| {
+            Error::refused(format!("cannot delete {name}: {e}")).with_source(e).hint("it moved meanwhile; look again")
+        })?;
     Ok(())
 }
 
@@ -804,7 +804,7 @@ pub fn move_ref(repo: &Repo, name: &str, expected: ObjectId, new: ObjectId, mess
         Err(_) if repo.ref_id(name)? != Some(expected) => Ok(false),
         Err(e) => Err(match blocking_lock(&repo.repo, &full, true) {
             Some(lock) => locked(name, &lock),
-            None => Error::internal(format!("cannot update {name}: {e}")),
+            None => Error::internal(format!("cannot update {name}: {e}")).with_source(e),
         }),
     }
 }

@@ -11,6 +11,23 @@ use gix::ObjectId;
 use crate::error::{Error, Result};
 use crate::git::{cli, identity, packfile, refs, Repo};
 
+/// Why no remote can be used, naming what was given; the domain that meets it says how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// Given empty, or as an option (`-x`): never passed to git.
+    #[error("{given:?} is not a remote")]
+    NotARemote { given: String },
+    /// A plan's `setting` names something that is not a remote of this repository ([`of_plan`]).
+    #[error(
+        "{setting} is {:?}, which is not a remote of this repository; a plan names remotes, not URLs or paths, so that a cloned plan cannot reach a repository of its choosing",
+        crate::text::inert(value)
+    )]
+    NotConfigured { setting: String, value: String },
+    /// None named, the base branch has no upstream and there is no `origin`.
+    #[error("no remote to use: the base branch has no upstream and there is no remote named origin")]
+    NoDefault,
+}
+
 /// A remote as the user named it: a configured remote's name, or a URL or path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteName {
@@ -22,11 +39,9 @@ pub struct RemoteName {
 }
 
 impl RemoteName {
-    pub fn new(repo: &Repo, given: &str) -> Result<RemoteName> {
+    pub fn new(repo: &Repo, given: &str) -> std::result::Result<RemoteName, RemoteError> {
         if given.is_empty() || given.starts_with('-') {
-            return Err(
-                Error::usage(format!("{given:?} is not a remote")).hint("name a remote (`git remote -v`) or a URL")
-            );
+            return Err(RemoteError::NotARemote { given: given.to_string() });
         }
         let named = repo.repo.remote_names().iter().any(|n| n.as_bytes() == given.as_bytes());
         let key = if named && crate::names::problem(given).is_none() {
@@ -46,45 +61,38 @@ impl RemoteName {
 /// committed content, written by whoever can push the branch, and git runs the hooks of a
 /// repository reached by path (its `pre-receive` on a push): a URL or path there would let a
 /// cloned plan run code nobody trusted (DESIGN §11). A remote's URL is the user's own choice.
-pub fn of_plan(repo: &Repo, setting: &str, value: Option<&str>) -> Result<Option<String>> {
+pub fn of_plan(repo: &Repo, setting: &str, value: Option<&str>) -> std::result::Result<Option<String>, RemoteError> {
     let Some(value) = value else { return Ok(None) };
     if repo.repo.remote_names().iter().any(|n| n.as_bytes() == value.as_bytes()) {
         return Ok(Some(value.to_string()));
     }
-    let shown = crate::text::inert(value);
-    Err(Error::usage(format!(
-        "{setting} is {shown:?}, which is not a remote of this repository; a plan names remotes, not URLs or paths, so that a cloned plan cannot reach a repository of its choosing"
-    ))
-    .hint(format!(
-        "add the remote yourself (`git remote add NAME URL`) and name it in {setting}, or pass --remote URL on the command line"
-    )))
+    Err(RemoteError::NotConfigured { setting: setting.to_string(), value: value.to_string() })
 }
 
 /// The remote a merge lands on: `--remote` as given, none with `--no-remote`, else the plan's
-/// `settings.merge_remote` ([`of_plan`]).
+/// `settings.merge_remote` (`merge_remote`, checked by [`of_plan`]).
 pub fn for_merge(
     repo: &Repo,
-    plan: &crate::plan::Plan,
+    merge_remote: Option<&str>,
     given: Option<String>,
     no_remote: bool,
-) -> Result<Option<String>> {
+) -> std::result::Result<Option<String>, RemoteError> {
     match (no_remote, given) {
         (true, _) => Ok(None),
         (false, Some(r)) => Ok(Some(r)),
-        (false, None) => of_plan(repo, "settings.merge_remote", plan.settings.merge_remote.as_deref()),
+        (false, None) => of_plan(repo, "settings.merge_remote", merge_remote),
     }
 }
 
 /// The remote to use when none is named: the base branch's upstream remote, else `origin`.
-pub fn default_remote(repo: &Repo, base_branch: &str) -> Result<String> {
+pub fn default_remote(repo: &Repo, base_branch: &str) -> std::result::Result<String, RemoteError> {
     if let Some(r) = repo.config_string(&format!("branch.{base_branch}.remote")).filter(|r| !r.is_empty() && r != ".") {
         return Ok(r);
     }
     if repo.repo.remote_names().iter().any(|n| n.as_bytes() == b"origin") {
         return Ok("origin".into());
     }
-    Err(Error::usage("no remote to use: the base branch has no upstream and there is no remote named origin")
-        .hint("name one (`git boulder push REMOTE`), or add one with `git remote add origin URL`"))
+    Err(RemoteError::NoDefault)
 }
 
 /// One ref the remote has that a fetch refspec matched, with the local ref it was written to.
@@ -186,8 +194,8 @@ fn write_fetched(repo: &Repo, remote: &str, fetched: &[(Fetched, cli::Local)]) -
     Ok(refs::update_all(repo, &left, &writer)?.is_ok())
 }
 
-fn bad_id(hex: &str, e: impl std::fmt::Display) -> Error {
-    Error::internal(format!("git fetch printed a bad id {hex:?}: {e}"))
+fn bad_id(hex: &str, e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::internal(format!("git fetch printed a bad id {hex:?}: {e}")).with_source(e)
 }
 
 /// The fetched refs the refspecs map back to a remote ref, with what git did with each local ref.

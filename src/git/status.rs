@@ -10,7 +10,7 @@ use gix::bstr::{BStr, ByteSlice};
 use crate::error::{Error, Result};
 
 fn gix_err(context: impl std::fmt::Display, e: gix::Error) -> Error {
-    Error::internal(format!("{context}: {e:#}"))
+    Error::internal(format!("{context}: {e:#}")).with_source(e)
 }
 
 /// Changed paths, sorted.

@@ -53,7 +53,7 @@ fn tree_of(repo: &gix::Repository, commit: ObjectId) -> Result<ObjectId> {
     repo.find_commit(commit)
         .and_then(|c| c.tree_id())
         .map(|t| t.detach())
-        .map_err(|e| Error::internal(format!("commit {commit}: {e}")))
+        .map_err(|e| Error::internal(format!("commit {commit}: {e}")).with_source(e))
 }
 
 /// The paths changed by each commit reachable from `tip` but not from `hidden`, in walk order
@@ -67,10 +67,10 @@ pub(crate) fn changed_paths(
         .rev_walk([tip])
         .with_hidden(hidden)
         .all()
-        .map_err(|e| Error::internal(format!("cannot walk from {tip}: {e}")))?;
+        .map_err(|e| Error::internal(format!("cannot walk from {tip}: {e}")).with_source(e))?;
     let mut commits = Vec::new();
     for info in walk {
-        let info = info.map_err(|e| Error::internal(format!("cannot walk from {tip}: {e}")))?;
+        let info = info.map_err(|e| Error::internal(format!("cannot walk from {tip}: {e}")).with_source(e))?;
         commits.push(Walked { id: info.id, tree: tree_of(repo, info.id)?, parent: info.parent_ids.first().copied() });
     }
     let tree_by_commit: HashMap<ObjectId, ObjectId> = commits.iter().map(|c| (c.id, c.tree)).collect();
@@ -143,7 +143,7 @@ impl<'r> Trees<'r> {
                     .repo
                     .objects
                     .try_find(&id, &mut self.buf)
-                    .map_err(|e| Error::internal(format!("tree {id}: {e}")))?
+                    .map_err(|e| Error::internal(format!("tree {id}: {e}")).with_source(e))?
                     .ok_or_else(|| Error::internal(format!("tree {id} is missing")))?;
                 if data.kind != gix::object::Kind::Tree {
                     return Err(Error::internal(format!("{id} is a {}, not a tree", data.kind)));

@@ -12,6 +12,10 @@ use std::sync::atomic::AtomicBool;
 use crate::error::{Error, Result};
 use crate::git::{ObjectId, Repo};
 
+/// git gives up waiting for a lock after about a second; a lock file (or a worktree locked
+/// `initializing`) older than this is left over by a process that was killed.
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Absolute, with symlinks in existing components resolved (as gix and git record worktree paths).
 pub fn normalize(path: &Path) -> PathBuf {
     let abs = if path.is_absolute() {
@@ -24,7 +28,8 @@ pub fn normalize(path: &Path) -> PathBuf {
 
 /// Open the worktree (main or linked) at `path`.
 pub(super) fn open_worktree(path: &Path) -> Result<gix::Repository> {
-    gix::open(path).map_err(|e| Error::internal(format!("cannot open the worktree at {}: {e:#}", path.display())))
+    gix::open(path)
+        .map_err(|e| Error::internal(format!("cannot open the worktree at {}: {e:#}", path.display())).with_source(e))
 }
 
 /// The text of a small git file (`HEAD`, `gitdir`, …) without its line ending, if readable.
@@ -78,7 +83,7 @@ impl Registration {
         match std::fs::remove_dir_all(&self.admin) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Error::internal(format!("cannot remove {}: {e}", self.admin.display()))),
+            Err(e) => Err(Error::internal(format!("cannot remove {}: {e}", self.admin.display())).with_source(e)),
         }
     }
 }
@@ -118,7 +123,7 @@ pub fn registrations(repo: &Repo) -> Result<Vec<Registration>> {
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", dir.display()))),
+        Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", dir.display())).with_source(e)),
     };
     let mut regs: Vec<Registration> = entries.flatten().filter_map(|e| read_registration(repo, e.path())).collect();
     regs.sort_by(|a, b| a.id.cmp(&b.id));
@@ -126,7 +131,7 @@ pub fn registrations(repo: &Repo) -> Result<Vec<Registration>> {
 }
 
 /// Admin folders under `<common dir>/worktrees` without a `gitdir` file, older than
-/// [`super::lockfiles::STALE_AFTER`]: left by a worktree creation (git's or git-boulder's) killed
+/// [`STALE_AFTER`]: left by a worktree creation (git's or git-boulder's) killed
 /// half-way; `git worktree prune` removes them.
 pub fn unfinished(repo: &Repo) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(repo.common_dir.join("worktrees")) else { return Vec::new() };
@@ -135,7 +140,7 @@ pub fn unfinished(repo: &Repo) -> Vec<PathBuf> {
         .map(|e| e.path())
         .filter(|admin| {
             let old = std::fs::symlink_metadata(admin).ok().filter(|m| m.is_dir()).and_then(|m| m.modified().ok());
-            let old = old.and_then(|t| t.elapsed().ok()).is_some_and(|age| age >= super::lockfiles::STALE_AFTER);
+            let old = old.and_then(|t| t.elapsed().ok()).is_some_and(|age| age >= STALE_AFTER);
             old && std::fs::symlink_metadata(admin.join("gitdir")).is_err()
         })
         .collect();
@@ -143,15 +148,38 @@ pub fn unfinished(repo: &Repo) -> Vec<PathBuf> {
     out
 }
 
+/// A failure gix reported: its text as gix words it (with `{:#}`), and gix's error kept below it
+/// as the cause.
+#[derive(Debug, thiserror::Error)]
+#[error("{text}")]
+pub struct Failure {
+    text: String,
+    #[source]
+    source: Option<crate::error::Source>,
+}
+
+impl Failure {
+    fn new(text: impl Into<String>) -> Failure {
+        Failure { text: text.into(), source: None }
+    }
+    fn of(e: impl std::error::Error + Send + Sync + 'static) -> Failure {
+        Failure { text: format!("{e:#}"), source: Some(Box::new(e)) }
+    }
+    fn doing(what: &str, e: impl Into<crate::error::Source>) -> Failure {
+        let e = e.into();
+        Failure { text: format!("{what}: {e}"), source: Some(e) }
+    }
+}
+
 /// Why [`add_linked`] made no worktree. The texts are gix's, with their causes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum AddError {
     /// The branch is checked out in these worktrees.
     CheckedOut(Vec<PathBuf>),
     /// Something in the way of the new worktree.
-    Conflict(String),
+    Conflict(Failure),
     /// Any other failure before the files were written.
-    Failed(String),
+    Failed(Failure),
     /// Writing the file at `path` failed.
     File { path: String, error: String },
     /// Two files of the checkout collided at `path`.
@@ -226,14 +254,14 @@ pub fn add_linked(
     full_branch: &str,
 ) -> Result<std::result::Result<(usize, PathBuf), AddError>> {
     let name = gix::refs::FullName::try_from(full_branch)
-        .map_err(|e| Error::usage(format!("invalid ref name {full_branch:?}: {e}")))?;
+        .map_err(|e| Error::usage(format!("invalid ref name {full_branch:?}: {e}")).with_source(e))?;
     if repo.config_bool("worktree.useRelativePaths").unwrap_or(false) {
         // Relative links also upgrade the repository format: gix's own `add_worktree` does all of it.
         return add_linked_by_gix(repo, target, name);
     }
-    let failed = |what: &str, e: &dyn std::fmt::Display| AddError::Failed(format!("{what}: {e}"));
+    let failed = |what: &str, e: crate::error::Source| AddError::Failed(Failure::doing(what, e));
     let Some(tip) = repo.ref_id(full_branch)? else {
-        return Ok(Err(AddError::Failed(format!("the local branch {full_branch} could not be found"))));
+        return Ok(Err(AddError::Failed(Failure::new(format!("the local branch {full_branch} could not be found")))));
     };
     let sparse_source = repo.sparse_checkout().then_some(repo.git_dir.as_path());
     let prepared = match gix_worktree::add::prepare(
@@ -243,24 +271,29 @@ pub fn add_linked(
     ) {
         Ok(p) => p,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            return Ok(Err(AddError::Conflict(format!("Could not prepare the linked worktree: {e}"))))
+            return Ok(Err(AddError::Conflict(Failure::doing("Could not prepare the linked worktree", e))))
         }
-        Err(e) => return Ok(Err(failed("Could not prepare the linked worktree", &e))),
+        Err(e) => return Ok(Err(failed("Could not prepare the linked worktree", e.into()))),
     };
     let admin = prepared.git_dir().to_owned();
     if let Err(e) = std::fs::write(admin.join("HEAD"), format!("ref: {full_branch}\n")) {
-        return Ok(Err(failed("Could not write the linked worktree HEAD", &e)));
+        return Ok(Err(failed("Could not write the linked worktree HEAD", e.into())));
     }
     if repo.config_bool("extensions.worktreeConfig").unwrap_or(false) {
         if let Err(e) = copy_worktree_config(&repo.git_dir.join("config.worktree"), &admin.join("config.worktree")) {
-            return Ok(Err(failed("Could not write the new worktree configuration", &e)));
+            return Ok(Err(failed("Could not write the new worktree configuration", e)));
         }
     }
     // Opened as the repository itself was (its identity fallback included, see `with_identity`).
     let options = super::identity::with_identity(repo)?.open_options().clone().open_path_as_is(true);
     let writer = match gix::open_opts(&admin, options) {
         Ok(wt) => wt,
-        Err(e) => return Ok(Err(failed("Could not open a worktree repository", &format!("{e:#}")))),
+        Err(e) => {
+            return Ok(Err(AddError::Failed(Failure {
+                text: format!("Could not open a worktree repository: {e:#}"),
+                source: Some(Box::new(e)),
+            })))
+        }
     };
     // As git and gix do: HEAD's reflog starts at the branch's commit, the branch itself unchanged.
     let edit = gix::refs::transaction::RefEdit::update_with_log(
@@ -270,7 +303,10 @@ pub fn add_linked(
         gix::refs::transaction::LogChange { mode: gix::refs::transaction::RefLog::Only, ..Default::default() },
     );
     if let Err(e) = writer.edit_reference(edit) {
-        return Ok(Err(failed("Could not initialize the linked worktree HEAD and its reflog", &format!("{e:#}"))));
+        return Ok(Err(AddError::Failed(Failure {
+            text: format!("Could not initialize the linked worktree HEAD and its reflog: {e:#}"),
+            source: Some(Box::new(e)),
+        })));
     }
     // Registered (`.git` file, admin dir locked `initializing`), no index, no files yet: a kill
     // here or during the checkout leaves a worktree that must be finished before any use.
@@ -278,12 +314,12 @@ pub fn add_linked(
     let interrupt = AtomicBool::new(false);
     let checked_out = match writer.worktree() {
         Some(w) => w.checkout(gix::progress::Discard, &interrupt),
-        None => return Ok(Err(AddError::Failed("the new worktree has no work tree".into()))),
+        None => return Ok(Err(AddError::Failed(Failure::new("the new worktree has no work tree")))),
     };
     let outcome = match checked_out {
         Ok(o) => o,
-        Err(e) if e.is_conflict() => return Ok(Err(AddError::Conflict(format!("{e:#}")))),
-        Err(e) => return Ok(Err(AddError::Failed(format!("{e:#}")))),
+        Err(e) if e.is_conflict() => return Ok(Err(AddError::Conflict(Failure::of(e)))),
+        Err(e) => return Ok(Err(AddError::Failed(Failure::of(e)))),
     };
     if let Some(err) = outcome.errors.first() {
         return Ok(Err(AddError::File { path: err.path.to_string(), error: format!("{:#}", err.error) }));
@@ -292,19 +328,18 @@ pub fn add_linked(
         return Ok(Err(AddError::Collision { path: c.path.to_string(), kind: format!("{:?}", c.error_kind) }));
     }
     if let Err(e) = prepared.persist() {
-        return Ok(Err(failed("Could not finish adding the linked worktree", &e)));
+        return Ok(Err(failed("Could not finish adding the linked worktree", e.into())));
     }
     Ok(Ok((outcome.files_updated, normalize(&admin))))
 }
 
 /// The new worktree's `config.worktree`: the source's, without `core.worktree` and a true
 /// `core.bare` (as `git worktree add` copies it).
-fn copy_worktree_config(source: &Path, destination: &Path) -> std::result::Result<(), String> {
+fn copy_worktree_config(source: &Path, destination: &Path) -> std::result::Result<(), crate::error::Source> {
     if !source.exists() {
         return Ok(());
     }
-    let mut config = gix::config::File::from_path_no_includes(source.to_owned(), gix::config::Source::Worktree)
-        .map_err(|e| format!("{e:#}"))?;
+    let mut config = gix::config::File::from_path_no_includes(source.to_owned(), gix::config::Source::Worktree)?;
     if config.boolean("core.bare").ok().flatten().unwrap_or(false) {
         if let Ok(mut values) = config.raw_values_mut("core.bare") {
             values.delete_all();
@@ -313,8 +348,8 @@ fn copy_worktree_config(source: &Path, destination: &Path) -> std::result::Resul
     if let Ok(mut values) = config.raw_values_mut("core.worktree") {
         values.delete_all();
     }
-    let mut out = std::fs::File::create(destination).map_err(|e| e.to_string())?;
-    config.write_to(&mut out).map_err(|e| e.to_string())
+    let mut out = std::fs::File::create(destination)?;
+    Ok(config.write_to(&mut out)?)
 }
 
 /// [`add_linked`] through gix's `add_worktree` (which reads every other worktree first).
@@ -346,9 +381,9 @@ fn add_linked_by_gix(
             return AddError::CheckedOut(worktree_dirs.clone());
         }
         if e.is_conflict() {
-            return AddError::Conflict(format!("{e:#}"));
+            return AddError::Conflict(Failure::of(e));
         }
-        AddError::Failed(format!("{e:#}"))
+        AddError::Failed(Failure::of(e))
     };
     let prepared = match result {
         Ok(p) => p,
@@ -370,16 +405,16 @@ fn add_linked_by_gix(
 }
 
 /// What [`remove_linked`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Removal {
     /// The folder and the admin dir are gone.
     Removed,
     /// gix knows no worktree with that admin dir (no readable `gitdir` file).
     NotFound,
-    /// The links between the folder and git are broken (gix's text).
-    Corrupted(String),
-    /// Any other failure (gix's text).
-    Failed(String),
+    /// The links between the folder and git are broken (gix's error).
+    Corrupted(Failure),
+    /// Any other failure (gix's error).
+    Failed(Failure),
 }
 
 /// Remove the linked worktree whose admin dir is `admin` (normalized), its folder with whatever
@@ -394,13 +429,13 @@ pub fn remove_linked(repo: &Repo, admin: &Path, override_lock: bool) -> Result<R
     let proxy = repo
         .repo
         .worktrees()
-        .map_err(|e| Error::internal(format!("cannot list worktrees: {e:#}")))?
+        .map_err(|e| Error::internal(format!("cannot list worktrees: {e:#}")).with_source(e))?
         .into_iter()
         .find(|p| normalize(p.git_dir()) == admin);
     let Some(proxy) = proxy else { return Ok(Removal::NotFound) };
     Ok(match proxy.remove(force, gix::progress::Discard) {
         Ok(_) => Removal::Removed,
-        Err(e) if e.is_corrupted() => Removal::Corrupted(format!("{e:#}")),
-        Err(e) => Removal::Failed(format!("{e:#}")),
+        Err(e) if e.is_corrupted() => Removal::Corrupted(Failure::of(e)),
+        Err(e) => Removal::Failed(Failure::of(e)),
     })
 }

@@ -50,10 +50,31 @@ impl Trust {
     }
 }
 
+/// Why Codex gave no answer (the trust is then unknown).
+#[derive(Debug, thiserror::Error)]
+pub enum AskError {
+    #[error("cannot start {} app-server: {source}", codex.display())]
+    Start { codex: PathBuf, source: std::io::Error },
+    #[error("cannot read Codex's answer: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("Codex refused hooks/list: {0}")]
+    Refused(String),
+    #[error("Codex's hooks/list answer has no result")]
+    NoResult,
+    #[error("Codex ended without answering hooks/list")]
+    Ended,
+    #[error("Codex did not answer hooks/list within {} s", .0.as_secs())]
+    Timeout(Duration),
+    #[error("Codex's hooks/list answer has no data")]
+    NoData,
+    #[error("Codex's hooks/list answer has no entry for {}", .0.display())]
+    NoEntry(PathBuf),
+}
+
 /// Codex's answer for each folder asked, in the order asked; `Err` says why there is none.
-pub fn ask(codex: &Path, cwds: &[PathBuf], command: &str) -> Result<Vec<Trust>, String> {
+pub fn ask(codex: &Path, cwds: &[PathBuf], command: &str) -> Result<Vec<Trust>, AskError> {
     let listed = hooks_list(codex, cwds, TIMEOUT)?;
-    let data = listed.get("data").and_then(Value::as_array).ok_or("Codex's hooks/list answer has no data")?;
+    let data = listed.get("data").and_then(Value::as_array).ok_or(AskError::NoData)?;
     cwds.iter()
         .enumerate()
         .map(|(i, cwd)| {
@@ -62,7 +83,7 @@ pub fn ask(codex: &Path, cwds: &[PathBuf], command: &str) -> Result<Vec<Trust>, 
                 .iter()
                 .find(|e| e.get("cwd").and_then(Value::as_str) == Some(&*cwd.to_string_lossy()))
                 .or_else(|| data.get(i))
-                .ok_or_else(|| format!("Codex's hooks/list answer has no entry for {}", cwd.display()))?;
+                .ok_or_else(|| AskError::NoEntry(cwd.clone()))?;
             Ok(judge(entry, command))
         })
         .collect()
@@ -95,7 +116,7 @@ pub fn judge(entry: &Value, command: &str) -> Trust {
 }
 
 /// `hooks/list` of `codex app-server`: the `result` object, within `timeout`.
-fn hooks_list(codex: &Path, cwds: &[PathBuf], timeout: Duration) -> Result<Value, String> {
+fn hooks_list(codex: &Path, cwds: &[PathBuf], timeout: Duration) -> Result<Value, AskError> {
     use std::os::unix::process::CommandExt;
     let mut child = Command::new(codex)
         .arg("app-server")
@@ -105,7 +126,7 @@ fn hooks_list(codex: &Path, cwds: &[PathBuf], timeout: Duration) -> Result<Value
         // Its own process group, so that everything it started goes when it is stopped.
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot start {} app-server: {e}", codex.display()))?;
+        .map_err(|source| AskError::Start { codex: codex.to_owned(), source })?;
     let mut stdin = child.stdin.take().expect("piped");
     let stdout = child.stdout.take().expect("piped");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -113,17 +134,17 @@ fn hooks_list(codex: &Path, cwds: &[PathBuf], timeout: Duration) -> Result<Value
     std::thread::spawn(move || {
         let answer = (|| {
             for line in BufReader::new(stdout).lines() {
-                let line = line.map_err(|e| format!("cannot read Codex's answer: {e}"))?;
+                let line = line.map_err(AskError::Read)?;
                 let Ok(msg) = serde_json::from_str::<Value>(&line) else { continue };
                 if msg.get("id") != Some(&json!(2)) {
                     continue;
                 }
                 if let Some(err) = msg.get("error") {
-                    return Err(format!("Codex refused hooks/list: {}", err.get("message").unwrap_or(err)));
+                    return Err(AskError::Refused(err.get("message").unwrap_or(err).to_string()));
                 }
-                return msg.get("result").cloned().ok_or_else(|| "Codex's hooks/list answer has no result".to_string());
+                return msg.get("result").cloned().ok_or(AskError::NoResult);
             }
-            Err("Codex ended without answering hooks/list".to_string())
+            Err(AskError::Ended)
         })();
         let _ = tx.send(answer);
     });
@@ -145,9 +166,7 @@ fn hooks_list(codex: &Path, cwds: &[PathBuf], timeout: Duration) -> Result<Value
             let _ = done_rx.recv();
         }
     });
-    let answer = rx
-        .recv_timeout(timeout)
-        .unwrap_or_else(|_| Err(format!("Codex did not answer hooks/list within {} s", timeout.as_secs())));
+    let answer = rx.recv_timeout(timeout).unwrap_or(Err(AskError::Timeout(timeout)));
     drop(done_tx);
     if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);

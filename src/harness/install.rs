@@ -699,7 +699,7 @@ fn codex_trust(repo: &Repo, worktrees: &[PathBuf], files: &mut [FileStatus]) -> 
     };
     let answers = match codex_trust::ask(&codex, worktrees, &files::command(Harness::Codex)) {
         Ok(a) => a,
-        Err(why) => return TrustReport { state: "unknown", codex: Some(codex), detail: why },
+        Err(why) => return TrustReport { state: "unknown", codex: Some(codex), detail: why.to_string() },
     };
     for (wt, trust) in worktrees.iter().zip(&answers) {
         if let Some(f) = files.iter_mut().find(|f| &f.worktree == wt) {

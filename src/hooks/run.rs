@@ -166,7 +166,7 @@ fn pre_push(args: &[String]) -> Result<i32> {
     let remote = args.first().cloned().unwrap_or_default();
     let repo = match Repo::discover_once() {
         Ok(repo) => repo,
-        Err(e) => return unreadable_pre_push(e),
+        Err(e) => return unreadable_pre_push(e.into()),
     };
     let ws = Workspace::from_repo(repo, None);
     let mut plan: Option<Plan> = None;

@@ -362,7 +362,7 @@ fn land(
     failpoint::hit("merge-base-worktree");
     super::record_merged(ws, &j, fin)?;
     match crate::sync::push(repo, remote) {
-        Ok(p) if p.refs.iter().any(|r| r.result == "rejected") => say(&format!(
+        Ok(p) if p.refs.iter().any(|r| r.result == crate::sync::RefResult::Rejected) => say(&format!(
             "stream {} landed on {}, but its state was not all pushed; run `git boulder sync {}`",
             j.stream, remote.given, remote.given
         )),

@@ -113,7 +113,8 @@ fn clip(text: &str) -> String {
 fn push(repo: &Repo, remote: &str) -> Result<()> {
     let r = RemoteName::new(repo, remote)?;
     let report = crate::sync::push(repo, &r)?;
-    let rejected: Vec<String> = report.refs.iter().filter(|o| o.result == "rejected").map(|o| o.name.clone()).collect();
+    let rejected: Vec<String> =
+        report.refs.iter().filter(|o| o.result == crate::sync::RefResult::Rejected).map(|o| o.name.clone()).collect();
     if !rejected.is_empty() {
         return Err(Error::refused(format!("{remote} did not take {}", rejected.join(", ")))
             .hint(format!("run `git boulder sync {remote}`")));

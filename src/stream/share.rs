@@ -36,7 +36,8 @@ pub fn share(ws: &Workspace, stream: &StreamDef, remote: &RemoteName) -> Result<
     let pushed = branch(ws, stream, remote)?;
     crate::failpoint::hit("progress-branch-pushed");
     let report = crate::sync::push(&ws.repo, remote)?;
-    let rejected: Vec<&str> = report.refs.iter().filter(|r| r.result == "rejected").map(|r| r.name.as_str()).collect();
+    let rejected: Vec<&str> =
+        report.refs.iter().filter(|r| r.result == crate::sync::RefResult::Rejected).map(|r| r.name.as_str()).collect();
     if !rejected.is_empty() {
         return Err(Error::refused(format!(
             "the state of stream {} was not all pushed to {}: {} rejected",

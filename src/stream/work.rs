@@ -782,7 +782,8 @@ fn share_then_release(
     }
     crate::failpoint::hit("progress-branch-pushed");
     let state = crate::sync::push(&ws.repo, r).and_then(|p| {
-        let rejected: Vec<String> = p.refs.iter().filter(|o| o.result == "rejected").map(|o| o.name.clone()).collect();
+        let rejected: Vec<String> =
+            p.refs.iter().filter(|o| o.result == crate::sync::RefResult::Rejected).map(|o| o.name.clone()).collect();
         match rejected.is_empty() {
             true => Ok(()),
             false => Err(Error::refused(format!("{} rejected", rejected.join(", ")))),

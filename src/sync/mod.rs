@@ -26,6 +26,22 @@ use crate::git::remote::{self, RemoteName};
 use crate::git::{cli, notes, refs, ObjectId, Repo};
 use crate::state::{self, Absorbed, BoulderState, PrdState, State, Store, StreamState, NOTES_REF};
 
+/// A remote that cannot be used is a usage error, with how to name one that can.
+impl From<remote::RemoteError> for Error {
+    fn from(e: remote::RemoteError) -> Error {
+        let hint = match &e {
+            remote::RemoteError::NotARemote { .. } => "name a remote (`git remote -v`) or a URL".to_string(),
+            remote::RemoteError::NotConfigured { setting, .. } => format!(
+                "add the remote yourself (`git remote add NAME URL`) and name it in {setting}, or pass --remote URL on the command line"
+            ),
+            remote::RemoteError::NoDefault => {
+                "name one (`git boulder push REMOTE`), or add one with `git remote add origin URL`".to_string()
+            }
+        };
+        Error::usage(e.to_string()).hint(hint).with_source(e)
+    }
+}
+
 /// How many pull-and-push rounds a push or sync tries before giving up.
 pub const ROUNDS: usize = 6;
 
@@ -34,16 +50,68 @@ pub const ROUNDS: usize = 6;
 pub struct RefOutcome {
     /// The local ref (`refs/boulder/streams/auth`, `refs/notes/boulder`).
     pub name: String,
-    /// `created`, `up_to_date`, `fast_forward`, `merged`, `refused`, `ignored`, `claim`,
-    /// `claim_released` (pull); `pushed`, `new`, `up_to_date`, `rejected` (push).
-    pub result: String,
+    /// What the pull or push did with it.
+    pub result: RefResult,
     /// Why, for refused and rejected refs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
 }
 
-fn outcome(name: &str, result: &str, why: Option<String>) -> RefOutcome {
-    RefOutcome { name: name.to_string(), result: result.to_string(), why }
+/// What a pull or a push did with one ref; written in `--json` as its snake_case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefResult {
+    /// Pull: the ref did not exist here and was taken as fetched.
+    Created,
+    /// Pull or push: both sides already agree.
+    UpToDate,
+    /// Pull: moved forward to what was fetched.
+    FastForward,
+    /// Pull: merged with what was fetched.
+    Merged,
+    /// Pull: not taken (invalid, over a limit, or a lasting conflict); `why` says why.
+    Refused,
+    /// Pull: not a git-boulder ref.
+    Ignored,
+    /// Pull: another machine's claim, tracked.
+    Claim,
+    /// Pull: another machine's claim, released.
+    ClaimReleased,
+    /// Push: moved on the remote.
+    Pushed,
+    /// Push: created on the remote.
+    New,
+    /// Push: the remote refused it; `why` has git's summary.
+    Rejected,
+}
+
+impl RefResult {
+    /// As written in `--json` and counted in the summary line (`2 up to date`, with spaces).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefResult::Created => "created",
+            RefResult::UpToDate => "up_to_date",
+            RefResult::FastForward => "fast_forward",
+            RefResult::Merged => "merged",
+            RefResult::Refused => "refused",
+            RefResult::Ignored => "ignored",
+            RefResult::Claim => "claim",
+            RefResult::ClaimReleased => "claim_released",
+            RefResult::Pushed => "pushed",
+            RefResult::New => "new",
+            RefResult::Rejected => "rejected",
+        }
+    }
+}
+
+impl std::fmt::Display for RefResult {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+fn outcome(name: &str, result: RefResult, why: Option<String>) -> RefOutcome {
+    RefOutcome { name: name.to_string(), result, why }
 }
 
 /// The lock held while fetching into `refs/boulder-remotes/<remote>/` (waited for).
@@ -57,7 +125,7 @@ pub fn resolve(repo: &Repo, given: Option<&str>, base_branch: &str) -> Result<Re
         Some(g) => g.to_string(),
         None => remote::default_remote(repo, base_branch)?,
     };
-    RemoteName::new(repo, &name)
+    Ok(RemoteName::new(repo, &name)?)
 }
 
 fn tracking_prefix(key: &str) -> String {
@@ -221,16 +289,16 @@ fn misnamed(recorded: Option<String>, refname: &str, what: &str) -> Option<Strin
 pub const MAX_REFS_PER_PULL: usize = 10_000;
 
 fn over_limit(name: &str) -> RefOutcome {
-    outcome(name, "refused", Some(format!("more than {MAX_REFS_PER_PULL} refs in one pull; not taken")))
+    outcome(name, RefResult::Refused, Some(format!("more than {MAX_REFS_PER_PULL} refs in one pull; not taken")))
 }
 
 /// The word a pull reports for what was done with an op-log.
-fn absorbed_word(how: Absorbed) -> &'static str {
+fn absorbed_word(how: Absorbed) -> RefResult {
     match how {
-        Absorbed::Created => "created",
-        Absorbed::UpToDate => "up_to_date",
-        Absorbed::FastForward => "fast_forward",
-        Absorbed::Merged => "merged",
+        Absorbed::Created => RefResult::Created,
+        Absorbed::UpToDate => RefResult::UpToDate,
+        Absorbed::FastForward => RefResult::FastForward,
+        Absorbed::Merged => RefResult::Merged,
     }
 }
 
@@ -270,7 +338,7 @@ fn absorb_kind(store: &Store, kind: LogKind, name: &str, id: ObjectId) -> RefOut
     };
     match absorbed {
         Ok(how) => outcome(name, absorbed_word(how), None),
-        Err(e) => outcome(name, "refused", Some(e.message)),
+        Err(e) => outcome(name, RefResult::Refused, Some(e.message)),
     }
 }
 
@@ -283,11 +351,11 @@ fn prepare_log<S: State>(
     id: ObjectId,
     misnamed: impl Fn(&S) -> Option<String>,
 ) -> Taken {
-    let refused = |why: String| Taken::Done(Some(outcome(name, "refused", Some(why))));
-    let lasting = |why: String| Taken::Refused(outcome(name, "refused", Some(why)));
+    let refused = |why: String| Taken::Done(Some(outcome(name, RefResult::Refused, Some(why))));
+    let lasting = |why: String| Taken::Refused(outcome(name, RefResult::Refused, Some(why)));
     match store.prepare_pull::<S>(name, id, misnamed) {
         Ok(Err(why)) => lasting(why),
-        Ok(Ok(state::Prepared::UpToDate)) => Taken::Done(Some(outcome(name, "up_to_date", None))),
+        Ok(Ok(state::Prepared::UpToDate)) => Taken::Done(Some(outcome(name, RefResult::UpToDate, None))),
         Ok(Ok(state::Prepared::Move { swap, how })) => Taken::Pending(Pending { kind, id, swap, how }),
         Err(e) if verdict(&e) => lasting(e.message),
         Err(e) => refused(e.message),
@@ -367,9 +435,9 @@ fn absorb_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: Objec
 /// Take in one fetched ref: notes and claims at once, an op-log checked and left to move.
 fn take_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: ObjectId) -> Result<Taken> {
     let Some(t) = target(remote_ref) else {
-        return Ok(Taken::Done(Some(outcome(remote_ref, "ignored", Some("not a git-boulder ref".into())))));
+        return Ok(Taken::Done(Some(outcome(remote_ref, RefResult::Ignored, Some("not a git-boulder ref".into())))));
     };
-    let refused = |name: &str, e: Error| Ok(Taken::Done(Some(outcome(name, "refused", Some(e.message)))));
+    let refused = |name: &str, e: Error| Ok(Taken::Done(Some(outcome(name, RefResult::Refused, Some(e.message)))));
     let done = |o: RefOutcome| Ok(Taken::Done(Some(o)));
     match t {
         Target::Stream(n) => {
@@ -383,24 +451,28 @@ fn take_one(repo: &Repo, store: &Store, key: &str, remote_ref: &str, id: ObjectI
         Target::Prd => Ok(prepare_log::<PrdState>(store, LogKind::Prd, state::PRD_REF, id, |_| None)),
         Target::Notes => {
             if let Err(why) = validate_notes(repo, id) {
-                return done(outcome(NOTES_REF, "refused", Some(format!("the fetched notes are invalid: {why}"))));
+                return done(outcome(
+                    NOTES_REF,
+                    RefResult::Refused,
+                    Some(format!("the fetched notes are invalid: {why}")),
+                ));
             }
             match notes::union(repo, id) {
-                Ok(notes::Union::UpToDate) => done(outcome(NOTES_REF, "up_to_date", None)),
-                Ok(notes::Union::Created) => done(outcome(NOTES_REF, "created", None)),
-                Ok(notes::Union::FastForward) => done(outcome(NOTES_REF, "fast_forward", None)),
-                Ok(notes::Union::Merged) => done(outcome(NOTES_REF, "merged", None)),
+                Ok(notes::Union::UpToDate) => done(outcome(NOTES_REF, RefResult::UpToDate, None)),
+                Ok(notes::Union::Created) => done(outcome(NOTES_REF, RefResult::Created, None)),
+                Ok(notes::Union::FastForward) => done(outcome(NOTES_REF, RefResult::FastForward, None)),
+                Ok(notes::Union::Merged) => done(outcome(NOTES_REF, RefResult::Merged, None)),
                 Err(e) => refused(NOTES_REF, e),
             }
         }
         Target::Claim(stream) => {
             let local = crate::sync::claim::tracking_ref(key, &stream);
             match crate::sync::claim::read(repo, &stream, id) {
-                Ok(_) => done(outcome(&local, "claim", None)),
+                Ok(_) => done(outcome(&local, RefResult::Claim, None)),
                 Err(why) => {
                     // Keep no copy of an invalid claim.
                     crate::sync::claim::forget(repo, key, &stream)?;
-                    done(outcome(&local, "refused", Some(why.to_string())))
+                    done(outcome(&local, RefResult::Refused, Some(why.to_string())))
                 }
             }
         }
@@ -416,7 +488,7 @@ pub struct PullReport {
 
 impl PullReport {
     pub fn refused(&self) -> Vec<&RefOutcome> {
-        self.refs.iter().filter(|r| r.result == "refused").collect()
+        self.refs.iter().filter(|r| r.result == RefResult::Refused).collect()
     }
 }
 
@@ -536,7 +608,7 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
                 "refused before at this tip, not checked again until {} changes on {}: {why}",
                 f.remote_ref, remote.given
             );
-            known_refused.insert(n, Ok(Taken::Refused(outcome(&local, "refused", Some(why)))));
+            known_refused.insert(n, Ok(Taken::Refused(outcome(&local, RefResult::Refused, Some(why)))));
         }
     }
     if crate::trace::enabled() && !known_refused.is_empty() {
@@ -603,7 +675,11 @@ pub fn pull(repo: &Repo, remote: &RemoteName) -> Result<PullReport> {
     for (stream, _) in claims_before {
         if !claims_seen.contains(&stream) {
             crate::sync::claim::forget(repo, &remote.key, &stream)?;
-            report.refs.push(outcome(&crate::sync::claim::tracking_ref(&remote.key, &stream), "claim_released", None));
+            report.refs.push(outcome(
+                &crate::sync::claim::tracking_ref(&remote.key, &stream),
+                RefResult::ClaimReleased,
+                None,
+            ));
         }
     }
     crate::progress::done();
@@ -665,12 +741,12 @@ pub struct PushReport {
     pub remote_messages: Vec<String>,
 }
 
-fn push_word(p: &cli::PushedRef) -> &'static str {
+fn push_word(p: &cli::PushedRef) -> RefResult {
     match p.flag {
-        '=' => "up_to_date",
-        '*' => "new",
-        '!' => "rejected",
-        _ => "pushed",
+        cli::PushFlag::UpToDate => RefResult::UpToDate,
+        cli::PushFlag::New => RefResult::New,
+        cli::PushFlag::Rejected => RefResult::Rejected,
+        cli::PushFlag::FastForward | cli::PushFlag::Forced | cli::PushFlag::Deleted => RefResult::Pushed,
     }
 }
 
@@ -711,7 +787,7 @@ pub fn push(repo: &Repo, remote: &RemoteName) -> Result<PushReport> {
             let hopeless = pushed
                 .iter()
                 .filter(|p| p.rejected())
-                .all(|p| pulled.refs.iter().any(|r| r.name == p.remote_ref && r.result == "refused"));
+                .all(|p| pulled.refs.iter().any(|r| r.name == p.remote_ref && r.result == RefResult::Refused));
             report.pulled.extend(pulled.refs);
             if hopeless {
                 return Ok(report);
@@ -824,7 +900,7 @@ pub fn setup(repo: &Repo, remote: &str, undo: bool) -> Result<Vec<String>> {
     {
         let mut section = file
             .section("remote", Some(remote))
-            .map_err(|e| Error::internal(format!("cannot edit remote.{remote}: {e}")))?;
+            .map_err(|e| Error::internal(format!("cannot edit remote.{remote}: {e}")).with_source(e))?;
         let fetch_now = section.values("fetch");
         let push_now = section.values("push");
         let added_head = section.values(marker_key).iter().any(|v| v == "head");

@@ -59,7 +59,8 @@ impl PushReport {
     /// The refusal a push ends with: refs the remote still rejects, and why as far as known.
     pub fn refusal(&self) -> Option<Error> {
         let r = self;
-        let bad: Vec<&str> = r.refs.iter().filter(|x| x.result == "rejected").map(|x| x.name.as_str()).collect();
+        let bad: Vec<&str> =
+            r.refs.iter().filter(|x| x.result == crate::sync::RefResult::Rejected).map(|x| x.name.as_str()).collect();
         if bad.is_empty() {
             return None;
         }
@@ -67,7 +68,7 @@ impl PushReport {
             let reasons: Vec<String> = r
                 .refs
                 .iter()
-                .filter(|x| x.result == "rejected")
+                .filter(|x| x.result == crate::sync::RefResult::Rejected)
                 .map(|x| format!("{} {}", x.name, x.why.as_deref().unwrap_or("")))
                 .collect();
             let mut message = format!("the remote {} refused the push: {}", r.remote, reasons.join("; "));
@@ -81,7 +82,7 @@ impl PushReport {
         let refused: Vec<&str> = r
             .pulled
             .iter()
-            .filter(|x| x.result == "refused" && bad.contains(&x.name.as_str()))
+            .filter(|x| x.result == crate::sync::RefResult::Refused && bad.contains(&x.name.as_str()))
             .map(|x| x.name.as_str())
             .collect();
         if !refused.is_empty() {

@@ -245,7 +245,7 @@ impl IndexLock {
                         path.display()
                     )));
                 }
-                Err(e) => return Err(Error::internal(format!("cannot create {}: {e}", path.display()))),
+                Err(e) => return Err(Error::internal(format!("cannot create {}: {e}", path.display())).with_source(e)),
             }
         }
         unreachable!("the second attempt returns")
@@ -296,14 +296,14 @@ impl IndexLock {
     /// own.
     pub fn commit(mut self, index: &Index) -> Result<()> {
         let next = self.path.with_file_name(NEXT_INDEX);
-        let fail = |e: std::io::Error| Error::internal(format!("cannot write {}: {e}", next.display()));
+        let fail = |e: std::io::Error| Error::internal(format!("cannot write {}: {e}", next.display())).with_source(e);
         let mut out = std::io::BufWriter::new(std::fs::File::create(&next).map_err(fail)?);
         index.write_to(&mut out)?;
         drop(out.into_inner().map_err(|e| fail(e.into_error()))?);
         crate::failpoint::hit("index-lock-written");
         let target = self.path.with_file_name("index");
         std::fs::rename(&next, &target)
-            .map_err(|e| Error::internal(format!("cannot put {} in place: {e}", target.display())))?;
+            .map_err(|e| Error::internal(format!("cannot put {} in place: {e}", target.display())).with_source(e))?;
         crate::failpoint::hit("index-in-place");
         drop(self.file.take());
         remove_if_same(&self.path, self.id);

@@ -162,7 +162,7 @@ fn on_threads(common: &Path, paths: &[PathBuf], trees: &Trees, monitor: Option<&
             }
             let r = match &local {
                 Ok(l) => dirty_with(l, &paths[i], trees, monitor),
-                Err(e) => Err(Error::internal(e.message.clone())),
+                Err(e) => Err(Error::internal(e.to_string())),
             };
             *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
         }

@@ -112,11 +112,11 @@ enum Folder {
 fn folder_state(path: &Path) -> Result<Folder> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Folder::Missing),
-        Err(e) => Err(Error::internal(format!("cannot read {}: {e}", path.display()))),
+        Err(e) => Err(Error::internal(format!("cannot read {}: {e}", path.display())).with_source(e)),
         Ok(m) if !m.is_dir() => Ok(Folder::NonEmpty),
         Ok(_) => {
-            let mut it =
-                std::fs::read_dir(path).map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))?;
+            let mut it = std::fs::read_dir(path)
+                .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())).with_source(e))?;
             Ok(if it.next().is_some() { Folder::NonEmpty } else { Folder::Empty })
         }
     }
@@ -131,6 +131,7 @@ fn full_branch(branch: &str) -> Result<String> {
     match crate::git::branch::ref_name_problem(&full) {
         None => Ok(full),
         Some(e) => Err(Error::usage(format!("invalid branch name {branch:?}: {e}"))
+            .with_source(e)
             .hint("branch names follow `git check-ref-format --branch`")),
     }
 }
@@ -222,8 +223,9 @@ pub fn add_known(repo: &Repo, known: &mut Known, path: &Path, branch: &str, base
             continue;
         }
         if dot_git.as_deref() == Some(r.admin.as_path()) {
-            std::fs::remove_dir_all(&target)
-                .map_err(|e| Error::internal(format!("cannot remove the half-made worktree {shown}: {e}")))?;
+            std::fs::remove_dir_all(&target).map_err(|e| {
+                Error::internal(format!("cannot remove the half-made worktree {shown}: {e}")).with_source(e)
+            })?;
             dot_git = None;
             recovered.push(format!("removed the half-made worktree folder {shown}"));
         }
@@ -260,7 +262,7 @@ pub fn add_known(repo: &Repo, known: &mut Known, path: &Path, branch: &str, base
                     // The folder lost (or never got) its `.git` file: link it back, like `git worktree repair`.
                     let r = remaining[0].clone();
                     std::fs::write(target.join(".git"), format!("gitdir: {}\n", r.admin.display()))
-                        .map_err(|e| Error::internal(format!("cannot write {shown}/.git: {e}")))?;
+                        .map_err(|e| Error::internal(format!("cannot write {shown}/.git: {e}")).with_source(e))?;
                     repaired.push(format!("restored {shown}/.git"));
                     live = Some(r);
                 } else {
@@ -358,12 +360,16 @@ pub fn add_known(repo: &Repo, known: &mut Known, path: &Path, branch: &str, base
             return Err(Error::refused(format!("branch {branch} is already checked out in {}", dirs.join(", ")))
                 .hint("remove that worktree or switch it to another branch, then rerun"));
         }
-        Err(AddError::Conflict(e)) => return Err(Error::refused(format!("cannot make the worktree {shown}: {e}"))),
+        Err(AddError::Conflict(e)) => {
+            return Err(Error::refused(format!("cannot make the worktree {shown}: {e}")).with_source(e))
+        }
         Err(AddError::Failed(e)) => {
-            return Err(Error::internal(format!("cannot make the worktree {shown} on branch {branch}: {e}")))
+            return Err(
+                Error::internal(format!("cannot make the worktree {shown} on branch {branch}: {e}")).with_source(e)
+            )
         }
         Err(AddError::File { path, error }) => {
-            return Err(Error::internal(format!("checkout of {shown} failed at {path}: {error}")))
+            return Err(Error::internal(format!("checkout of {shown} failed at {path}: {error}")).with_source(error))
         }
         Err(AddError::Collision { path, kind }) => {
             return Err(Error::internal(format!("checkout of {shown} collided at {path} ({kind})")))
@@ -449,7 +455,7 @@ pub fn exclude(repo: &Repo, rel_dir: &str) -> Result<bool> {
     let existing = match std::fs::read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", path.display()))),
+        Err(e) => return Err(Error::internal(format!("cannot read {}: {e}", path.display())).with_source(e)),
     };
     let text = String::from_utf8_lossy(&existing);
     let alt = format!("/{pattern}");
@@ -469,9 +475,10 @@ pub fn exclude(repo: &Repo, rel_dir: &str) -> Result<bool> {
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::internal(format!("cannot create {}: {e}", dir.display())).with_source(e))?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|e| Error::internal(format!("cannot write in {}: {e}", dir.display())))?;
+        .map_err(|e| Error::internal(format!("cannot write in {}: {e}", dir.display())).with_source(e))?;
     tmp.write_all(bytes)?;
     if let Ok(meta) = std::fs::metadata(path) {
         let _ = std::fs::set_permissions(tmp.path(), meta.permissions());
@@ -527,9 +534,8 @@ pub const WORKTREE_INCLUDE: &str = ".worktreeinclude";
 pub fn worktree_include(main: &Path) -> Result<(Vec<String>, Vec<String>)> {
     let path = main.join(WORKTREE_INCLUDE);
     let text = match std::fs::symlink_metadata(&path) {
-        Ok(m) if m.is_file() => {
-            std::fs::read(&path).map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())))?
-        }
+        Ok(m) if m.is_file() => std::fs::read(&path)
+            .map_err(|e| Error::internal(format!("cannot read {}: {e}", path.display())).with_source(e))?,
         // A symlink (possibly leading out of the repository) or a directory is not read.
         Ok(_) => {
             return Err(Error::usage(format!("{WORKTREE_INCLUDE} is not a regular file"))
@@ -588,7 +594,9 @@ pub fn copy_included(main: &Path, wt: &Path) -> Result<Vec<PathBuf>> {
             negated.add(glob);
         }
     }
-    let negated = negated.build().map_err(|e| Error::usage(format!("invalid {WORKTREE_INCLUDE} patterns: {e}")))?;
+    let negated = negated
+        .build()
+        .map_err(|e| Error::usage(format!("invalid {WORKTREE_INCLUDE} patterns: {e}")).with_source(e))?;
     let copied = crate::git::ignore::with_ignored(main, |ignored| {
         let mut keep = |rel: &Path| -> bool {
             let negated_here = negated.is_match(rel)
@@ -612,10 +620,10 @@ fn copy_matching(
     globs: &[String],
     keep: &mut dyn FnMut(&Path) -> bool,
 ) -> Result<Vec<PathBuf>> {
-    let main_real =
-        std::fs::canonicalize(main).map_err(|e| Error::internal(format!("cannot read {}: {e}", main.display())))?;
-    let wt_real =
-        std::fs::canonicalize(wt).map_err(|e| Error::internal(format!("cannot read {}: {e}", wt.display())))?;
+    let main_real = std::fs::canonicalize(main)
+        .map_err(|e| Error::internal(format!("cannot read {}: {e}", main.display())).with_source(e))?;
+    let wt_real = std::fs::canonicalize(wt)
+        .map_err(|e| Error::internal(format!("cannot read {}: {e}", wt.display())).with_source(e))?;
     let mut builder = globset::GlobSetBuilder::new();
     let mut roots: BTreeSet<PathBuf> = BTreeSet::new();
     for g in globs {
@@ -629,16 +637,16 @@ fn copy_matching(
                 "copy_into_worktree entry {g:?} must be a path inside the repository (no '..', no absolute path, not .git)"
             )));
         }
-        let glob = globset::GlobBuilder::new(g)
-            .literal_separator(true)
-            .build()
-            .map_err(|e| Error::usage(format!("copy_into_worktree entry {g:?} is not a valid glob: {e}")))?;
+        let glob = globset::GlobBuilder::new(g).literal_separator(true).build().map_err(|e| {
+            Error::usage(format!("copy_into_worktree entry {g:?} is not a valid glob: {e}")).with_source(e)
+        })?;
         builder.add(glob);
         // Walk only below the literal prefix of the glob.
         let prefix: PathBuf = g.split('/').take_while(|c| !has_glob_meta(c)).collect();
         roots.insert(prefix);
     }
-    let set = builder.build().map_err(|e| Error::usage(format!("invalid copy_into_worktree globs: {e}")))?;
+    let set =
+        builder.build().map_err(|e| Error::usage(format!("invalid copy_into_worktree globs: {e}")).with_source(e))?;
 
     let mut candidates = Vec::new();
     for root in &roots {
@@ -697,14 +705,14 @@ fn copy_matching(
             continue;
         }
         let mut from = std::fs::File::open(&real_src)
-            .map_err(|e| Error::internal(format!("cannot read {}: {e}", src.display())))?;
+            .map_err(|e| Error::internal(format!("cannot read {}: {e}", src.display())).with_source(e))?;
         let mut to = match std::fs::OpenOptions::new().write(true).create_new(true).open(&dest) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(Error::internal(format!("cannot write {}: {e}", dest.display()))),
+            Err(e) => return Err(Error::internal(format!("cannot write {}: {e}", dest.display())).with_source(e)),
         };
         std::io::copy(&mut from, &mut to)
-            .map_err(|e| Error::internal(format!("cannot write {}: {e}", dest.display())))?;
+            .map_err(|e| Error::internal(format!("cannot write {}: {e}", dest.display())).with_source(e))?;
         if let Ok(meta) = from.metadata() {
             let _ = to.set_permissions(meta.permissions());
         }
@@ -848,9 +856,12 @@ pub fn remove(repo: &Repo, path: &Path, force: bool) -> Result<()> {
         Removal::Removed => {}
         Removal::Corrupted(e) => {
             return Err(Error::usage(format!("cannot remove the worktree {shown}: {e}"))
+                .with_source(e)
                 .hint(format!("`git worktree repair {shown}` fixes the links between the folder and git")));
         }
-        Removal::Failed(e) => return Err(Error::internal(format!("cannot remove the worktree {shown}: {e}"))),
+        Removal::Failed(e) => {
+            return Err(Error::internal(format!("cannot remove the worktree {shown}: {e}")).with_source(e))
+        }
         // No readable `gitdir` file: only the admin dir is left to remove.
         Removal::NotFound => reg.remove_admin()?,
     }
