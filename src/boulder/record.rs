@@ -426,11 +426,8 @@ fn record_from(repo: &Repo, store: &Store, rec: &RecordedCommit, start: String, 
 /// there, else of the project boulder — once it exists (`check`, `checkpoint`, `todo`, `resume`
 /// or a harness hook made it). No note: the commit is no stream's work.
 pub fn project_activity(ws: &Workspace, project_stream: bool, head: ObjectId) -> Result<()> {
-    let id = std::fs::read_to_string(ws.repo.git_dir.join("boulder-current"))
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| crate::names::problem(s).is_none())
-        .unwrap_or_else(|| super::tree::project_id_beside(project_stream).to_string());
+    let id =
+        super::tree::switched(&ws.repo).unwrap_or_else(|| super::tree::project_id_beside(project_stream).to_string());
     let store = Store::new(&ws.repo)?;
     let story = std::env::var("BOULDER_STORY").ok().filter(|s| !s.is_empty());
     let activity =

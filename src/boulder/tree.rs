@@ -51,11 +51,16 @@ fn locate(ws: &Workspace, named: Option<&str>) -> Result<(String, bool)> {
 /// The boulder this worktree's commits count for: `$GIT_DIR/boulder-current` when set (by
 /// `git boulder switch`), else the stream's root boulder.
 pub fn current_boulder(repo: &crate::git::Repo, stream: &str) -> String {
+    switched(repo).unwrap_or_else(|| stream.to_string())
+}
+
+/// The boulder `git boulder switch` made current in this worktree (`$GIT_DIR/boulder-current`),
+/// when it names one validly.
+pub fn switched(repo: &crate::git::Repo) -> Option<String> {
     std::fs::read_to_string(repo.git_dir.join("boulder-current"))
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| crate::names::problem(s).is_none())
-        .unwrap_or_else(|| stream.to_string())
 }
 
 /// The id of the project boulder: the one boulder of a repository without a plan, and of the main

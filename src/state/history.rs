@@ -65,9 +65,9 @@ pub fn exclude_decorations(repo: &Repo, undo: bool) -> Result<Vec<String>> {
 /// Each history comes in its own (replay) order, merged by time as read; clocks that disagree can
 /// still put a later time after an earlier one, so the ops read ahead wait in a window sorted by
 /// that key and the newest of them is taken: the very same order whenever no op is read later
-/// than its place by as many ops as the window holds. The window holds [`FIRST_WINDOW`] ops for
+/// than its place by as many ops as the window holds. The window holds `FIRST_WINDOW` ops for
 /// the first ops taken (so the first comes at once) and grows with the ops taken — as many ops as
-/// taken so far — up to [`WINDOW`]: an op read `d` ops after its place is taken at its place when
+/// taken so far — up to `WINDOW`: an op read `d` ops after its place is taken at its place when
 /// `d` is below the window's size when it is due (below FIRST_WINDOW, or below the number of ops
 /// before it, and always below WINDOW); later than that, it is taken as soon as it is read. For
 /// the N newest only ([`Merged::newest`]), the window is WINDOW from the start, so they are the
