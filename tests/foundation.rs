@@ -358,3 +358,20 @@ fn demo_runs_end_to_end() {
         assert_eq!(git(&["rev-parse", r]), mate(&["rev-parse", r]), "{r}");
     }
 }
+
+/// A test that calls the library in this process sees a fresh machine's git (`lib_env!()`): no
+/// user or system config, no identity, whatever the runner's `HOME` holds.
+#[test]
+fn library_tests_see_no_user_git_config() {
+    lib_env!();
+    let home = std::path::PathBuf::from(std::env::var_os("HOME").unwrap());
+    assert!(home.starts_with(std::env::temp_dir()), "HOME is not a temp folder: {}", home.display());
+    assert_eq!(std::env::var("GIT_CONFIG_GLOBAL").as_deref(), Ok("/dev/null"));
+    assert_eq!(std::env::var("GIT_CONFIG_NOSYSTEM").as_deref(), Ok("1"));
+    assert!(std::env::var_os("GIT_AUTHOR_NAME").is_none() && std::env::var_os("BOULDER_NOW").is_none());
+    let repo = TestRepo::empty();
+    let gix = gix::open(&repo.dir).unwrap();
+    let config = gix.config_snapshot();
+    assert_eq!(config.string("user.name"), None, "the library reads a user's git config");
+    assert_eq!(config.string("user.email"), None, "the library reads a user's git config");
+}
