@@ -242,7 +242,9 @@ fn every_worktree_gets_it_existing_and_new_ones_and_git_status_stays_clean() {
     assert!(settings.contains("git boulder agent hook claude"));
 
     let st = repo.boulder(&["agent", "status", "--json"]).ok().json();
-    for h in st["harnesses"].as_array().unwrap() {
+    let harnesses = st["harnesses"].as_array().unwrap();
+    assert_eq!(harnesses.len(), 3, "claude, codex and opencode: {st}");
+    for h in harnesses {
         assert_eq!(h["installed"], true, "{h}");
         let files = h["files"].as_array().unwrap();
         assert_eq!(files.len(), 3, "{h}");

@@ -43,15 +43,7 @@ fn a_killed_run_shows_interrupted_with_the_command_that_resumes_it() {
     let mut cmd = repo.command(bin());
     let mut child =
         cmd.args(["stream", "run", "auth", "--", "sleep", "30"]).current_dir(&repo.dir).spawn().expect("start a run");
-    let mut seen = false;
-    for _ in 0..200 {
-        if row(&repo, &repo.dir, "auth")["status"] == "RUNNING" {
-            seen = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
-    assert!(seen, "the run never showed RUNNING");
+    wait_for("the run to show RUNNING", || row(&repo, &repo.dir, "auth")["status"] == "RUNNING");
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(row(&repo, &repo.dir, "auth")["status"], "INTERRUPTED");
@@ -141,7 +133,9 @@ fn stream_init_installs_the_hooks_so_commits_are_recorded() {
     let r = repo.boulder(&["stream", "init", "auth"]).ok();
     assert!(r.stderr.contains("installed git-boulder's hooks"), "{}", r.stderr);
     let st = repo.boulder(&["hooks", "status", "--json"]).ok().json();
-    for h in st.as_array().unwrap().iter().filter(|h| h["default"] == true) {
+    let defaults: Vec<_> = st.as_array().unwrap().iter().filter(|h| h["default"] == true).collect();
+    assert!(!defaults.is_empty(), "no default hooks: {st}");
+    for h in defaults {
         assert_eq!(h["state"], "installed", "{st}");
     }
     let wt = repo.dir.join(".boulder/worktrees/auth");

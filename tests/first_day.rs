@@ -169,11 +169,7 @@ fn the_stream_run_lock_hint_names_a_command_that_works() {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let mut first = cmd.spawn().unwrap();
-    let t0 = std::time::Instant::now();
-    while !mark.exists() && t0.elapsed() < std::time::Duration::from_secs(30) {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert!(mark.exists(), "the first run never started its agent");
+    wait_for("the first run to start its agent", || mark.exists());
     let r = repo.boulder(&["stream", "run", "auth", "--", "true"]).code(1);
     assert!(r.stderr.contains("lock is held"), "{}", r.stderr);
     assert!(!r.stderr.contains("--wait"), "stream run has no --wait: {}", r.stderr);

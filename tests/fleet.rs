@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::common::*;
 
@@ -160,9 +160,13 @@ fn parallel_runs_that_many_streams_at_once() {
 
 /// Lines a child prints on stdout, gathered by a thread as they come.
 fn gather(child: &mut Child) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
+    gather_from(child.stdout.take().unwrap())
+}
+
+/// Lines read from `out`, gathered by a thread as they come.
+fn gather_from(out: impl std::io::Read + Send + 'static) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
     use std::io::BufRead;
     let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let out = child.stdout.take().unwrap();
     let into = lines.clone();
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(out).lines() {
@@ -171,6 +175,12 @@ fn gather(child: &mut Child) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
         }
     });
     lines
+}
+
+/// Whether the process `pid` runs (exists and is not a zombie).
+fn running(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')))
 }
 
 fn signal(child: &Child, sig: &str) {
@@ -182,8 +192,14 @@ fn signal(child: &Child, sig: &str) {
 #[test]
 fn status_watch_prints_a_new_block_when_refs_change() {
     let repo = fleet_repo();
-    let mut c = start(&repo, &repo.dir, &["status", "--watch"]);
+    let mut cmd = Command::new(bin());
+    fixed_env(&mut cmd, &repo.home);
+    // Traced: each time the watch reads the streams again (a ref moved), stderr says so.
+    cmd.args(["status", "--watch"]).env("BOULDER_TRACE", "1").current_dir(&repo.dir);
+    let mut c = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("git-boulder");
     let lines = gather(&mut c);
+    let trace = gather_from(c.stderr.take().unwrap());
+    let reads = || trace.lock().unwrap().iter().filter(|l| l.ends_with("ahead/behind of every stream")).count();
     let blocks = || lines.lock().unwrap().iter().filter(|l| l.starts_with("streams at")).count();
     wait_for("the first block", || blocks() == 1 && lines.lock().unwrap().len() >= 8);
     {
@@ -195,13 +211,15 @@ fn status_watch_prints_a_new_block_when_refs_change() {
         assert!(c.contains("after b"), "{c}");
     }
     // Nothing changes: no new block.
-    std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(blocks(), 1, "{:?}", lines.lock().unwrap());
-    // A ref moves that the table does not show (a boulder of its own): no new block either.
+    // A ref moves that the table does not show (a boulder of its own): the watch reads the
+    // streams again, and prints no new block either.
+    let read = reads();
     repo.boulder(&["create", "notes"]).ok();
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_for("the watch to read the moved ref", || reads() > read);
     assert_eq!(blocks(), 1, "{:?}", lines.lock().unwrap());
-    // A story recorded done moves a ref: a second block, with the new progress.
+    // A story recorded done moves a ref: a second block, with the new progress (a block for
+    // nothing or for the boulder, printed meanwhile, would come before it and show 0/2).
     repo.boulder(&["prd", "done", "US-101"]).ok();
     wait_for("a second block", || {
         blocks() == 2 && lines.lock().unwrap().iter().filter(|l| l.starts_with("a ")).count() == 2
@@ -219,18 +237,27 @@ fn ctrl_c_releases_the_claim_and_leaves_the_stream_resumable() {
     let remote = fleet_remote();
     let m = remote.machine("alpha");
     let marker = m.tmp.path().join("agent-started");
-    let sleepy = agent(m.tmp.path(), "sleepy.sh", &format!("#!/bin/sh\ntouch {}\nsleep 30\n", marker.display()));
+    let finished = m.tmp.path().join("agent-finished");
+    let pid = m.tmp.path().join("agent-pid");
+    let script = format!(
+        "#!/bin/sh\necho $$ > {}\ntouch {}\nsleep 30\ntouch {}\n",
+        pid.display(),
+        marker.display(),
+        finished.display()
+    );
+    let sleepy = agent(m.tmp.path(), "sleepy.sh", &script);
     let mut c = start(&m, &m.dir, &["work", "--remote", "origin", "--", "sh", sleepy.to_str().unwrap()]);
     let _lines = gather(&mut c);
     wait_for("the agent", || marker.exists());
     let claims = m.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]);
     assert!(claims.contains("refs/boulder/claims/a"), "{claims}");
     assert_eq!(m.stream_state("a")["status"], "RUNNING");
-    let at = Instant::now();
     signal(&c, "-INT");
     let r = finish(c);
     assert_eq!(r.code, 1, "{}", r.stderr);
-    assert!(at.elapsed() < Duration::from_secs(15), "the agent was not stopped");
+    let pid = std::fs::read_to_string(&pid).unwrap().trim().to_string();
+    wait_for("the agent to end", || !running(&pid));
+    assert!(!finished.exists(), "the agent was not stopped");
     assert!(r.stderr.contains("interrupted"), "{}", r.stderr);
     // No claim left on the remote; the stream is STOPPED (not RUNNING), shared.
     assert_eq!(m.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]), "");
@@ -295,10 +322,16 @@ fn a_run_whose_worker_is_killed_stops_instead_of_running_on_unsupervised() {
     let m = remote.machine("alpha");
     let marker = m.tmp.path().join("agent-started");
     let finished = m.tmp.path().join("agent-finished");
+    let pid = m.tmp.path().join("agent-pid");
     let sleepy = agent(
         m.tmp.path(),
         "sleepy.sh",
-        &format!("#!/bin/sh\ntouch {}\nsleep 20\ntouch {}\n", marker.display(), finished.display()),
+        &format!(
+            "#!/bin/sh\necho $$ > {}\ntouch {}\nsleep 20\ntouch {}\n",
+            pid.display(),
+            marker.display(),
+            finished.display()
+        ),
     );
     let mut c = start(&m, &m.dir, &["work", "--remote", "origin", "--", "sh", sleepy.to_str().unwrap()]);
     let _lines = gather(&mut c);
@@ -308,7 +341,8 @@ fn a_run_whose_worker_is_killed_stops_instead_of_running_on_unsupervised() {
     let _ = finish(c);
     wait_for("the run to stop", || m.stream_state("a")["status"] == "STOPPED");
     assert_eq!(m.stream_state("a")["reason"], "interrupted");
-    std::thread::sleep(Duration::from_secs(1));
+    let pid = std::fs::read_to_string(&pid).unwrap().trim().to_string();
+    wait_for("the agent to end", || !running(&pid));
     assert!(!finished.exists(), "the agent ran on");
     // This machine picks it up again.
     let finisher = agent(m.tmp.path(), "finisher.sh", FINISHER);
