@@ -450,6 +450,15 @@ impl Run {
     }
 }
 
+impl Run {
+    /// This run with each `(from, to)` of `masks` replaced in its output: what a test knows
+    /// changes from run to run (a pid, a time), taken out before a snapshot.
+    pub fn masked(&self, masks: &[(&str, &str)]) -> Run {
+        let mask = |text: &str| masks.iter().fold(text.to_string(), |t, (from, to)| t.replace(from, to));
+        Run { stdout: mask(&self.stdout), stderr: mask(&self.stderr), code: self.code }
+    }
+}
+
 /// `text` with the temp folders the tests make (`/tmp/.tmpXXXXXX`, as given or canonical) as
 /// `[TEMP]` and this machine's host name as `[HOST]`: the parts of an output that change from run
 /// to run or machine to machine while the command behaves the same.
