@@ -125,8 +125,7 @@ fn adhoc_streams_refuse_refuses_a_name_the_plan_does_not_have() {
     let before = worktrees(&repo);
     let r = create(&repo, &repo.dir, "scratch").code(1);
     assert_eq!(r.stdout, "");
-    assert!(r.stderr.contains("settings.adhoc_streams is refuse"), "{}", r.stderr);
-    assert!(r.stderr.contains("add scratch to .boulder/streams.yaml"), "{}", r.stderr);
+    assert_shown!("adhoc_streams_refuse_refuses_a_name_the_plan_does_not_have", r);
     assert_eq!(worktrees(&repo), before);
     assert!(!branch_exists(&repo, "boulder/scratch"));
     assert!(repo.refs("refs/boulder/streams/").is_empty());
@@ -168,13 +167,13 @@ fn removal_never_deletes_unmerged_or_uncommitted_work() {
     // Uncommitted work: refused, as `stream cleanup` refuses it.
     std::fs::write(wt.join("draft.md"), "draft\n").unwrap();
     let r = remove(&repo, &repo.dir, &wt).code(1);
-    assert!(r.stderr.contains("uncommitted work"), "{}", r.stderr);
+    assert_shown!("removal_never_deletes_unmerged_or_uncommitted_work", r);
     assert!(wt.join("draft.md").exists());
     // Committed but neither merged nor pushed: refused too.
     repo.git_in(&wt, &["add", "draft.md"]).ok();
     repo.git_in(&wt, &["commit", "-q", "-m", "draft"]).ok();
     let r = remove(&repo, &repo.dir, &wt).code(1);
-    assert!(r.stderr.contains("neither merged into main nor pushed"), "{}", r.stderr);
+    assert_shown!("removal_never_deletes_unmerged_or_uncommitted_work_2", r);
     assert!(worktrees(&repo).contains(&wt));
     assert!(branch_exists(&repo, "boulder/scratch"));
     assert_eq!(repo.stream_state("scratch")["status"], "INITIALIZED");

@@ -203,7 +203,9 @@ fn status_reports_the_trust_codex_reports_and_after_an_upgrade_says_to_trust_aga
     assert_eq!(codex_says(&repo, &codex, &wt), ["trusted"; 3]);
     let s = status(&repo, &codex);
     assert_eq!(s["trust"]["state"], "trusted", "{s}");
-    for f in s["files"].as_array().unwrap() {
+    let files = s["files"].as_array().unwrap();
+    assert!(!files.is_empty(), "{s}");
+    for f in files {
         assert_eq!(f["trust"], "trusted", "{f}");
     }
     assert!(context_reached(&model));

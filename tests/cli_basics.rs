@@ -7,7 +7,7 @@ use crate::common::*;
 fn validate_accepts_the_sample_plan() {
     let repo = sample();
     let r = repo.boulder(&["stream", "validate"]).ok();
-    assert!(r.stdout.contains("plan ok: 3 streams, 5 stories assigned"), "{}", r.stdout);
+    assert_shown!("validate_accepts_the_sample_plan", r);
 }
 
 #[test]
@@ -40,7 +40,7 @@ fn overlap_follows_the_path_overlap_setting() {
     repo.boulder(&["stream", "validate"]).code(2);
     repo.write(".boulder/streams.yaml", &plan("warn"));
     let r = repo.boulder(&["stream", "validate"]).ok();
-    assert!(r.stdout.contains("warning") && r.stdout.contains("src/api/mod.rs"), "{}", r.stdout);
+    assert_shown!("overlap_follows_the_path_overlap_setting", r);
     repo.write(".boulder/streams.yaml", &plan("ignore"));
     let r = repo.boulder(&["stream", "validate"]).ok();
     assert!(!r.stdout.contains("src/api/mod.rs"), "{}", r.stdout);
@@ -51,7 +51,7 @@ fn unknown_key_names_line_and_closest_key() {
     let repo = sample();
     repo.write(".boulder/streams.yaml", "version: 1\nstreams:\n  auth:\n    stories: [US-001]\n    pahts: [src/**]\n");
     let r = repo.boulder(&["stream", "validate"]).code(2);
-    assert!(r.stderr.contains("pahts") && r.stderr.contains("line 5") && r.stderr.contains("paths"), "{}", r.stderr);
+    assert_shown!("unknown_key_names_line_and_closest_key", r);
 }
 
 #[test]
@@ -59,7 +59,7 @@ fn syntax_error_names_line_and_column() {
     let repo = sample();
     repo.write(".boulder/streams.yaml", "version: 1\nstreams:\n  auth: [\n");
     let r = repo.boulder(&["status"]).code(2);
-    assert!(r.stderr.contains("line") && r.stderr.contains("column"), "{}", r.stderr);
+    assert_shown!("syntax_error_names_line_and_column", r);
 }
 
 #[test]
@@ -116,7 +116,7 @@ fn prd_show_next_done() {
     // Unknown ids are refused and nothing is written.
     let tip = repo.git_out(&["rev-parse", "refs/boulder/prd"]);
     let r = repo.boulder(&["prd", "done", "US-404"]).code(2);
-    assert!(r.stderr.contains("US-404"), "{}", r.stderr);
+    assert_shown!("prd_show_next_done", r);
     assert_eq!(repo.git_out(&["rev-parse", "refs/boulder/prd"]), tip);
 }
 
@@ -128,7 +128,7 @@ fn prd_next_when_all_done() {
     assert!(next["id"].is_null());
     assert_eq!(next["remaining"], 0);
     let r = repo.boulder(&["prd", "next", "--stream", "auth"]).ok();
-    assert!(r.stdout.contains("all 2 stories are done"), "{}", r.stdout);
+    assert_shown!("prd_next_when_all_done", r);
 }
 
 #[test]
@@ -142,7 +142,7 @@ fn log_prints_history() {
     assert_eq!(j[0]["op"]["kind"], "done");
     assert_eq!(j[0]["op"]["data"]["ids"][0], "US-003");
     let r = repo.boulder(&["log", "nosuch"]).code(2);
-    assert!(r.stderr.contains("nosuch"), "{}", r.stderr);
+    assert_shown!("log_prints_history", r);
 }
 
 #[test]
@@ -167,13 +167,9 @@ fn suggest_groups_by_id_prefix_and_paths() {
         ("src/billing/page.ts", "// page\n"),
     ]);
     let r = repo.boulder(&["stream", "suggest"]).ok();
-    assert!(r.stdout.contains("auth:") && r.stdout.contains("US-AUTH-01, US-AUTH-02"), "{}", r.stdout);
+    assert_shown!("suggest_groups_by_id_prefix_and_paths_2", r);
     // The file the tree has, and the one a story adds beside it.
-    assert!(
-        r.stdout.contains("billing:\n    stories: [US-010, US-011]\n    paths: [src/billing/page.ts]\n    creates: [src/billing/invoice.ts]\n"),
-        "{}",
-        r.stdout
-    );
+    assert_shown!("suggest_groups_by_id_prefix_and_paths", r);
     assert!(!repo.dir.join(".boulder/streams.yaml").exists(), "suggest without --write wrote");
     repo.boulder(&["stream", "suggest", "--write"]).ok();
     assert!(repo.read(".boulder/streams.yaml").contains("billing:"));
@@ -238,7 +234,7 @@ fn hostile_input_exits_2_without_panic() {
     // Not UTF-8.
     std::fs::write(repo.dir.join(".boulder/streams.yaml"), b"version: 1\nstreams: \xff\xfe\n").unwrap();
     let r = repo.boulder(&["status"]).code(2);
-    assert!(r.stderr.contains("UTF-8"), "{}", r.stderr);
+    assert_shown!("hostile_input_exits_2_without_panic", r);
     // Broken YAML of every sort.
     for text in ["{{{{", "version: [", "streams: 5", "- a\n- b", "version: 2", "\t\tx: y"] {
         repo.write(".boulder/streams.yaml", text);
@@ -253,11 +249,11 @@ fn hostile_input_exits_2_without_panic() {
 fn missing_prd_and_missing_plan_exit_2() {
     let repo = TestRepo::with_files(&[("README.md", "x\n")]);
     let r = repo.boulder(&["status"]).code(2);
-    assert!(r.stderr.contains("streams.yaml") && r.stderr.contains("suggest"), "{}", r.stderr);
+    assert_shown!("missing_prd_and_missing_plan_exit_2_3", r);
     let r = repo.boulder(&["prd", "show"]).code(2);
-    assert!(r.stderr.contains("prd.md"), "{}", r.stderr);
+    assert_shown!("missing_prd_and_missing_plan_exit_2", r);
     let r = repo.boulder(&["stream", "suggest"]).code(2);
-    assert!(r.stderr.contains("PRD"), "{}", r.stderr);
+    assert_shown!("missing_prd_and_missing_plan_exit_2_2", r);
 }
 
 #[test]
@@ -271,7 +267,7 @@ fn empty_repository_and_no_repository() {
     repo.boulder(&["status", "--json"]).ok();
     let outside = tempfile::tempdir().unwrap();
     let r = repo.boulder_in(outside.path(), &["status"]).code(2);
-    assert!(r.stderr.contains("not a git repository"), "{}", r.stderr);
+    assert_shown!("empty_repository_and_no_repository", r);
 }
 
 #[test]
@@ -280,7 +276,7 @@ fn usage_errors_exit_2_and_help_exits_0() {
     repo.boulder(&["no-such-command"]).code(2);
     repo.boulder(&["prd", "done"]).code(2);
     let r = repo.boulder(&["--help"]).ok();
-    assert!(r.stdout.contains("stream"), "{}", r.stdout);
+    assert_shown!("usage_errors_exit_2_and_help_exits_0", r);
 }
 
 /// A user whose git makes reftable or SHA-256 repositories by default still gets the demo: its
@@ -357,4 +353,21 @@ fn demo_runs_end_to_end() {
     for r in refs {
         assert_eq!(git(&["rev-parse", r]), mate(&["rev-parse", r]), "{r}");
     }
+}
+
+/// A test that calls the library in this process sees a fresh machine's git (`lib_env!()`): no
+/// user or system config, no identity, whatever the runner's `HOME` holds.
+#[test]
+fn library_tests_see_no_user_git_config() {
+    lib_env!();
+    let home = std::path::PathBuf::from(std::env::var_os("HOME").unwrap());
+    assert!(home.starts_with(std::env::temp_dir()), "HOME is not a temp folder: {}", home.display());
+    assert_eq!(std::env::var("GIT_CONFIG_GLOBAL").as_deref(), Ok("/dev/null"));
+    assert_eq!(std::env::var("GIT_CONFIG_NOSYSTEM").as_deref(), Ok("1"));
+    assert!(std::env::var_os("GIT_AUTHOR_NAME").is_none() && std::env::var_os("BOULDER_NOW").is_none());
+    let repo = TestRepo::empty();
+    let gix = gix::open(&repo.dir).unwrap();
+    let config = gix.config_snapshot();
+    assert_eq!(config.string("user.name"), None, "the library reads a user's git config");
+    assert_eq!(config.string("user.email"), None, "the library reads a user's git config");
 }

@@ -132,7 +132,7 @@ fn quiet_leaves_out_the_notes_of_what_was_done() {
     }
     // Without -q they are there.
     let r = repo.boulder(&["prd", "done", "US-003"]).ok();
-    assert!(r.stderr.contains("recorded done: US-003"), "{}", r.stderr);
+    assert_shown!("quiet_leaves_out_the_notes_of_what_was_done", r);
 }
 
 #[test]

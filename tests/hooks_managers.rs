@@ -303,7 +303,7 @@ fn pre_commit_framework() {
     status_and_doctor_say_not_running(&repo);
     // git-boulder installs again: the same pre-commit hook as the one kept is no error.
     let r = repo.boulder(&["hooks", "install"]).ok();
-    assert!(r.stdout.contains("installed again"), "{}", r.stdout);
+    assert_shown!("pre_commit_framework", r);
     assert!(!repo.dir.join(".git/hooks/post-commit.legacy").exists());
     tree_untouched(&repo);
     clear_log(&repo);
@@ -422,7 +422,7 @@ fn a_hand_written_hook_survives_another_manager_and_a_reinstall() {
     run_env(&repo, pre_commit, &repo.dir, &["install", "-t", "post-commit"]).ok();
     // git-boulder installs again: the user's hook is not lost, and still runs.
     let r = repo.boulder(&["hooks", "install"]).ok();
-    assert!(r.stdout.contains("your earlier hook"), "{}", r.stdout);
+    assert_shown!("a_hand_written_hook_survives_another_manager_and_a_reinstall", r);
     let _ = std::fs::remove_file(&mine);
     repo.write("README.md", "again\n");
     repo.commit_all("a commit");

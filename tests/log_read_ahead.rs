@@ -35,7 +35,7 @@ fn by_time(history: &[LogEntry]) -> Vec<String> {
 
 #[test]
 fn a_long_log_is_read_ahead_in_replay_order_with_and_without_a_commit_graph() {
-    crate::common::lib_env();
+    crate::common::lib_env!();
     let repo = TestRepo::without_identity();
     let r = Repo::open(&repo.dir).expect("open");
     // Diverged ops and criss-cross merges at the bottom, then a linear stretch long enough that
@@ -83,7 +83,7 @@ fn a_long_log_is_read_ahead_in_replay_order_with_and_without_a_commit_graph() {
 /// verifies), which `log` then reads: the same lines as before.
 #[test]
 fn gc_writes_the_op_logs_into_the_commit_graph() {
-    crate::common::lib_env();
+    crate::common::lib_env!();
     let repo = TestRepo::without_identity();
     let r = Repo::open(&repo.dir).expect("open");
     let store = Store::with_actor(&r, "a".to_string());

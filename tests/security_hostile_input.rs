@@ -115,7 +115,9 @@ fn bad_op_records_from_a_remote_are_refused() {
     repo.boulder(&["push"]).ok();
     let good = repo.git_out(&["rev-parse", "refs/boulder/prd"]);
     let state = repo.git_out(&["rev-parse", "refs/boulder/prd:state.json"]);
-    for (name, path, _) in corpus("ops").into_iter().filter(|(n, _, _)| n.starts_with("bad-")) {
+    let bad: Vec<_> = corpus("ops").into_iter().filter(|(n, _, _)| n.starts_with("bad-")).collect();
+    assert!(bad.len() >= 5, "the corpus has {} bad ops", bad.len());
+    for (name, path, _) in bad {
         let op = repo.git_out(&["hash-object", "-w", path.to_str().unwrap()]);
         let tree_input = format!("100644 blob {op}\top.json\n100644 blob {state}\tstate.json\n");
         let list = repo.tmp.path().join("tree.txt");

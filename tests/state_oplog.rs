@@ -11,12 +11,13 @@ use proptest::prelude::*;
 use serde_json::json;
 
 fn open(repo: &TestRepo) -> Repo {
-    lib_env();
+    crate::common::assert_lib_env();
     Repo::open(&repo.dir).expect("open")
 }
 
 #[test]
 fn append_writes_op_and_state_readable_with_git() {
+    crate::common::lib_env!();
     let repo = TestRepo::with_files(&[("a", "a\n")]);
     let r = open(&repo);
     let store = Store::new(&r).unwrap();
@@ -45,6 +46,7 @@ fn append_writes_op_and_state_readable_with_git() {
 
 #[test]
 fn unknown_ops_are_refused_and_nothing_is_written() {
+    crate::common::lib_env!();
     let repo = TestRepo::with_files(&[("a", "a\n")]);
     let r = open(&repo);
     let store = Store::new(&r).unwrap();
@@ -58,6 +60,7 @@ fn unknown_ops_are_refused_and_nothing_is_written() {
 
 #[test]
 fn garbage_state_fails_validation_naming_the_commit() {
+    crate::common::lib_env!();
     let repo = TestRepo::with_files(&[("a", "a\n")]);
     // A commit whose tree is not an op-log entry.
     repo.git(&["update-ref", "refs/boulder/boulders/bad", "HEAD"]).ok();
@@ -168,13 +171,19 @@ fn state_json(repo: &TestRepo, rev: &str) -> String {
     repo.git_out(&["cat-file", "-p", &format!("{rev}:state.json")])
 }
 
+/// [`merge_is_deterministic_cases`], in a process of its own (`lib_env!()`).
+#[test]
+fn merge_is_deterministic() {
+    crate::common::lib_env!();
+    merge_is_deterministic_cases();
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     /// Any interleaving of ops on three replicas, merged in any order, gives identical state.json,
     /// and the iteration counts each distinct commit once.
-    #[test]
-    fn merge_is_deterministic(ops in prop::collection::vec(gen_op(), 1..14), base_ops in 0usize..3) {
+    fn merge_is_deterministic_cases(ops in prop::collection::vec(gen_op(), 1..14), base_ops in 0usize..3) {
         let repo = TestRepo::with_files(&[("a", "a\n")]);
         let r = open(&repo);
         let store = Store::new(&r).unwrap();

@@ -172,7 +172,7 @@ fn gc_leaves_no_loose_state_object_and_a_clean_repository() {
 #[test]
 fn history_streams_in_replay_order_through_merges() {
     use git_boulder::git::Repo;
-    crate::common::lib_env();
+    crate::common::lib_env!();
     let repo = TestRepo::without_identity();
     let r = Repo::open(&repo.dir).expect("open");
     // Rounds of diverged ops and merges, then a linear stretch longer than what is read before

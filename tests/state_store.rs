@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 /// `git init`, no commits, no identity (for the git CLI and for this process): state writes
 /// must work anyway.
 fn new_repo() -> TestRepo {
-    crate::common::lib_env();
+    crate::common::assert_lib_env();
     TestRepo::without_identity()
 }
 
@@ -71,6 +71,7 @@ const B: &str = "refs/boulder/boulders/x";
 
 #[test]
 fn appends_are_plain_git_and_need_no_identity() {
+    crate::common::lib_env!();
     let repo = new_repo();
     assert_ne!(repo.git(&["config", "user.name"]).code, 0, "no identity may be configured");
     // Ref updates would write reflogs for every ref with this setting; they still need no identity.
@@ -139,6 +140,7 @@ fn appends_are_plain_git_and_need_no_identity() {
 
 #[test]
 fn stream_and_prd_states() {
+    crate::common::lib_env!();
     let repo = new_repo();
     let r = repo.open();
     let store = Store::new(&r).unwrap();
@@ -176,6 +178,7 @@ fn stream_and_prd_states() {
 
 #[test]
 fn refused_ops_write_nothing() {
+    crate::common::lib_env!();
     let repo = new_repo();
     let r = repo.open();
     let store = Store::new(&r).unwrap();
@@ -205,6 +208,7 @@ fn refused_ops_write_nothing() {
 
 #[test]
 fn append_if_decides_on_the_fresh_state() {
+    crate::common::lib_env!();
     let repo = new_repo();
     let barrier = Barrier::new(8);
     let created = std::sync::atomic::AtomicUsize::new(0);
@@ -239,6 +243,7 @@ fn append_if_decides_on_the_fresh_state() {
 
 #[test]
 fn eight_threads_times_fifty_appends_lose_nothing() {
+    crate::common::lib_env!();
     let repo = new_repo();
     let (threads, each) = (8, 50);
     let barrier = Barrier::new(threads);
@@ -287,6 +292,7 @@ fn worker_process() {
 
 #[test]
 fn four_processes_append_to_one_ref() {
+    crate::common::lib_env!();
     let repo = new_repo();
     let exe = std::env::current_exe().unwrap();
     // The repository has no actor file yet: the four processes also race to make it.
@@ -325,6 +331,7 @@ fn four_processes_append_to_one_ref() {
 
 #[test]
 fn actor_id_is_made_once_and_can_be_configured() {
+    crate::common::lib_env!();
     let repo = new_repo();
     let barrier = Barrier::new(16);
     let ids: Vec<String> = std::thread::scope(|s| {
@@ -358,6 +365,7 @@ fn actor_id_is_made_once_and_can_be_configured() {
 
 #[test]
 fn garbage_fails_validation_naming_the_commit() {
+    crate::common::lib_env!();
     let repo = new_repo();
     let r = repo.open();
     let store = Store::new(&r).unwrap();
@@ -442,6 +450,7 @@ fn replicas(repo: &TestRepo, store: &Store) -> [String; 3] {
 
 #[test]
 fn merges_are_deterministic_commits() {
+    crate::common::lib_env!();
     let repo = new_repo();
     let r = repo.open();
     let store = Store::new(&r).unwrap();
@@ -507,6 +516,7 @@ fn merges_are_deterministic_commits() {
 
 #[test]
 fn merges_of_unrelated_histories_replay_everything() {
+    crate::common::lib_env!();
     let repo = new_repo();
     let r = repo.open();
     let store = Store::new(&r).unwrap();
@@ -525,6 +535,7 @@ fn merges_of_unrelated_histories_replay_everything() {
 
 #[test]
 fn absorb_creates_fast_forwards_merges_and_refuses_garbage() {
+    crate::common::lib_env!();
     let repo = new_repo();
     let r = repo.open();
     let store = Store::new(&r).unwrap();
@@ -587,14 +598,20 @@ fn model(store: &Store, tip: gix::ObjectId) -> BoulderState {
     s
 }
 
+/// [`merge_is_deterministic_under_any_grouping_cases`], in a process of its own (`lib_env!()`).
+#[test]
+fn merge_is_deterministic_under_any_grouping() {
+    crate::common::lib_env!();
+    merge_is_deterministic_under_any_grouping_cases();
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 32, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Any interleaving of ops and pulls (including criss-cross merges) on three replicas, merged
     /// at the end in any order and grouping, gives byte-identical state.json, equal to replaying
     /// every op in the total order; the iteration counts each distinct activity commit once.
-    #[test]
-    fn merge_is_deterministic_under_any_grouping(steps in prop::collection::vec(step(), 1..24)) {
+    fn merge_is_deterministic_under_any_grouping_cases(steps in prop::collection::vec(step(), 1..24)) {
         let repo = new_repo();
         let r = repo.open();
         let base_store = Store::new(&r).unwrap();
@@ -650,6 +667,7 @@ proptest! {
 /// redundant base, so merging a tip into a merge that already contains it made a second merge.
 #[test]
 fn merging_what_a_merge_already_holds_changes_nothing() {
+    crate::common::lib_env!();
     let repo = new_repo();
     let r = repo.open();
     let store = Store::new(&r).unwrap();

@@ -150,6 +150,10 @@ fn with_watchman_a_modified_added_or_deleted_file_is_dirty() {
         .map(|d| PathBuf::from(d).join("hooks/fsmonitor-watchman.sample"))
         .find(|p| p.exists());
     let (true, Some(sample_hook)) = (have, sample_hook) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "watchman is missing; .ci/run installs it (apt-get install watchman)"
+        );
         eprintln!("skipped: watchman (Debian package watchman) or git's fsmonitor-watchman sample is not installed");
         return;
     };

@@ -39,7 +39,7 @@ fn cleanup_merged_leaves_streams_that_have_not_started() {
     repo.git_in(&docs, &["commit", "-q", "-m", "docs: guide"]).ok();
     repo.git(&["merge", "-q", "--no-edit", "boulder/docs"]).ok();
     let r = repo.boulder(&["stream", "cleanup", "--merged", "--delete-branch"]).ok();
-    assert!(r.stdout.contains("docs: worktree removed; branch deleted"), "{}", r.stdout);
+    assert_shown!("cleanup_merged_leaves_streams_that_have_not_started", r);
     assert!(!r.stdout.contains("auth") && !r.stdout.contains("api"), "{}", r.stdout);
     assert!(!docs.exists());
     assert!(!branch_exists(&repo, "boulder/docs"));
@@ -47,7 +47,7 @@ fn cleanup_merged_leaves_streams_that_have_not_started() {
     assert!(repo.dir.join(".boulder/worktrees/auth/.git").exists());
     // Named, an unstarted stream's branch may go without --force: it has nothing to lose.
     let r = repo.boulder(&["stream", "cleanup", "api", "--delete-branch"]).ok();
-    assert!(r.stdout.contains("api: worktree removed; branch deleted"), "{}", r.stdout);
+    assert_shown!("cleanup_merged_leaves_streams_that_have_not_started_2", r);
     assert!(!branch_exists(&repo, "boulder/api"));
     repo.assert_fsck();
 }
@@ -77,7 +77,7 @@ fn cleanup_stale_keeps_worktrees_moved_by_git_or_moved_and_repaired() {
             format!("git worktree move {} {}", new.display(), repo.dir.join(".boulder/worktrees").join(name).display());
         assert!(r.stdout.contains(&fix), "no `{fix}` in:\n{}", r.stdout);
     }
-    assert!(r.stdout.contains("cleanup --stale"), "{}", r.stdout);
+    assert_shown!("cleanup_stale_keeps_worktrees_moved_by_git_or_moved_and_repaired", r);
 
     // The dashboard agrees: the moved ones are where git has them, only docs is stale.
     let st = repo.boulder(&["status", "--json"]).ok().json();
@@ -88,7 +88,7 @@ fn cleanup_stale_keeps_worktrees_moved_by_git_or_moved_and_repaired() {
     assert_eq!(row("docs")["status"], "STALE", "{st}");
 
     let r = repo.boulder(&["stream", "cleanup", "--stale"]).ok();
-    assert!(r.stdout.contains("docs"), "{}", r.stdout);
+    assert_shown!("cleanup_stale_keeps_worktrees_moved_by_git_or_moved_and_repaired_3", r);
     assert!(!r.stdout.contains("auth") && !r.stdout.contains("api"), "{}", r.stdout);
     assert_eq!(stream_status(&repo, "auth"), "INITIALIZED");
     assert_eq!(stream_status(&repo, "api"), "INITIALIZED");
@@ -102,7 +102,7 @@ fn cleanup_stale_keeps_worktrees_moved_by_git_or_moved_and_repaired() {
     // Work in the moved worktree is protected by name too: cleanup finds it where git has it.
     std::fs::write(api_new.join("wip.txt"), "uncommitted\n").unwrap();
     let r = repo.boulder(&["stream", "cleanup", "api"]).code(1);
-    assert!(r.stderr.contains("wip.txt"), "{}", r.stderr);
+    assert_shown!("cleanup_stale_keeps_worktrees_moved_by_git_or_moved_and_repaired_2", r);
     assert!(api_new.join("wip.txt").exists());
 }
 
@@ -135,7 +135,7 @@ fn doctor_suggests_repair_for_a_worktree_moved_by_hand() {
     let away = repo.tmp.path().join("away");
     std::fs::rename(repo.dir.join(".boulder/worktrees/docs"), &away).unwrap();
     let r = repo.boulder(&["doctor"]).code(1);
-    assert!(r.stdout.contains("folder is gone") && r.stdout.contains("git worktree repair"), "{}", r.stdout);
+    assert_shown!("doctor_suggests_repair_for_a_worktree_moved_by_hand", r);
 }
 
 #[test]
@@ -173,5 +173,5 @@ fn doctor_reports_what_remains_of_a_stream_renamed_in_the_plan() {
     // A stream removed from the plan with only its branch left (it was never initialized here).
     repo.git(&["branch", "boulder/old"]).ok();
     let r = repo.boulder(&["doctor"]).code(1);
-    assert!(r.stdout.contains("stream old is not in the plan") && r.stdout.contains("git branch -d boulder/old"));
+    assert_shown!("doctor_reports_what_remains_of_a_stream_renamed_in_the_plan", r);
 }

@@ -10,7 +10,7 @@ use std::process::Stdio;
 use git_boulder::git::Repo;
 use git_boulder::state::{BoulderState, Store};
 
-use crate::common::{lib_env, Remote, TestRepo};
+use crate::common::{Remote, TestRepo};
 
 /// Boulders written here: more than a pull checks on one thread.
 pub(crate) const BOULDERS: usize = 24;
@@ -57,7 +57,7 @@ fn forge_tip(repo: &TestRepo, i: usize) -> String {
 /// A remote and a machine `far` that has pushed [`BOULDERS`] op-logs of one op each to it, after
 /// `edit` changed its refs.
 pub(crate) fn far_with_boulders(edit: impl FnOnce(&TestRepo)) -> (Remote, TestRepo) {
-    lib_env();
+    crate::common::assert_lib_env();
     let remote = Remote::new(&[("README.md", "hello\n")]);
     let far = remote.machine("far");
     for i in 1..=BOULDERS {
@@ -70,6 +70,7 @@ pub(crate) fn far_with_boulders(edit: impl FnOnce(&TestRepo)) -> (Remote, TestRe
 
 #[test]
 fn forged_and_misnamed_op_logs_among_many_are_refused_by_name_and_the_rest_taken() {
+    crate::common::lib_env!();
     let (remote, far) = far_with_boulders(|_| {});
 
     let near = remote.machine("near");
@@ -126,6 +127,7 @@ fn forged_and_misnamed_op_logs_among_many_are_refused_by_name_and_the_rest_taken
 
 #[test]
 fn a_misnamed_op_log_already_held_is_still_refused_when_nothing_is_new() {
+    crate::common::lib_env!();
     let (remote, _far) = far_with_boulders(|far| {
         far.git(&["update-ref", &boulder_ref(5), &boulder_ref(6)]).ok();
     });

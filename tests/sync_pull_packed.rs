@@ -18,7 +18,7 @@ fn creation(name: impl Into<String>, id: gix::ObjectId) -> Swap {
 
 /// A repository of two commits, for the library's own ref writes, with the two commits' ids.
 fn two_commits() -> (TestRepo, gix::ObjectId, gix::ObjectId) {
-    crate::common::lib_env();
+    crate::common::assert_lib_env();
     let repo = TestRepo::with_files(&[("a.txt", "a\n")]);
     let id = |repo: &TestRepo| gix::ObjectId::from_hex(repo.git_out(&["rev-parse", "HEAD"]).as_bytes()).unwrap();
     let first = id(&repo);
@@ -61,6 +61,7 @@ fn same_as_far(near: &TestRepo, far: &TestRepo) {
 
 #[test]
 fn a_pull_writes_its_refs_packed_leaves_no_loose_file_or_keep_and_git_reads_them() {
+    crate::common::lib_env!();
     let (remote, far) = far_with_boulders(|_| {});
     let near = remote.machine("near");
     let git_dir = near.dir.join(".git");
@@ -114,6 +115,7 @@ fn a_pull_writes_its_refs_packed_leaves_no_loose_file_or_keep_and_git_reads_them
 
 #[test]
 fn a_repack_between_the_fetch_and_the_refs_keeps_the_fetched_objects() {
+    crate::common::lib_env!();
     let (remote, far) = far_with_boulders(|_| {});
     let near = remote.machine("near");
     // A pack however few the objects, so that `repack -a -d` would drop it as unreachable.
@@ -129,6 +131,7 @@ fn a_repack_between_the_fetch_and_the_refs_keeps_the_fetched_objects() {
 
 #[test]
 fn a_pull_killed_between_the_fetch_and_the_refs_moves_nothing_and_the_next_one_finishes() {
+    crate::common::lib_env!();
     let (remote, far) = far_with_boulders(|_| {});
     let near = remote.machine("near");
     let killed = near.boulder_env(&near.dir, &["pull", "origin"], &[("BOULDER_FAILPOINT", "fetch-objects")]);
@@ -145,6 +148,7 @@ fn a_pull_killed_between_the_fetch_and_the_refs_moves_nothing_and_the_next_one_f
 
 #[test]
 fn a_local_write_that_slips_in_while_packed_refs_is_written_is_kept_and_the_pull_taken_in_on_top() {
+    crate::common::lib_env!();
     let (remote, far) = far_with_boulders(|_| {});
     let near = remote.machine("near");
     pull(&near, 0);
@@ -181,6 +185,7 @@ fn a_local_write_that_slips_in_while_packed_refs_is_written_is_kept_and_the_pull
 
 #[test]
 fn a_packed_refs_file_git_did_not_sort_is_left_to_a_ref_transaction_and_peeled_tags_are_kept() {
+    crate::common::lib_env!();
     let (remote, far) = far_with_boulders(|_| {});
     let near = remote.machine("near");
     near.git(&["tag", "-a", "-m", "a tag", "v1"]).ok();
@@ -212,6 +217,7 @@ fn a_packed_refs_file_git_did_not_sort_is_left_to_a_ref_transaction_and_peeled_t
 
 #[test]
 fn a_ref_transaction_right_after_a_packed_rewrite_in_the_same_process_keeps_what_it_wrote() {
+    crate::common::lib_env!();
     let (repo, head, next) = two_commits();
     repo.git(&["pack-refs", "--all"]).ok();
     let r = Repo::open(&repo.dir).expect("open");
@@ -240,6 +246,7 @@ fn a_ref_transaction_right_after_a_packed_rewrite_in_the_same_process_keeps_what
 
 #[test]
 fn a_fetched_ref_that_clashes_with_a_folder_of_refs_is_never_written_beside_it() {
+    crate::common::lib_env!();
     let (remote, _far) = far_with_boulders(|_| {});
     let near = remote.machine("near");
     let head = near.git_out(&["rev-parse", "HEAD"]);
@@ -258,6 +265,7 @@ fn a_fetched_ref_that_clashes_with_a_folder_of_refs_is_never_written_beside_it()
 
 #[test]
 fn refs_git_keeps_a_reflog_of_are_left_to_a_ref_transaction() {
+    crate::common::lib_env!();
     let (repo, _, head) = two_commits();
     let r = Repo::open(&repo.dir).expect("open");
     let swap = |name: &str| creation(name, head);
@@ -305,6 +313,7 @@ fn creations(names: &[String], id: gix::ObjectId) -> Vec<Swap> {
 
 #[test]
 fn a_ref_deleted_in_another_process_while_refs_are_packed_takes_none_of_them_with_it() {
+    crate::common::lib_env!();
     let (repo, _, head) = two_commits();
     let doomed: Vec<String> = (0..300).map(|k| format!("refs/boulder/claims/o/d{k}")).collect();
     let r = Repo::open(&repo.dir).expect("open");
@@ -335,6 +344,7 @@ fn a_ref_deleted_in_another_process_while_refs_are_packed_takes_none_of_them_wit
 
 #[test]
 fn a_deletion_takes_the_packed_line_the_loose_file_and_the_reflog_and_only_from_what_it_expected() {
+    crate::common::lib_env!();
     let (repo, first, second) = two_commits();
     let (first, second) = (first.to_string(), second.to_string());
     let id = |hex: &str| gix::ObjectId::from_hex(hex.as_bytes()).unwrap();
@@ -369,6 +379,7 @@ fn a_deletion_takes_the_packed_line_the_loose_file_and_the_reflog_and_only_from_
 
 #[test]
 fn a_packed_refs_lock_a_killed_writer_left_stops_the_pull_at_once_with_the_fix() {
+    crate::common::lib_env!();
     let (remote, far) = far_with_boulders(|_| {});
     let near = remote.machine("near");
     near.git(&["pack-refs", "--all"]).ok();

@@ -9,7 +9,7 @@ use git_boulder::git::Repo;
 use git_boulder::worktree::{self, AddOutcome};
 
 fn sample() -> (TestRepo, Repo) {
-    crate::common::lib_env();
+    crate::common::assert_lib_env();
     let t = TestRepo::with_files(&[
         ("README.md", "# sample\n"),
         ("src/auth/mod.rs", "// auth\n"),
@@ -22,7 +22,7 @@ fn sample() -> (TestRepo, Repo) {
     std::fs::set_permissions(t.dir.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::symlink("README.md", t.dir.join("link.md")).unwrap();
     t.commit_all("executable and link");
-    // The process has no identity (`lib_env`); the repository has one, as a user's would.
+    // The process has no identity (`lib_env!`); the repository has one, as a user's would.
     t.git(&["config", "user.name", "Test Committer"]).ok();
     t.git(&["config", "user.email", "committer@example.com"]).ok();
     let repo = Repo::open(&t.dir).unwrap();
@@ -76,6 +76,7 @@ fn assert_good_worktree(t: &TestRepo, wt: &Path, branch: &str) {
 
 #[test]
 fn add_makes_a_worktree_git_accepts_and_git_can_remove() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let wt = t.worktree("auth");
     let out = worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
@@ -125,6 +126,7 @@ fn add_makes_a_worktree_git_accepts_and_git_can_remove() {
 
 #[test]
 fn git_worktree_prune_forgets_a_deleted_worktree() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let wt = t.worktree("api");
     worktree::add(&repo, &wt, "boulder/api", "main").unwrap();
@@ -146,6 +148,7 @@ fn git_worktree_prune_forgets_a_deleted_worktree() {
 
 #[test]
 fn second_add_is_idempotent() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
@@ -184,6 +187,7 @@ fn pathdiff(path: &Path, base: &Path) -> PathBuf {
 
 #[test]
 fn an_existing_branch_is_reused_and_never_moved() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let old = t.git_out(&["rev-parse", "main"]);
     t.git(&["branch", "boulder/docs"]).ok();
@@ -206,6 +210,7 @@ fn an_existing_branch_is_reused_and_never_moved() {
 
 #[test]
 fn a_branch_checked_out_elsewhere_is_refused() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let other = t.tmp.path().canonicalize().unwrap().join("elsewhere");
     t.git(&["worktree", "add", "-q", "-b", "boulder/auth", other.to_str().unwrap()]).ok();
@@ -226,6 +231,7 @@ fn a_branch_checked_out_elsewhere_is_refused() {
 
 #[test]
 fn a_folder_that_is_not_the_worktree_is_a_usage_error() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let wt = t.worktree("auth");
     std::fs::create_dir_all(&wt).unwrap();
@@ -253,6 +259,7 @@ fn a_folder_that_is_not_the_worktree_is_a_usage_error() {
 
 #[test]
 fn missing_base_or_no_commits_is_a_usage_error() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let err = worktree::add(&repo, &t.worktree("x"), "boulder/x", "develop").unwrap_err();
     assert_eq!(err.kind, Kind::Usage, "{err:?}");
@@ -260,7 +267,7 @@ fn missing_base_or_no_commits_is_a_usage_error() {
     assert!(!err.hints.is_empty());
     assert!(t.refs("refs/heads/boulder").is_empty());
 
-    crate::common::lib_env();
+    crate::common::assert_lib_env();
     let empty = TestRepo::empty();
     let repo = Repo::open(&empty.dir).unwrap();
     let err = worktree::add(&repo, &empty.dir.join("wt"), "boulder/x", "main").unwrap_err();
@@ -275,6 +282,7 @@ fn missing_base_or_no_commits_is_a_usage_error() {
 
 #[test]
 fn killed_after_checkout_before_finishing_is_redone() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
@@ -296,6 +304,7 @@ fn killed_after_checkout_before_finishing_is_redone() {
 
 #[test]
 fn killed_right_after_registration_is_redone() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let wt = t.worktree("auth");
     t.git(&["branch", "boulder/auth"]).ok();
@@ -323,6 +332,7 @@ fn killed_right_after_registration_is_redone() {
 
 #[test]
 fn killed_right_after_reserving_the_admin_dir_is_redone() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let wt = t.worktree("auth");
     std::fs::create_dir_all(t.dir.join(".git/worktrees/auth")).unwrap();
@@ -334,6 +344,7 @@ fn killed_right_after_reserving_the_admin_dir_is_redone() {
 
 #[test]
 fn admin_dir_without_its_folder_is_replaced() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
@@ -347,6 +358,7 @@ fn admin_dir_without_its_folder_is_replaced() {
 
 #[test]
 fn missing_index_and_files_are_restored_in_place() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
@@ -368,6 +380,7 @@ fn missing_index_and_files_are_restored_in_place() {
 
 #[test]
 fn missing_dot_git_file_is_restored() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
@@ -381,6 +394,7 @@ fn missing_dot_git_file_is_restored() {
 
 #[test]
 fn dirty_agrees_with_git_status() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
@@ -456,6 +470,7 @@ fn dirty_agrees_with_git_status() {
 
 #[test]
 fn remove_refuses_dirty_then_force_works() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
@@ -502,6 +517,7 @@ fn remove_refuses_dirty_then_force_works() {
 
 #[test]
 fn exclude_is_added_once_and_keeps_content() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let path = t.dir.join(".git/info/exclude");
     std::fs::write(&path, "# mine\n*.swp").unwrap();
@@ -519,6 +535,7 @@ fn exclude_is_added_once_and_keeps_content() {
 
 #[test]
 fn copy_files_copies_untracked_files_safely() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let wt = t.worktree("auth");
     worktree::exclude(&repo, ".boulder/worktrees").unwrap();
@@ -558,6 +575,7 @@ fn copy_files_copies_untracked_files_safely() {
 
 #[test]
 fn dirty_with_eol_filters_agrees_with_git_status() {
+    crate::common::lib_env!();
     let (t, _) = sample();
     t.git(&["config", "core.autocrlf", "true"]).ok();
     let repo = Repo::open(&t.dir).unwrap();
@@ -601,6 +619,7 @@ fn age_folders(root: &Path) {
 
 #[test]
 fn dirty_untracked_cache_never_hides_new_files() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     let wt = t.worktree("auth");
     worktree::add(&repo, &wt, "boulder/auth", "main").unwrap();
@@ -643,6 +662,7 @@ fn dirty_untracked_cache_never_hides_new_files() {
 
 #[test]
 fn dirty_skips_a_submodule_folder() {
+    crate::common::lib_env!();
     let (t, repo) = sample();
     // A nested repository recorded as a gitlink (what `git submodule add` leaves in the index).
     let sub = t.dir.join("sub");

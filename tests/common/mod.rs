@@ -37,34 +37,72 @@ impl Run {
     }
 }
 
-/// The library runs in this process too (state, worktree and op-log tests): give the process the
-/// environment of a fresh machine, no git identity and no user or system config, once, before any
-/// test reads it. Every test that calls the library in process calls this first. State writes and
-/// worktrees must work without an identity.
-pub fn lib_env() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let home = std::env::temp_dir().join(format!("boulder-test-home-{}", std::process::id()));
-        std::fs::create_dir_all(&home).unwrap();
-        // SAFETY (edition 2021: safe): called before the library reads the environment; the
-        // commands the tests run get a cleared environment of their own (`fixed_env`).
-        std::env::set_var("HOME", &home);
-        std::env::set_var("XDG_CONFIG_HOME", home.join(".config"));
-        std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
-        std::env::set_var("GIT_CONFIG_GLOBAL", "/dev/null");
-        for v in [
-            "GIT_AUTHOR_NAME",
-            "GIT_AUTHOR_EMAIL",
-            "GIT_COMMITTER_NAME",
-            "GIT_COMMITTER_EMAIL",
-            "EMAIL",
-            "GIT_DIR",
-            "GIT_WORK_TREE",
-            "BOULDER_NOW",
-        ] {
-            std::env::remove_var(v);
+/// Marks a process of this test binary that [`ran_in_fresh_process`] started for one test.
+const FRESH_PROCESS: &str = "BOULDER_TEST_FRESH_PROCESS";
+
+/// The library runs in this process too (state, worktree and op-log tests), and it reads the
+/// process's environment: `HOME` for the user's git config, the git identity variables,
+/// `BOULDER_NOW`. Such a test starts with `lib_env!()`, so that it runs where the environment is
+/// a fresh machine's: no git identity, no user or system config. The runner's own environment is
+/// never changed (its test threads share it); instead, in the runner, `lib_env!()` runs the test
+/// again in a process of this test binary of its own, given that environment
+/// ([`ran_in_fresh_process`]), and returns once it passed; in that process it does nothing and the
+/// test goes on. State writes and worktrees must work without an identity.
+macro_rules! lib_env {
+    () => {
+        if $crate::common::ran_in_fresh_process() {
+            return;
         }
-    });
+    };
+}
+pub(crate) use lib_env;
+
+/// In the runner: run the test of this thread (libtest names a test's thread after the test) in a
+/// process of this test binary whose environment is the runner's with a temp `HOME` and
+/// `XDG_CONFIG_HOME`, `GIT_CONFIG_NOSYSTEM=1`, `GIT_CONFIG_GLOBAL=/dev/null`, and no git identity,
+/// `GIT_DIR`, `GIT_WORK_TREE` or `BOULDER_NOW`; fail unless exactly that one test ran and passed;
+/// return true. In that process: false.
+pub fn ran_in_fresh_process() -> bool {
+    if std::env::var_os(FRESH_PROCESS).is_some() {
+        return false;
+    }
+    let test = std::thread::current().name().map(str::to_string).filter(|n| n.contains("::"));
+    let test = test.expect("lib_env!() runs in a test's own thread, named after the test");
+    let home = tempfile::tempdir().expect("a temp home");
+    let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
+    cmd.args([test.as_str(), "--exact", "--include-ignored", "--test-threads", "1", "--nocapture"])
+        .env(FRESH_PROCESS, "1")
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join(".config"))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .stdin(Stdio::null());
+    for v in [
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "EMAIL",
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "BOULDER_NOW",
+    ] {
+        cmd.env_remove(v);
+    }
+    let run = Run::from(cmd.output().expect("run the test binary"));
+    // Shown by libtest when this test fails, or under --nocapture.
+    print!("{}", run.stdout);
+    eprint!("{}", run.stderr);
+    assert_eq!(run.code, 0, "{test} failed in its own process");
+    assert!(run.stdout.contains("test result: ok. 1 passed"), "{test} did not run in its own process");
+    true
+}
+
+/// Whether this process is one [`ran_in_fresh_process`] started: what a helper that calls the
+/// library asserts, so that a test calling it cannot forget `lib_env!()`.
+#[track_caller]
+pub fn assert_lib_env() {
+    assert!(std::env::var_os(FRESH_PROCESS).is_some(), "a test that calls the library starts with lib_env!()");
 }
 
 /// A temporary git repository with a fixed environment.
@@ -409,6 +447,15 @@ impl Run {
     /// from machine to machine taken out ([`normalize`]).
     pub fn shown(&self) -> String {
         normalize(&format!("exit: {}\n--- stdout ---\n{}--- stderr ---\n{}", self.code, self.stdout, self.stderr))
+    }
+}
+
+impl Run {
+    /// This run with each `(from, to)` of `masks` replaced in its output: what a test knows
+    /// changes from run to run (a pid, a time), taken out before a snapshot.
+    pub fn masked(&self, masks: &[(&str, &str)]) -> Run {
+        let mask = |text: &str| masks.iter().fold(text.to_string(), |t, (from, to)| t.replace(from, to));
+        Run { stdout: mask(&self.stdout), stderr: mask(&self.stderr), code: self.code }
     }
 }
 
