@@ -68,6 +68,7 @@ mod status_overlap;
 mod streams;
 mod sync;
 mod trust;
+mod ui;
 mod uncommitted_work;
 mod warm_worktrees;
 mod whole_worktrees;
