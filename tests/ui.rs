@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
-use crate::common::{bin, commit_in, sample, wait_for, TestRepo};
+use crate::common::{bin, commit_in, sample, wait_for, Remote, TestRepo, SAMPLE_PLAN, SAMPLE_PRD};
 
 /// `git boulder ui` running on a repository, stopped on drop.
 struct Ui {
@@ -324,4 +324,29 @@ fn beyond_loopback_every_request_needs_the_token() {
     // A second server on loopback has no token.
     let plain = Ui::start(&repo, &["--bind", "127.0.0.1"]);
     assert!(!plain.url.contains("token"), "{}", plain.url);
+}
+
+#[test]
+fn pull_brings_another_machine_s_work_onto_the_board() {
+    let remote = Remote::new(&[
+        (".agents/tasks/prd.md", SAMPLE_PRD),
+        (".boulder/streams.yaml", SAMPLE_PLAN),
+        ("src/auth/mod.rs", "// auth\n"),
+    ]);
+    let (here, there) = (remote.machine("here"), remote.machine("there"));
+    let ui = Ui::start(&here, &["--pull", "1s"]);
+    let auth = || -> serde_json::Value {
+        let (code, answer) = ui.get("/api/status", &ui.host());
+        assert_eq!(code, 200, "{answer}");
+        let body: serde_json::Value = serde_json::from_str(answer.split_once("\r\n\r\n").unwrap().1).unwrap();
+        body["streams"].as_array().unwrap().iter().find(|s| s["name"] == "auth").unwrap().clone()
+    };
+    assert_eq!(auth()["status"], "DEFINED");
+    there.boulder(&["stream", "init", "auth"]).ok();
+    there.boulder(&["stream", "claim", "auth"]).ok();
+    there.boulder(&["push"]).ok();
+    wait_for("the other machine's stream and claim", || {
+        let a = auth();
+        a["status"] == "INITIALIZED" && a["claim"]["actor"] == "there"
+    });
 }

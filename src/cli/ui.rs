@@ -26,6 +26,11 @@ pub struct UiArgs {
 }
 
 pub fn run(ws: &Workspace, ctx: &Context, args: UiArgs) -> Result<()> {
+    // As `status` does: state that plain `git fetch` brought (after `git boulder remote setup`)
+    // comes in first.
+    if let Err(e) = crate::sync::absorb_pending(&ws.repo) {
+        eprintln!("warning: {}", crate::text::inert_lines(&e.message));
+    }
     let opts = crate::ui::Options { bind: args.bind, port: args.port, pull: args.pull };
     let server = crate::ui::start(ws, &opts)?;
     {

@@ -69,6 +69,9 @@ pub struct Server {
     listener: TcpListener,
     shared: Arc<Shared>,
     pub url: String,
+    /// What the first snapshot was made from.
+    seen: Vec<(String, String)>,
+    cache: snapshot::Cache,
 }
 
 /// Listen on `opts.bind:opts.port` and make the first snapshot; [`Server::run`] serves.
@@ -94,7 +97,10 @@ pub fn start(ws: &Workspace, opts: &Options) -> Result<Server> {
     };
     let nonce = random_hex(16)?;
     let page = PAGE.replace("{{NONCE}}", &nonce).replace("{{STYLE}}", STYLE).replace("{{SCRIPT}}", SCRIPT);
-    let (snapshot, status) = make(ws, &json!({}));
+    // Looked at before the first snapshot is made: a change meanwhile makes the next one.
+    let seen = watched(ws, &json!({}));
+    let mut cache = snapshot::Cache::default();
+    let (snapshot, status) = make(ws, &json!({}), &mut cache);
     let shared = Arc::new(Shared {
         current: Mutex::new(Current { generation: 1, snapshot: Arc::new(snapshot), status: Arc::new(status) }),
         changed: Condvar::new(),
@@ -103,7 +109,7 @@ pub fn start(ws: &Workspace, opts: &Options) -> Result<Server> {
         nonce,
         connections: AtomicUsize::new(0),
     });
-    Ok(Server { listener, shared, url })
+    Ok(Server { listener, shared, url, seen, cache })
 }
 
 impl Server {
@@ -113,21 +119,17 @@ impl Server {
         let listener = self.listener;
         std::thread::spawn(move || accept(listener, shared));
         let mut pull = opts.pull.map(|every| Puller::new(ws, every));
-        let mut seen = None;
+        let (mut seen, mut cache) = (self.seen, self.cache);
         while !stop.load(Ordering::SeqCst) {
             let extra = match pull.as_mut() {
                 Some(p) => p.tick(ws),
                 None => json!({}),
             };
             let now = watched(ws, &extra);
-            if seen.as_ref() != Some(&now) {
-                let first = seen.is_none();
-                seen = Some(now);
-                // The first look is what `start` already showed, unless a pull said something.
-                if !first || extra != json!({}) {
-                    let (snapshot, status) = make(ws, &extra);
-                    self.shared.publish(snapshot, status);
-                }
+            if seen != now {
+                seen = now;
+                let (snapshot, status) = make(ws, &extra, &mut cache);
+                self.shared.publish(snapshot, status);
             }
             std::thread::sleep(LOOK_EVERY);
         }
@@ -159,8 +161,8 @@ fn watched(ws: &Workspace, extra: &serde_json::Value) -> Vec<(String, String)> {
 }
 
 /// A snapshot and `status --json`, or a snapshot saying why there is none.
-fn make(ws: &Workspace, extra: &serde_json::Value) -> (String, String) {
-    match snapshot::build(ws, extra.clone()) {
+fn make(ws: &Workspace, extra: &serde_json::Value, cache: &mut snapshot::Cache) -> (String, String) {
+    match snapshot::build(ws, extra.clone(), cache) {
         Ok(b) => (b.snapshot, b.status),
         Err(e) => {
             let failed = snapshot::failed(&e.message, extra.clone());

@@ -48,8 +48,16 @@ pub fn every_status() -> Vec<&'static str> {
     StreamStatus::ALL.iter().map(|s| s.as_str()).chain(FOUND.iter().map(|s| s.as_str())).collect()
 }
 
+/// What is kept from one snapshot to the next: the ownership map, made again only when the
+/// base's tip or the plan changes (a big tree takes a while to walk; a commit in a stream's
+/// worktree changes neither).
+#[derive(Default)]
+pub struct Cache {
+    ownership: Option<(crate::git::ObjectId, Plan, Value)>,
+}
+
 /// Make the snapshot. `extra` (what the server knows: the last pull) goes in as it is.
-pub fn build(ws: &Workspace, extra: Value) -> Result<Built> {
+pub fn build(ws: &Workspace, extra: Value, cache: &mut Cache) -> Result<Built> {
     let plan = ws.plan()?;
     let prd = ws.load_prd(Some(&plan), None).ok().map(|(_, p)| p);
     let rows = collect(ws, &plan, prd.as_ref())?;
@@ -73,7 +81,7 @@ pub fn build(ws: &Workspace, extra: Value) -> Result<Built> {
         "generated_at": crate::time::format_secs(now),
         "statuses": every_status(),
         "streams": streams,
-        "ownership": ownership(ws, &plan, base_tip)?,
+        "ownership": cached_ownership(ws, &plan, base_tip, cache)?,
         "server": extra,
         // Not recorded by git-boulder yet: the page shows these only when they are.
         "spend": null,
@@ -162,9 +170,10 @@ fn commits(ws: &Workspace, branch: &str, base_tip: Option<crate::git::ObjectId>)
     Ok((out, false))
 }
 
-/// The newest ops of op-log `refname` (at most [`MAX_OPS`]), and the times of the commits it
-/// records (`activity` ops; at most [`MAX_ACTIVITY`]), in seconds.
+/// The newest ops of op-log `refname` (at most [`MAX_OPS`]), and (for a boulder's) the times of
+/// the commits it records (`activity` ops; at most [`MAX_ACTIVITY`]), in seconds.
 fn history(ws: &Workspace, store: &Store, refname: &str, which: &str) -> Result<(Vec<Value>, Vec<f64>)> {
+    let max_activity = if which == "boulder" { MAX_ACTIVITY } else { 0 };
     let Some(tip) = ws.repo.ref_id(refname)? else { return Ok((Vec::new(), Vec::new())) };
     let mut ops = Vec::new();
     let mut activity = Vec::new();
@@ -172,7 +181,7 @@ fn history(ws: &Workspace, store: &Store, refname: &str, which: &str) -> Result<
         // A broken op-log shows what could be read; `doctor` and `log` say what is wrong.
         let Ok(entry) = entry else { break };
         let op = entry.op;
-        if op.kind == "activity" && activity.len() < MAX_ACTIVITY {
+        if op.kind == "activity" && activity.len() < max_activity {
             let at = op.data.get("at").and_then(Value::as_str).unwrap_or(&op.at);
             if let Some(secs) = crate::time::parse_rfc3339(at) {
                 activity.push(secs);
@@ -181,11 +190,27 @@ fn history(ws: &Workspace, store: &Store, refname: &str, which: &str) -> Result<
         if ops.len() < MAX_OPS {
             ops.push(json!({ "log": which, "at": op.at, "actor": op.actor, "kind": op.kind, "data": op.data }));
         }
-        if ops.len() == MAX_OPS && activity.len() == MAX_ACTIVITY {
+        if ops.len() == MAX_OPS && activity.len() == max_activity {
             break;
         }
     }
     Ok((ops, activity))
+}
+
+fn cached_ownership(
+    ws: &Workspace,
+    plan: &Plan,
+    base_tip: Option<crate::git::ObjectId>,
+    cache: &mut Cache,
+) -> Result<Value> {
+    if let (Some(tip), Some((at, for_plan, map))) = (base_tip, &cache.ownership) {
+        if *at == tip && for_plan == plan {
+            return Ok(map.clone());
+        }
+    }
+    let map = ownership(ws, plan, base_tip)?;
+    cache.ownership = base_tip.map(|tip| (tip, plan.clone(), map.clone()));
+    Ok(map)
 }
 
 /// The base's tree, each file with what owns it: a stream (the first whose globs match), the

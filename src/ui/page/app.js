@@ -63,10 +63,20 @@
     if (d < 86400) return Math.floor(d / 3600) + 'h ago';
     return Math.floor(d / 86400) + 'd ago';
   }
+  // "in 42m" for a time to come (a lease's end).
+  function until(rfc3339) {
+    const t = Date.parse(rfc3339);
+    if (isNaN(t)) return 'at ' + shown(rfc3339);
+    const d = Math.floor(t / 1000 - nowSecs());
+    if (d <= 0) return 'now';
+    if (d < 60) return 'in ' + d + 's';
+    if (d < 3600) return 'in ' + Math.floor(d / 60) + 'm';
+    return 'in ' + Math.floor(d / 3600) + 'h';
+  }
   function claimText(c) {
     if (!c) return 'unclaimed';
     const who = c.mine ? 'this machine' : c.actor + '@' + c.host;
-    return 'claimed by ' + who + ' until ' + c.expires;
+    return 'claimed by ' + who + ' on ' + c.remote + ', lease ends ' + until(c.expires);
   }
   const streams = () => (snap && snap.streams) || [];
   const byName = (name) => streams().find((s) => s.row.name === name);
@@ -118,8 +128,10 @@
     a.append(bar);
     a.append(el('div', { class: 'line' }, r.progress.done + '/' + r.progress.total + ' stories · queue: ' + s.queue));
     a.append(el('div', { class: 'line' }, claimText(r.claim)));
-    const ab = r.ahead === null || r.ahead === undefined ? '' : ' · +' + r.ahead + '/-' + r.behind;
-    a.append(el('div', { class: 'line' }, 'last activity ' + ago(r.last_activity) + ' · ' + r.iteration + ' commits' + ab));
+    a.append(el('div', { class: 'line' }, (r.last_activity ? 'active ' + ago(r.last_activity) : 'no activity yet') + ' · ' + r.iteration + ' commits'));
+    if (r.ahead !== null && r.ahead !== undefined) {
+      a.append(el('div', { class: 'line' }, '+' + r.ahead + '/-' + r.behind + ' against ' + snap.base_branch + (r.dirty ? ' · uncommitted changes' : '')));
+    }
     if (s.commits && s.commits.length) {
       a.append(el('div', { class: 'line mono', 'data-last-commit': '' }, s.commits[0].id.slice(0, 8) + ' ' + s.commits[0].subject));
     }
@@ -269,14 +281,18 @@
       dirs.get(dir).push(f);
     }
     const map = el('div', { id: 'ownership' });
+    // A small tree shows each file by name; a large one a square per file (its name on hover).
+    const named = o.files.length <= 300;
     for (const [dir, files] of dirs) {
       const cells = el('div', { class: 'cells' });
       for (const f of files) {
-        const c = el('div', { class: 'cell', title: f.path + ' — ' + (f.kind === 'stream' ? f.owner : f.kind), 'data-path': f.path, 'data-kind': f.kind });
-        c.style.background = colourOf(f);
+        const title = f.path + ' — ' + (f.kind === 'stream' ? f.owner : f.kind);
+        const base = f.path.slice(f.path.lastIndexOf('/') + 1).replace(/"$/, '');
+        const c = el('div', { class: named ? 'file mono' : 'cell', title, 'data-path': f.path, 'data-kind': f.kind }, named ? base : null);
+        if (named) c.style.borderLeftColor = colourOf(f); else c.style.background = colourOf(f);
         cells.append(c);
       }
-      map.append(el('div', { class: 'dir' }, el('div', { class: 'label mono', title: dir }, dir + '/'), cells));
+      map.append(el('div', { class: 'dir' }, el('div', { class: 'label mono', title: dir }, dir === '.' ? '(top)' : dir + '/'), cells));
     }
     out.push(map);
     return out;
