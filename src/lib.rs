@@ -43,6 +43,7 @@ pub mod text;
 pub mod time;
 pub mod trace;
 pub mod trust;
+pub mod ui;
 pub mod workspace;
 pub mod worktree;
 

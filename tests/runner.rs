@@ -70,6 +70,7 @@ mod sync_pull_packed;
 mod sync_pull_scale;
 mod sync_remote_refusals;
 mod sync_remotes;
+mod ui;
 mod work_fleet;
 mod work_fleet_safety;
 mod work_shared;

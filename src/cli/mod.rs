@@ -20,6 +20,7 @@ pub mod status;
 pub mod stream;
 pub mod sync;
 pub mod trust;
+pub mod ui;
 mod values;
 pub mod watch;
 pub mod work;
@@ -167,6 +168,15 @@ pub enum Command {
     /// Wire git-boulder into an agent harness: Claude Code, Codex, OpenCode.
     #[command(subcommand)]
     Agent(agent::AgentCommand),
+    /// Serve a live, read-only dashboard to a browser: streams by status, each stream's page,
+    /// the dependency graph, the ownership map and the activity timeline.
+    ///
+    /// Listens on 127.0.0.1 (a free port unless --port) and prints the URL. Redraws when refs,
+    /// locks, the plan or worktrees change (server-sent events; the state is looked at twice a
+    /// second). Safe by default: GET and HEAD only (nothing can be changed through it), requests
+    /// whose Host is not the address it listens on are refused, and with --bind beyond loopback
+    /// the URL carries a random token every request must give. Ctrl-C stops it.
+    Ui(ui::UiArgs),
 }
 
 /// `git-boulder hook NAME ARGS…` as the shell shims call it (or `git-boulder hook-file PATH ARGS…`
@@ -252,6 +262,7 @@ pub fn run(cli: Cli) -> Result<u8> {
                 Command::Remote(cmd) => sync::remote(&ws, cmd),
                 Command::Trust(args) => trust::run(&ws, args),
                 Command::Work(args) => work::run(&ws, ctx, args),
+                Command::Ui(args) => ui::run(&ws, ctx, args),
                 Command::Demo(_)
                 | Command::Hooks(_)
                 | Command::Hook(_)
