@@ -17,7 +17,7 @@ use std::path::Path;
 const LAYERS: &[&[&str]] = &[
     &["main"],
     &["cli"],
-    &["doctor"],
+    &["doctor", "ui"],
     &["agent", "hooks"],
     &["boulder", "merge"],
     &["stream"],
@@ -35,7 +35,7 @@ const LAYERS: &[&[&str]] = &[
 /// resolves landings) moves out of stream/ to a module above merge/, and git/ loses the circles
 /// between its files and its use of `plan::Plan`. Their arrows are checked by the two ignored
 /// tests below (`--include-ignored`); once those pass, empty this list and drop the `ignore`s.
-const PENDING: &[&str] = &["src/stream/work.rs", "src/git/"];
+const PENDING: &[&str] = &["src/stream/work.rs"];
 
 /// One file of src/: its path from the repository root, the module it is, its code with
 /// comments and literals blanked out (line breaks kept).

@@ -216,7 +216,7 @@ fn cached_ownership(
 /// The base's tree, each file with what owns it: a stream (the first whose globs match), the
 /// `shared_read` globs, the PRD, or nothing. At most [`MAX_FILES`] files, in path order.
 fn ownership(ws: &Workspace, plan: &Plan, base_tip: Option<crate::git::ObjectId>) -> Result<Value> {
-    use crate::hooks::{Checker, Rule, Verdict};
+    use crate::plan::ownership::{Checker, Rule, Verdict};
     let Some(tip) = base_tip else { return Ok(json!({ "files": [], "total": 0, "shown": 0 })) };
     let mut paths = ws.repo.tree_paths(tip)?;
     paths.sort();
