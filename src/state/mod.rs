@@ -15,10 +15,10 @@ pub mod pack;
 pub mod store;
 
 pub use op::{
-    replay, BoulderOp, BoulderState, BoulderStatus, Checkpoint, Op, Opt, Payload, PrdOp, PrdState, Refusal, RunInfo,
-    State, StreamOp, StreamState, StreamStatus, Todo,
+    replay, BoulderOp, BoulderState, BoulderStatus, Checkpoint, CommitId, Op, Opt, Payload, PrdOp, PrdState, Refusal,
+    RunInfo, State, StreamOp, StreamState, StreamStatus, Todo,
 };
-pub use store::{Absorbed, Entry, LogEntry, Prepared, Store};
+pub use store::{Absorbed, Appended, Entry, LogEntry, Prepared, Store};
 
 /// The op-log refs, named in [`crate::git::refs`]: stream and boulder prefixes, the PRD op-log,
 /// the notes ref.

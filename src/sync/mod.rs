@@ -285,7 +285,7 @@ fn prepare_log<S: State>(
 ) -> Taken {
     let refused = |why: String| Taken::Done(Some(outcome(name, "refused", Some(why))));
     let lasting = |why: String| Taken::Refused(outcome(name, "refused", Some(why)));
-    match store.prepare_pull::<S>(name, id, misnamed) {
+    match store.prepare_pull::<S, _>(name, id, misnamed) {
         Ok(Err(why)) => lasting(why),
         Ok(Ok(state::Prepared::UpToDate)) => Taken::Done(Some(outcome(name, "up_to_date", None))),
         Ok(Ok(state::Prepared::Move { swap, how })) => Taken::Pending(Pending { kind, id, swap, how }),

@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    at_or_after, check_time, field, opt, opt_string, required, unknown, Op, OpError, Opt, Payload, State, StateError,
+    at_or_after, check_commit, check_opt_text, check_required, check_time, field, loose_commit, opt, opt_string,
+    required, unknown, CommitId, Op, OpError, Opt, Payload, State, StateError,
 };
 
 /// A checkpoint: where work stands, for the next session.
@@ -175,7 +176,9 @@ impl Default for BoulderState {
     }
 }
 
-/// The ops of a boulder's op-log (`refs/boulder/boulders/<id>`), by kind.
+/// The ops of a boulder's op-log (`refs/boulder/boulders/<id>`), by kind. Each variant's fields
+/// are declared in the order of their keys sorted, the order `op.json` has always had: an
+/// append writes them in declaration order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum BoulderOp {
@@ -183,22 +186,22 @@ pub enum BoulderOp {
     /// when left out.
     Created {
         #[serde(skip_serializing_if = "Opt::is_absent")]
-        id: Opt<String>,
+        depth: Opt<u64>,
         #[serde(skip_serializing_if = "Opt::is_absent")]
-        stream: Opt<String>,
+        id: Opt<String>,
         #[serde(skip_serializing_if = "Opt::is_absent")]
         parent: Opt<String>,
         #[serde(skip_serializing_if = "Opt::is_absent")]
-        depth: Opt<u64>,
+        stream: Opt<String>,
     },
     /// `activity`: a commit was recorded for it (`at`: the commit's time when recorded after
     /// the fact, else the op's).
     Activity {
-        commit: String,
-        #[serde(skip_serializing_if = "Opt::is_absent")]
-        story: Opt<String>,
         #[serde(skip_serializing_if = "Opt::is_absent")]
         at: Opt<String>,
+        commit: CommitId,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        story: Opt<String>,
     },
     /// `enforced`: `git boulder check` pushed the agent on.
     Enforced {
@@ -223,10 +226,10 @@ pub enum BoulderOp {
     /// (`rule`: `other_stream`, `shared_read` or `undeclared`; `owner`: the owning stream). A
     /// record only: it changes nothing but `updated_at`.
     Denied {
-        path: String,
-        rule: String,
         #[serde(skip_serializing_if = "Opt::is_absent")]
         owner: Opt<String>,
+        path: String,
+        rule: String,
     },
 }
 
@@ -257,7 +260,7 @@ impl Payload for BoulderOp {
                 })?,
             },
             "activity" => BoulderOp::Activity {
-                commit: required(op, "commit")?,
+                commit: loose_commit(op, "commit")?,
                 story: opt_string(op, "story")?,
                 at: opt_string(op, "at")?,
             },
@@ -282,6 +285,42 @@ impl Payload for BoulderOp {
             _ => return Err(unknown(BoulderState::WHAT, op)),
         })
     }
+
+    fn check(&self) -> Result<(), OpError> {
+        let kind = self.kind();
+        match self {
+            BoulderOp::Created { depth, id, parent, stream } => {
+                check_opt_text(kind, "id", id)?;
+                check_opt_text(kind, "stream", stream)?;
+                check_opt_text(kind, "parent", parent)?;
+                match depth.get() {
+                    Some(d) if *d > MAX_DEPTH => Err(OpError::BadDepth),
+                    _ => Ok(()),
+                }
+            }
+            BoulderOp::Activity { at, commit, story } => {
+                check_commit(kind, "commit", commit)?;
+                check_opt_text(kind, "story", story)?;
+                check_opt_text(kind, "at", at)
+            }
+            BoulderOp::Enforced { gate, message } => {
+                check_opt_text(kind, "gate", gate)?;
+                check_opt_text(kind, "message", message)
+            }
+            BoulderOp::Checkpoint { message } => check_required(kind, "message", message),
+            BoulderOp::TodoAdd { id, text } => {
+                check_required(kind, "id", id)?;
+                check_required(kind, "text", text)
+            }
+            BoulderOp::TodoDone { id } => check_required(kind, "id", id),
+            BoulderOp::Denied { owner, path, rule } => {
+                check_required(kind, "path", path)?;
+                check_required(kind, "rule", rule)?;
+                check_opt_text(kind, "owner", owner)
+            }
+            BoulderOp::ResetFailures {} | BoulderOp::Stop {} | BoulderOp::Status { .. } => Ok(()),
+        }
+    }
 }
 
 impl BoulderState {
@@ -302,15 +341,16 @@ impl State for BoulderState {
 
     fn apply_op(&mut self, op: &BoulderOp, at: &str, _actor: &str) {
         match op {
-            BoulderOp::Created { id, stream, parent, depth } => {
+            BoulderOp::Created { depth, id, parent, stream } => {
                 self.id = id.get().cloned().or(self.id.take());
                 self.stream = stream.get().cloned();
                 self.parent = parent.get().cloned();
                 self.depth = depth.get().copied().unwrap_or(0) as u32;
             }
-            BoulderOp::Activity { commit, story, at: when } => {
-                // A commit seen before is counted once, however often it is seen.
-                if !self.recent_commits.contains(commit) {
+            BoulderOp::Activity { at: when, commit, story } => {
+                // A commit seen before is counted once, however often it is seen (as written).
+                let commit = commit.to_string();
+                if !self.recent_commits.contains(&commit) {
                     self.iteration = self.iteration.saturating_add(1);
                     self.recent_commits.push(commit.clone());
                     if self.recent_commits.len() > RECENT_COMMITS {
@@ -326,7 +366,7 @@ impl State for BoulderState {
                         .unwrap_or_else(|| at.to_string());
                     if self.last_activity.as_deref().is_none_or(|t| at_or_after(&when, t)) {
                         self.last_activity = Some(when);
-                        self.last_commit = Some(commit.clone());
+                        self.last_commit = Some(commit);
                         self.last_story = story.get().cloned();
                     }
                     self.failure_count = 0;

@@ -32,6 +32,8 @@
 
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::git::ObjectId;
+
 mod boulder;
 mod prd;
 mod stream;
@@ -120,10 +122,12 @@ pub enum StateError {
     NotAStoryId { id: String },
 }
 
-/// One operation: the content of `op.json`, the envelope of a typed op.
+/// One operation: the content of `op.json`, the envelope of a typed op. Read back, its data is
+/// the JSON as stored (`Op`); appended, it is the typed op (`Op<StreamOp>`, …), written once,
+/// in the same bytes (the typed ops' fields are declared in the order of their sorted keys).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Op {
+pub struct Op<D = serde_json::Value> {
     /// Format version, always 1.
     pub v: u32,
     /// What happened (`initialized`, `activity`, `done`, `merge`, …): a short lowercase word.
@@ -137,12 +141,23 @@ pub struct Op {
     pub actor: String,
     /// The op's arguments, a JSON object: [`Payload::data`] of the typed op (or [`MergeData`]).
     #[serde(default)]
-    pub data: serde_json::Value,
+    pub data: D,
 }
 
 impl Op {
     /// Check the fields of an op read from anywhere (a remote included).
     pub fn validate(&self) -> Result<(), OpError> {
+        self.validate_envelope()?;
+        if !self.data.is_object() {
+            return Err(OpError::DataNotAnObject { kind: self.kind.clone() });
+        }
+        Ok(())
+    }
+}
+
+impl<D> Op<D> {
+    /// Check the fields of the envelope (all but the data).
+    pub fn validate_envelope(&self) -> Result<(), OpError> {
         if self.v != 1 {
             return Err(OpError::Version(self.v));
         }
@@ -158,11 +173,7 @@ impl Op {
         if crate::time::parse_rfc3339(&self.at).is_none() {
             return Err(OpError::Time { at: self.at.clone() });
         }
-        valid_actor(&self.actor)?;
-        if !self.data.is_object() {
-            return Err(OpError::DataNotAnObject { kind: self.kind.clone() });
-        }
-        Ok(())
+        valid_actor(&self.actor)
     }
 
     /// True for the op of a merge commit.
@@ -234,21 +245,32 @@ pub trait Payload: Serialize + Clone + PartialEq + std::fmt::Debug + Sized {
     /// mistyped field, is an error naming it.
     fn parse(op: &Op) -> Result<Self, OpError>;
 
-    /// The data object as written in `op.json`: keys sorted, as in every object git-boulder has
-    /// written there.
+    /// Check a typed op as [`Payload::parse`] checks what it reads, field by field in the same
+    /// order, so an op appended typed is refused exactly when the JSON it writes would be (a
+    /// property test holds the two together).
+    fn check(&self) -> Result<(), OpError>;
+
+    /// The data object as written in `op.json`, as a JSON value (keys sorted, as in every object
+    /// git-boulder has written there). An append does not go through it: it writes the typed op.
     fn data(&self) -> serde_json::Value {
         // A struct of strings, numbers, booleans and lists always converts.
         serde_json::to_value(self).unwrap_or_else(|_| serde_json::Value::Object(Default::default()))
     }
 }
 
-/// The data of a `merge` op, written only by the store's deterministic merge.
+/// The data of a `merge` op, written only by the store's deterministic merge (fields in the order
+/// of their sorted keys, as written).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MergeData {
-    /// The two merged tips, sorted by id.
-    pub parents: [String; 2],
     /// How many ops only one side had.
     pub ops: usize,
+    /// The two merged tips, sorted by id.
+    #[serde(serialize_with = "hex_pair")]
+    pub parents: [ObjectId; 2],
+}
+
+fn hex_pair<S: Serializer>(ids: &[ObjectId; 2], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(ids.iter().map(|id| id.to_hex().to_string()))
 }
 
 impl MergeData {
@@ -297,17 +319,65 @@ fn field<'a>(op: &'a Op, key: &str) -> Option<&'a serde_json::Value> {
 fn string(op: &Op, key: &'static str) -> Result<Option<String>, OpError> {
     match field(op, key) {
         None => Ok(None),
-        Some(serde_json::Value::String(s)) if s.len() <= MAX_TEXT => Ok(Some(s.clone())),
-        Some(serde_json::Value::String(_)) => Err(OpError::TooLong { kind: op.kind.clone(), key }),
+        Some(serde_json::Value::String(s)) => check_text(&op.kind, key, s).map(|()| Some(s.clone())),
         Some(_) => Err(OpError::NotAString { kind: op.kind.clone(), key }),
     }
 }
 
 fn required(op: &Op, key: &'static str) -> Result<String, OpError> {
     match string(op, key)? {
-        Some(s) if !s.is_empty() => Ok(s),
-        Some(_) => Err(OpError::EmptyField { kind: op.kind.clone(), key }),
+        Some(s) => check_required(&op.kind, key, &s).map(|()| s),
         None => Err(OpError::MissingField { kind: op.kind.clone(), key }),
+    }
+}
+
+// The checks of a field's value, shared by what `parse` reads and what `check` is given.
+
+/// A string of an op's data: at most [`MAX_TEXT`] bytes.
+fn check_text(kind: &str, key: &'static str, s: &str) -> Result<(), OpError> {
+    if s.len() > MAX_TEXT {
+        return Err(OpError::TooLong { kind: kind.to_string(), key });
+    }
+    Ok(())
+}
+
+/// A required string: at most [`MAX_TEXT`] bytes, not empty.
+fn check_required(kind: &str, key: &'static str, s: &str) -> Result<(), OpError> {
+    check_text(kind, key, s)?;
+    if s.is_empty() {
+        return Err(OpError::EmptyField { kind: kind.to_string(), key });
+    }
+    Ok(())
+}
+
+/// An optional string, when given.
+fn check_opt_text(kind: &str, key: &'static str, s: &Opt<String>) -> Result<(), OpError> {
+    s.get().map_or(Ok(()), |s| check_text(kind, key, s))
+}
+
+/// A short lowercase word: 1 to 64 of `a-z`, `0-9`, `_`.
+fn check_word(kind: &str, key: &'static str, w: &str) -> Result<(), OpError> {
+    check_required(kind, key, w)?;
+    if w.len() > 64 || !w.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
+        return Err(OpError::NotAWord { kind: kind.to_string(), key, value: w.to_string() });
+    }
+    Ok(())
+}
+
+/// A stream index: a whole number 1..=[`MAX_INDEX`].
+fn check_index(kind: &str, n: u64) -> Result<(), OpError> {
+    if !(1..=MAX_INDEX).contains(&n) {
+        return Err(OpError::BadIndex { kind: kind.to_string() });
+    }
+    Ok(())
+}
+
+/// A commit id given typed: one made from an [`ObjectId`] is always one; one read was checked
+/// as it was read ([`commit_id`], [`loose_commit`]).
+fn check_commit(kind: &str, key: &'static str, c: &CommitId) -> Result<(), OpError> {
+    match &c.0 {
+        Written::Id(_) => Ok(()),
+        Written::Text(t) => check_required(kind, key, t),
     }
 }
 
@@ -320,28 +390,94 @@ fn boolean(op: &Op, key: &'static str) -> Result<bool, OpError> {
 }
 
 /// A commit id as data: 4 to 64 hex digits (kept as written; states keep it in lowercase).
-fn commit_id(op: &Op, key: &'static str) -> Result<String, OpError> {
+fn commit_id(op: &Op, key: &'static str) -> Result<CommitId, OpError> {
     let c = required(op, key)?;
     if !(4..=64).contains(&c.len()) || !c.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(OpError::NotACommitId { kind: op.kind.clone(), key, value: c });
     }
-    Ok(c)
+    Ok(CommitId::read(c))
+}
+
+/// A commit id as an `activity` op has always taken it: any non-empty text (kept as written).
+fn loose_commit(op: &Op, key: &'static str) -> Result<CommitId, OpError> {
+    required(op, key).map(CommitId::read)
 }
 
 /// A short lowercase word as data (a kind of something): 1 to 64 of `a-z`, `0-9`, `_`.
 fn word(op: &Op, key: &'static str) -> Result<String, OpError> {
     let w = required(op, key)?;
-    if w.len() > 64 || !w.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') {
-        return Err(OpError::NotAWord { kind: op.kind.clone(), key, value: w });
-    }
-    Ok(w)
+    check_word(&op.kind, key, &w).map(|()| w)
 }
 
 /// A stream index as data: a whole number 1..=[`MAX_INDEX`].
 fn index(op: &Op) -> Result<u64, OpError> {
-    match field(op, "index").and_then(|v| v.as_u64()) {
-        Some(n) if (1..=MAX_INDEX).contains(&n) => Ok(n),
-        _ => Err(OpError::BadIndex { kind: op.kind.clone() }),
+    let n = field(op, "index").and_then(|v| v.as_u64()).ok_or_else(|| OpError::BadIndex { kind: op.kind.clone() })?;
+    check_index(&op.kind, n).map(|()| n)
+}
+
+/// A commit id in an op's data. git-boulder writes full ids, made from an [`ObjectId`]
+/// (`CommitId::from(id)`), written as 40 lowercase hex digits. What an op read from anywhere
+/// holds is taken as the format always took it (`merged`, `rolled_back`, `unmerged`, `refused`:
+/// 4 to 64 hex digits in either case; `activity`: any non-empty text) and kept as written, so
+/// that the op writes back the same JSON; only text that is a full id in lowercase reads back
+/// as an [`ObjectId`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitId(Written);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Written {
+    /// A full id (written as 40 lowercase hex digits).
+    Id(ObjectId),
+    /// Any other text the op's kind takes for the field (checked as it was read).
+    Text(String),
+}
+
+impl CommitId {
+    /// The text of an op's field, checked already: a full id in lowercase reads as one.
+    fn read(text: String) -> CommitId {
+        match crate::git::id::parse(&text).filter(|_| !text.bytes().any(|b| b.is_ascii_uppercase())) {
+            Some(id) => CommitId(Written::Id(id)),
+            None => CommitId(Written::Text(text)),
+        }
+    }
+
+    /// The full id, when the op holds one.
+    pub fn id(&self) -> Option<ObjectId> {
+        match &self.0 {
+            Written::Id(id) => Some(*id),
+            Written::Text(_) => None,
+        }
+    }
+
+    /// In lower case, as states keep the ids of `merged`, `rolled_back`, `unmerged` and
+    /// `refused`.
+    pub fn to_lowercase(&self) -> String {
+        self.to_string().to_ascii_lowercase()
+    }
+}
+
+impl From<ObjectId> for CommitId {
+    fn from(id: ObjectId) -> Self {
+        CommitId(Written::Id(id))
+    }
+}
+
+/// As written in the op.
+impl std::fmt::Display for CommitId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Written::Id(id) => write!(f, "{}", id.to_hex()),
+            Written::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+impl Serialize for CommitId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            Written::Id(id) => crate::git::id::hex::serialize(id, s),
+            Written::Text(t) => s.serialize_str(t),
+        }
     }
 }
 

@@ -20,6 +20,11 @@ pub struct PrdState {
     pub lamport: u64,
 }
 
+/// A story id as the records take it: 1 to 200 bytes.
+fn story_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 200
+}
+
 /// The ops of the completion records (`refs/boulder/prd`), by kind.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
@@ -45,7 +50,7 @@ impl Payload for PrdOp {
                 .ok_or_else(|| OpError::MissingField { kind: op.kind.clone(), key: "ids" })?;
             list.iter()
                 .map(|v| match v.as_str() {
-                    Some(s) if !s.is_empty() && s.len() <= 200 => Ok(s.to_owned()),
+                    Some(s) if story_id(s) => Ok(s.to_owned()),
                     _ => Err(OpError::NotAStoryId { kind: op.kind.clone(), value: v.clone() }),
                 })
                 .collect()
@@ -55,6 +60,14 @@ impl Payload for PrdOp {
             "undone" => PrdOp::Undone { ids: ids()? },
             _ => return Err(unknown(PrdState::WHAT, op)),
         })
+    }
+
+    fn check(&self) -> Result<(), OpError> {
+        let (PrdOp::Done { ids } | PrdOp::Undone { ids }) = self;
+        match ids.iter().find(|s| !story_id(s)) {
+            Some(bad) => Err(OpError::NotAStoryId { kind: self.kind().to_string(), value: bad.as_str().into() }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -75,7 +88,7 @@ impl State for PrdState {
     }
 
     fn validate(&self) -> Result<(), StateError> {
-        if let Some(id) = self.done.iter().find(|id| id.is_empty() || id.len() > 200) {
+        if let Some(id) = self.done.iter().find(|id| !story_id(id)) {
             return Err(StateError::NotAStoryId { id: id.clone() });
         }
         check_time("updated_at", &self.updated_at)

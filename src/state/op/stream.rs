@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    boolean, check_time, commit_id, index, opt, opt_string, required, unknown, word, Op, OpError, Opt, Payload, State,
-    StateError, MAX_TEXT,
+    boolean, check_commit, check_index, check_opt_text, check_required, check_time, check_word, commit_id, index, opt,
+    opt_string, required, unknown, word, CommitId, Op, OpError, Opt, Payload, State, StateError, MAX_TEXT,
 };
 
 /// The largest stream index accepted.
@@ -115,35 +115,37 @@ pub struct RunInfo {
     pub reason: Option<String>,
 }
 
-/// The ops of a stream's op-log (`refs/boulder/streams/<name>`), by kind.
+/// The ops of a stream's op-log (`refs/boulder/streams/<name>`), by kind. Each variant's fields
+/// are declared in the order of their keys sorted, the order `op.json` has always had: an
+/// append writes them in declaration order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum StreamOp {
     /// `initialized`: `stream init` made (or repaired) the branch and worktree. `name` is filled
     /// in from the ref when left out.
     Initialized {
-        #[serde(skip_serializing_if = "Opt::is_absent")]
-        name: Opt<String>,
-        #[serde(skip_serializing_if = "Opt::is_absent")]
-        branch: Opt<String>,
-        #[serde(skip_serializing_if = "Opt::is_absent")]
-        worktree: Opt<String>,
-        #[serde(skip_serializing_if = "Opt::is_absent")]
-        base: Opt<String>,
-        #[serde(skip_serializing_if = "Opt::is_absent")]
-        index: Opt<u64>,
-        #[serde(skip_serializing_if = "Opt::is_absent")]
-        setup_failed: Opt<String>,
         /// `true`: an ad-hoc stream, made for a worktree an agent harness asked for under a name
         /// the plan does not have (left out for the plan's streams).
         #[serde(skip_serializing_if = "Opt::is_absent")]
         adhoc: Opt<bool>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        base: Opt<String>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        branch: Opt<String>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        index: Opt<u64>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        name: Opt<String>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        setup_failed: Opt<String>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        worktree: Opt<String>,
     },
     /// `status`: the run loop's status changes, with why.
     Status {
-        status: StreamStatus,
         #[serde(skip_serializing_if = "Opt::is_absent")]
         reason: Opt<String>,
+        status: StreamStatus,
     },
     /// `stop_requested`: `stream stop` asks the run loop to stop after its iteration.
     StopRequested {},
@@ -151,63 +153,63 @@ pub enum StreamOp {
     Indexed { index: u64 },
     /// `merged`: merged into the base branch, which then was at `commit`.
     Merged {
-        commit: String,
+        /// The base tip the merge was made on (missing in older records).
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        base_before: Opt<CommitId>,
+        commit: CommitId,
+        /// The base tip the stream brought, before the PRD sync commit (missing in older records).
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        landed: Opt<CommitId>,
         #[serde(skip_serializing_if = "Opt::is_absent")]
         strategy: Opt<String>,
         #[serde(skip_serializing_if = "Opt::is_absent")]
-        stream_tip: Opt<String>,
-        /// The base tip the stream brought, before the PRD sync commit (missing in older records).
-        #[serde(skip_serializing_if = "Opt::is_absent")]
-        landed: Opt<String>,
-        /// The base tip the merge was made on (missing in older records).
-        #[serde(skip_serializing_if = "Opt::is_absent")]
-        base_before: Opt<String>,
+        stream_tip: Opt<CommitId>,
     },
     /// `rolled_back`: `stream rollback` moved the branch from `from` to `to`, keeping `from` under
     /// the backup ref `backup` (`restored`: it brought a backup back).
     RolledBack {
-        from: String,
-        to: String,
         #[serde(skip_serializing_if = "Opt::is_absent")]
         backup: Opt<String>,
+        from: CommitId,
         #[serde(skip_serializing_if = "Opt::is_absent")]
         restored: Opt<bool>,
+        to: CommitId,
     },
     /// `unmerged`: `stream unmerge` took the stream back out of the base, which then was at
     /// `commit`; the stream is COMPLETED again.
     Unmerged {
-        commit: String,
+        commit: CommitId,
         #[serde(skip_serializing_if = "Opt::is_absent")]
-        reverted: Opt<String>,
+        reverted: Opt<CommitId>,
     },
     /// `cleaned`: `stream cleanup` removed the worktree (and maybe the branch).
     Cleaned {
         #[serde(skip_serializing_if = "Opt::is_absent")]
-        worktree_removed: Opt<bool>,
-        #[serde(skip_serializing_if = "Opt::is_absent")]
         branch_deleted: Opt<bool>,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        worktree_removed: Opt<bool>,
     },
     /// `refused`: a landing (`stream merge`, the merge queue, `work`, auto_merge) was refused for
     /// a reason only a person or a new commit can fix. Until the branch moves past `stream_tip`
     /// (and `stream_before`), or a `retried` op, no worker takes the stream.
     Refused {
-        /// The kind of refusal: `conflict`, `ownership`, `verify`, `uncommitted`,
-        /// `missing_work`; any short lowercase word is accepted (newer writers may add kinds).
-        refusal: String,
-        /// The refusal's message.
-        reason: String,
-        /// The stream branch's tip when it was refused.
-        stream_tip: String,
-        /// The branch's tip before the refused attempt, when the attempt moved it (a failed
-        /// `verify` leaves the rebased result on the branch).
-        #[serde(skip_serializing_if = "Opt::is_absent")]
-        stream_before: Opt<String>,
         /// What resolves it, as the refusal's hint said.
         #[serde(skip_serializing_if = "Opt::is_absent")]
         hint: Opt<String>,
+        /// The refusal's message.
+        reason: String,
+        /// The kind of refusal: `conflict`, `ownership`, `verify`, `uncommitted`,
+        /// `missing_work`; any short lowercase word is accepted (newer writers may add kinds).
+        refusal: String,
         /// The remote whose base the landing was refused on (absent: the local base).
         #[serde(skip_serializing_if = "Opt::is_absent")]
         remote: Opt<String>,
+        /// The branch's tip before the refused attempt, when the attempt moved it (a failed
+        /// `verify` leaves the rebased result on the branch).
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        stream_before: Opt<CommitId>,
+        /// The stream branch's tip when it was refused.
+        stream_tip: CommitId,
     },
     /// `retried`: `stream retry` cleared a refusal: workers may take the stream again.
     Retried {},
@@ -283,6 +285,49 @@ impl Payload for StreamOp {
             "retried" => StreamOp::Retried {},
             _ => return Err(unknown(StreamState::WHAT, op)),
         })
+    }
+
+    fn check(&self) -> Result<(), OpError> {
+        let kind = self.kind();
+        let commit = |key, c: &CommitId| check_commit(kind, key, c);
+        let opt_commit = |key, c: &Opt<CommitId>| c.get().map_or(Ok(()), |c| check_commit(kind, key, c));
+        match self {
+            StreamOp::Initialized { adhoc: _, base, branch, index, name, setup_failed, worktree } => {
+                check_opt_text(kind, "name", name)?;
+                check_opt_text(kind, "branch", branch)?;
+                check_opt_text(kind, "worktree", worktree)?;
+                check_opt_text(kind, "base", base)?;
+                index.get().map_or(Ok(()), |n| check_index(kind, *n))?;
+                check_opt_text(kind, "setup_failed", setup_failed)
+            }
+            StreamOp::Status { reason, status: _ } => check_opt_text(kind, "reason", reason),
+            StreamOp::Indexed { index } => check_index(kind, *index),
+            StreamOp::Merged { base_before, commit: c, landed, strategy, stream_tip } => {
+                commit("commit", c)?;
+                check_opt_text(kind, "strategy", strategy)?;
+                opt_commit("stream_tip", stream_tip)?;
+                opt_commit("landed", landed)?;
+                opt_commit("base_before", base_before)
+            }
+            StreamOp::RolledBack { backup, from, restored: _, to } => {
+                commit("from", from)?;
+                commit("to", to)?;
+                check_opt_text(kind, "backup", backup)
+            }
+            StreamOp::Unmerged { commit: c, reverted } => {
+                commit("commit", c)?;
+                opt_commit("reverted", reverted)
+            }
+            StreamOp::Refused { hint, reason, refusal, remote, stream_before, stream_tip } => {
+                check_word(kind, "refusal", refusal)?;
+                check_required(kind, "reason", reason)?;
+                commit("stream_tip", stream_tip)?;
+                opt_commit("stream_before", stream_before)?;
+                check_opt_text(kind, "hint", hint)?;
+                check_opt_text(kind, "remote", remote)
+            }
+            StreamOp::StopRequested {} | StreamOp::Cleaned { .. } | StreamOp::Retried {} => Ok(()),
+        }
     }
 }
 
@@ -456,7 +501,7 @@ impl State for StreamState {
 
     fn apply_op(&mut self, op: &StreamOp, at: &str, actor: &str) {
         match op {
-            StreamOp::Initialized { name, branch, worktree, base, index, setup_failed, adhoc } => {
+            StreamOp::Initialized { adhoc, base, branch, index, name, setup_failed, worktree } => {
                 self.name = name.get().cloned().or(self.name.take());
                 self.adhoc = adhoc.get().copied().unwrap_or(false);
                 self.index = index.get().copied();
@@ -502,22 +547,22 @@ impl State for StreamState {
             }
             StreamOp::StopRequested {} => self.stop_requested = true,
             StreamOp::Indexed { index } => self.index = Some(*index),
-            StreamOp::Merged { commit, strategy, stream_tip, landed, base_before } => {
+            StreamOp::Merged { base_before, commit, landed, strategy, stream_tip } => {
                 self.status = StreamStatus::Merged;
-                self.merged_commit = Some(commit.to_ascii_lowercase());
+                self.merged_commit = Some(commit.to_lowercase());
                 self.merge_strategy = strategy.get().cloned();
-                self.merged_tip = stream_tip.get().map(|t| t.to_ascii_lowercase());
-                self.merged_landed = landed.get().map(|t| t.to_ascii_lowercase());
-                self.merged_base = base_before.get().map(|t| t.to_ascii_lowercase());
+                self.merged_tip = stream_tip.get().map(CommitId::to_lowercase);
+                self.merged_landed = landed.get().map(CommitId::to_lowercase);
+                self.merged_base = base_before.get().map(CommitId::to_lowercase);
                 self.unmerged_commit = None;
                 self.refused = None;
                 self.stop_requested = false;
                 self.reason = None;
             }
-            StreamOp::RolledBack { from, to, backup, restored } => {
+            StreamOp::RolledBack { backup, from, restored, to } => {
                 self.last_rollback = Some(Rollback {
-                    from: from.to_ascii_lowercase(),
-                    to: to.to_ascii_lowercase(),
+                    from: from.to_lowercase(),
+                    to: to.to_lowercase(),
                     backup: backup.get().cloned(),
                     restored: restored.get().copied().unwrap_or(false),
                     at: at.to_string(),
@@ -525,7 +570,7 @@ impl State for StreamState {
             }
             StreamOp::Unmerged { commit, reverted: _ } => {
                 self.status = StreamStatus::Completed;
-                self.unmerged_commit = Some(commit.to_ascii_lowercase());
+                self.unmerged_commit = Some(commit.to_lowercase());
                 self.merged_commit = None;
                 self.merge_strategy = None;
                 self.merged_tip = None;
@@ -533,7 +578,7 @@ impl State for StreamState {
                 self.merged_base = None;
                 self.reason = Some("unmerged: taken back out of the base".into());
             }
-            StreamOp::Cleaned { worktree_removed: _, branch_deleted } => {
+            StreamOp::Cleaned { branch_deleted, worktree_removed: _ } => {
                 // A merged stream stays MERGED: that it was merged matters more than that its
                 // worktree is gone.
                 if self.status != StreamStatus::Merged {
@@ -544,12 +589,12 @@ impl State for StreamState {
                 self.branch_deleted = self.branch_deleted || branch_deleted.get().copied().unwrap_or(false);
                 self.stop_requested = false;
             }
-            StreamOp::Refused { refusal, reason, stream_tip, stream_before, hint, remote } => {
+            StreamOp::Refused { hint, reason, refusal, remote, stream_before, stream_tip } => {
                 self.refused = Some(Refusal {
                     refusal: refusal.clone(),
                     reason: reason.clone(),
-                    stream_tip: stream_tip.to_ascii_lowercase(),
-                    stream_before: stream_before.get().map(|t| t.to_ascii_lowercase()),
+                    stream_tip: stream_tip.to_lowercase(),
+                    stream_before: stream_before.get().map(CommitId::to_lowercase),
                     hint: hint.get().cloned(),
                     remote: remote.get().cloned(),
                     at: at.to_string(),

@@ -17,13 +17,22 @@ fn op(kind: &str, lamport: u64, data: serde_json::Value) -> Op {
     }
 }
 
-fn run<S: State>(ops: &[Op]) -> Result<S, String> {
+/// Why [`run`] stopped: an op was refused, or it made an invalid state.
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error(transparent)]
+    Op(#[from] OpError),
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+fn run<S: State>(ops: &[Op]) -> Result<S, Refused> {
     let mut s = S::default();
     for o in ops {
-        o.validate().map_err(|e| e.to_string())?;
-        s.apply(o).map_err(|e| e.to_string())?;
+        o.validate()?;
+        s.apply(o)?;
         s.set_lamport(o.lamport);
-        s.validate().map_err(|e| e.to_string())?;
+        s.validate()?;
     }
     Ok(s)
 }
@@ -110,9 +119,9 @@ fn typed_refusals_keep_their_messages() {
 #[test]
 fn unknown_kinds_name_the_kind() {
     for e in [
-        run::<StreamState>(&[op("explode", 1, json!({}))]).unwrap_err(),
-        run::<BoulderState>(&[op("explode", 1, json!({}))]).unwrap_err(),
-        run::<PrdState>(&[op("explode", 1, json!({}))]).unwrap_err(),
+        run::<StreamState>(&[op("explode", 1, json!({}))]).unwrap_err().to_string(),
+        run::<BoulderState>(&[op("explode", 1, json!({}))]).unwrap_err().to_string(),
+        run::<PrdState>(&[op("explode", 1, json!({}))]).unwrap_err().to_string(),
     ] {
         assert!(e.contains("\"explode\""), "{e}");
     }
@@ -144,10 +153,17 @@ fn stream_lifecycle() {
     assert!(s2.worktree.is_none() && s2.branch_deleted && s2.cleaned_at.is_some());
     s2.validate().unwrap();
     // Bad data is refused naming the field.
-    assert!(run::<StreamState>(&[op("status", 1, json!({"status": "DONE"}))]).unwrap_err().contains("DONE"));
-    assert!(run::<StreamState>(&[op("merged", 1, json!({"commit": "xyz"}))]).unwrap_err().contains("commit"));
+    assert!(run::<StreamState>(&[op("status", 1, json!({"status": "DONE"}))])
+        .unwrap_err()
+        .to_string()
+        .contains("DONE"));
+    assert!(run::<StreamState>(&[op("merged", 1, json!({"commit": "xyz"}))])
+        .unwrap_err()
+        .to_string()
+        .contains("commit"));
     assert!(run::<StreamState>(&[op("cleaned", 1, json!({"branch_deleted": "yes"}))])
         .unwrap_err()
+        .to_string()
         .contains("branch_deleted"));
     // A stream that was never initialized is DEFINED.
     assert_eq!(run::<StreamState>(&[op("stop_requested", 1, json!({}))]).unwrap().status, StreamStatus::Defined);
@@ -182,9 +198,9 @@ fn boulder_ops() {
     assert_eq!(b.todos, vec![Todo { id: "t1".into(), text: "tests".into(), done: true }]);
     assert_eq!(b.status, BoulderStatus::Completed);
     assert_eq!(b.lamport, 14);
-    assert!(run::<BoulderState>(&[op("activity", 1, json!({}))]).unwrap_err().contains("commit"));
-    assert!(run::<BoulderState>(&[op("created", 1, json!({"depth": -1}))]).unwrap_err().contains("depth"));
-    assert!(run::<BoulderState>(&[op("status", 1, json!({"status": "zzz"}))]).unwrap_err().contains("zzz"));
+    assert!(run::<BoulderState>(&[op("activity", 1, json!({}))]).unwrap_err().to_string().contains("commit"));
+    assert!(run::<BoulderState>(&[op("created", 1, json!({"depth": -1}))]).unwrap_err().to_string().contains("depth"));
+    assert!(run::<BoulderState>(&[op("status", 1, json!({"status": "zzz"}))]).unwrap_err().to_string().contains("zzz"));
 }
 
 #[test]
@@ -209,8 +225,8 @@ fn prd_ops() {
     ])
     .unwrap();
     assert_eq!(p.done.iter().collect::<Vec<_>>(), ["US-1"]);
-    assert!(run::<PrdState>(&[op("done", 1, json!({"ids": [1]}))]).unwrap_err().contains("ids"));
-    assert!(run::<PrdState>(&[op("done", 1, json!({}))]).unwrap_err().contains("ids"));
+    assert!(run::<PrdState>(&[op("done", 1, json!({"ids": [1]}))]).unwrap_err().to_string().contains("ids"));
+    assert!(run::<PrdState>(&[op("done", 1, json!({}))]).unwrap_err().to_string().contains("ids"));
 }
 
 #[test]
@@ -309,8 +325,10 @@ fn typed_ops_write_back_what_they_read() {
         let typed = PrdOp::parse(&op(kind, 1, data.clone())).unwrap();
         assert_eq!((typed.kind(), typed.data()), (kind, data));
     }
-    let merge = MergeData { parents: ["a".into(), "b".into()], ops: 2 }.data();
-    assert_eq!(serde_json::to_string(&merge).unwrap(), r#"{"ops":2,"parents":["a","b"]}"#);
+    let (a, b) = ("0123456789abcdef0123456789abcdef01234567", "89abcdef0123456789abcdef0123456789abcdef");
+    let parents = [a, b].map(|id| crate::git::id::parse(id).unwrap());
+    let merge = MergeData { ops: 2, parents }.data();
+    assert_eq!(serde_json::to_string(&merge).unwrap(), format!(r#"{{"ops":2,"parents":["{a}","{b}"]}}"#));
     // Statuses are written as they always were.
     assert_eq!(StreamStatus::ALL.map(StreamStatus::as_str), STREAM_STATUSES);
     assert_eq!(BoulderStatus::ALL.map(BoulderStatus::as_str), BOULDER_STATUSES);
@@ -363,7 +381,7 @@ fn a_refusal_stands_until_retried_or_merged() {
         (json!({"refusal": "conflict", "reason": "x", "stream_tip": "abcd", "stream_before": "zz"}), "stream_before"),
         (json!({"refusal": "conflict", "reason": 3, "stream_tip": "abcd"}), "reason"),
     ] {
-        let e = run::<StreamState>(&[op("refused", 1, data)]).unwrap_err();
+        let e = run::<StreamState>(&[op("refused", 1, data)]).unwrap_err().to_string();
         assert!(e.contains(field), "{e}");
     }
     let newer = run::<StreamState>(&[op(
@@ -424,7 +442,7 @@ proptest! {
         let mut counted = std::collections::HashMap::new();
         for c in &seen {
             let commit = format!("{c:040}");
-            let op = BoulderOp::Activity { commit: commit.clone(), story: Opt::Absent, at: Opt::Absent };
+            let op = BoulderOp::Activity { commit: CommitId::read(commit.clone()), story: Opt::Absent, at: Opt::Absent };
             let before = s.iteration;
             s.apply_op(&op, "2026-01-01T00:00:00Z", "a");
             if s.iteration > before {

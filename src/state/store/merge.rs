@@ -42,7 +42,7 @@ pub(super) enum Plan<S> {
     /// One side contains the other (or they are the same): this is the result.
     Contained(ObjectId),
     /// A merge commit is needed.
-    Merge { op: Op, state: S, parents: [ObjectId; 2] },
+    Merge { op: Op<MergeData>, state: S, parents: [ObjectId; 2] },
 }
 
 impl<'r> Store<'r> {
@@ -128,7 +128,7 @@ impl<'r> Store<'r> {
             lamport,
             at: later(&ours_e.op.at, &theirs_e.op.at).to_string(),
             actor: MERGE_ACTOR.into(),
-            data: MergeData { parents: [parents[0].to_string(), parents[1].to_string()], ops: n }.data(),
+            data: MergeData { ops: n, parents },
         };
         Ok(Plan::Merge { op, state, parents })
     }
@@ -236,15 +236,15 @@ impl<'r> Store<'r> {
     /// it replayed the tip (otherwise its `state.json` alone is read, and its `op.json` only when
     /// that state is refused), and a tip that descends from the ref's is a fast-forward without
     /// looking at the history again.
-    pub fn prepare_pull<S: State>(
+    pub fn prepare_pull<S: State, R>(
         &self,
         refname: &str,
         theirs: ObjectId,
-        refuse: impl Fn(&S) -> Option<String>,
-    ) -> Result<std::result::Result<Prepared, String>> {
+        refuse: impl Fn(&S) -> Option<R>,
+    ) -> Result<std::result::Result<Prepared, R>> {
         // What `refuse` says of `entry` of the tip, reading its `state.json` alone unless that is
         // refused (an entry that does not read strictly is refused by nobody).
-        let refused_tip = || -> Option<String> {
+        let refused_tip = || -> Option<R> {
             let (_, bytes) = self.blobs(theirs, false).ok()?;
             refuse(&Self::parse_state::<S>(theirs, &bytes).ok()?)?;
             refuse(&self.entry::<S>(theirs).ok()?.state)

@@ -31,6 +31,7 @@ use crate::git::refs;
 use crate::git::{ObjectId, Repo};
 use crate::state::op::{self, Op, OpError, State, StateError, MERGE_ACTOR};
 
+pub use append::Tip;
 pub use log::{History, READ_AHEAD};
 pub use merge::{Absorbed, Prepared};
 
@@ -111,13 +112,18 @@ pub enum ChainError {
     Merge { ours: ObjectId, theirs: ObjectId, source: OpError },
 }
 
-/// One op-log commit read back: its id, its op and the state after it.
+/// One op-log commit: its id, its op and the state after it. Read back ([`Store::read`]), the
+/// op's data is the JSON as stored; appended, it is the typed op that was written
+/// ([`Appended`]).
 #[derive(Debug, Clone)]
-pub struct Entry<S> {
+pub struct Entry<S, D = serde_json::Value> {
     pub commit: ObjectId,
-    pub op: Op,
+    pub op: Op<D>,
     pub state: S,
 }
+
+/// An entry appended: its op is the typed op written.
+pub type Appended<S> = Entry<S, <S as State>::Op>;
 
 /// One commit of an op-log's history.
 #[derive(Debug, Clone)]
