@@ -507,3 +507,195 @@ proptest! {
         prop_assert_eq!(resumed, whole);
     }
 }
+
+/// Bad data of each kind is refused with the OpError naming its field, as read and as appended
+/// typed (where a typed op can hold it).
+#[test]
+fn bad_fields_give_the_named_error() {
+    let k = |s: &str| s.to_string();
+    let cases: Vec<(Result<(), OpError>, OpError)> = vec![
+        (
+            StreamOp::parse(&op("merged", 1, json!({"commit": "abc"}))).map(drop),
+            OpError::NotACommitId { kind: k("merged"), key: "commit", value: k("abc") },
+        ),
+        (
+            StreamOp::parse(&op("rolled_back", 1, json!({"from": "abcd", "to": "g123"}))).map(drop),
+            OpError::NotACommitId { kind: k("rolled_back"), key: "to", value: k("g123") },
+        ),
+        (
+            StreamOp::parse(&op("unmerged", 1, json!({"commit": "abcd", "reverted": 5}))).map(drop),
+            OpError::NotAString { kind: k("unmerged"), key: "reverted" },
+        ),
+        (StreamOp::parse(&op("indexed", 1, json!({"index": 0}))).map(drop), OpError::BadIndex { kind: k("indexed") }),
+        (
+            StreamOp::parse(&op("initialized", 1, json!({"adhoc": "yes"}))).map(drop),
+            OpError::NotABool { kind: k("initialized"), key: "adhoc" },
+        ),
+        (
+            StreamOp::parse(&op("refused", 1, json!({"refusal": "Bad", "reason": "r", "stream_tip": "abcd"})))
+                .map(drop),
+            OpError::NotAWord { kind: k("refused"), key: "refusal", value: k("Bad") },
+        ),
+        (
+            BoulderOp::parse(&op("activity", 1, json!({"commit": ""}))).map(drop),
+            OpError::EmptyField { kind: k("activity"), key: "commit" },
+        ),
+        (
+            BoulderOp::parse(&op("todo_add", 1, json!({"id": "t1"}))).map(drop),
+            OpError::MissingField { kind: k("todo_add"), key: "text" },
+        ),
+        (
+            BoulderOp::parse(&op("checkpoint", 1, json!({"message": "x".repeat(MAX_TEXT + 1)}))).map(drop),
+            OpError::TooLong { kind: k("checkpoint"), key: "message" },
+        ),
+        (BoulderOp::parse(&op("created", 1, json!({"depth": 1001}))).map(drop), OpError::BadDepth),
+        (
+            PrdOp::parse(&op("undone", 1, json!({"ids": [""]}))).map(drop),
+            OpError::NotAStoryId { kind: k("undone"), value: json!("") },
+        ),
+        // Appended typed: the same errors.
+        (
+            BoulderOp::Checkpoint { message: String::new() }.check(),
+            OpError::EmptyField { kind: k("checkpoint"), key: "message" },
+        ),
+        (StreamOp::Indexed { index: 70000 }.check(), OpError::BadIndex { kind: k("indexed") }),
+        (
+            BoulderOp::Denied { owner: Opt::Absent, path: k("p"), rule: "y".repeat(MAX_TEXT + 1) }.check(),
+            OpError::TooLong { kind: k("denied"), key: "rule" },
+        ),
+        (
+            PrdOp::Done { ids: vec![k("US-1"), "z".repeat(201)] }.check(),
+            OpError::NotAStoryId { kind: k("done"), value: json!("z".repeat(201)) },
+        ),
+    ];
+    for (got, want) in cases {
+        assert_eq!(got.unwrap_err(), want);
+    }
+}
+
+/// Commit ids read back as full ids only when written as git-boulder writes them.
+#[test]
+fn commit_ids_read_back_as_written() {
+    let full = "0123456789abcdef0123456789abcdef01234567";
+    for (text, is_full) in [(full, true), ("0123456789ABCDEF0123456789abcdef01234567", false), ("abcd", false)] {
+        let typed = StreamOp::parse(&op("unmerged", 1, json!({"commit": text}))).unwrap();
+        let StreamOp::Unmerged { commit, .. } = &typed else { unreachable!() };
+        assert_eq!(commit.id().is_some(), is_full, "{text}");
+        assert_eq!(commit.to_string(), text);
+        assert_eq!(commit.to_lowercase(), text.to_ascii_lowercase());
+        assert_eq!(typed.data(), json!({"commit": text}));
+    }
+}
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![Just(String::new()), "[a-zA-Z_ ]{1,8}", "[0-9a-fA-F]{3,41}", "[g-z0-9]{4}"]
+}
+
+fn opt_text() -> impl Strategy<Value = Opt<String>> {
+    prop_oneof![Just(Opt::Absent), Just(Opt::Null), text().prop_map(Opt::Set)]
+}
+
+/// A commit id as git-boulder makes one, or as a stream op's reader takes one (4 to 64 hex
+/// digits in either case: no other text can be in one).
+fn commit() -> impl Strategy<Value = CommitId> {
+    prop_oneof![
+        any::<[u8; 20]>().prop_map(|b| CommitId::from(crate::git::ObjectId::from_bytes_or_panic(&b))),
+        "[0-9a-fA-F]{4,64}".prop_map(CommitId::read),
+    ]
+}
+
+/// A commit id as an `activity` op's reader takes one (any non-empty text).
+fn loose() -> impl Strategy<Value = CommitId> {
+    prop_oneof![commit(), "[a-z0-9 ]{1,8}".prop_map(CommitId::read)]
+}
+
+fn opt_commit() -> impl Strategy<Value = Opt<CommitId>> {
+    prop_oneof![Just(Opt::Absent), Just(Opt::Null), commit().prop_map(Opt::Set)]
+}
+
+fn stream_op() -> impl Strategy<Value = StreamOp> {
+    prop_oneof![
+        (opt_commit(), commit(), opt_commit(), opt_text(), opt_commit()).prop_map(
+            |(base_before, commit, landed, strategy, stream_tip)| StreamOp::Merged {
+                base_before,
+                commit,
+                landed,
+                strategy,
+                stream_tip
+            }
+        ),
+        (opt_text(), text(), text(), opt_text(), opt_commit(), commit()).prop_map(
+            |(hint, reason, refusal, remote, stream_before, stream_tip)| StreamOp::Refused {
+                hint,
+                reason,
+                refusal,
+                remote,
+                stream_before,
+                stream_tip
+            }
+        ),
+        (opt_text(), commit(), any::<bool>(), commit()).prop_map(|(backup, from, r, to)| StreamOp::RolledBack {
+            backup,
+            from,
+            restored: if r { Opt::Set(true) } else { Opt::Absent },
+            to
+        }),
+        (0u64..70000).prop_map(|index| StreamOp::Indexed { index }),
+        (opt_text(), opt_text(), opt_text()).prop_map(|(base, branch, name)| StreamOp::Initialized {
+            adhoc: Opt::Absent,
+            base,
+            branch,
+            index: Opt::Absent,
+            name,
+            setup_failed: Opt::Null,
+            worktree: Opt::Absent
+        }),
+    ]
+}
+
+fn boulder_op() -> impl Strategy<Value = BoulderOp> {
+    prop_oneof![
+        (opt_text(), loose(), opt_text()).prop_map(|(at, commit, story)| BoulderOp::Activity { at, commit, story }),
+        (text(), text()).prop_map(|(id, text)| BoulderOp::TodoAdd { id, text }),
+        text().prop_map(|message| BoulderOp::Checkpoint { message }),
+        (opt_text(), text(), text()).prop_map(|(owner, path, rule)| BoulderOp::Denied { owner, path, rule }),
+        (0u64..1100, opt_text()).prop_map(|(d, id)| BoulderOp::Created {
+            depth: Opt::Set(d),
+            id,
+            parent: Opt::Null,
+            stream: Opt::Absent
+        }),
+    ]
+}
+
+/// A typed op is refused as appended ([`Payload::check`]) exactly when the JSON it writes is
+/// refused as read, with the same error; accepted, it reads back as itself.
+fn check_agrees_with_parse<P: Payload>(typed: &P) -> Result<(), TestCaseError> {
+    let read = P::parse(&op(typed.kind(), 1, typed.data()));
+    match (typed.check(), read) {
+        (Ok(()), Ok(back)) => prop_assert_eq!(&back, typed),
+        (Err(a), Err(b)) => prop_assert_eq!(a, b),
+        (a, b) => prop_assert!(false, "check {:?}, parse {:?}", a, b),
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn typed_stream_ops_check_as_they_parse(typed in stream_op()) {
+        check_agrees_with_parse(&typed)?;
+    }
+
+    #[test]
+    fn typed_boulder_ops_check_as_they_parse(typed in boulder_op()) {
+        check_agrees_with_parse(&typed)?;
+    }
+
+    #[test]
+    fn typed_prd_ops_check_as_they_parse(ids in prop::collection::vec(text(), 0..4), done in any::<bool>()) {
+        let typed = if done { PrdOp::Done { ids } } else { PrdOp::Undone { ids } };
+        check_agrees_with_parse(&typed)?;
+    }
+}
