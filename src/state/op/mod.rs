@@ -1,5 +1,10 @@
 //! Op records and state types, and how each op changes its state. Pure: no git here.
 //!
+//! Here: the envelope [`Op`], the field readers and checks every log shares, [`CommitId`],
+//! [`Payload`] and [`State`], and [`replay`]. One file per log: `stream.rs` ([`StreamOp`],
+//! [`StreamState`]), `boulder.rs` ([`BoulderOp`], [`BoulderState`]), `prd.rs` ([`PrdOp`],
+//! [`PrdState`]).
+//!
 //! These JSON shapes are a public format (see docs/state-format.md): every field is documented,
 //! and parsing is strict (unknown fields are refused) so garbage from a remote is caught.
 //!
@@ -22,13 +27,15 @@
 //! kind or a missing or mistyped field, naming it); [`Payload::data`] writes it back as the very
 //! JSON git-boulder has always written (keys sorted, a field given as `null` kept `null`, a field
 //! left out left out: see [`Opt`]). [`State::apply_op`] is an exhaustive match on it, and cannot
-//! fail: everything an op is refused for is found when it is parsed.
+//! fail: everything an op is refused for is found when it is parsed, or, for an op appended
+//! typed (written once, never through a JSON value), by [`Payload::check`].
 //!
 //! ### Adding an op kind
 //!
-//! Add a variant to the state's op enum (its fields named as in the JSON), read it in that
-//! enum's `parse`, name it in `kind`, handle it in the state's `apply_op` (the compiler lists the
-//! matches to complete), and document it in docs/state-format.md.
+//! Add a variant to the state's op enum (its fields named as in the JSON and declared in the
+//! order of those names sorted), read it in that enum's `parse`, check it in `check` (the same
+//! fields in the same order), name it in `kind`, handle it in the state's `apply_op` (the
+//! compiler lists the matches to complete), and document it in docs/state-format.md.
 
 use serde::{Deserialize, Serialize, Serializer};
 
