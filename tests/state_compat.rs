@@ -77,8 +77,9 @@ fn check_log<S: State>(repo: &TestRepo, refname: &str) -> Vec<String> {
         assert_eq!(pretty(&op), op_json, "{at}: op.json does not write back identical");
         let data = if op.is_merge() {
             let parents: Vec<String> = serde_json::from_value(op.data["parents"].clone()).unwrap();
+            let parents = [&parents[0], &parents[1]].map(|p| git_boulder::git::id::parse(p).unwrap());
             let ops = op.data["ops"].as_u64().unwrap() as usize;
-            MergeData { parents: [parents[0].clone(), parents[1].clone()], ops }.data()
+            MergeData { ops, parents }.data()
         } else {
             let typed = S::Op::parse(&op).unwrap_or_else(|e| panic!("{at}: {e}"));
             assert_eq!(typed.kind(), op.kind, "{at}");

@@ -280,7 +280,7 @@ impl RecordedCommit {
     /// The activity op each boulder it counts for records.
     pub fn activity(&self) -> BoulderOp {
         BoulderOp::Activity {
-            commit: self.commit.to_string(),
+            commit: self.commit.into(),
             story: self.story.clone().into(),
             at: Opt::Set(self.at.clone()),
         }
@@ -431,7 +431,7 @@ pub fn project_activity(ws: &Workspace, project_stream: bool, head: ObjectId) ->
     let store = Store::new(&ws.repo)?;
     let story = std::env::var("BOULDER_STORY").ok().filter(|s| !s.is_empty());
     let activity =
-        BoulderOp::Activity { commit: head.to_string(), story: story.into(), at: Opt::Set(crate::time::now_rfc3339()) };
+        BoulderOp::Activity { commit: head.into(), story: story.into(), at: Opt::Set(crate::time::now_rfc3339()) };
     store.append_if::<BoulderState>(&state::boulder_ref(&id), |cur| Ok(cur.map(|_| activity.clone())))?;
     Ok(())
 }

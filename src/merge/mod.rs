@@ -717,17 +717,17 @@ pub(crate) fn record_merged(ws: &Workspace, j: &Journal, last: ObjectId) -> Resu
     let store = Store::new(&ws.repo)?;
     let last_hex = last.to_string();
     let strategy = j.strategy.clone();
-    let s_new = j.stream_new.clone();
-    let (landed, before) = (j.base_new.clone(), j.base_old.clone());
+    let s_new = journal::id(&j.stream_new)?;
+    let (landed, before) = (journal::id(&j.base_new)?, journal::id(&j.base_old)?);
     store.append_if::<StreamState>(&state::stream_ref(&j.stream), |cur| {
         let already =
             cur.is_some_and(|s| s.status == StreamStatus::Merged && s.merged_commit.as_deref() == Some(&last_hex));
         Ok((!already).then(|| StreamOp::Merged {
-            commit: last_hex.clone(),
+            commit: last.into(),
             strategy: Opt::Set(strategy.clone()),
-            stream_tip: Opt::Set(s_new.clone()),
-            landed: Opt::Set(landed.clone()),
-            base_before: Opt::Set(before.clone()),
+            stream_tip: Opt::Set(s_new.into()),
+            landed: Opt::Set(landed.into()),
+            base_before: Opt::Set(before.into()),
         }))
     })?;
     failpoint::hit("merge-record");

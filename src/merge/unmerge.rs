@@ -445,7 +445,7 @@ pub fn unmerge(
         if !recorded_already {
             store.append::<StreamState>(
                 &state::stream_ref(&stream.name),
-                StreamOp::Unmerged { commit: new_base.to_string(), reverted: Opt::Set(j.landed.clone()) },
+                StreamOp::Unmerged { commit: new_base.into(), reverted: Opt::Set(journal::id(&j.landed)?.into()) },
             )?;
         }
         crate::failpoint::hit("unmerge-record");

@@ -3,9 +3,9 @@
 //! operation, whose tree holds `op.json` and `state.json` (the whole state after the op).
 //!
 //! * [`op`]: the op record, the typed ops and statuses, and the state types with their `apply`
-//!   (pure).
-//! * [`store`]: read, append (compare-and-swap with retry), log, validation of chains from
-//!   anywhere, and the deterministic merge of two diverged chains (gix).
+//!   (pure), one file per log.
+//! * [`store`]: read; append (compare-and-swap with retry); the streamed log; validation of
+//!   chains from anywhere; the deterministic merge of two diverged chains (gix), a file each.
 //! * [`pack`]: packing the state objects (`git boulder gc`, and on a threshold).
 
 pub mod history;
@@ -15,10 +15,10 @@ pub mod pack;
 pub mod store;
 
 pub use op::{
-    replay, BoulderOp, BoulderState, BoulderStatus, Checkpoint, Op, Opt, Payload, PrdOp, PrdState, Refusal, RunInfo,
-    State, StreamOp, StreamState, StreamStatus, Todo,
+    replay, BoulderOp, BoulderState, BoulderStatus, Checkpoint, CommitId, Op, Opt, Payload, PrdOp, PrdState, Refusal,
+    RunInfo, State, StreamOp, StreamState, StreamStatus, Todo,
 };
-pub use store::{Absorbed, Entry, LogEntry, Prepared, Store};
+pub use store::{Absorbed, Appended, Entry, LogEntry, Prepared, Store};
 
 /// The op-log refs, named in [`crate::git::refs`]: stream and boulder prefixes, the PRD op-log,
 /// the notes ref.

@@ -81,8 +81,8 @@ fn record_op(
         let op = StreamOp::Refused {
             refusal: landing.as_str().to_string(),
             reason,
-            stream_tip: tip.to_string(),
-            stream_before: before.filter(|b| *b != tip).map(|b| b.to_string()).into(),
+            stream_tip: tip.into(),
+            stream_before: before.filter(|b| *b != tip).map(state::CommitId::from).into(),
             hint: hint.map_or(Opt::Absent, Opt::Set),
             remote: remote.map_or(Opt::Absent, |r| Opt::Set(r.to_string())),
         };

@@ -150,8 +150,8 @@ fn record(store: &Store, r: &Rolled) -> Result<()> {
     store.append::<StreamState>(
         &state::stream_ref(&r.stream),
         StreamOp::RolledBack {
-            from: r.from.to_string(),
-            to: r.to.to_string(),
+            from: r.from.into(),
+            to: r.to.into(),
             backup: r.backup.clone().map_or(Opt::Absent, Opt::Set),
             restored: if r.restored { Opt::Set(true) } else { Opt::Absent },
         },

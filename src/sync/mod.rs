@@ -353,7 +353,7 @@ fn prepare_log<S: State>(
 ) -> Taken {
     let refused = |why: String| Taken::Done(Some(outcome(name, RefResult::Refused, Some(why))));
     let lasting = |why: String| Taken::Refused(outcome(name, RefResult::Refused, Some(why)));
-    match store.prepare_pull::<S>(name, id, misnamed) {
+    match store.prepare_pull::<S, _>(name, id, misnamed) {
         Ok(Err(why)) => lasting(why),
         Ok(Ok(state::Prepared::UpToDate)) => Taken::Done(Some(outcome(name, RefResult::UpToDate, None))),
         Ok(Ok(state::Prepared::Move { swap, how })) => Taken::Pending(Pending { kind, id, swap, how }),
