@@ -23,8 +23,8 @@ use crate::plan::{Plan, StreamDef};
 use crate::workspace::Workspace;
 use crate::worktree::checkout;
 
-use super::journal::{self, Journal, Stage};
-use super::{check, short, strategy_name, Options, Report};
+use super::journal::{Journal, Stage, StreamSeen};
+use super::{check, short, Options, Report};
 
 /// Most rounds (fetch, check, push) a merge into a remote tries before giving up on lost races.
 pub const ROUNDS: usize = 5;
@@ -101,8 +101,7 @@ pub fn merge(
             .hint(format!("finish it with `git boulder stream merge {} --remote {given}`", stream.name)));
         }
         let tip = repo.branch_tip(&j.stream_branch)?;
-        let (old, new) = (journal::id(&j.stream_old)?, journal::id(&j.stream_new)?);
-        if tip != Some(old) && tip != Some(new)
+        if tip != Some(j.stream_old) && tip != Some(j.stream_new)
             || j.stream_branch != stream.branch
             || j.base_branch != plan.settings.base_branch
         {
@@ -113,7 +112,7 @@ pub fn merge(
             j.remove(repo)?;
         } else {
             say(&format!("finishing the interrupted merge of stream {} into {base} on {given}", stream.name));
-            let strategy = super::parse_strategy(&j.strategy);
+            let strategy = j.strategy;
             let (gained, up_to_date) = (j.commits, j.base_old == j.base_new);
             match land(ws, plan, stream, j, &remote, true, say)? {
                 Landed::Done { merged, prd_commit } => {
@@ -200,17 +199,17 @@ pub fn merge(
             stream: stream.name.clone(),
             stream_branch: stream.branch.clone(),
             base_branch: base.clone(),
-            strategy: strategy_name(report.strategy).into(),
-            stream_old: stream_tip.to_string(),
-            stream_new: stream_new.to_string(),
-            base_old: seen.base.to_string(),
-            base_new: base_new.to_string(),
+            strategy: report.strategy,
+            stream_old: stream_tip,
+            stream_new,
+            base_old: seen.base,
+            base_new,
             commits: report.gained,
             prd_from: None,
             prd_to: None,
             stage: Stage::Planned,
             remote: Some(given.to_string()),
-            stream_seen: Some(seen.stream.map(|s| s.to_string()).unwrap_or_default()),
+            stream_seen: Some(StreamSeen::from(seen.stream)),
             local_base: None,
         };
         j.save(repo)?;
@@ -253,13 +252,13 @@ fn land(
     say: &dyn Fn(&str),
 ) -> Result<Landed> {
     let repo = &ws.repo;
-    let (b_old, b_new) = (journal::id(&j.base_old)?, journal::id(&j.base_new)?);
+    let (b_old, b_new) = (j.base_old, j.base_new);
     super::advance_stream(ws, plan, &mut j, say)?;
     if j.stage < Stage::Pushed {
         if j.prd_to.is_none() {
             super::plan_prd_sync(ws, plan, stream, &mut j, b_new)?;
         }
-        let fin = final_tip(&j)?;
+        let fin = j.final_tip();
         let mut landed = false;
         if resumed {
             // After a crash the push may have happened: look before pushing again.
@@ -273,8 +272,8 @@ fn land(
         }
         if !landed && fin != b_old {
             crate::progress::show(&format!("pushing {} to {}", j.base_branch, remote.given));
-            let s_new = journal::id(&j.stream_new)?;
-            let seen_stream = j.stream_seen.clone().filter(|s| !s.is_empty());
+            let s_new = j.stream_new;
+            let seen_stream = j.stream_seen.and_then(StreamSeen::tip).map(|id| id.to_string());
             let leases = vec![
                 (refs::branch_ref(&j.base_branch), Some(b_old.to_string())),
                 (refs::branch_ref(&j.stream_branch), seen_stream.clone()),
@@ -332,7 +331,7 @@ fn land(
         // The local base follows when it holds nothing the remote lacks: plan it now, once.
         if let Some(local) = repo.branch_tip(&j.base_branch)? {
             if local != fin && repo.objects().is_ancestor(local, fin)? {
-                j.local_base = Some(local.to_string());
+                j.local_base = Some(local);
             } else if local != fin {
                 say(&format!(
                     "the local branch {} has commits {} lacks; it stays at {} (the remote's is at {}): reconcile it with `git pull --rebase {} {}`",
@@ -349,9 +348,9 @@ fn land(
         j.save(repo)?;
     }
     failpoint::hit("queue-pushed");
-    let fin = final_tip(&j)?;
+    let fin = j.final_tip();
     if j.stage < Stage::BaseUpdated {
-        if let Some(local) = j.local_base.as_deref().map(journal::id).transpose()? {
+        if let Some(local) = j.local_base {
             let msg = format!("boulder merge: stream {} landed on {}", j.stream, remote.given);
             let what = format!("the merge of stream {}", j.stream);
             bring_up(repo, &j.base_branch, local, fin, &msg, &what, &remote.given, say);
@@ -374,8 +373,7 @@ fn land(
     }
     failpoint::hit("queue-state");
     j.remove(repo)?;
-    let prd_commit = j.prd_to.as_deref().map(journal::id).transpose()?;
-    Ok(Landed::Done { merged: b_new, prd_commit })
+    Ok(Landed::Done { merged: b_new, prd_commit: j.prd_to })
 }
 
 /// Move the local base branch (and its worktree, the way `git merge --ff-only` does) from `local`
@@ -424,12 +422,4 @@ pub fn follow(ws: &Workspace, plan: &Plan, given: &str, say: &dyn Fn(&str)) -> R
 /// Is git-lfs set up for this repository (its filter configured, as `git lfs install` does)?
 pub(crate) fn uses_lfs(repo: &crate::git::Repo) -> bool {
     ["filter.lfs.process", "filter.lfs.clean"].iter().any(|k| repo.config_string(k).is_some_and(|v| !v.is_empty()))
-}
-
-/// The tip the remote's base gets: the PRD sync commit, else the merged tip.
-fn final_tip(j: &Journal) -> Result<ObjectId> {
-    match &j.prd_to {
-        Some(p) => journal::id(p),
-        None => journal::id(&j.base_new),
-    }
 }
