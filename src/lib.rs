@@ -42,6 +42,7 @@ pub mod text;
 pub mod time;
 pub mod trace;
 pub mod trust;
+pub mod worker;
 pub mod workspace;
 pub mod worktree;
 

@@ -13,4 +13,3 @@ pub mod runloop;
 pub mod share;
 pub mod shell;
 pub mod status;
-pub mod work;

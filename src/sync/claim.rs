@@ -58,7 +58,7 @@ impl Claim {
 
     /// Why this claim is not a lease any worker honours, if it is not: its expiry lies more than
     /// [`MAX_LEASE`] after it was taken, or more than that (and [`SKEW`]) from now. A worker's
-    /// claim lasts [`crate::stream::work::CLAIM_TTL`] and `stream claim --ttl` at most
+    /// claim lasts [`CLAIM_TTL`] and `stream claim --ttl` at most
     /// [`MAX_LEASE`], so only a forged or broken claim (one that would be waited on for years)
     /// is.
     pub fn invalid(&self) -> Option<String> {
@@ -90,10 +90,13 @@ impl Claim {
     }
 }
 
-/// The longest lease a valid claim has: the worker's ([`crate::stream::work::CLAIM_TTL`], one
+/// How long a claim taken by the worker (`git boulder work`) lasts; renewed when half of it has
+/// passed.
+pub const CLAIM_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The longest lease a valid claim has: the worker's ([`CLAIM_TTL`], one
 /// hour) times [`LEASE_FACTOR`]. A claim promising more is invalid and treated as expired.
-pub const MAX_LEASE: std::time::Duration =
-    std::time::Duration::from_secs(crate::stream::work::CLAIM_TTL.as_secs() * LEASE_FACTOR);
+pub const MAX_LEASE: std::time::Duration = std::time::Duration::from_secs(CLAIM_TTL.as_secs() * LEASE_FACTOR);
 
 /// How many of the worker's leases a claim may span.
 pub const LEASE_FACTOR: u64 = 2;
