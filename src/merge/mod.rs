@@ -254,15 +254,16 @@ pub fn violation_line(v: &crate::hooks::Violation) -> String {
     format!("{}  {}  {rule}{deleted}{level}", &v.commit[..v.commit.len().min(10)], v.path)
 }
 
-fn message(kind: &str, stream: &StreamDef, base: &str, steps: &[Step]) -> String {
-    let mut m = match kind {
-        "merge" => format!("Merge stream {} (branch {}) into {base}\n", stream.name, stream.branch),
+/// The message of the commit a `merge` or `squash` strategy puts on the base.
+fn message(strategy: MergeStrategy, stream: &StreamDef, base: &str, steps: &[Step]) -> String {
+    let mut m = match strategy {
+        MergeStrategy::Merge => format!("Merge stream {} (branch {}) into {base}\n", stream.name, stream.branch),
         _ => format!("Squash stream {} (branch {}) into {base}\n", stream.name, stream.branch),
     };
     if !stream.stories.is_empty() {
         m.push_str(&format!("\nStories: {}\n", stream.stories.join(", ")));
     }
-    if kind == "squash" {
+    if strategy == MergeStrategy::Squash {
         let subjects: Vec<String> =
             steps.iter().filter(|s| s.new.is_some()).map(|s| format!("* {}", s.subject)).collect();
         if !subjects.is_empty() {
@@ -346,7 +347,7 @@ pub(crate) fn check(
                 (stream_tip, stream_tip)
             } else {
                 let tree = mem.tree_of(r.tip)?;
-                let msg = message("merge", stream, &base, &r.steps);
+                let msg = message(MergeStrategy::Merge, stream, &base, &r.steps);
                 let m = mem.new_commit(tree, vec![base_tip, stream_tip], &who, &msg)?;
                 (m, m)
             }
@@ -354,7 +355,7 @@ pub(crate) fn check(
         MergeStrategy::Squash if r.tip == base_tip => (r.tip, base_tip),
         MergeStrategy::Squash => {
             let tree = mem.tree_of(r.tip)?;
-            let msg = message("squash", stream, &base, &r.steps);
+            let msg = message(MergeStrategy::Squash, stream, &base, &r.steps);
             (r.tip, mem.new_commit(tree, vec![base_tip], &who, &msg)?)
         }
     };
@@ -561,34 +562,51 @@ fn resume(ws: &Workspace, plan: &Plan, stream: &StreamDef, j: Journal, say: &dyn
         return Ok(None);
     }
     say(&format!("finishing the interrupted merge of stream {}", stream.name));
-    let strategy = j.strategy;
-    let gained = j.commits;
-    let up_to_date = j.base_old == j.base_new;
+    let resumed = Resumed::of(&j);
     let done = execute(ws, plan, stream, j, say)?;
-    Ok(Some(Report {
-        stream: stream.name.clone(),
-        branch: stream.branch.clone(),
-        base: plan.settings.base_branch.clone(),
-        strategy,
-        steps: Vec::new(),
-        conflicts: Vec::new(),
-        commit: Some(done.merged),
-        gained,
-        prd_diff: None,
-        prd_commit: done.prd_commit,
-        up_to_date,
-        resumed: true,
-        ownership: Vec::new(),
-        remote: None,
-        rounds: 0,
-        recorded: None,
-    }))
+    Ok(Some(resumed.report(plan, stream, done, None)))
+}
+
+/// What the report of a merge finished from its record says of the merge, read from the record
+/// before the merge goes on.
+pub(crate) struct Resumed {
+    strategy: MergeStrategy,
+    gained: usize,
+    up_to_date: bool,
+}
+
+impl Resumed {
+    pub(crate) fn of(j: &Journal) -> Resumed {
+        Resumed { strategy: j.strategy, gained: j.commits, up_to_date: j.base_old == j.base_new }
+    }
+
+    /// The report once the merge is done (into `remote`'s base, if one is given).
+    pub(crate) fn report(self, plan: &Plan, stream: &StreamDef, done: Done, remote: Option<String>) -> Report {
+        Report {
+            stream: stream.name.clone(),
+            branch: stream.branch.clone(),
+            base: plan.settings.base_branch.clone(),
+            strategy: self.strategy,
+            steps: Vec::new(),
+            conflicts: Vec::new(),
+            commit: Some(done.merged),
+            gained: self.gained,
+            prd_diff: None,
+            prd_commit: done.prd_commit,
+            up_to_date: self.up_to_date,
+            resumed: true,
+            ownership: Vec::new(),
+            remote,
+            rounds: 0,
+            recorded: None,
+        }
+    }
 }
 
 pub(crate) struct Done {
     /// The base tip the stream brought (before the PRD sync commit).
-    merged: ObjectId,
-    prd_commit: Option<ObjectId>,
+    pub merged: ObjectId,
+    pub prd_commit: Option<ObjectId>,
 }
 
 /// A step found the world not as planned (a branch moved, an index changed): drop the record so

@@ -350,24 +350,7 @@ pub fn unmerge(
     let mut pending = resumable(ws, stream, &base, remote.as_ref(), say)?;
     // A plan made before a kill, whose base is no longer where it was: start over.
     if let Some(j) = pending.as_mut().filter(|j| j.stage == Stage::Planned) {
-        let (old, new) = (j.base_old, j.base_new);
-        let still = match &remote {
-            None => {
-                let tip = repo.branch_tip(&base)?;
-                tip == Some(old) || tip == Some(new)
-            }
-            Some(r) => {
-                let tip = fetch_base(ws, r, &base)?;
-                if repo.objects().is_ancestor(new, tip)? {
-                    // The push went through before the kill.
-                    pushed(ws, j, r, new, say)?;
-                    true
-                } else {
-                    tip == old
-                }
-            }
-        };
-        if !still {
+        if !still_applies(ws, j, remote.as_ref(), say)? {
             say(&format!(
                 "the record of an interrupted unmerge of stream {} no longer applies ({base} moved since); starting over",
                 stream.name
@@ -401,27 +384,7 @@ pub fn unmerge(
     out.prd_commit = j.prd_commit;
     out.base_tip = Some(new_base);
     if j.stage < Stage::BaseMoved {
-        match &remote {
-            None => {
-                let old = j.base_old;
-                if new_base != old {
-                    checkout::move_branch(
-                        repo,
-                        &base,
-                        old,
-                        new_base,
-                        &ours,
-                        &format!("the unmerge of stream {}", stream.name),
-                        "unmerge-base-ref",
-                    )?;
-                }
-            }
-            Some(r) => {
-                if let Some(local) = j.local_base {
-                    follow(ws, &stream.name, &base, local, new_base, &r.given, say);
-                }
-            }
-        }
+        move_base(ws, stream, &j, remote.as_ref(), &ours, say)?;
         j.stage = Stage::BaseMoved;
         j.save(repo)?;
     }
@@ -433,23 +396,7 @@ pub fn unmerge(
     }
     crate::failpoint::hit("unmerge-rebuilt");
     if j.stage < Stage::Recorded {
-        if let Some(r) = &remote {
-            // Another machine may have recorded it meanwhile (finishing what this one left).
-            crate::sync::pull(repo, r)?;
-        }
-        let store = Store::new(repo)?;
-        let st = store.read::<StreamState>(&state::stream_ref(&stream.name))?.map(|e| e.state);
-        // Recorded once: a run killed after the record and before the journal knew it finds it.
-        let recorded_already = st.is_none_or(|s| {
-            s.status != StreamStatus::Merged || s.merged_landed.as_deref() != Some(j.landed.to_string().as_str())
-        });
-        if !recorded_already {
-            store.append::<StreamState>(
-                &state::stream_ref(&stream.name),
-                StreamOp::Unmerged { commit: new_base.to_string(), reverted: Opt::Set(j.landed.to_string()) },
-            )?;
-        }
-        crate::failpoint::hit("unmerge-record");
+        record(ws, stream, &j, remote.as_ref())?;
         j.stage = Stage::Recorded;
         j.save(repo)?;
     }
@@ -461,6 +408,83 @@ pub fn unmerge(
     crate::failpoint::hit("unmerge-state");
     j.remove(repo)?;
     Ok(out)
+}
+
+/// A plan made before a kill, not pushed yet: does it still apply — the base where the plan
+/// left it (or, with a remote, the push gone through before the kill: then it is recorded as
+/// pushed)?
+fn still_applies(ws: &Workspace, j: &mut Journal, remote: Option<&RemoteName>, say: &dyn Fn(&str)) -> Result<bool> {
+    let (old, new) = (j.base_old, j.base_new);
+    Ok(match remote {
+        None => {
+            let tip = ws.repo.branch_tip(&j.base_branch)?;
+            tip == Some(old) || tip == Some(new)
+        }
+        Some(r) => {
+            let tip = fetch_base(ws, r, &j.base_branch)?;
+            if ws.repo.objects().is_ancestor(new, tip)? {
+                // The push went through before the kill.
+                pushed(ws, j, r, new, say)?;
+                true
+            } else {
+                tip == old
+            }
+        }
+    })
+}
+
+/// Move the local base to the revert (with its worktree, compare-and-swap), or, after a push to
+/// a remote, let it follow the remote's when it is to.
+fn move_base(
+    ws: &Workspace,
+    stream: &StreamDef,
+    j: &Journal,
+    remote: Option<&RemoteName>,
+    ours: &str,
+    say: &dyn Fn(&str),
+) -> Result<()> {
+    let (old, new_base) = (j.base_old, j.base_new);
+    match remote {
+        None if new_base != old => checkout::move_branch(
+            &ws.repo,
+            &j.base_branch,
+            old,
+            new_base,
+            ours,
+            &format!("the unmerge of stream {}", stream.name),
+            "unmerge-base-ref",
+        ),
+        None => Ok(()),
+        Some(r) => {
+            if let Some(local) = j.local_base {
+                follow(ws, &stream.name, &j.base_branch, local, new_base, &r.given, say);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Record `unmerged` (once: a run killed after the record and before the journal knew it finds
+/// it there).
+fn record(ws: &Workspace, stream: &StreamDef, j: &Journal, remote: Option<&RemoteName>) -> Result<()> {
+    let repo = &ws.repo;
+    if let Some(r) = remote {
+        // Another machine may have recorded it meanwhile (finishing what this one left).
+        crate::sync::pull(repo, r)?;
+    }
+    let store = Store::new(repo)?;
+    let st = store.read::<StreamState>(&state::stream_ref(&stream.name))?.map(|e| e.state);
+    let landed = j.landed.to_string();
+    let recorded_already =
+        st.is_none_or(|s| s.status != StreamStatus::Merged || s.merged_landed.as_deref() != Some(landed.as_str()));
+    if !recorded_already {
+        store.append::<StreamState>(
+            &state::stream_ref(&stream.name),
+            StreamOp::Unmerged { commit: j.base_new.to_string(), reverted: Opt::Set(landed) },
+        )?;
+    }
+    crate::failpoint::hit("unmerge-record");
+    Ok(())
 }
 
 /// The record of an interrupted unmerge of `stream` that this command finishes, if any; refused
