@@ -65,7 +65,7 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
     claims(ws, &store, &held, &mut problems)?;
 
     // Held locks (a running worker's is not a problem).
-    for (name, holder) in held.into_iter().filter(|(n, _)| !n.starts_with(crate::stream::work::WORKER_LOCK)) {
+    for (name, holder) in held.into_iter().filter(|(n, _)| !n.starts_with(crate::worker::WORKER_LOCK)) {
         problems.push(Problem {
             area: "lock",
             message: format!("lock {name} is held by {}", holder.describe()),
@@ -320,7 +320,7 @@ fn claims(
 ) -> Result<()> {
     let me = store.known_actor();
     let host = crate::git::identity::hostname();
-    let worker_alive = held.iter().any(|(n, _)| n.starts_with(crate::stream::work::WORKER_LOCK));
+    let worker_alive = held.iter().any(|(n, _)| n.starts_with(crate::worker::WORKER_LOCK));
     for (remote, stream, c) in crate::sync::claim::seen(&ws.repo)? {
         if let Some(why) = c.invalid() {
             problems.push(Problem {

@@ -44,6 +44,7 @@ pub mod time;
 pub mod trace;
 pub mod trust;
 pub mod ui;
+pub mod worker;
 pub mod workspace;
 pub mod worktree;
 

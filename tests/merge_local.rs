@@ -566,3 +566,34 @@ fn refs_but_auths_log(repo: &TestRepo) -> String {
 fn refs_but_auths_log_of(refs: &str) -> String {
     refs.lines().filter(|l| !l.ends_with("\trefs/boulder/streams/auth")).collect::<Vec<_>>().join("\n")
 }
+
+/// The record of an interrupted merge is written as it always was (ids as hex, the strategy by
+/// name, `null` for no PRD sync); one naming a strategy this version does not know is refused
+/// as invalid (exit 2, naming the file and the fix), never finished as a rebase; put right, the
+/// rerun finishes from it.
+#[test]
+fn the_record_of_an_interrupted_merge_keeps_its_format_and_an_unknown_strategy_is_refused() {
+    let repo = setup(PLAN);
+    finish_auth(&repo);
+    let (tip, main) = (rev(&repo, "boulder/auth"), rev(&repo, "main"));
+    let r = repo.boulder_env(&repo.dir, &["stream", "merge", "auth"], &[("BOULDER_FAILPOINT", "merge-journal")]);
+    assert!(r.stderr.contains("failpoint merge-journal"), "{}", r.stderr);
+    let record = repo.dir.join(".git/boulder/merge/auth.json");
+    let written = std::fs::read_to_string(&record).unwrap();
+    let expected = format!(
+        "{{\n  \"stream\": \"auth\",\n  \"stream_branch\": \"boulder/auth\",\n  \"base_branch\": \"main\",\n  \"strategy\": \"rebase\",\n  \"stream_old\": \"{tip}\",\n  \"stream_new\": \"{tip}\",\n  \"base_old\": \"{main}\",\n  \"base_new\": \"{tip}\",\n  \"commits\": 2,\n  \"prd_from\": null,\n  \"prd_to\": null,\n  \"stage\": \"planned\"\n}}"
+    );
+    assert_eq!(written, expected);
+
+    std::fs::write(&record, written.replace("\"rebase\"", "\"octopus\"")).unwrap();
+    assert_shown!("merge_record_unknown_strategy", repo.boulder(&["stream", "merge", "auth"]).code(2));
+    assert_eq!(rev(&repo, "main"), main, "nothing moved");
+    assert!(record.exists(), "the record is kept for a person to look at");
+
+    std::fs::write(&record, &written).unwrap();
+    let r = repo.boulder(&["stream", "merge", "auth"]).ok();
+    assert!(r.stderr.contains("finishing the interrupted merge of stream auth"), "{}", r.stderr);
+    assert_eq!(rev(&repo, "main"), tip);
+    assert!(!record.exists());
+    assert_eq!(repo.stream_state("auth")["status"], "MERGED");
+}

@@ -1,11 +1,11 @@
 //! `git boulder work [--remote R] [--parallel N] [-- CMD…]`: the worker; the scheduling is in
-//! [`crate::stream::work`].
+//! [`crate::worker`].
 
 use std::sync::Arc;
 
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::stream::work::{self, Outcome};
+use crate::worker::{self as work, Outcome};
 use crate::workspace::Workspace;
 
 #[derive(Debug, clap::Args)]

@@ -93,14 +93,6 @@ pub fn strategy_name(s: MergeStrategy) -> &'static str {
     }
 }
 
-pub(crate) fn parse_strategy(s: &str) -> MergeStrategy {
-    match s {
-        "merge" => MergeStrategy::Merge,
-        "squash" => MergeStrategy::Squash,
-        _ => MergeStrategy::Rebase,
-    }
-}
-
 pub use crate::git::id::short;
 
 /// Story ids of `stream` that are done: as its own PRD says (worktree, else branch tip, else the
@@ -265,15 +257,16 @@ pub fn violation_line(v: &crate::plan::ownership::Violation) -> String {
     format!("{}  {}  {rule}{deleted}{level}", &v.commit[..v.commit.len().min(10)], v.path)
 }
 
-fn message(kind: &str, stream: &StreamDef, base: &str, steps: &[Step]) -> String {
-    let mut m = match kind {
-        "merge" => format!("Merge stream {} (branch {}) into {base}\n", stream.name, stream.branch),
+/// The message of the commit a `merge` or `squash` strategy puts on the base.
+fn message(strategy: MergeStrategy, stream: &StreamDef, base: &str, steps: &[Step]) -> String {
+    let mut m = match strategy {
+        MergeStrategy::Merge => format!("Merge stream {} (branch {}) into {base}\n", stream.name, stream.branch),
         _ => format!("Squash stream {} (branch {}) into {base}\n", stream.name, stream.branch),
     };
     if !stream.stories.is_empty() {
         m.push_str(&format!("\nStories: {}\n", stream.stories.join(", ")));
     }
-    if kind == "squash" {
+    if strategy == MergeStrategy::Squash {
         let subjects: Vec<String> =
             steps.iter().filter(|s| s.new.is_some()).map(|s| format!("* {}", s.subject)).collect();
         if !subjects.is_empty() {
@@ -357,7 +350,7 @@ pub(crate) fn check(
                 (stream_tip, stream_tip)
             } else {
                 let tree = mem.tree_of(r.tip)?;
-                let msg = message("merge", stream, &base, &r.steps);
+                let msg = message(MergeStrategy::Merge, stream, &base, &r.steps);
                 let m = mem.new_commit(tree, vec![base_tip, stream_tip], &who, &msg)?;
                 (m, m)
             }
@@ -365,7 +358,7 @@ pub(crate) fn check(
         MergeStrategy::Squash if r.tip == base_tip => (r.tip, base_tip),
         MergeStrategy::Squash => {
             let tree = mem.tree_of(r.tip)?;
-            let msg = message("squash", stream, &base, &r.steps);
+            let msg = message(MergeStrategy::Squash, stream, &base, &r.steps);
             (r.tip, mem.new_commit(tree, vec![base_tip], &who, &msg)?)
         }
     };
@@ -531,11 +524,11 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
         stream: stream.name.clone(),
         stream_branch: stream.branch.clone(),
         base_branch: base.clone(),
-        strategy: strategy_name(strategy).into(),
-        stream_old: stream_tip.to_string(),
-        stream_new: stream_new.to_string(),
-        base_old: base_tip.to_string(),
-        base_new: base_new.to_string(),
+        strategy,
+        stream_old: stream_tip,
+        stream_new,
+        base_old: base_tip,
+        base_new,
         commits: report.gained,
         prd_from: None,
         prd_to: None,
@@ -563,8 +556,7 @@ fn base_tip(ws: &Workspace, base: &str) -> Result<ObjectId> {
 /// stream branch moved elsewhere): it is dropped and the merge starts over.
 fn resume(ws: &Workspace, plan: &Plan, stream: &StreamDef, j: Journal, say: &dyn Fn(&str)) -> Result<Option<Report>> {
     let tip = ws.repo.branch_tip(&j.stream_branch)?;
-    let (old, new) = (journal::id(&j.stream_old)?, journal::id(&j.stream_new)?);
-    if tip != Some(old) && tip != Some(new)
+    if tip != Some(j.stream_old) && tip != Some(j.stream_new)
         || j.stream_branch != stream.branch
         || j.base_branch != plan.settings.base_branch
     {
@@ -573,34 +565,51 @@ fn resume(ws: &Workspace, plan: &Plan, stream: &StreamDef, j: Journal, say: &dyn
         return Ok(None);
     }
     say(&format!("finishing the interrupted merge of stream {}", stream.name));
-    let strategy = parse_strategy(&j.strategy);
-    let gained = j.commits;
-    let up_to_date = j.base_old == j.base_new;
+    let resumed = Resumed::of(&j);
     let done = execute(ws, plan, stream, j, say)?;
-    Ok(Some(Report {
-        stream: stream.name.clone(),
-        branch: stream.branch.clone(),
-        base: plan.settings.base_branch.clone(),
-        strategy,
-        steps: Vec::new(),
-        conflicts: Vec::new(),
-        commit: Some(done.merged),
-        gained,
-        prd_diff: None,
-        prd_commit: done.prd_commit,
-        up_to_date,
-        resumed: true,
-        ownership: Vec::new(),
-        remote: None,
-        rounds: 0,
-        recorded: None,
-    }))
+    Ok(Some(resumed.report(plan, stream, done, None)))
+}
+
+/// What the report of a merge finished from its record says of the merge, read from the record
+/// before the merge goes on.
+pub(crate) struct Resumed {
+    strategy: MergeStrategy,
+    gained: usize,
+    up_to_date: bool,
+}
+
+impl Resumed {
+    pub(crate) fn of(j: &Journal) -> Resumed {
+        Resumed { strategy: j.strategy, gained: j.commits, up_to_date: j.base_old == j.base_new }
+    }
+
+    /// The report once the merge is done (into `remote`'s base, if one is given).
+    pub(crate) fn report(self, plan: &Plan, stream: &StreamDef, done: Done, remote: Option<String>) -> Report {
+        Report {
+            stream: stream.name.clone(),
+            branch: stream.branch.clone(),
+            base: plan.settings.base_branch.clone(),
+            strategy: self.strategy,
+            steps: Vec::new(),
+            conflicts: Vec::new(),
+            commit: Some(done.merged),
+            gained: self.gained,
+            prd_diff: None,
+            prd_commit: done.prd_commit,
+            up_to_date: self.up_to_date,
+            resumed: true,
+            ownership: Vec::new(),
+            remote,
+            rounds: 0,
+            recorded: None,
+        }
+    }
 }
 
 pub(crate) struct Done {
     /// The base tip the stream brought (before the PRD sync commit).
-    merged: ObjectId,
-    prd_commit: Option<ObjectId>,
+    pub merged: ObjectId,
+    pub prd_commit: Option<ObjectId>,
 }
 
 /// A step found the world not as planned (a branch moved, an index changed): drop the record so
@@ -625,8 +634,8 @@ pub(crate) fn stop<T>(ws: &Workspace, j: &Journal, branch: &str, to: ObjectId, e
 /// (as one step no commit there can interleave with), then `verify` on the result.
 pub(crate) fn advance_stream(ws: &Workspace, plan: &Plan, j: &mut Journal, say: &dyn Fn(&str)) -> Result<()> {
     let repo = &ws.repo;
-    let (s_old, s_new) = (journal::id(&j.stream_old)?, journal::id(&j.stream_new)?);
-    let (b_old, b_new) = (journal::id(&j.base_old)?, journal::id(&j.base_new)?);
+    let (s_old, s_new) = (j.stream_old, j.stream_new);
+    let (b_old, b_new) = (j.base_old, j.base_new);
     crate::progress::show(&format!("moving {} and its worktree", j.stream_branch));
     let what = format!("the merge of stream {}", j.stream);
     if j.stage < Stage::StreamUpdated {
@@ -642,7 +651,7 @@ pub(crate) fn advance_stream(ws: &Workspace, plan: &Plan, j: &mut Journal, say: 
             say(&format!("the old tip {} of {} is kept in {kept}", short(s_old), j.stream_branch));
             failpoint::hit("merge-backup");
         }
-        let msg = format!("boulder merge: {} onto {}", strategy_label(&j.strategy), j.base_branch);
+        let msg = format!("boulder merge: {} onto {}", strategy_label(j.strategy), j.base_branch);
         checkout::move_branch(repo, &j.stream_branch, s_old, s_new, &msg, &what, "merge-stream-ref")
             .or_else(|e| stop(ws, j, &j.stream_branch, s_new, e))?;
         if s_old == s_new {
@@ -702,8 +711,8 @@ pub(crate) fn plan_prd_sync(
                 let who = identity::rewrite_committer(repo);
                 let msg = format!("chore(prd): sync completion from stream {}\n", j.stream);
                 let p_commit = objects.new_commit(tree, vec![on], &who, &msg)?;
-                j.prd_from = Some(on.to_string());
-                j.prd_to = Some(p_commit.to_string());
+                j.prd_from = Some(on);
+                j.prd_to = Some(p_commit);
                 j.save(repo)?;
                 failpoint::hit("merge-prd-commit");
             }
@@ -716,9 +725,9 @@ pub(crate) fn plan_prd_sync(
 pub(crate) fn record_merged(ws: &Workspace, j: &Journal, last: ObjectId) -> Result<()> {
     let store = Store::new(&ws.repo)?;
     let last_hex = last.to_string();
-    let strategy = j.strategy.clone();
-    let s_new = journal::id(&j.stream_new)?;
-    let (landed, before) = (journal::id(&j.base_new)?, journal::id(&j.base_old)?);
+    let strategy = strategy_name(j.strategy).to_string();
+    let s_new = j.stream_new;
+    let (landed, before) = (j.base_new, j.base_old);
     store.append_if::<StreamState>(&state::stream_ref(&j.stream), |cur| {
         let already =
             cur.is_some_and(|s| s.status == StreamStatus::Merged && s.merged_commit.as_deref() == Some(&last_hex));
@@ -737,18 +746,18 @@ pub(crate) fn record_merged(ws: &Workspace, j: &Journal, last: ObjectId) -> Resu
 /// Carry out a planned merge, step by step, skipping what is already done.
 fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say: &dyn Fn(&str)) -> Result<Done> {
     let repo = &ws.repo;
-    let (b_old, b_new) = (journal::id(&j.base_old)?, journal::id(&j.base_new)?);
+    let (b_old, b_new) = (j.base_old, j.base_new);
     let base_ref = refs::branch_ref(&j.base_branch);
     let what = format!("the merge of stream {}", j.stream);
     advance_stream(ws, plan, &mut j, say)?;
     crate::progress::show(&format!("fast-forwarding {}", j.base_branch));
     // 3. The base branch (a fast-forward, compare-and-swap against the tip that was checked) and
     //    its worktree.
-    let prd_to = j.prd_to.as_deref().map(journal::id).transpose()?;
+    let prd_to = j.prd_to;
     if j.stage < Stage::BaseUpdated {
         let past = prd_to.is_some() && repo.ref_id(&base_ref)? == prd_to;
         if b_old != b_new && !past {
-            let msg = format!("boulder merge: stream {} ({})", j.stream, j.strategy);
+            let msg = format!("boulder merge: stream {} ({})", j.stream, strategy_name(j.strategy));
             checkout::move_branch(repo, &j.base_branch, b_old, b_new, &msg, &what, "merge-base-ref")
                 .or_else(|e| stop(ws, &j, &j.base_branch, b_new, e))?;
         } else if b_old == b_new {
@@ -763,9 +772,8 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
         if j.prd_to.is_none() {
             plan_prd_sync(ws, plan, stream, &mut j, b_new)?;
         }
-        if let (Some(from), Some(to)) = (&j.prd_from, &j.prd_to) {
+        if let (Some(from), Some(to)) = (j.prd_from, j.prd_to) {
             // Planned (perhaps before a crash): move the base and its worktree to it.
-            let (from, to) = (journal::id(from)?, journal::id(to)?);
             let msg = format!("chore(prd): sync completion from stream {}", j.stream);
             checkout::move_branch(repo, &j.base_branch, from, to, &msg, &what, "merge-prd-ref")
                 .or_else(|e| stop(ws, &j, &j.base_branch, to, e))?;
@@ -782,17 +790,17 @@ fn execute(ws: &Workspace, plan: &Plan, stream: &StreamDef, mut j: Journal, say:
         }
     }
     // 5. Record MERGED with the final commit (once).
-    let prd_commit = j.prd_to.as_deref().map(journal::id).transpose()?;
-    record_merged(ws, &j, prd_commit.unwrap_or(b_new))?;
+    let prd_commit = j.prd_to;
+    record_merged(ws, &j, j.final_tip())?;
     j.remove(repo)?;
     Ok(Done { merged: b_new, prd_commit })
 }
 
-pub(crate) fn strategy_label(s: &str) -> &str {
+pub(crate) fn strategy_label(s: MergeStrategy) -> &'static str {
     match s {
-        "merge" => "merge commit",
-        "squash" => "rebase before squash",
-        _ => "rebase",
+        MergeStrategy::Merge => "merge commit",
+        MergeStrategy::Squash => "rebase before squash",
+        MergeStrategy::Rebase => "rebase",
     }
 }
 

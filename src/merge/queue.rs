@@ -23,8 +23,8 @@ use crate::plan::{Plan, StreamDef};
 use crate::workspace::Workspace;
 use crate::worktree::checkout;
 
-use super::journal::{self, Journal, Stage};
-use super::{check, short, strategy_name, Options, Report};
+use super::journal::{Journal, Stage, StreamSeen};
+use super::{check, short, Options, Report};
 
 /// Most rounds (fetch, check, push) a merge into a remote tries before giving up on lost races.
 pub const ROUNDS: usize = 5;
@@ -75,152 +75,13 @@ pub fn merge(
     let base = plan.settings.base_branch.clone();
     let mut rounds = 0usize;
 
-    if let Some(j) = Journal::load(repo, &stream.name)? {
-        match j.remote.as_deref() {
-            None => {
-                return Err(Error::refused(format!(
-                    "an interrupted local merge of stream {} is pending; finish it before merging into {given}",
-                    stream.name
-                ))
-                .hint(format!("finish it with `git boulder stream merge {} --no-remote`", stream.name)))
-            }
-            Some(r) if r != given => {
-                return Err(Error::refused(format!(
-                    "an interrupted merge of stream {} into {r} is pending; finish it before merging into {given}",
-                    stream.name
-                ))
-                .hint(format!("finish it with `git boulder stream merge {} --remote {r}`", stream.name)))
-            }
-            Some(_) => {}
-        }
-        if opts.dry_run {
-            return Err(Error::refused(format!(
-                "an interrupted merge of stream {} is pending, so a dry run cannot say what a merge would do",
-                stream.name
-            ))
-            .hint(format!("finish it with `git boulder stream merge {} --remote {given}`", stream.name)));
-        }
-        let tip = repo.branch_tip(&j.stream_branch)?;
-        let (old, new) = (journal::id(&j.stream_old)?, journal::id(&j.stream_new)?);
-        if tip != Some(old) && tip != Some(new)
-            || j.stream_branch != stream.branch
-            || j.base_branch != plan.settings.base_branch
-        {
-            say(&format!(
-                "the record of an interrupted merge of stream {} no longer applies; starting over",
-                stream.name
-            ));
-            j.remove(repo)?;
-        } else {
-            say(&format!("finishing the interrupted merge of stream {} into {base} on {given}", stream.name));
-            let strategy = super::parse_strategy(&j.strategy);
-            let (gained, up_to_date) = (j.commits, j.base_old == j.base_new);
-            match land(ws, plan, stream, j, &remote, true, say)? {
-                Landed::Done { merged, prd_commit } => {
-                    return Ok(Report {
-                        stream: stream.name.clone(),
-                        branch: stream.branch.clone(),
-                        base: base.clone(),
-                        strategy,
-                        steps: Vec::new(),
-                        conflicts: Vec::new(),
-                        commit: Some(merged),
-                        gained,
-                        prd_diff: None,
-                        prd_commit,
-                        up_to_date,
-                        resumed: true,
-                        ownership: Vec::new(),
-                        remote: Some(given.to_string()),
-                        rounds: 0,
-                        recorded: None,
-                    })
-                }
-                Landed::LostRace => {
-                    rounds += 1;
-                    lost(say, &base, given, rounds);
-                }
-            }
-        }
-    }
-
-    // The stream's tip before any round rewrote it: a lost round leaves the branch rebased.
-    let tip_before = repo.branch_tip(&stream.branch)?;
-    while rounds < ROUNDS {
-        if !opts.dry_run {
-            // The remote's state decides depends_on and MERGED: bring it in first.
-            crate::sync::pull(repo, &remote)?;
-        }
-        let seen = fetch_tips(ws, &remote, &base, &stream.branch)?;
-        // Commits of the remote's stream branch come here first: refused before the check, whose
-        // refusals (work recorded but missing) would point elsewhere.
-        // (Without a local branch, the check says how to make one.)
-        if let (Some(theirs), Some(local)) = (seen.stream, repo.branch_tip(&stream.branch)?) {
-            let objects = repo.objects();
-            // Known here when this branch, the remote's base or a backup of the stream (a
-            // rollback's, an unmerge's) holds it.
-            let mut known = objects.is_ancestor(theirs, local)?
-                || objects.is_ancestor(theirs, seen.base)?
-                || tip_before.map(|t| objects.is_ancestor(theirs, t)).transpose()?.unwrap_or(false);
-            for (_, _, kept) in crate::stream::rollback::backups(repo, &stream.name)? {
-                known = known || objects.is_ancestor(theirs, kept)?;
-            }
-            // A tip this branch had here, rewritten here since (a rebase: `stream resolve`, the
-            // agent's own): its commits are on the branch in their new form.
-            known = known || crate::stream::share::own_history(ws, stream, local, theirs)?;
-            if !known {
-                return Err(Error::refused(format!(
-                    "the branch {} on {given} has commits this machine's branch lacks ({}); nothing was changed",
-                    stream.branch,
-                    short(theirs)
-                ))
-                .hint(format!(
-                    "bring them in first: cd \"$(git boulder stream path {})\" && git pull --rebase {given} {}",
-                    stream.name, stream.branch
-                )));
-            }
-        }
-        let c = check(ws, plan, stream, opts, seen.base)?;
-        if !c.report.conflicts.is_empty() {
-            let mut report = c.report;
-            report.remote = Some(given.to_string());
-            report.rounds = rounds;
-            return Ok(report);
-        }
-        if opts.dry_run {
-            // After every refusal the real run makes before it changes anything.
-            let mut report = c.report;
-            report.remote = Some(given.to_string());
-            report.rounds = rounds;
-            return Ok(report);
-        }
-        let (stream_tip, stream_new, base_new) = (c.stream_tip, c.stream_new, c.base_new);
-        let mut report = super::write_planned(ws, c, &[(stream.branch.as_str(), stream_tip, stream_new)])?;
-        let j = Journal {
-            stream: stream.name.clone(),
-            stream_branch: stream.branch.clone(),
-            base_branch: base.clone(),
-            strategy: strategy_name(report.strategy).into(),
-            stream_old: stream_tip.to_string(),
-            stream_new: stream_new.to_string(),
-            base_old: seen.base.to_string(),
-            base_new: base_new.to_string(),
-            commits: report.gained,
-            prd_from: None,
-            prd_to: None,
-            stage: Stage::Planned,
-            remote: Some(given.to_string()),
-            stream_seen: Some(seen.stream.map(|s| s.to_string()).unwrap_or_default()),
-            local_base: None,
-        };
-        j.save(repo)?;
-        failpoint::hit("merge-journal");
-        match land(ws, plan, stream, j, &remote, false, say)? {
-            Landed::Done { prd_commit, .. } => {
-                report.prd_commit = prd_commit;
-                report.remote = Some(given.to_string());
-                report.rounds = rounds;
-                return Ok(report);
+    if let Some(j) = pending(ws, plan, stream, opts, given, say)? {
+        say(&format!("finishing the interrupted merge of stream {} into {base} on {given}", stream.name));
+        let resumed = super::Resumed::of(&j);
+        match land(ws, plan, stream, j, &remote, true, say)? {
+            Landed::Done { merged, prd_commit } => {
+                let done = super::Done { merged, prd_commit };
+                return Ok(resumed.report(plan, stream, done, Some(given.to_string())));
             }
             Landed::LostRace => {
                 rounds += 1;
@@ -228,11 +89,167 @@ pub fn merge(
             }
         }
     }
+
+    // The stream's tip before any round rewrote it: a lost round leaves the branch rebased.
+    let tip_before = repo.branch_tip(&stream.branch)?;
+    while rounds < ROUNDS {
+        if let Some(report) = round(ws, plan, stream, opts, &remote, tip_before, rounds, say)? {
+            return Ok(report);
+        }
+        rounds += 1;
+        lost(say, &base, given, rounds);
+    }
     Err(Error::refused(format!(
         "stream {} could not land on {base} on {given}: the branch moved under it {ROUNDS} times in a row; nothing was changed there",
         stream.name
     ))
     .hint(format!("try again when the remote is quieter: git boulder stream merge {} --remote {given}", stream.name)))
+}
+
+/// The record of an interrupted merge of `stream` into `given` that this run finishes: refused
+/// when it is of a local merge or one into another remote, or for a dry run; dropped (`None`)
+/// when the stream branch moved elsewhere since.
+fn pending(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    opts: &Options,
+    given: &str,
+    say: &dyn Fn(&str),
+) -> Result<Option<Journal>> {
+    let repo = &ws.repo;
+    let Some(j) = Journal::load(repo, &stream.name)? else { return Ok(None) };
+    match j.remote.as_deref() {
+        None => {
+            return Err(Error::refused(format!(
+                "an interrupted local merge of stream {} is pending; finish it before merging into {given}",
+                stream.name
+            ))
+            .hint(format!("finish it with `git boulder stream merge {} --no-remote`", stream.name)))
+        }
+        Some(r) if r != given => {
+            return Err(Error::refused(format!(
+                "an interrupted merge of stream {} into {r} is pending; finish it before merging into {given}",
+                stream.name
+            ))
+            .hint(format!("finish it with `git boulder stream merge {} --remote {r}`", stream.name)))
+        }
+        Some(_) => {}
+    }
+    if opts.dry_run {
+        return Err(Error::refused(format!(
+            "an interrupted merge of stream {} is pending, so a dry run cannot say what a merge would do",
+            stream.name
+        ))
+        .hint(format!("finish it with `git boulder stream merge {} --remote {given}`", stream.name)));
+    }
+    let tip = repo.branch_tip(&j.stream_branch)?;
+    if tip != Some(j.stream_old) && tip != Some(j.stream_new)
+        || j.stream_branch != stream.branch
+        || j.base_branch != plan.settings.base_branch
+    {
+        say(&format!("the record of an interrupted merge of stream {} no longer applies; starting over", stream.name));
+        j.remove(repo)?;
+        return Ok(None);
+    }
+    Ok(Some(j))
+}
+
+/// One round: fetch, check, plan, land. `None`: the race for the remote's base was lost.
+#[allow(clippy::too_many_arguments)]
+fn round(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    opts: &Options,
+    remote: &RemoteName,
+    tip_before: Option<ObjectId>,
+    rounds: usize,
+    say: &dyn Fn(&str),
+) -> Result<Option<Report>> {
+    let (repo, given, base) = (&ws.repo, &remote.given, &plan.settings.base_branch);
+    if !opts.dry_run {
+        // The remote's state decides depends_on and MERGED: bring it in first.
+        crate::sync::pull(repo, remote)?;
+    }
+    let seen = fetch_tips(ws, remote, base, &stream.branch)?;
+    refuse_commits_unknown_here(ws, stream, &seen, tip_before, given)?;
+    let c = check(ws, plan, stream, opts, seen.base)?;
+    // A dry run stops here, after every refusal the real run makes before it changes anything.
+    if !c.report.conflicts.is_empty() || opts.dry_run {
+        let mut report = c.report;
+        report.remote = Some(given.to_string());
+        report.rounds = rounds;
+        return Ok(Some(report));
+    }
+    let (stream_tip, stream_new, base_new) = (c.stream_tip, c.stream_new, c.base_new);
+    let mut report = super::write_planned(ws, c, &[(stream.branch.as_str(), stream_tip, stream_new)])?;
+    let j = Journal {
+        stream: stream.name.clone(),
+        stream_branch: stream.branch.clone(),
+        base_branch: base.clone(),
+        strategy: report.strategy,
+        stream_old: stream_tip,
+        stream_new,
+        base_old: seen.base,
+        base_new,
+        commits: report.gained,
+        prd_from: None,
+        prd_to: None,
+        stage: Stage::Planned,
+        remote: Some(given.to_string()),
+        stream_seen: Some(StreamSeen::from(seen.stream)),
+        local_base: None,
+    };
+    j.save(repo)?;
+    failpoint::hit("merge-journal");
+    match land(ws, plan, stream, j, remote, false, say)? {
+        Landed::Done { prd_commit, .. } => {
+            report.prd_commit = prd_commit;
+            report.remote = Some(given.to_string());
+            report.rounds = rounds;
+            Ok(Some(report))
+        }
+        Landed::LostRace => Ok(None),
+    }
+}
+
+/// Commits of the remote's stream branch come here first: refused before the check, whose
+/// refusals (work recorded but missing) would point elsewhere. (Without a local branch, the check
+/// says how to make one.)
+fn refuse_commits_unknown_here(
+    ws: &Workspace,
+    stream: &StreamDef,
+    seen: &Seen,
+    tip_before: Option<ObjectId>,
+    given: &str,
+) -> Result<()> {
+    let repo = &ws.repo;
+    let (Some(theirs), Some(local)) = (seen.stream, repo.branch_tip(&stream.branch)?) else { return Ok(()) };
+    let objects = repo.objects();
+    // Known here when this branch, the remote's base or a backup of the stream (a rollback's, an
+    // unmerge's) holds it.
+    let mut known = objects.is_ancestor(theirs, local)?
+        || objects.is_ancestor(theirs, seen.base)?
+        || tip_before.map(|t| objects.is_ancestor(theirs, t)).transpose()?.unwrap_or(false);
+    for (_, _, kept) in crate::stream::rollback::backups(repo, &stream.name)? {
+        known = known || objects.is_ancestor(theirs, kept)?;
+    }
+    // A tip this branch had here, rewritten here since (a rebase: `stream resolve`, the agent's
+    // own): its commits are on the branch in their new form.
+    known = known || crate::stream::share::own_history(ws, stream, local, theirs)?;
+    if known {
+        return Ok(());
+    }
+    Err(Error::refused(format!(
+        "the branch {} on {given} has commits this machine's branch lacks ({}); nothing was changed",
+        stream.branch,
+        short(theirs)
+    ))
+    .hint(format!(
+        "bring them in first: cd \"$(git boulder stream path {})\" && git pull --rebase {given} {}",
+        stream.name, stream.branch
+    )))
 }
 
 fn lost(say: &dyn Fn(&str), base: &str, remote: &str, round: usize) {
@@ -253,105 +270,25 @@ fn land(
     say: &dyn Fn(&str),
 ) -> Result<Landed> {
     let repo = &ws.repo;
-    let (b_old, b_new) = (journal::id(&j.base_old)?, journal::id(&j.base_new)?);
+    let b_new = j.base_new;
     super::advance_stream(ws, plan, &mut j, say)?;
     if j.stage < Stage::Pushed {
         if j.prd_to.is_none() {
             super::plan_prd_sync(ws, plan, stream, &mut j, b_new)?;
         }
-        let fin = final_tip(&j)?;
-        let mut landed = false;
-        if resumed {
-            // After a crash the push may have happened: look before pushing again.
-            let seen = fetch_tips(ws, remote, &j.base_branch, &j.stream_branch)?;
-            if repo.objects().is_ancestor(fin, seen.base)? {
-                landed = true;
-            } else if seen.base != b_old {
-                j.remove(repo)?;
-                return Ok(Landed::LostRace);
-            }
-        }
-        if !landed && fin != b_old {
-            crate::progress::show(&format!("pushing {} to {}", j.base_branch, remote.given));
-            let s_new = journal::id(&j.stream_new)?;
-            let seen_stream = j.stream_seen.clone().filter(|s| !s.is_empty());
-            let leases = vec![
-                (refs::branch_ref(&j.base_branch), Some(b_old.to_string())),
-                (refs::branch_ref(&j.stream_branch), seen_stream.clone()),
-            ];
-            let specs = vec![
-                format!("{fin}:{}", refs::branch_ref(&j.base_branch)),
-                format!("{s_new}:{}", refs::branch_ref(&j.stream_branch)),
-            ];
-            if crate::stream::share::uses_lfs(repo) {
-                // The push skips the hooks, git-lfs's among them: send the LFS files first.
-                let updates = [
-                    (refs::branch_ref(&j.base_branch), fin, Some(b_old.to_string())),
-                    (refs::branch_ref(&j.stream_branch), s_new, seen_stream.clone()),
-                ]
-                .map(|(name, local, remote)| cli::PushUpdate {
-                    local_ref: name.clone(),
-                    local: local.to_string(),
-                    remote_ref: name,
-                    remote,
-                });
-                cli::lfs_pre_push(repo.run_dir(), &remote.given, &updates)?;
-            }
-            let pushed = cli::push_leased(repo.run_dir(), &remote.given, &leases, &specs)?;
-            crate::progress::done();
-            if pushed.refs.iter().any(cli::PushedRef::lost_race) {
-                j.remove(repo)?;
-                return Ok(Landed::LostRace);
-            }
-            let rejected: Vec<String> = pushed
-                .refs
-                .iter()
-                .filter(|p| p.rejected())
-                .map(|p| format!("{} {}", p.remote_ref, p.summary))
-                .collect();
-            if !rejected.is_empty() || pushed.refs.is_empty() {
-                j.remove(repo)?;
-                // Two pushes that passed the lease together are told apart by the server's ref
-                // transaction (`[remote rejected] (atomic transaction failed)`, "cannot lock
-                // ref"): if the base moved, it was a lost race all the same.
-                if fetch_tips(ws, remote, &j.base_branch, &j.stream_branch)?.base != b_old {
-                    return Ok(Landed::LostRace);
-                }
-                let said = pushed.server_said();
-                let said = if said.is_empty() { String::new() } else { format!("\n{said}") };
-                return Err(Error::refused(format!(
-                    "{} refused the merge of stream {}: {}; nothing was changed there (the stream branch here holds the rebased result){said}",
-                    remote.given,
-                    j.stream,
-                    rejected.join(", ")
-                ))
-                .hint("see what the server said above; `git push` of the base branch must be allowed from here"));
-            }
+        if !push_once(ws, &j, remote, resumed)? {
+            j.remove(repo)?;
+            return Ok(Landed::LostRace);
         }
         failpoint::hit("queue-push");
-        // The local base follows when it holds nothing the remote lacks: plan it now, once.
-        if let Some(local) = repo.branch_tip(&j.base_branch)? {
-            if local != fin && repo.objects().is_ancestor(local, fin)? {
-                j.local_base = Some(local.to_string());
-            } else if local != fin {
-                say(&format!(
-                    "the local branch {} has commits {} lacks; it stays at {} (the remote's is at {}): reconcile it with `git pull --rebase {} {}`",
-                    j.base_branch,
-                    remote.given,
-                    short(local),
-                    short(fin),
-                    remote.given,
-                    j.base_branch
-                ));
-            }
-        }
+        follow_later(ws, &mut j, &remote.given, say)?;
         j.stage = Stage::Pushed;
         j.save(repo)?;
     }
     failpoint::hit("queue-pushed");
-    let fin = final_tip(&j)?;
+    let fin = j.final_tip();
     if j.stage < Stage::BaseUpdated {
-        if let Some(local) = j.local_base.as_deref().map(journal::id).transpose()? {
+        if let Some(local) = j.local_base {
             let msg = format!("boulder merge: stream {} landed on {}", j.stream, remote.given);
             let what = format!("the merge of stream {}", j.stream);
             bring_up(repo, &j.base_branch, local, fin, &msg, &what, &remote.given, say);
@@ -374,8 +311,104 @@ fn land(
     }
     failpoint::hit("queue-state");
     j.remove(repo)?;
-    let prd_commit = j.prd_to.as_deref().map(journal::id).transpose()?;
-    Ok(Landed::Done { merged: b_new, prd_commit })
+    Ok(Landed::Done { merged: b_new, prd_commit: j.prd_to })
+}
+
+/// Push the planned tips once: `false` when the race for the remote's base is lost (the caller
+/// drops the plan). `resumed`: after a crash the push may have happened; look before pushing
+/// again.
+fn push_once(ws: &Workspace, j: &Journal, remote: &RemoteName, resumed: bool) -> Result<bool> {
+    let fin = j.final_tip();
+    if resumed {
+        let seen = fetch_tips(ws, remote, &j.base_branch, &j.stream_branch)?;
+        if ws.repo.objects().is_ancestor(fin, seen.base)? {
+            return Ok(true);
+        } else if seen.base != j.base_old {
+            return Ok(false);
+        }
+    }
+    if fin == j.base_old {
+        return Ok(true);
+    }
+    push(ws, j, remote, fin)
+}
+
+/// The new base tip `fin` and the stream branch, in one atomic push, each under a lease on the
+/// tip the check saw. `false`: a lost race; a refusal by the server is an error (after which the
+/// caller's plan is dropped as well).
+fn push(ws: &Workspace, j: &Journal, remote: &RemoteName, fin: ObjectId) -> Result<bool> {
+    let repo = &ws.repo;
+    let (b_old, s_new) = (j.base_old, j.stream_new);
+    crate::progress::show(&format!("pushing {} to {}", j.base_branch, remote.given));
+    let seen_stream = j.stream_seen.and_then(StreamSeen::tip).map(|id| id.to_string());
+    let leases = vec![
+        (refs::branch_ref(&j.base_branch), Some(b_old.to_string())),
+        (refs::branch_ref(&j.stream_branch), seen_stream.clone()),
+    ];
+    let specs = vec![
+        format!("{fin}:{}", refs::branch_ref(&j.base_branch)),
+        format!("{s_new}:{}", refs::branch_ref(&j.stream_branch)),
+    ];
+    if crate::stream::share::uses_lfs(repo) {
+        // The push skips the hooks, git-lfs's among them: send the LFS files first.
+        let updates = [
+            (refs::branch_ref(&j.base_branch), fin, Some(b_old.to_string())),
+            (refs::branch_ref(&j.stream_branch), s_new, seen_stream.clone()),
+        ]
+        .map(|(name, local, remote)| cli::PushUpdate {
+            local_ref: name.clone(),
+            local: local.to_string(),
+            remote_ref: name,
+            remote,
+        });
+        cli::lfs_pre_push(repo.run_dir(), &remote.given, &updates)?;
+    }
+    let pushed = cli::push_leased(repo.run_dir(), &remote.given, &leases, &specs)?;
+    crate::progress::done();
+    if pushed.refs.iter().any(cli::PushedRef::lost_race) {
+        return Ok(false);
+    }
+    let rejected: Vec<String> =
+        pushed.refs.iter().filter(|p| p.rejected()).map(|p| format!("{} {}", p.remote_ref, p.summary)).collect();
+    if rejected.is_empty() && !pushed.refs.is_empty() {
+        return Ok(true);
+    }
+    j.remove(repo)?;
+    // Two pushes that passed the lease together are told apart by the server's ref transaction
+    // (`[remote rejected] (atomic transaction failed)`, "cannot lock ref"): if the base moved, it
+    // was a lost race all the same.
+    if fetch_tips(ws, remote, &j.base_branch, &j.stream_branch)?.base != b_old {
+        return Ok(false);
+    }
+    let said = pushed.server_said();
+    let said = if said.is_empty() { String::new() } else { format!("\n{said}") };
+    Err(Error::refused(format!(
+        "{} refused the merge of stream {}: {}; nothing was changed there (the stream branch here holds the rebased result){said}",
+        remote.given,
+        j.stream,
+        rejected.join(", ")
+    ))
+    .hint("see what the server said above; `git push` of the base branch must be allowed from here"))
+}
+
+/// The local base follows when it holds nothing the remote lacks: plan it now, once (in
+/// `j.local_base`); else say why it stays.
+fn follow_later(ws: &Workspace, j: &mut Journal, given: &str, say: &dyn Fn(&str)) -> Result<()> {
+    let repo = &ws.repo;
+    let fin = j.final_tip();
+    let Some(local) = repo.branch_tip(&j.base_branch)? else { return Ok(()) };
+    if local != fin && repo.objects().is_ancestor(local, fin)? {
+        j.local_base = Some(local);
+    } else if local != fin {
+        say(&format!(
+            "the local branch {} has commits {given} lacks; it stays at {} (the remote's is at {}): reconcile it with `git pull --rebase {given} {}`",
+            j.base_branch,
+            short(local),
+            short(fin),
+            j.base_branch
+        ));
+    }
+    Ok(())
 }
 
 /// Move the local base branch (and its worktree, the way `git merge --ff-only` does) from `local`
@@ -419,12 +452,4 @@ pub fn follow(ws: &Workspace, plan: &Plan, given: &str, say: &dyn Fn(&str)) -> R
     let msg = format!("boulder merge: {base} follows {given}");
     bring_up(repo, base, local, tip, &msg, &format!("bringing {base} up to {given}"), &remote.given, say);
     Ok(())
-}
-
-/// The tip the remote's base gets: the PRD sync commit, else the merged tip.
-fn final_tip(j: &Journal) -> Result<ObjectId> {
-    match &j.prd_to {
-        Some(p) => journal::id(p),
-        None => journal::id(&j.base_new),
-    }
 }

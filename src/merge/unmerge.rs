@@ -187,19 +187,23 @@ pub struct Journal {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<String>,
     /// The recorded merge: the base tip it went from and the one it brought.
-    pub before: String,
-    pub landed: String,
+    #[serde(with = "crate::git::id::hex")]
+    pub before: ObjectId,
+    #[serde(with = "crate::git::id::hex")]
+    pub landed: ObjectId,
     /// The base tip the revert was made on, and the tip it makes.
-    pub base_old: String,
-    pub base_new: String,
-    #[serde(default)]
-    pub revert: Option<String>,
-    #[serde(default)]
-    pub prd_commit: Option<String>,
+    #[serde(with = "crate::git::id::hex")]
+    pub base_old: ObjectId,
+    #[serde(with = "crate::git::id::hex")]
+    pub base_new: ObjectId,
+    #[serde(default, with = "crate::git::id::hex_opt")]
+    pub revert: Option<ObjectId>,
+    #[serde(default, with = "crate::git::id::hex_opt")]
+    pub prd_commit: Option<ObjectId>,
     /// With a remote: the local base branch's tip when the push went through, if it is to follow
     /// the remote (it held nothing the remote lacks).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub local_base: Option<String>,
+    #[serde(default, with = "crate::git::id::hex_opt", skip_serializing_if = "Option::is_none")]
+    pub local_base: Option<ObjectId>,
     pub stage: Stage,
 }
 
@@ -207,20 +211,17 @@ fn journal_path(repo: &Repo, stream: &str) -> PathBuf {
     repo.boulder_dir().join("unmerge").join(format!("{stream}.json"))
 }
 
+impl journal::Record for Journal {
+    const KIND: &'static str = "unmerge";
+    fn stream(&self) -> &str {
+        &self.stream
+    }
+}
+
 impl Journal {
     /// The record of an interrupted unmerge of `stream`, if one is pending.
     pub fn load(repo: &Repo, stream: &str) -> Result<Option<Journal>> {
-        journal::read_record(&journal_path(repo, stream), "unmerge", |j: &Journal| {
-            if j.stream != stream {
-                return Err(format!("it names stream {:?}", j.stream));
-            }
-            [&j.before, &j.landed, &j.base_old, &j.base_new]
-                .into_iter()
-                .chain(j.revert.iter())
-                .chain(j.prd_commit.iter())
-                .chain(j.local_base.iter())
-                .try_for_each(|h| journal::id(h).map(|_| ()).map_err(|e| e.message))
-        })
+        journal::read_record(&journal_path(repo, stream), stream)
     }
 
     /// Every pending unmerge record's stream, sorted.
@@ -243,11 +244,11 @@ impl Journal {
     }
 
     fn save(&self, repo: &Repo) -> Result<()> {
-        journal::write_record(&journal_path(repo, &self.stream), "unmerge", self)
+        journal::write_record(&journal_path(repo, &self.stream), self)
     }
 
     fn remove(&self, repo: &Repo) -> Result<()> {
-        journal::remove_record(&journal_path(repo, &self.stream), "unmerge")
+        journal::remove_record::<Journal>(&journal_path(repo, &self.stream))
     }
 
     fn new(
@@ -263,12 +264,12 @@ impl Journal {
             stream_branch: stream.branch.clone(),
             base_branch: base.to_string(),
             remote: remote.map(|r| r.given.clone()),
-            before: before.to_string(),
-            landed: landed.to_string(),
-            base_old: old.to_string(),
-            base_new: p.tip.to_string(),
-            revert: p.revert.map(|c| c.to_string()),
-            prd_commit: p.prd_commit.map(|c| c.to_string()),
+            before,
+            landed,
+            base_old: old,
+            base_new: p.tip,
+            revert: p.revert,
+            prd_commit: p.prd_commit,
             local_base: None,
             stage: Stage::Planned,
         }
@@ -349,25 +350,7 @@ pub fn unmerge(
     let mut pending = resumable(ws, stream, &base, remote.as_ref(), say)?;
     // A plan made before a kill, whose base is no longer where it was: start over.
     if let Some(j) = pending.as_mut().filter(|j| j.stage == Stage::Planned) {
-        let old = journal::id(&j.base_old)?;
-        let new = journal::id(&j.base_new)?;
-        let still = match &remote {
-            None => {
-                let tip = repo.branch_tip(&base)?;
-                tip == Some(old) || tip == Some(new)
-            }
-            Some(r) => {
-                let tip = fetch_base(ws, r, &base)?;
-                if repo.objects().is_ancestor(new, tip)? {
-                    // The push went through before the kill.
-                    pushed(ws, j, r, new, say)?;
-                    true
-                } else {
-                    tip == old
-                }
-            }
-        };
-        if !still {
+        if !still_applies(ws, j, remote.as_ref(), say)? {
             say(&format!(
                 "the record of an interrupted unmerge of stream {} no longer applies ({base} moved since); starting over",
                 stream.name
@@ -387,7 +370,7 @@ pub fn unmerge(
         // Resumed before its push: push it now, under the same lease.
         match push(ws, &j, r, stream)? {
             Ok(()) => {
-                let new = journal::id(&j.base_new)?;
+                let new = j.base_new;
                 pushed(ws, &mut j, r, new, say)?
             }
             Err(lost) => {
@@ -396,59 +379,24 @@ pub fn unmerge(
             }
         }
     }
-    let new_base = journal::id(&j.base_new)?;
-    out.revert = j.revert.as_deref().map(journal::id).transpose()?;
-    out.prd_commit = j.prd_commit.as_deref().map(journal::id).transpose()?;
+    let new_base = j.base_new;
+    out.revert = j.revert;
+    out.prd_commit = j.prd_commit;
     out.base_tip = Some(new_base);
     if j.stage < Stage::BaseMoved {
-        match &remote {
-            None => {
-                let old = journal::id(&j.base_old)?;
-                if new_base != old {
-                    checkout::move_branch(
-                        repo,
-                        &base,
-                        old,
-                        new_base,
-                        &ours,
-                        &format!("the unmerge of stream {}", stream.name),
-                        "unmerge-base-ref",
-                    )?;
-                }
-            }
-            Some(r) => {
-                if let Some(local) = j.local_base.as_deref().map(journal::id).transpose()? {
-                    follow(ws, &stream.name, &base, local, new_base, &r.given, say);
-                }
-            }
-        }
+        move_base(ws, stream, &j, remote.as_ref(), &ours, say)?;
         j.stage = Stage::BaseMoved;
         j.save(repo)?;
     }
     crate::failpoint::hit("unmerge-base");
     if j.stage < Stage::Rebuilt {
-        rebuild_stream(ws, plan, stream, journal::id(&j.before)?, new_base, &mut out)?;
+        rebuild_stream(ws, plan, stream, j.before, new_base, &mut out)?;
         j.stage = Stage::Rebuilt;
         j.save(repo)?;
     }
     crate::failpoint::hit("unmerge-rebuilt");
     if j.stage < Stage::Recorded {
-        if let Some(r) = &remote {
-            // Another machine may have recorded it meanwhile (finishing what this one left).
-            crate::sync::pull(repo, r)?;
-        }
-        let store = Store::new(repo)?;
-        let st = store.read::<StreamState>(&state::stream_ref(&stream.name))?.map(|e| e.state);
-        // Recorded once: a run killed after the record and before the journal knew it finds it.
-        let recorded_already =
-            st.is_none_or(|s| s.status != StreamStatus::Merged || s.merged_landed.as_deref() != Some(&j.landed));
-        if !recorded_already {
-            store.append::<StreamState>(
-                &state::stream_ref(&stream.name),
-                StreamOp::Unmerged { commit: new_base.into(), reverted: Opt::Set(journal::id(&j.landed)?.into()) },
-            )?;
-        }
-        crate::failpoint::hit("unmerge-record");
+        record(ws, stream, &j, remote.as_ref())?;
         j.stage = Stage::Recorded;
         j.save(repo)?;
     }
@@ -460,6 +408,83 @@ pub fn unmerge(
     crate::failpoint::hit("unmerge-state");
     j.remove(repo)?;
     Ok(out)
+}
+
+/// A plan made before a kill, not pushed yet: does it still apply — the base where the plan
+/// left it (or, with a remote, the push gone through before the kill: then it is recorded as
+/// pushed)?
+fn still_applies(ws: &Workspace, j: &mut Journal, remote: Option<&RemoteName>, say: &dyn Fn(&str)) -> Result<bool> {
+    let (old, new) = (j.base_old, j.base_new);
+    Ok(match remote {
+        None => {
+            let tip = ws.repo.branch_tip(&j.base_branch)?;
+            tip == Some(old) || tip == Some(new)
+        }
+        Some(r) => {
+            let tip = fetch_base(ws, r, &j.base_branch)?;
+            if ws.repo.objects().is_ancestor(new, tip)? {
+                // The push went through before the kill.
+                pushed(ws, j, r, new, say)?;
+                true
+            } else {
+                tip == old
+            }
+        }
+    })
+}
+
+/// Move the local base to the revert (with its worktree, compare-and-swap), or, after a push to
+/// a remote, let it follow the remote's when it is to.
+fn move_base(
+    ws: &Workspace,
+    stream: &StreamDef,
+    j: &Journal,
+    remote: Option<&RemoteName>,
+    ours: &str,
+    say: &dyn Fn(&str),
+) -> Result<()> {
+    let (old, new_base) = (j.base_old, j.base_new);
+    match remote {
+        None if new_base != old => checkout::move_branch(
+            &ws.repo,
+            &j.base_branch,
+            old,
+            new_base,
+            ours,
+            &format!("the unmerge of stream {}", stream.name),
+            "unmerge-base-ref",
+        ),
+        None => Ok(()),
+        Some(r) => {
+            if let Some(local) = j.local_base {
+                follow(ws, &stream.name, &j.base_branch, local, new_base, &r.given, say);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Record `unmerged` (once: a run killed after the record and before the journal knew it finds
+/// it there).
+fn record(ws: &Workspace, stream: &StreamDef, j: &Journal, remote: Option<&RemoteName>) -> Result<()> {
+    let repo = &ws.repo;
+    if let Some(r) = remote {
+        // Another machine may have recorded it meanwhile (finishing what this one left).
+        crate::sync::pull(repo, r)?;
+    }
+    let store = Store::new(repo)?;
+    let st = store.read::<StreamState>(&state::stream_ref(&stream.name))?.map(|e| e.state);
+    let landed = j.landed.to_string();
+    let recorded_already =
+        st.is_none_or(|s| s.status != StreamStatus::Merged || s.merged_landed.as_deref() != Some(landed.as_str()));
+    if !recorded_already {
+        store.append::<StreamState>(
+            &state::stream_ref(&stream.name),
+            StreamOp::Unmerged { commit: j.base_new.into(), reverted: Opt::Set(j.landed.into()) },
+        )?;
+    }
+    crate::failpoint::hit("unmerge-record");
+    Ok(())
 }
 
 /// The record of an interrupted unmerge of `stream` that this command finishes, if any; refused
@@ -512,7 +537,7 @@ fn fetch_base(ws: &Workspace, r: &RemoteName, base: &str) -> Result<ObjectId> {
 /// journal is dropped), or the push failed on the way (the journal stays: it may have landed).
 fn push(ws: &Workspace, j: &Journal, r: &RemoteName, stream: &StreamDef) -> Result<std::result::Result<(), Error>> {
     let repo = &ws.repo;
-    let lease = vec![(refs::branch_ref(&j.base_branch), Some(j.base_old.clone()))];
+    let lease = vec![(refs::branch_ref(&j.base_branch), Some(j.base_old.to_string()))];
     let pushed = cli::push_leased(
         repo.run_dir(),
         &r.given,
@@ -522,7 +547,7 @@ fn push(ws: &Workspace, j: &Journal, r: &RemoteName, stream: &StreamDef) -> Resu
     if !pushed.refs.iter().any(cli::PushedRef::rejected) && !pushed.refs.is_empty() {
         return Ok(Ok(()));
     }
-    let moved = fetch_base(ws, r, &j.base_branch)? != journal::id(&j.base_old)?;
+    let moved = fetch_base(ws, r, &j.base_branch)? != j.base_old;
     if !moved && !pushed.refs.iter().any(cli::PushedRef::lost_race) {
         // Turned down for good (a hook, a rule): nothing changed there, nothing to finish.
         j.remove(repo)?;
@@ -546,7 +571,7 @@ fn pushed(ws: &Workspace, j: &mut Journal, r: &RemoteName, new: ObjectId, say: &
     let repo = &ws.repo;
     if let Some(local) = repo.branch_tip(&j.base_branch)? {
         if local != new && repo.objects().is_ancestor(local, new)? {
-            j.local_base = Some(local.to_string());
+            j.local_base = Some(local);
         } else if local != new {
             say(&format!(
                 "the local branch {} has commits {} lacks; it stays at {} (the remote's is at {})",

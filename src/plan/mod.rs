@@ -40,7 +40,7 @@ pub const PLAN_PATH: &str = ".boulder/streams.yaml";
 /// The default PRD path when the plan names none.
 pub const DEFAULT_PRD: &str = ".agents/tasks/prd.md";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MergeStrategy {
     Rebase,

@@ -12,4 +12,3 @@ pub mod runloop;
 pub mod share;
 pub mod shell;
 pub mod status;
-pub mod work;

@@ -364,7 +364,7 @@ pub fn ago(at: Option<&str>) -> String {
 }
 
 /// Where each stream stands in the fleet's queue, for the rows of `rows` (same order), as the
-/// worker ([`crate::stream::work`]) decides: `merged`; `needs attention` (a refused landing: no
+/// worker ([`crate::worker`]) decides: `merged`; `needs attention` (a refused landing: no
 /// worker takes it), `failed` (no running worker takes it again; a new `work` retries it),
 /// `invalid` (its state cannot be read); `running`; `claimed` (another machine holds it);
 /// `after a, b` (its depends_on not merged yet); `merge #k` (complete, k-th to land in
