@@ -22,9 +22,21 @@ pub enum Piece<'t> {
     Placeholder(&'static str),
 }
 
+/// Why a template cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    #[error("a lone '}}' (write '}}}}' for a literal brace)")]
+    LoneClose,
+    #[error("a '{{' without its '}}' (write '{{{{' for a literal brace)")]
+    Unclosed,
+    /// The name as written (its first 40 characters).
+    #[error("unknown placeholder {{{name}}}; placeholders: {}", PLACEHOLDERS.iter().map(|(p, _)| format!("{{{p}}}")).collect::<Vec<_>>().join(" "))]
+    Unknown { name: String },
+}
+
 /// Parse a template: `{name}` is a placeholder, `{{` and `}}` stand for `{` and `}`. An unknown
 /// placeholder or an unmatched brace is an error naming it.
-pub fn parse(template: &str) -> Result<Vec<Piece<'_>>, String> {
+pub fn parse(template: &str) -> Result<Vec<Piece<'_>>, TemplateError> {
     let mut out = Vec::new();
     let mut rest = template;
     while !rest.is_empty() {
@@ -43,16 +55,14 @@ pub fn parse(template: &str) -> Result<Vec<Piece<'_>>, String> {
             out.push(Piece::Text("}"));
             rest = after;
         } else if tail.starts_with('}') {
-            return Err("a lone '}' (write '}}' for a literal brace)".into());
+            return Err(TemplateError::LoneClose);
         } else {
             let Some(end) = tail.find('}') else {
-                return Err("a '{' without its '}' (write '{{' for a literal brace)".into());
+                return Err(TemplateError::Unclosed);
             };
             let name = &tail[1..end];
             let Some((known, _)) = PLACEHOLDERS.iter().find(|(p, _)| *p == name) else {
-                let names: Vec<String> = PLACEHOLDERS.iter().map(|(p, _)| format!("{{{p}}}")).collect();
-                let shown: String = name.chars().take(40).collect();
-                return Err(format!("unknown placeholder {{{shown}}}; placeholders: {}", names.join(" ")));
+                return Err(TemplateError::Unknown { name: name.chars().take(40).collect() });
             };
             out.push(Piece::Placeholder(known));
             rest = &tail[end + 1..];
@@ -78,10 +88,10 @@ mod tests {
                 Piece::Text("}")
             ]
         );
-        assert!(parse("{nope}").unwrap_err().contains("unknown placeholder {nope}"));
-        assert!(parse("a { b").unwrap_err().contains("without its"));
-        assert!(parse("a } b").unwrap_err().contains("lone"));
-        assert!(parse("${HOME}").unwrap_err().contains("{HOME}"));
+        assert!(parse("{nope}").unwrap_err().to_string().contains("unknown placeholder {nope}"));
+        assert!(parse("a { b").unwrap_err().to_string().contains("without its"));
+        assert!(parse("a } b").unwrap_err().to_string().contains("lone"));
+        assert!(parse("${HOME}").unwrap_err().to_string().contains("{HOME}"));
         assert_eq!(parse("").unwrap(), vec![]);
     }
 }

@@ -193,16 +193,16 @@ impl Shared {
 struct Puller {
     every: Duration,
     last: Option<Instant>,
-    remote: std::result::Result<crate::git::remote::RemoteName, String>,
+    remote: crate::error::Result<crate::git::remote::RemoteName>,
     error: Option<String>,
 }
 
 impl Puller {
     fn new(ws: &Workspace, every: Duration) -> Puller {
         let base = ws.plan().map(|p| p.settings.base_branch).unwrap_or_else(|_| "main".into());
-        let remote = crate::sync::resolve(&ws.repo, None, &base).map_err(|e| e.message);
+        let remote = crate::sync::resolve(&ws.repo, None, &base);
         if let Err(why) = &remote {
-            eprintln!("warning: not pulling: {}", crate::text::inert_lines(why));
+            eprintln!("warning: not pulling: {}", crate::text::inert_lines(&why.message));
         }
         Puller { every, last: None, remote, error: None }
     }
@@ -210,7 +210,7 @@ impl Puller {
     fn tick(&mut self, ws: &Workspace) -> serde_json::Value {
         let remote = match &self.remote {
             Ok(r) => r,
-            Err(why) => return json!({ "pull": { "error": why } }),
+            Err(why) => return json!({ "pull": { "error": why.message } }),
         };
         if self.last.is_none_or(|t| t.elapsed() >= self.every) {
             self.last = Some(Instant::now());
