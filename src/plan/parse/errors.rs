@@ -1,8 +1,7 @@
 //! The plan's errors as a user reads them: a line (and column for YAML syntax), the key that
 //! was meant when a key is unknown.
 
-use super::settings::{BOULDER_KEYS, SETTINGS_KEYS};
-use super::{EMPTY_PLAN, MAX_FLOW_DEPTH};
+use super::{BOULDER_KEYS, EMPTY_PLAN, MAX_FLOW_DEPTH, SETTINGS_KEYS};
 use crate::plan::PlanError;
 
 /// A failure raised by our own visitors: the message, and where it is when we know better than

@@ -42,6 +42,42 @@ pub(crate) use errors::{closest, quote};
 use errors::{too_deep, yaml_error};
 use reader::Ctx;
 
+/// Keys of `settings`, and of `settings.boulder` (read in `settings.rs`, named in the errors of `errors.rs`).
+pub(crate) const SETTINGS_KEYS: &[&str] = &[
+    "base_branch",
+    "worktree_dir",
+    "merge_strategy",
+    "auto_merge",
+    "path_overlap",
+    "ownership",
+    "undeclared_paths",
+    "shared_read",
+    "copy_into_worktree",
+    "setup",
+    "verify",
+    "prompt_template",
+    "port_base",
+    "port_stride",
+    "agents",
+    "boulder",
+    "claim_remote",
+    "merge_remote",
+    "on_conflict",
+    "inherit_guardrails",
+    "inherit_progress",
+    "adhoc_streams",
+];
+pub(crate) const BOULDER_KEYS: &[&str] = &[
+    "idle_threshold",
+    "cooldown",
+    "backoff_multiplier",
+    "max_failures",
+    "recovery_window",
+    "max_depth",
+    "parallel_limit",
+    "inherit_cooldowns",
+];
+
 /// The message for an empty plan file.
 pub const EMPTY_PLAN: &str = "the plan is empty; see `git boulder stream suggest` to propose one from the PRD";
 

@@ -8,42 +8,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use super::errors::{quote, unknown_key_message};
 use super::reader::{next_key, Ctx, Seen};
 use super::values::{level, strategy, Bool, Count, Dur, Multiplier, Str, StrList, Word, ADHOC_STREAMS, ON_CONFLICT};
+use super::{BOULDER_KEYS, SETTINGS_KEYS};
 use crate::plan::{BoulderSettings, Settings};
-
-pub(crate) const SETTINGS_KEYS: &[&str] = &[
-    "base_branch",
-    "worktree_dir",
-    "merge_strategy",
-    "auto_merge",
-    "path_overlap",
-    "ownership",
-    "undeclared_paths",
-    "shared_read",
-    "copy_into_worktree",
-    "setup",
-    "verify",
-    "prompt_template",
-    "port_base",
-    "port_stride",
-    "agents",
-    "boulder",
-    "claim_remote",
-    "merge_remote",
-    "on_conflict",
-    "inherit_guardrails",
-    "inherit_progress",
-    "adhoc_streams",
-];
-pub(crate) const BOULDER_KEYS: &[&str] = &[
-    "idle_threshold",
-    "cooldown",
-    "backoff_multiplier",
-    "max_failures",
-    "recovery_window",
-    "max_depth",
-    "parallel_limit",
-    "inherit_cooldowns",
-];
 
 pub(super) struct SettingsSeed<'a> {
     pub(super) ctx: &'a Ctx,
