@@ -23,7 +23,7 @@
 //!   `max_depth`, `parallel_limit` and `max_iterations` are whole numbers ≥ 1.
 //! * YAML anchors and aliases work; merge keys (`<<`) do not (they are an unknown key).
 //! * Hostile input is bounded: at most 8 MiB of text, flow collections nested at most 200 deep,
-//!   1000 streams and 100 000 list entries and keys all told (aliases count every time they are
+//!   1000 streams and 1 000 000 list entries and keys all told (aliases count every time they are
 //!   expanded). Nothing panics.
 
 mod document;
