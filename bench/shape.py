@@ -3,8 +3,8 @@
 
     python3 bench/shape.py [ROOT]      # ROOT: a checkout (default: this one)
 
-Prints, for src/: files over 800 lines and functions over 120 lines (unit tests left out; the
-same counting as bench/largest.py), sites that fold an error into a message with `{e}`,
+Prints, for src/: files over 800 lines and functions over 120 lines (unit tests left out, counted
+by brace depth), sites that fold an error into a message with `{e}`,
 `Result<_, String>`, commit ids kept as strings in the records (ops, the merge journal) and the
 places that parse them back; for tests/: tests whose only checks of output are `contains`.
 Text-level counts: good for before/after on one tree, not a proof of anything."""
