@@ -312,45 +312,9 @@ impl Worktree {
     /// [`Self::finish`].
     pub fn apply(&self, mv: &Move) -> Result<Moved> {
         let (work_dir, git_dir) = (&self.work_dir, &self.git_dir);
-        let (changes, before) = (&mv.changes, &mv.before);
-
-        // 1. The new index: the new tree, keeping skip-worktree flags and unchanged files' stat data.
-        let mut next = self.repo.index_from_tree(&mv.new_tree).internal("cannot build the index of the new tree")?;
-        let changed: HashSet<&BStr> = changes.iter().map(|c| c.path.as_bstr()).collect();
-        let paths: Vec<BString> = next.entries().iter().map(|e| e.path(&next).to_owned()).collect();
-        // The entries (by index in `next`) whose files are written.
-        let mut to_write: Vec<usize> = Vec::new();
-        // The submodules whose folder is made, once the deletions have made room.
-        let mut submodules: Vec<usize> = Vec::new();
-        let mut added_sparse_candidates = false;
-        for (i, path) in paths.iter().enumerate() {
-            let e = &mut next.entries_mut()[i];
-            let prev = before.get(path);
-            if prev.is_some_and(|p| p.skip_worktree) {
-                // Extended flags are only written when the entry says it has them.
-                e.flags.insert(gix::index::entry::Flags::SKIP_WORKTREE | gix::index::entry::Flags::EXTENDED);
-                continue;
-            }
-            if changed.contains(path.as_bstr()) {
-                if e.mode == gix::index::entry::Mode::COMMIT {
-                    submodules.push(i);
-                } else {
-                    to_write.push(i);
-                    added_sparse_candidates |= prev.is_none();
-                }
-            } else if let Some(p) = prev.filter(|p| p.id == e.id) {
-                e.stat = p.stat;
-            }
-        }
-        // Deletions, and paths whose kind changes.
-        let deleted: Vec<&FileChange> = changes
-            .iter()
-            .filter(|c| c.old.is_some())
-            .filter(|c| {
-                let kind_changes = c.new.is_some_and(|(_, k)| Some(k) != c.old.map(|(_, k)| k));
-                (c.new.is_none() || kind_changes) && !before.get(&c.path).is_some_and(|e| e.skip_worktree)
-            })
-            .collect();
+        // 1. The new index, and what of it is written or removed.
+        let NewIndex { mut next, paths, to_write, submodules, new_sparse_paths } = self.new_index(mv)?;
+        let deleted = deletions(mv);
 
         // 2. The files, written by git through the checkout filters into the staging folder
         //    (.gitattributes files first, as git does, so the others are converted by the new rules).
@@ -391,22 +355,7 @@ impl Worktree {
             crate::fsutil::write_atomic(&self.record(), &encode(&record))?;
             crate::failpoint::hit("checkout-recorded");
             if round == 0 {
-                for c in &deleted {
-                    let full = in_worktree(work_dir, c.path.as_bstr());
-                    match std::fs::symlink_metadata(&full) {
-                        Ok(m) if m.is_dir() && !m.file_type().is_symlink() => {
-                            // A submodule's folder: removed only when empty, as git does without --recurse-submodules.
-                            let _ = std::fs::remove_dir(&full);
-                        }
-                        Ok(_) => std::fs::remove_file(&full).map_err(|e| {
-                            Error::internal(format!("cannot delete {}: {e}", full.display())).with_source(e)
-                        })?,
-                        Err(_) => {}
-                    }
-                    if let Some(parent) = full.parent() {
-                        remove_empty_dirs(parent.to_owned(), work_dir);
-                    }
-                }
+                delete_files(work_dir, &deleted)?;
                 for &i in &submodules {
                     let _ = std::fs::create_dir_all(in_worktree(work_dir, paths[i].as_bstr()));
                 }
@@ -430,7 +379,37 @@ impl Worktree {
                 next.entries_mut()[i].stat = stat;
             }
         }
-        Ok(Moved { index: Index(next), new_sparse_paths: added_sparse_candidates })
+        Ok(Moved { index: Index(next), new_sparse_paths })
+    }
+
+    /// The index of the new tree, keeping skip-worktree flags and unchanged files' stat data, with
+    /// the entries whose files [`Self::apply`] writes and the submodules whose folders it makes.
+    fn new_index(&self, mv: &Move) -> Result<NewIndex> {
+        let (changes, before) = (&mv.changes, &mv.before);
+        let mut next = self.repo.index_from_tree(&mv.new_tree).internal("cannot build the index of the new tree")?;
+        let changed: HashSet<&BStr> = changes.iter().map(|c| c.path.as_bstr()).collect();
+        let paths: Vec<BString> = next.entries().iter().map(|e| e.path(&next).to_owned()).collect();
+        let (mut to_write, mut submodules, mut new_sparse_paths) = (Vec::new(), Vec::new(), false);
+        for (i, path) in paths.iter().enumerate() {
+            let e = &mut next.entries_mut()[i];
+            let prev = before.get(path);
+            if prev.is_some_and(|p| p.skip_worktree) {
+                // Extended flags are only written when the entry says it has them.
+                e.flags.insert(gix::index::entry::Flags::SKIP_WORKTREE | gix::index::entry::Flags::EXTENDED);
+                continue;
+            }
+            if changed.contains(path.as_bstr()) {
+                if e.mode == gix::index::entry::Mode::COMMIT {
+                    submodules.push(i);
+                } else {
+                    to_write.push(i);
+                    new_sparse_paths |= prev.is_none();
+                }
+            } else if let Some(p) = prev.filter(|p| p.id == e.id) {
+                e.stat = p.stat;
+            }
+        }
+        Ok(NewIndex { next, paths, to_write, submodules, new_sparse_paths })
     }
 
     /// After the new index is in place: drop the record of written files, and let git apply the
@@ -443,6 +422,50 @@ impl Worktree {
         }
         Ok(())
     }
+}
+
+/// What [`Worktree::apply`] builds first: the new index, its paths, the entries (by index) whose
+/// files are written, the submodules whose folder is made once the deletions have made room, and
+/// whether a path is new (for the sparse patterns).
+struct NewIndex {
+    next: gix::index::File,
+    paths: Vec<BString>,
+    to_write: Vec<usize>,
+    submodules: Vec<usize>,
+    new_sparse_paths: bool,
+}
+
+/// The files `mv` removes: deletions, and paths whose kind changes (skip-worktree entries have
+/// no file to remove).
+fn deletions(mv: &Move) -> Vec<&FileChange> {
+    mv.changes
+        .iter()
+        .filter(|c| c.old.is_some())
+        .filter(|c| {
+            let kind_changes = c.new.is_some_and(|(_, k)| Some(k) != c.old.map(|(_, k)| k));
+            (c.new.is_none() || kind_changes) && !mv.before.get(&c.path).is_some_and(|e| e.skip_worktree)
+        })
+        .collect()
+}
+
+/// Remove the files of `deleted` from the worktree `work_dir`, and the folders they leave empty.
+fn delete_files(work_dir: &Path, deleted: &[&FileChange]) -> Result<()> {
+    for c in deleted {
+        let full = in_worktree(work_dir, c.path.as_bstr());
+        match std::fs::symlink_metadata(&full) {
+            Ok(m) if m.is_dir() && !m.file_type().is_symlink() => {
+                // A submodule's folder: removed only when empty, as git does without --recurse-submodules.
+                let _ = std::fs::remove_dir(&full);
+            }
+            Ok(_) => std::fs::remove_file(&full)
+                .map_err(|e| Error::internal(format!("cannot delete {}: {e}", full.display())).with_source(e))?,
+            Err(_) => {}
+        }
+        if let Some(parent) = full.parent() {
+            remove_empty_dirs(parent.to_owned(), work_dir);
+        }
+    }
+    Ok(())
 }
 
 /// Does the file at `path` hold `want` (absent, or that blob as file or symlink)? True also when
