@@ -231,6 +231,13 @@ fn run_loop(
                 iterations: iteration,
             });
         }
+        // A spent budget (the stream's, or the plan's as pulled here) ends the run before
+        // another iteration starts (docs/spend.md).
+        if let Some(why) = crate::spend::verdict(ws, plan, &stream.name)?.line() {
+            let reason = format!("budget spent: {why}");
+            record(&store, &stream.name, StreamStatus::Stopped, &reason)?;
+            return Ok(Outcome { status: StreamStatus::Stopped, reason, iterations: iteration });
+        }
         let finishing = uncommitted.as_ref().map(|d| d.describe());
         let next = match &finishing {
             Some(what) => {
