@@ -109,6 +109,18 @@ impl Default for BoulderSettings {
     }
 }
 
+/// `settings.review`: how many approvals a stream needs before it lands (docs/review.md).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReviewSettings {
+    /// Approvals every stream needs (0: no review), unless its own `review:` says otherwise.
+    pub required: u32,
+    /// The machine that ran a stream's agent may approve it too (a person working alone).
+    pub allow_self: bool,
+}
+
+/// The most approvals a plan may ask for.
+pub const MAX_REVIEW: u32 = 100;
+
 /// `settings`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
@@ -144,6 +156,8 @@ pub struct Settings {
     /// What a worktree an agent harness asks for under a name the plan does not have becomes
     /// (Claude Code's `WorktreeCreate`): an ad-hoc stream, or a refusal.
     pub adhoc_streams: AdhocStreams,
+    /// `settings.review`.
+    pub review: ReviewSettings,
 }
 
 impl Default for Settings {
@@ -171,6 +185,7 @@ impl Default for Settings {
             inherit_guardrails: true,
             inherit_progress: false,
             adhoc_streams: AdhocStreams::Allow,
+            review: ReviewSettings::default(),
         }
     }
 }
@@ -192,6 +207,8 @@ pub struct StreamDef {
     pub agent: Option<String>,
     pub max_iterations: Option<u32>,
     pub merge_strategy: Option<MergeStrategy>,
+    /// `review:` approvals this stream needs (0: none), in place of `settings.review.required`.
+    pub review: Option<u32>,
     /// 1-based line of the stream's key in the file (0 when unknown).
     pub line: usize,
     /// Not in the plan file: an ad-hoc stream recorded in state ([`crate::workspace::Workspace::plan`]),
@@ -212,6 +229,7 @@ impl StreamDef {
             agent: None,
             max_iterations: None,
             merge_strategy: None,
+            review: None,
             line: 0,
             adhoc: false,
         }

@@ -249,6 +249,7 @@ fn defaults_fill_in() {
             agent: None,
             max_iterations: None,
             merge_strategy: None,
+            review: None,
             line: 2,
             adhoc: false,
         }
@@ -467,7 +468,7 @@ streams:
     let e = err("streams:\n  a:\n    colour: blue\n");
     assert_eq!(
         e.message,
-        r#"line 3: unknown key "colour" in stream "a"; valid keys: branch, stories, paths, creates, depends_on, agent, max_iterations, merge_strategy"#
+        r#"line 3: unknown key "colour" in stream "a"; valid keys: branch, stories, paths, creates, depends_on, agent, max_iterations, merge_strategy, review"#
     );
 
     // The first key of the document, and flow style.
@@ -618,6 +619,7 @@ fn stream(name: &str, stories: &[&str], paths: &[&str]) -> StreamDef {
         agent: None,
         max_iterations: None,
         merge_strategy: None,
+        review: None,
         line: 0,
         adhoc: false,
     }
@@ -1230,4 +1232,32 @@ fn numbers_past_64_bits_are_named_without_serdes_internal_type() {
             assert!(!err.message.contains("128"), "{}", err.message);
         }
     }
+}
+
+// ------------------------------------------------------------------------------------------------
+// review
+
+#[test]
+fn review_settings_and_a_stream_s_own_count_parse() {
+    let plan = ok("streams:\n  a: {review: 0}\n  b: {}\nsettings:\n  review: {required: 2, allow_self: yes}\n");
+    assert_eq!(plan.settings.review, crate::plan::ReviewSettings { required: 2, allow_self: true });
+    assert_eq!(plan.streams[0].review, Some(0));
+    assert_eq!(plan.streams[1].review, None);
+    assert_eq!(ok("streams: {}\n").settings.review, crate::plan::ReviewSettings::default());
+}
+
+#[test]
+fn bad_review_values_name_the_key_and_the_fix() {
+    let e = err("streams:\n  a: {review: -1}\n");
+    assert_eq!(e.message, r#"line 2: review of stream "a" must be a whole number of at least 0, not -1"#);
+    let e = err("streams:\n  a: {review: 101}\n");
+    assert_eq!(e.message, r#"line 2: review of stream "a" asks for 101 approvals; give a number from 0 to 100"#);
+    let e = err("settings:\n  review: {required: lots}\n");
+    assert_eq!(e.message, r#"line 2: settings.review.required must be a whole number of at least 0, not "lots""#);
+    let e = err("settings:\n  review: {requierd: 1}\n");
+    assert_eq!(e.message, r#"line 2: unknown key "requierd" in settings.review; did you mean "required"?"#);
+    let e = err("settings:\n  review: {allow_self: maybe}\n");
+    assert!(e.message.contains("settings.review.allow_self"), "{}", e.message);
+    let e = err("settings:\n  review: 1\n");
+    assert!(e.message.contains("settings.review to be a mapping"), "{}", e.message);
 }

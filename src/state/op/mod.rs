@@ -51,7 +51,10 @@ pub use boulder::{
     BoulderOp, BoulderState, BoulderStatus, Checkpoint, Todo, BOULDER_STATUSES, MAX_DEPTH, RECENT_COMMITS,
 };
 pub use prd::{PrdOp, PrdState};
-pub use stream::{Refusal, Rollback, RunInfo, StreamOp, StreamState, StreamStatus, MAX_INDEX, STREAM_STATUSES};
+pub use stream::{
+    Refusal, Review, Rollback, RunInfo, StreamOp, StreamState, StreamStatus, MAX_INDEX, MAX_REVIEWER, MAX_REVIEWERS,
+    REVIEW_DECISIONS, STREAM_STATUSES,
+};
 
 /// The op kind of a deterministic merge commit (accepted everywhere, changes nothing).
 pub const MERGE_KIND: &str = "merge";
@@ -102,6 +105,12 @@ pub enum OpError {
     BadDepth,
     #[error("status op: unknown {what} status {status:?} (one of {})", .known.join(", "))]
     UnknownStatus { what: &'static str, status: String, known: &'static [&'static str] },
+    #[error("{kind} op: data.{key} {value:?} is not a full commit id (40 hex digits)")]
+    NotAFullCommitId { kind: String, key: &'static str, value: String },
+    #[error("reviewed op: data.decision {value:?} is not approve, request_changes or withdraw")]
+    BadDecision { value: String },
+    #[error("reviewed op: data.reviewer is longer than {MAX_REVIEWER} bytes, blank or has control characters")]
+    BadReviewer,
     #[error("{kind} op: data.ids holds {value}, not a story id")]
     NotAStoryId { kind: String, value: serde_json::Value },
 }
@@ -119,6 +128,10 @@ pub enum StateError {
     SetupFailedTooLong,
     #[error("refused.{0} is longer than {MAX_TEXT} bytes")]
     RefusedTooLong(&'static str),
+    #[error("reviews holds more than {MAX_REVIEWERS} reviewers")]
+    TooManyReviews,
+    #[error("the review of {reviewer:?} is not a valid decision")]
+    BadReview { reviewer: String },
     #[error("depth {depth} is above {MAX_DEPTH}")]
     Depth { depth: u64 },
     #[error("recent_commits holds more than {RECENT_COMMITS} ids")]
