@@ -30,6 +30,7 @@ pub mod fsutil;
 pub mod git;
 pub mod harness;
 pub mod hooks;
+pub mod inspect;
 pub mod lock;
 pub mod merge;
 pub mod names;

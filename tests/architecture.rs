@@ -19,7 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["cli"],
     &["doctor", "ui"],
     &["worker"],
-    &["agent", "hooks"],
+    &["agent", "hooks", "inspect"],
     &["boulder", "merge"],
     &["stream"],
     &["harness", "sync", "review"],

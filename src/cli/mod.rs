@@ -15,6 +15,7 @@ pub mod merge;
 pub mod output;
 pub mod prd;
 pub mod record;
+pub mod review;
 pub mod rollback;
 pub mod status;
 pub mod stream;
@@ -105,6 +106,15 @@ pub enum Command {
     Resume(boulder::ResumeArgs),
     /// Show the op history of a stream or boulder.
     Log(log::LogArgs),
+    /// Show what a reviewer needs to judge a stream, or record a decision on its tip.
+    ///
+    /// Without a decision: stories, commits, changes grouped by owner, the landing check against
+    /// the base's tip, the last verify result, spend and the decisions. --approve,
+    /// --request-changes -m TEXT and --withdraw record a decision naming you (git's user.name
+    /// and user.email) and the exact tip of the stream's branch; `push`, `pull` and `sync` share
+    /// it. With `settings.review.required` (or a stream's `review:`), no landing path lands a
+    /// stream without enough approvals of its current tip (docs/review.md).
+    Review(review::ReviewArgs),
     /// Pack git-boulder's loose state objects and add the op-logs to git's commit-graph (also
     /// done on a threshold by pull, push and merge).
     Gc(gc::GcArgs),
@@ -245,6 +255,7 @@ pub fn run(cli: Cli) -> Result<u8> {
                 Command::Status(args) => status::run(&ws, ctx, args),
                 Command::Prd(cmd) => prd::run(&ws, cmd),
                 Command::Log(args) => log::run(&ws, args),
+                Command::Review(args) => review::run(&ws, args),
                 Command::Gc(args) => gc::run(&ws, args),
                 Command::Record(args) => record::run(&ws, args),
                 Command::Create(args) => boulder::create(&ws, args),

@@ -163,12 +163,11 @@ pub fn verdict(
     }
 }
 
-/// The person recording a decision, as git names them: `user.name <user.email>` from git's
-/// config. A usage error with the fix when either is missing.
+/// The person recording a decision, as git names them when they commit: `user.name
+/// <user.email>` (or `GIT_COMMITTER_NAME` and `GIT_COMMITTER_EMAIL`). A usage error with the fix
+/// when there is none.
 pub fn reviewer(ws: &Workspace) -> Result<String> {
-    let name = ws.repo.config_string("user.name").filter(|n| !n.is_empty());
-    let email = ws.repo.config_string("user.email").filter(|e| !e.is_empty());
-    let (Some(name), Some(email)) = (name, email) else {
+    let Some((name, email)) = crate::git::identity::person(&ws.repo) else {
         return Err(Error::usage("a review names its reviewer, and git has no user.name and user.email here").hint(
             "set them: git config --global user.name \"Your Name\" && git config --global user.email you@example.com",
         ));
@@ -228,6 +227,16 @@ pub fn record(
                 stream.branch, stream.name
             ))
     })?;
+    let base = &plan.settings.base_branch;
+    if let Some(base_tip) = ws.repo.branch_tip(base)? {
+        if decision != Decision::Withdraw && ws.repo.objects().merge_base(tip, base_tip) == Some(tip) {
+            return Err(Error::usage(format!(
+                "stream {} has no commits beyond {base}: there is nothing to review",
+                stream.name
+            ))
+            .hint("review it once its agent has committed work"));
+        }
+    }
     let store = Store::new(&ws.repo)?;
     let sref = state::stream_ref(&stream.name);
     let current = store.read::<StreamState>(&sref)?.map(|e| e.state).unwrap_or_default();
