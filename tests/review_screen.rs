@@ -102,3 +102,23 @@ fn diff_and_json_do_not_go_together() {
     let r = repo.boulder(&["review", "auth", "--diff", "--json"]).code(2);
     assert!(r.stderr.contains("cannot be used with"), "{}", r.stderr);
 }
+
+#[test]
+fn the_dashboard_snapshot_says_where_each_stream_stands_with_review() {
+    let snapshot = |repo: &TestRepo| {
+        let ui = crate::ui::Ui::start(repo, &[]);
+        let (code, answer) = ui.get("/api/snapshot", &ui.host());
+        assert_eq!(code, 200);
+        let body: serde_json::Value = serde_json::from_str(answer.split_once("\r\n\r\n").unwrap().1).unwrap();
+        body["review"].clone()
+    };
+    assert_eq!(snapshot(&sample()), serde_json::Value::Null, "no review asked for: null");
+    let repo = reviewed_sample();
+    let bob = [("GIT_COMMITTER_NAME", "Bob"), ("GIT_COMMITTER_EMAIL", "bob@example.com")];
+    repo.boulder_env(&repo.dir, &["review", "auth", "--request-changes", "-m", "keep the old endpoint"], &bob).ok();
+    let review = snapshot(&repo);
+    assert_eq!(review["streams"]["auth"]["status"], "CHANGES_REQUESTED");
+    assert_eq!(review["streams"]["auth"]["changes_requested"]["message"], "keep the old endpoint");
+    assert_eq!(review["streams"]["docs"]["status"], "REVIEW");
+    assert_eq!(review["streams"]["docs"]["required"], 1);
+}
