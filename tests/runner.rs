@@ -51,6 +51,8 @@ mod plan_grounded;
 mod plan_suggest_public_prds;
 mod prd_forms;
 mod prd_scale;
+mod review_decisions;
+mod review_screen;
 mod run_loop;
 mod run_uncommitted_work;
 mod security_hostile_input;

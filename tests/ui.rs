@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use crate::common::{bin, commit_in, sample, wait_for, Remote, TestRepo, SAMPLE_PLAN, SAMPLE_PRD};
 
 /// `git boulder ui` running on a repository, stopped on drop.
-struct Ui {
+pub(crate) struct Ui {
     child: Child,
     /// The URL it printed.
     url: String,
@@ -19,7 +19,7 @@ struct Ui {
 }
 
 impl Ui {
-    fn start(repo: &TestRepo, args: &[&str]) -> Ui {
+    pub(crate) fn start(repo: &TestRepo, args: &[&str]) -> Ui {
         let mut child = repo
             .command(bin())
             .arg("ui")
@@ -52,11 +52,11 @@ impl Ui {
         (code, answer)
     }
 
-    fn get(&self, target: &str, host: &str) -> (u16, String) {
+    pub(crate) fn get(&self, target: &str, host: &str) -> (u16, String) {
         self.raw(&format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n\r\n"))
     }
 
-    fn host(&self) -> String {
+    pub(crate) fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 }

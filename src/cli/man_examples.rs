@@ -109,6 +109,15 @@ pub fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
             ("git boulder log auth", "The op history of the auth stream."),
             ("git boulder log prd --json", "The story completion records as JSON."),
         ],
+        "git-boulder-review" => &[
+            ("git boulder review auth", "What auth brings: stories, commits, changes by owner, the landing check."),
+            ("git boulder review auth --diff", "The same, then the full diff through git's pager."),
+            ("git boulder review auth --approve && git boulder push", "Approve auth's tip and share the decision."),
+            (
+                "git boulder review auth --request-changes -m \"keep the old endpoint\"",
+                "Send auth back to its agent with this text.",
+            ),
+        ],
         "git-boulder-hooks" | "git-boulder-hooks-install" => &[
             ("git boulder hooks install", "Install the hook shims (an existing hook keeps running first)."),
             ("git boulder hooks status", "Which hooks are installed."),
@@ -198,6 +207,9 @@ pub fn exit_status(page: &str) -> Vec<(&'static str, String)> {
         "git-boulder-stream-validate" => "The plan has errors, or bad arguments.",
         "git-boulder-record" => {
             "Bad arguments: a range that names commits of no stream (they are named), an unknown stream."
+        }
+        "git-boulder-review" => {
+            "Bad arguments: a stream the plan does not have, a stream without a branch or commits to review, no git user.name and user.email, --request-changes without -m, a message over 64 KiB."
         }
         _ => "Bad arguments or configuration: no repository, an unreadable plan or PRD, an unknown name.",
     };

@@ -15,6 +15,7 @@ pub mod merge;
 pub mod output;
 pub mod prd;
 pub mod record;
+pub mod review;
 pub mod rollback;
 pub mod spend;
 pub mod status;
@@ -113,6 +114,15 @@ pub enum Command {
     /// the harness where it says, else priced from the plan's settings.prices or git config
     /// boulder.price.<model>.*; a model without a price shows its tokens and "cost unknown".
     Spend(spend::SpendArgs),
+    /// Show what a reviewer needs to judge a stream, or record a decision on its tip.
+    ///
+    /// Without a decision: stories, commits, changes grouped by owner, the landing check against
+    /// the base's tip, the last verify result, spend and the decisions. --approve,
+    /// --request-changes -m TEXT and --withdraw record a decision naming you (git's user.name
+    /// and user.email) and the exact tip of the stream's branch; `push`, `pull` and `sync` share
+    /// it. With `settings.review.required` (or a stream's `review:`), no landing path lands a
+    /// stream without enough approvals of its current tip (docs/review.md).
+    Review(review::ReviewArgs),
     /// Pack git-boulder's loose state objects and add the op-logs to git's commit-graph (also
     /// done on a threshold by pull, push and merge).
     Gc(gc::GcArgs),
@@ -254,6 +264,7 @@ pub fn run(cli: Cli) -> Result<u8> {
                 Command::Prd(cmd) => prd::run(&ws, cmd),
                 Command::Log(args) => log::run(&ws, args),
                 Command::Spend(args) => spend::run(&ws, args),
+                Command::Review(args) => review::run(&ws, args),
                 Command::Gc(args) => gc::run(&ws, args),
                 Command::Record(args) => record::run(&ws, args),
                 Command::Create(args) => boulder::create(&ws, args),

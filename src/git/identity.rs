@@ -159,3 +159,12 @@ pub(crate) fn notes_identity(repo: &gix::Repository) -> Option<(gix::actor::Sign
 pub fn has_configured_committer(repo: &Repo) -> bool {
     repo.repo.committer().is_some()
 }
+
+/// The person git commits as here, `(name, email)`, as git reads them (`GIT_COMMITTER_NAME` and
+/// `GIT_COMMITTER_EMAIL`, else `committer.*`, else `user.name` and `user.email`); `None` when
+/// either is missing (never a guess: a record naming a person must name them as they set it).
+pub fn person(repo: &Repo) -> Option<(String, String)> {
+    let sig = repo.repo.committer()?.ok()?;
+    let (name, email) = (sig.name.to_string(), sig.email.to_string());
+    (!name.trim().is_empty() && !email.trim().is_empty()).then_some((name, email))
+}

@@ -109,6 +109,18 @@ impl Default for BoulderSettings {
     }
 }
 
+/// `settings.review`: how many approvals a stream needs before it lands (docs/review.md).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReviewSettings {
+    /// Approvals every stream needs (0: no review), unless its own `review:` says otherwise.
+    pub required: u32,
+    /// The machine that ran a stream's agent may approve it too (a person working alone).
+    pub allow_self: bool,
+}
+
+/// The most approvals a plan may ask for.
+pub const MAX_REVIEW: u32 = 100;
+
 /// `settings`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
@@ -177,6 +189,8 @@ pub struct Price {
     pub output: Option<f64>,
     pub cache_write: Option<f64>,
     pub cache_read: Option<f64>,
+    /// `settings.review`.
+    pub review: ReviewSettings,
 }
 
 impl Default for Settings {
@@ -206,6 +220,7 @@ impl Default for Settings {
             adhoc_streams: AdhocStreams::Allow,
             budget: Budget::default(),
             prices: BTreeMap::new(),
+            review: ReviewSettings::default(),
         }
     }
 }
@@ -229,6 +244,8 @@ pub struct StreamDef {
     pub merge_strategy: Option<MergeStrategy>,
     /// `budget:`: what the stream may spend (since its last `spend reset`).
     pub budget: Budget,
+    /// `review:` approvals this stream needs (0: none), in place of `settings.review.required`.
+    pub review: Option<u32>,
     /// 1-based line of the stream's key in the file (0 when unknown).
     pub line: usize,
     /// Not in the plan file: an ad-hoc stream recorded in state ([`crate::workspace::Workspace::plan`]),
@@ -250,6 +267,7 @@ impl StreamDef {
             max_iterations: None,
             merge_strategy: None,
             budget: Budget::default(),
+            review: None,
             line: 0,
             adhoc: false,
         }

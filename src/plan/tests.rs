@@ -250,6 +250,7 @@ fn defaults_fill_in() {
             max_iterations: None,
             merge_strategy: None,
             budget: Default::default(),
+            review: None,
             line: 2,
             adhoc: false,
         }
@@ -468,7 +469,7 @@ streams:
     let e = err("streams:\n  a:\n    colour: blue\n");
     assert_eq!(
         e.message,
-        r#"line 3: unknown key "colour" in stream "a"; valid keys: branch, stories, paths, creates, depends_on, agent, max_iterations, merge_strategy, budget"#
+        r#"line 3: unknown key "colour" in stream "a"; valid keys: branch, stories, paths, creates, depends_on, agent, max_iterations, merge_strategy, budget, review"#
     );
 
     // The first key of the document, and flow style.
@@ -620,6 +621,7 @@ fn stream(name: &str, stories: &[&str], paths: &[&str]) -> StreamDef {
         max_iterations: None,
         merge_strategy: None,
         budget: Default::default(),
+        review: None,
         line: 0,
         adhoc: false,
     }
@@ -1265,4 +1267,31 @@ fn bad_budgets_and_prices_name_the_key_and_the_fix() {
     assert!(e.message.contains("settings.prices.m.input must be US dollars per million tokens"), "{}", e.message);
     let e = err("settings:\n  prices:\n    m: {inptu: 3}\n");
     assert!(e.message.contains("input"), "{}", e.message);
+}
+
+// review
+
+#[test]
+fn review_settings_and_a_stream_s_own_count_parse() {
+    let plan = ok("streams:\n  a: {review: 0}\n  b: {}\nsettings:\n  review: {required: 2, allow_self: yes}\n");
+    assert_eq!(plan.settings.review, crate::plan::ReviewSettings { required: 2, allow_self: true });
+    assert_eq!(plan.streams[0].review, Some(0));
+    assert_eq!(plan.streams[1].review, None);
+    assert_eq!(ok("streams: {}\n").settings.review, crate::plan::ReviewSettings::default());
+}
+
+#[test]
+fn bad_review_values_name_the_key_and_the_fix() {
+    let e = err("streams:\n  a: {review: -1}\n");
+    assert_eq!(e.message, r#"line 2: review of stream "a" must be a whole number of at least 0, not -1"#);
+    let e = err("streams:\n  a: {review: 101}\n");
+    assert_eq!(e.message, r#"line 2: review of stream "a" asks for 101 approvals; give a number from 0 to 100"#);
+    let e = err("settings:\n  review: {required: lots}\n");
+    assert_eq!(e.message, r#"line 2: settings.review.required must be a whole number of at least 0, not "lots""#);
+    let e = err("settings:\n  review: {requierd: 1}\n");
+    assert_eq!(e.message, r#"line 2: unknown key "requierd" in settings.review; did you mean "required"?"#);
+    let e = err("settings:\n  review: {allow_self: maybe}\n");
+    assert!(e.message.contains("settings.review.allow_self"), "{}", e.message);
+    let e = err("settings:\n  review: 1\n");
+    assert!(e.message.contains("settings.review to be a mapping"), "{}", e.message);
 }

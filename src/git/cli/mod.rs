@@ -9,12 +9,14 @@ use std::process::{Command, Output, Stdio};
 
 use crate::error::{Error, Result};
 
+mod diff;
 mod fetch;
 mod pack;
 mod push;
 mod rebase;
 mod worktree;
 
+pub use diff::{diff_paged, numstat, NumStat};
 pub use fetch::{fetch, fetch_objects, missing_objects, refspecs_unmap, start_fetch, FetchedRef, Local, RunningFetch};
 pub use pack::{pack_objects, write_commit_graph};
 pub use push::{

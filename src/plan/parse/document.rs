@@ -10,14 +10,14 @@ use super::reader::{next_key, Ctx, Seen};
 use super::settings::SettingsSeed;
 use super::values::{strategy, Count, Str, StrList};
 use super::EMPTY_PLAN;
-use crate::plan::{Plan, Settings, StreamDef, DEFAULT_PRD};
+use crate::plan::{Plan, Settings, StreamDef, DEFAULT_PRD, MAX_REVIEW};
 
 /// Streams a plan may define.
 const MAX_STREAMS: usize = 1000;
 
 pub(crate) const TOP_KEYS: &[&str] = &["version", "prd", "streams", "settings"];
 pub(crate) const STREAM_KEYS: &[&str] =
-    &["branch", "stories", "paths", "creates", "depends_on", "agent", "max_iterations", "merge_strategy", "budget"];
+    &["branch", "stories", "paths", "creates", "depends_on", "agent", "max_iterations", "merge_strategy", "budget", "review"];
 
 pub(super) struct PlanSeed<'a> {
     pub(super) ctx: &'a Ctx,
@@ -193,6 +193,15 @@ impl<'de> Visitor<'de> for StreamSeed<'_> {
                 "budget" => {
                     s.budget =
                         map.next_value_seed(BudgetSeed { ctx, what: &format!("streams.{}.budget", self.name) })?
+                }
+                "review" => {
+                    s.review = map.next_value_seed(Count { ctx, what: &w, min: 0 })?;
+                    if let Some(n) = s.review.filter(|n| *n > MAX_REVIEW) {
+                        return Err(ctx.fail(
+                            format!("{w} asks for {n} approvals; give a number from 0 to {MAX_REVIEW}"),
+                            key.at(),
+                        ));
+                    }
                 }
                 other => return Err(ctx.fail(unknown_key_message(other, &place, STREAM_KEYS), key.at())),
             }

@@ -21,6 +21,7 @@
 //! * Durations are `30s`, `5m`, `1h30m`, … or a number of seconds.
 //! * Booleans also accept `yes/no/on/off`; `backoff_multiplier` is 1 to 1000; `max_failures`,
 //!   `max_depth`, `parallel_limit` and `max_iterations` are whole numbers ≥ 1.
+//! * `settings.review.required` and a stream's `review` are whole numbers from 0 to 100.
 //! * YAML anchors and aliases work; merge keys (`<<`) do not (they are an unknown key).
 //! * Hostile input is bounded: at most 8 MiB of text, flow collections nested at most 200 deep,
 //!   1000 streams and 1 000 000 list entries and keys all told (aliases count every time they are
@@ -69,7 +70,9 @@ pub(crate) const SETTINGS_KEYS: &[&str] = &[
     "adhoc_streams",
     "budget",
     "prices",
+    "review",
 ];
+pub(crate) const REVIEW_KEYS: &[&str] = &["required", "allow_self"];
 pub(crate) const BOULDER_KEYS: &[&str] = &[
     "idle_threshold",
     "cooldown",

@@ -9,8 +9,8 @@ use super::budget::{BudgetSeed, PricesSeed};
 use super::errors::{quote, unknown_key_message};
 use super::reader::{next_key, Ctx, Seen};
 use super::values::{level, strategy, Bool, Count, Dur, Multiplier, Str, StrList, Word, ADHOC_STREAMS, ON_CONFLICT};
-use super::{BOULDER_KEYS, SETTINGS_KEYS};
-use crate::plan::{BoulderSettings, Settings};
+use super::{BOULDER_KEYS, REVIEW_KEYS, SETTINGS_KEYS};
+use crate::plan::{BoulderSettings, ReviewSettings, Settings, MAX_REVIEW};
 
 pub(super) struct SettingsSeed<'a> {
     pub(super) ctx: &'a Ctx,
@@ -136,6 +136,7 @@ impl<'de> Visitor<'de> for SettingsSeed<'_> {
                 "boulder" => s.boulder = map.next_value_seed(BoulderSeed { ctx })?,
                 "budget" => s.budget = map.next_value_seed(BudgetSeed { ctx, what: w })?,
                 "prices" => s.prices = map.next_value_seed(PricesSeed { ctx })?,
+                "review" => s.review = map.next_value_seed(ReviewSeed { ctx })?,
                 other => return Err(ctx.fail(unknown_key_message(other, "in settings", SETTINGS_KEYS), key.at())),
             }
         }
@@ -265,5 +266,56 @@ impl<'de> Visitor<'de> for BoulderSeed<'_> {
             }
         }
         Ok(b)
+    }
+}
+
+pub(super) struct ReviewSeed<'a> {
+    pub(super) ctx: &'a Ctx,
+}
+
+impl<'de> DeserializeSeed<'de> for ReviewSeed<'_> {
+    type Value = ReviewSettings;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ReviewSeed<'_> {
+    type Value = ReviewSettings;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("settings.review to be a mapping, e.g. `{required: 1}`")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(ReviewSettings::default())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let ctx = self.ctx;
+        let mut r = ReviewSettings::default();
+        let mut seen = Seen::default();
+        while let Some(key) = next_key(&mut map, ctx)? {
+            seen.check(ctx, &key, || format!("duplicate key {} in settings.review", quote(&key.name)))?;
+            let w = format!("settings.review.{}", key.name);
+            let w = w.as_str();
+            match key.name.as_str() {
+                "required" => {
+                    if let Some(v) = map.next_value_seed(Count { ctx, what: w, min: 0 })? {
+                        if v > MAX_REVIEW {
+                            return Err(ctx.fail(
+                                format!("{w} asks for {v} approvals; give a number from 0 to {MAX_REVIEW}"),
+                                key.at(),
+                            ));
+                        }
+                        r.required = v;
+                    }
+                }
+                "allow_self" => {
+                    if let Some(v) = map.next_value_seed(Bool { ctx, what: w })? {
+                        r.allow_self = v;
+                    }
+                }
+                other => return Err(ctx.fail(unknown_key_message(other, "in settings.review", REVIEW_KEYS), key.at())),
+            }
+        }
+        Ok(r)
     }
 }

@@ -55,7 +55,10 @@ pub use prd::{PrdOp, PrdState};
 pub use spend::{
     micros, Spend, SpendAmount, SpendRow, MAX_AMOUNTS, MAX_KEY, MAX_MODEL, MAX_SECONDS, MAX_TOKENS, MAX_USD, SOURCES,
 };
-pub use stream::{Refusal, Rollback, RunInfo, StreamOp, StreamState, StreamStatus, MAX_INDEX, STREAM_STATUSES};
+pub use stream::{
+    Refusal, Review, Rollback, RunInfo, StreamOp, StreamState, StreamStatus, MAX_INDEX, MAX_REVIEWER, MAX_REVIEWERS,
+    REVIEW_DECISIONS, STREAM_STATUSES,
+};
 
 /// The op kind of a deterministic merge commit (accepted everywhere, changes nothing).
 pub const MERGE_KIND: &str = "merge";
@@ -108,6 +111,12 @@ pub enum OpError {
     UnknownStatus { what: &'static str, status: String, known: &'static [&'static str] },
     #[error("{kind} op: data.{key}: {why}")]
     Bad { kind: String, key: &'static str, why: String },
+    #[error("{kind} op: data.{key} {value:?} is not a full commit id (40 hex digits)")]
+    NotAFullCommitId { kind: String, key: &'static str, value: String },
+    #[error("reviewed op: data.decision {value:?} is not approve, request_changes or withdraw")]
+    BadDecision { value: String },
+    #[error("reviewed op: data.reviewer is longer than {MAX_REVIEWER} bytes, blank or has control characters")]
+    BadReviewer,
     #[error("{kind} op: data.ids holds {value}, not a story id")]
     NotAStoryId { kind: String, value: serde_json::Value },
 }
@@ -127,6 +136,10 @@ pub enum StateError {
     RefusedTooLong(&'static str),
     #[error("spend holds a key or model that is empty, longer than {MAX_KEY} bytes or has control characters")]
     SpendKey,
+    #[error("reviews holds more than {MAX_REVIEWERS} reviewers")]
+    TooManyReviews,
+    #[error("the review of {reviewer:?} is not a valid decision")]
+    BadReview { reviewer: String },
     #[error("depth {depth} is above {MAX_DEPTH}")]
     Depth { depth: u64 },
     #[error("recent_commits holds more than {RECENT_COMMITS} ids")]

@@ -1,6 +1,8 @@
 //! A stream's op-log (`refs/boulder/streams/<name>`): [`StreamOp`], its statuses, and
 //! [`StreamState`] with how each op changes it.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::spend::{self, Spend, SpendAmount};
@@ -218,7 +220,29 @@ pub enum StreamOp {
     Spent { amounts: Vec<SpendAmount> },
     /// `spend_reset`: `spend reset` starts what the stream's budget counts again from nothing.
     SpendReset {},
+    /// `reviewed`: a person's decision on the stream at commit `tip` (`git boulder review`):
+    /// `approve`, `request_changes` (with a message) or `withdraw` (takes the reviewer's last
+    /// decision back). The op's actor is the machine it was recorded on; `reviewer` is the
+    /// person, as git names them (`Name <email>`).
+    Reviewed {
+        /// `approve`, `request_changes` or `withdraw`.
+        decision: String,
+        #[serde(skip_serializing_if = "Opt::is_absent")]
+        message: Opt<String>,
+        /// `Name <email>`: at most [`MAX_REVIEWER`] bytes, no control characters.
+        reviewer: String,
+        /// The stream branch's tip the decision is about: a full commit id.
+        tip: CommitId,
+    },
 }
+
+/// The decisions a `reviewed` op takes.
+pub const REVIEW_DECISIONS: &[&str] = &["approve", "request_changes", "withdraw"];
+/// The longest reviewer (`Name <email>`) a `reviewed` op takes, in bytes.
+pub const MAX_REVIEWER: usize = 512;
+/// The most reviewers whose decisions a stream's state keeps: past it, the oldest decision is
+/// dropped (a log from anywhere cannot grow the state without bound).
+pub const MAX_REVIEWERS: usize = 100;
 
 impl Payload for StreamOp {
     fn kind(&self) -> &'static str {
@@ -235,6 +259,7 @@ impl Payload for StreamOp {
             StreamOp::Retried {} => "retried",
             StreamOp::Spent { .. } => "spent",
             StreamOp::SpendReset {} => "spend_reset",
+            StreamOp::Reviewed { .. } => "reviewed",
         }
     }
 
@@ -292,6 +317,12 @@ impl Payload for StreamOp {
             "retried" => StreamOp::Retried {},
             "spent" => StreamOp::Spent { amounts: spend::parse_amounts(op)? },
             "spend_reset" => StreamOp::SpendReset {},
+            "reviewed" => StreamOp::Reviewed {
+                decision: decision(op)?,
+                message: opt_string(op, "message")?,
+                reviewer: reviewer(op)?,
+                tip: full_commit(op, "tip")?,
+            },
             _ => return Err(unknown(StreamState::WHAT, op)),
         })
     }
@@ -336,11 +367,79 @@ impl Payload for StreamOp {
                 check_opt_text(kind, "remote", remote)
             }
             StreamOp::Spent { amounts } => spend::check_amounts(kind, amounts),
+            StreamOp::Reviewed { decision, message, reviewer, tip } => {
+                check_decision(decision)?;
+                check_opt_text(kind, "message", message)?;
+                check_reviewer(reviewer)?;
+                check_full_commit(kind, "tip", tip)
+            }
             StreamOp::StopRequested {} | StreamOp::Cleaned { .. } | StreamOp::Retried {} | StreamOp::SpendReset {} => {
                 Ok(())
             }
         }
     }
+}
+
+/// A `reviewed` op's decision: one of [`REVIEW_DECISIONS`].
+fn check_decision(d: &str) -> Result<(), OpError> {
+    check_required("reviewed", "decision", d)?;
+    if !REVIEW_DECISIONS.contains(&d) {
+        return Err(OpError::BadDecision { value: d.chars().take(80).collect() });
+    }
+    Ok(())
+}
+
+fn decision(op: &Op) -> Result<String, OpError> {
+    let d = required(op, "decision")?;
+    check_decision(&d).map(|()| d)
+}
+
+/// A `reviewed` op's reviewer: not empty, at most [`MAX_REVIEWER`] bytes, no control characters.
+fn check_reviewer(r: &str) -> Result<(), OpError> {
+    check_required("reviewed", "reviewer", r)?;
+    if r.len() > MAX_REVIEWER || r.chars().any(char::is_control) || r.trim().is_empty() {
+        return Err(OpError::BadReviewer);
+    }
+    Ok(())
+}
+
+fn reviewer(op: &Op) -> Result<String, OpError> {
+    let r = required(op, "reviewer")?;
+    check_reviewer(&r).map(|()| r)
+}
+
+/// A full commit id in lowercase, as git-boulder writes one (a decision names exactly one
+/// commit: an abbreviation could name another one tomorrow).
+fn check_full_commit(kind: &str, key: &'static str, c: &CommitId) -> Result<(), OpError> {
+    match c.id() {
+        Some(_) => Ok(()),
+        None => {
+            let text = c.to_string();
+            check_required(kind, key, &text)?;
+            Err(OpError::NotAFullCommitId { kind: kind.to_string(), key, value: text.chars().take(80).collect() })
+        }
+    }
+}
+
+fn full_commit(op: &Op, key: &'static str) -> Result<CommitId, OpError> {
+    let c = CommitId::read(required(op, key)?);
+    check_full_commit(&op.kind, key, &c).map(|()| c)
+}
+
+/// One reviewer's standing decision on a stream (`reviewed` op): the last one they recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Review {
+    /// `approve` or `request_changes` (a `withdraw` removes the entry).
+    pub decision: String,
+    /// The reviewer's text (required with `request_changes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The stream tip the decision is about (40 lowercase hex digits).
+    pub tip: String,
+    /// When, and on which machine (actor) it was recorded.
+    pub at: String,
+    pub actor: String,
 }
 
 /// A stream's last rollback (`rolled_back` op).
@@ -463,6 +562,11 @@ pub struct StreamState {
     /// The cleanup also deleted the branch.
     #[serde(default)]
     pub branch_deleted: bool,
+    /// The standing review decisions, by reviewer (`Name <email>`): each reviewer's last
+    /// `approve` or `request_changes`; a `withdraw` removes theirs. At most [`MAX_REVIEWERS`].
+    /// Left out when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reviews: BTreeMap<String, Review>,
     /// An ad-hoc stream: made for a worktree an agent harness asked for (Claude Code's
     /// `WorktreeCreate`) under a name the plan does not have. It owns no paths and has no stories
     /// until the plan names it. Left out when false.
@@ -503,6 +607,7 @@ impl Default for StreamState {
             last_run: None,
             cleaned_at: None,
             branch_deleted: false,
+            reviews: BTreeMap::new(),
             adhoc: false,
             spend: Spend::default(),
             updated_at: None,
@@ -620,6 +725,28 @@ impl State for StreamState {
             StreamOp::Retried {} => self.refused = None,
             StreamOp::Spent { amounts } => self.spend.add(amounts, at, actor),
             StreamOp::SpendReset {} => self.spend.reset(at, actor),
+            StreamOp::Reviewed { decision, message, reviewer, tip } => {
+                if decision == "withdraw" {
+                    self.reviews.remove(reviewer);
+                } else {
+                    self.reviews.insert(
+                        reviewer.clone(),
+                        Review {
+                            decision: decision.clone(),
+                            message: message.get().cloned(),
+                            tip: tip.to_lowercase(),
+                            at: at.to_string(),
+                            actor: actor.to_string(),
+                        },
+                    );
+                    while self.reviews.len() > MAX_REVIEWERS {
+                        // The oldest decision goes (ties: the first reviewer by name), the same
+                        // on every machine since ops are applied in one order.
+                        let oldest = self.reviews.iter().min_by(|a, b| a.1.at.cmp(&b.1.at)).map(|(k, _)| k.clone());
+                        oldest.map(|k| self.reviews.remove(&k));
+                    }
+                }
+            }
         }
         self.updated_at = Some(at.to_string());
     }
@@ -637,6 +764,19 @@ impl State for StreamState {
         if let Some(run) = &self.last_run {
             check_time("last_run.started_at", &Some(run.started_at.clone()))?;
             check_time("last_run.ended_at", &run.ended_at)?;
+        }
+        if self.reviews.len() > MAX_REVIEWERS {
+            return Err(StateError::TooManyReviews);
+        }
+        for (reviewer, r) in &self.reviews {
+            check_time("reviews.at", &Some(r.at.clone()))?;
+            let bad = check_reviewer(reviewer).is_err()
+                || !matches!(r.decision.as_str(), "approve" | "request_changes")
+                || crate::git::id::parse(&r.tip).is_none()
+                || r.message.as_ref().is_some_and(|m| m.len() > MAX_TEXT);
+            if bad {
+                return Err(StateError::BadReview { reviewer: reviewer.chars().take(80).collect() });
+            }
         }
         if let Some(r) = &self.refused {
             check_time("refused.at", &Some(r.at.clone()))?;

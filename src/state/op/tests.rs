@@ -648,6 +648,13 @@ fn stream_op() -> impl Strategy<Value = StreamOp> {
         (0u64..70000).prop_map(|index| StreamOp::Indexed { index }),
         prop::collection::vec(amount(), 0..3).prop_map(|amounts| StreamOp::Spent { amounts }),
         Just(StreamOp::SpendReset {}),
+        (prop_oneof![Just("approve"), Just("withdraw"), Just("lgtm"), Just("")], opt_text(), text(), commit())
+            .prop_map(|(decision, message, reviewer, tip)| StreamOp::Reviewed {
+                decision: decision.to_string(),
+                message,
+                reviewer,
+                tip
+            }),
         (opt_text(), opt_text(), opt_text()).prop_map(|(base, branch, name)| StreamOp::Initialized {
             adhoc: Opt::Absent,
             base,
