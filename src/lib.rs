@@ -36,6 +36,7 @@ pub mod names;
 pub mod plan;
 pub mod prd;
 pub mod progress;
+pub mod spend;
 pub mod state;
 pub mod stream;
 pub mod sync;

@@ -22,7 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["agent", "hooks"],
     &["boulder", "merge"],
     &["stream"],
-    &["harness", "sync"],
+    &["harness", "sync", "spend"],
     &["worktree"],
     &["workspace", "trust", "lock"],
     &["state", "plan"],

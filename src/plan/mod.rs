@@ -144,6 +144,39 @@ pub struct Settings {
     /// What a worktree an agent harness asks for under a name the plan does not have becomes
     /// (Claude Code's `WorktreeCreate`): an ad-hoc stream, or a refusal.
     pub adhoc_streams: AdhocStreams,
+    /// `settings.budget`: what the whole plan may spend (docs/spend.md).
+    pub budget: Budget,
+    /// `settings.prices`: model → US dollars per million tokens.
+    pub prices: BTreeMap<String, Price>,
+}
+
+/// A budget (`budget:` of a stream, `settings.budget`): any of a cost, a count of tokens, an
+/// agent time; what is not given is not limited.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Budget {
+    /// US dollars.
+    pub usd: Option<f64>,
+    /// Input plus output tokens.
+    pub tokens: Option<u64>,
+    /// Agent wall time.
+    pub time: Option<Duration>,
+}
+
+impl Budget {
+    /// Whether it limits anything.
+    pub fn is_set(&self) -> bool {
+        self.usd.is_some() || self.tokens.is_some() || self.time.is_some()
+    }
+}
+
+/// The price of a model (`settings.prices.<model>`, `boulder.price.<model>.*`): US dollars per
+/// million tokens of each kind; a kind without a price makes a cost that needs it unknown.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Price {
+    pub input: Option<f64>,
+    pub output: Option<f64>,
+    pub cache_write: Option<f64>,
+    pub cache_read: Option<f64>,
 }
 
 impl Default for Settings {
@@ -171,6 +204,8 @@ impl Default for Settings {
             inherit_guardrails: true,
             inherit_progress: false,
             adhoc_streams: AdhocStreams::Allow,
+            budget: Budget::default(),
+            prices: BTreeMap::new(),
         }
     }
 }
@@ -192,6 +227,8 @@ pub struct StreamDef {
     pub agent: Option<String>,
     pub max_iterations: Option<u32>,
     pub merge_strategy: Option<MergeStrategy>,
+    /// `budget:`: what the stream may spend (since its last `spend reset`).
+    pub budget: Budget,
     /// 1-based line of the stream's key in the file (0 when unknown).
     pub line: usize,
     /// Not in the plan file: an ad-hoc stream recorded in state ([`crate::workspace::Workspace::plan`]),
@@ -212,6 +249,7 @@ impl StreamDef {
             agent: None,
             max_iterations: None,
             merge_strategy: None,
+            budget: Budget::default(),
             line: 0,
             adhoc: false,
         }

@@ -249,6 +249,7 @@ fn defaults_fill_in() {
             agent: None,
             max_iterations: None,
             merge_strategy: None,
+            budget: Default::default(),
             line: 2,
             adhoc: false,
         }
@@ -618,6 +619,7 @@ fn stream(name: &str, stories: &[&str], paths: &[&str]) -> StreamDef {
         agent: None,
         max_iterations: None,
         merge_strategy: None,
+        budget: Default::default(),
         line: 0,
         adhoc: false,
     }

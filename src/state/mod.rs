@@ -16,7 +16,7 @@ pub mod store;
 
 pub use op::{
     replay, BoulderOp, BoulderState, BoulderStatus, Checkpoint, CommitId, Op, Opt, Payload, PrdOp, PrdState, Refusal,
-    RunInfo, State, StreamOp, StreamState, StreamStatus, Todo,
+    RunInfo, Spend, SpendAmount, SpendRow, State, StreamOp, StreamState, StreamStatus, Todo,
 };
 pub use store::{Absorbed, Appended, Entry, LogEntry, Prepared, Store};
 

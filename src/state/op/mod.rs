@@ -43,6 +43,7 @@ use crate::git::ObjectId;
 
 mod boulder;
 mod prd;
+mod spend;
 mod stream;
 #[cfg(test)]
 mod tests;
@@ -51,6 +52,9 @@ pub use boulder::{
     BoulderOp, BoulderState, BoulderStatus, Checkpoint, Todo, BOULDER_STATUSES, MAX_DEPTH, RECENT_COMMITS,
 };
 pub use prd::{PrdOp, PrdState};
+pub use spend::{
+    micros, Spend, SpendAmount, SpendRow, MAX_AMOUNTS, MAX_KEY, MAX_MODEL, MAX_SECONDS, MAX_TOKENS, MAX_USD, SOURCES,
+};
 pub use stream::{Refusal, Rollback, RunInfo, StreamOp, StreamState, StreamStatus, MAX_INDEX, STREAM_STATUSES};
 
 /// The op kind of a deterministic merge commit (accepted everywhere, changes nothing).
@@ -102,6 +106,8 @@ pub enum OpError {
     BadDepth,
     #[error("status op: unknown {what} status {status:?} (one of {})", .known.join(", "))]
     UnknownStatus { what: &'static str, status: String, known: &'static [&'static str] },
+    #[error("{kind} op: data.{key}: {why}")]
+    Bad { kind: String, key: &'static str, why: String },
     #[error("{kind} op: data.ids holds {value}, not a story id")]
     NotAStoryId { kind: String, value: serde_json::Value },
 }
@@ -119,6 +125,8 @@ pub enum StateError {
     SetupFailedTooLong,
     #[error("refused.{0} is longer than {MAX_TEXT} bytes")]
     RefusedTooLong(&'static str),
+    #[error("spend holds a key or model that is empty, longer than {MAX_KEY} bytes or has control characters")]
+    SpendKey,
     #[error("depth {depth} is above {MAX_DEPTH}")]
     Depth { depth: u64 },
     #[error("recent_commits holds more than {RECENT_COMMITS} ids")]

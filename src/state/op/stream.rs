@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::spend::{self, Spend, SpendAmount};
 use super::{
     boolean, check_commit, check_index, check_opt_text, check_required, check_time, check_word, commit_id, index, opt,
     opt_string, required, unknown, word, CommitId, Op, OpError, Opt, Payload, State, StateError, MAX_TEXT,
@@ -213,6 +214,10 @@ pub enum StreamOp {
     },
     /// `retried`: `stream retry` cleared a refusal: workers may take the stream again.
     Retried {},
+    /// `spent`: amounts of tokens, cost or agent time, each recorded once by its key.
+    Spent { amounts: Vec<SpendAmount> },
+    /// `spend_reset`: `spend reset` starts what the stream's budget counts again from nothing.
+    SpendReset {},
 }
 
 impl Payload for StreamOp {
@@ -228,6 +233,8 @@ impl Payload for StreamOp {
             StreamOp::Cleaned { .. } => "cleaned",
             StreamOp::Refused { .. } => "refused",
             StreamOp::Retried {} => "retried",
+            StreamOp::Spent { .. } => "spent",
+            StreamOp::SpendReset {} => "spend_reset",
         }
     }
 
@@ -283,6 +290,8 @@ impl Payload for StreamOp {
                 remote: opt_string(op, "remote")?,
             },
             "retried" => StreamOp::Retried {},
+            "spent" => StreamOp::Spent { amounts: spend::parse_amounts(op)? },
+            "spend_reset" => StreamOp::SpendReset {},
             _ => return Err(unknown(StreamState::WHAT, op)),
         })
     }
@@ -326,7 +335,10 @@ impl Payload for StreamOp {
                 check_opt_text(kind, "hint", hint)?;
                 check_opt_text(kind, "remote", remote)
             }
-            StreamOp::StopRequested {} | StreamOp::Cleaned { .. } | StreamOp::Retried {} => Ok(()),
+            StreamOp::Spent { amounts } => spend::check_amounts(kind, amounts),
+            StreamOp::StopRequested {} | StreamOp::Cleaned { .. } | StreamOp::Retried {} | StreamOp::SpendReset {} => {
+                Ok(())
+            }
         }
     }
 }
@@ -456,6 +468,9 @@ pub struct StreamState {
     /// until the plan names it. Left out when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub adhoc: bool,
+    /// What the stream spent (`spent`, `spend_reset` ops). Left out when nothing was.
+    #[serde(default, skip_serializing_if = "Spend::is_empty")]
+    pub spend: Spend,
     /// Time of the last op.
     #[serde(default)]
     pub updated_at: Option<String>,
@@ -489,6 +504,7 @@ impl Default for StreamState {
             cleaned_at: None,
             branch_deleted: false,
             adhoc: false,
+            spend: Spend::default(),
             updated_at: None,
             lamport: 0,
         }
@@ -602,6 +618,8 @@ impl State for StreamState {
                 });
             }
             StreamOp::Retried {} => self.refused = None,
+            StreamOp::Spent { amounts } => self.spend.add(amounts, at, actor),
+            StreamOp::SpendReset {} => self.spend.reset(at, actor),
         }
         self.updated_at = Some(at.to_string());
     }
@@ -615,6 +633,7 @@ impl State for StreamState {
         if self.setup_failed.as_ref().is_some_and(|s| s.len() > MAX_TEXT) {
             return Err(StateError::SetupFailedTooLong);
         }
+        self.spend.validate()?;
         if let Some(run) = &self.last_run {
             check_time("last_run.started_at", &Some(run.started_at.clone()))?;
             check_time("last_run.ended_at", &run.ended_at)?;

@@ -290,6 +290,11 @@ fn typed_ops_write_back_what_they_read() {
             json!({"hint": "rebase it", "reason": "verify failed", "refusal": "verify", "remote": "origin", "stream_before": "0123ab", "stream_tip": "abcd12"}),
         ),
         ("retried", json!({})),
+        (
+            "spent",
+            json!({"amounts": [{"cache_read": 9, "key": "s1:m1", "model": "m", "source": "claude", "tokens_in": 3, "tokens_out": 4}, {"exit": 0, "key": "run-1", "seconds": 60, "source": "run", "tokens_in": 0, "tokens_out": 0, "usd": 0.25}]}),
+        ),
+        ("spend_reset", json!({})),
     ];
     for (kind, data) in stream {
         let o = op(kind, 1, data.clone());
@@ -641,6 +646,8 @@ fn stream_op() -> impl Strategy<Value = StreamOp> {
             to
         }),
         (0u64..70000).prop_map(|index| StreamOp::Indexed { index }),
+        prop::collection::vec(amount(), 0..3).prop_map(|amounts| StreamOp::Spent { amounts }),
+        Just(StreamOp::SpendReset {}),
         (opt_text(), opt_text(), opt_text()).prop_map(|(base, branch, name)| StreamOp::Initialized {
             adhoc: Opt::Absent,
             base,
@@ -651,6 +658,19 @@ fn stream_op() -> impl Strategy<Value = StreamOp> {
             worktree: Opt::Absent
         }),
     ]
+}
+
+/// A spent amount, its numbers sometimes out of bounds.
+fn amount() -> impl Strategy<Value = SpendAmount> {
+    let big = prop_oneof![0u64..1000, Just(MAX_TOKENS), Just(MAX_TOKENS + 1), Just(u64::MAX)];
+    let key = prop_oneof![Just(String::new()), "[a-z:0-9]{1,12}", Just("k".repeat(MAX_KEY + 1)), Just("a\nb".into())];
+    (key, big.clone(), big, prop::option::of(-1.0f64..200_000.0), prop::option::of(0u64..700_000), "[a-z]{1,8}")
+        .prop_map(|(key, tokens_in, tokens_out, usd, seconds, source)| SpendAmount {
+            seconds: seconds.map_or(Opt::Absent, Opt::Set),
+            usd: usd.map_or(Opt::Null, Opt::Set),
+            model: Opt::Set("claude-x".into()),
+            ..SpendAmount::tokens(key, &source, tokens_in, tokens_out)
+        })
 }
 
 fn boulder_op() -> impl Strategy<Value = BoulderOp> {
@@ -698,4 +718,100 @@ proptest! {
         let typed = if done { PrdOp::Done { ids } } else { PrdOp::Undone { ids } };
         check_agrees_with_parse(&typed)?;
     }
+}
+
+/// A `spent` op of `actor` at `lamport` carrying `keys` (each key's amount is fixed by the key:
+/// the same key always stands for the same amount, as a harness's message id does).
+fn spent(actor: u8, lamport: u64, keys: &[u8]) -> Op {
+    let amounts: Vec<serde_json::Value> = keys
+        .iter()
+        .map(|k| {
+            json!({"key": format!("k{k}"), "model": format!("m{}", k % 3), "source": "claude",
+                   "tokens_in": u64::from(*k) * 10, "tokens_out": u64::from(*k) + 1, "usd": f64::from(*k) / 8.0})
+        })
+        .collect();
+    let mut o = op("spent", lamport, json!({ "amounts": amounts }));
+    o.actor = format!("machine{actor}");
+    o
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Spend recorded on several clones, merged in any order, gives the same totals; a key
+    /// recorded twice (by one clone or by two) counts once.
+    #[test]
+    fn spend_merges_in_any_order_and_counts_a_key_once(
+        clones in prop::collection::vec(prop::collection::vec((1u64..6, prop::collection::vec(0u8..12, 1..4)), 0..5), 1..4),
+        seed in any::<u64>(),
+    ) {
+        let mut ops = Vec::new();
+        for (actor, clone) in clones.iter().enumerate() {
+            for (lamport, keys) in clone {
+                ops.push((spent(actor as u8, *lamport, keys), ops.len()));
+            }
+        }
+        let mut shuffled = ops.clone();
+        fastrand::Rng::with_seed(seed).shuffle(&mut shuffled);
+        let a = replay(StreamState::default(), ops.clone()).unwrap();
+        // Applied as they come, in any order: the totals are the same.
+        let mut b = StreamState::default();
+        for (o, _) in &shuffled {
+            b.apply(o).unwrap();
+        }
+        let sum = |s: &StreamState| s.spend.rows.iter().fold((0, 0, 0, 0), |t, r| {
+            (t.0 + r.tokens_in, t.1 + r.tokens_out, t.2 + r.usd_micros, t.3 + r.amounts)
+        });
+        prop_assert_eq!(sum(&a), sum(&b));
+        prop_assert_eq!(&a.spend.keys, &b.spend.keys);
+        let distinct: BTreeSet<u8> = clones.iter().flatten().flat_map(|(_, k)| k.iter().copied()).collect();
+        let want = distinct.iter().fold((0, 0, 0, 0), |t, k| {
+            (t.0 + u64::from(*k) * 10, t.1 + u64::from(*k) + 1, t.2 + micros(f64::from(*k) / 8.0), t.3 + 1)
+        });
+        prop_assert_eq!(sum(&a), want);
+        a.validate().unwrap();
+        let text = serde_json::to_string(&a).unwrap();
+        prop_assert_eq!(serde_json::from_str::<StreamState>(&text).unwrap(), a);
+    }
+}
+
+#[test]
+fn spend_reset_starts_the_budget_again_and_old_states_read_unchanged() {
+    let plain = StreamState::default();
+    let text = serde_json::to_string(&plain).unwrap();
+    assert!(!text.contains("spend"), "{text}");
+    let mut s = plain.clone();
+    s.apply(&spent(0, 1, &[1, 2])).unwrap();
+    s.apply(&op("spend_reset", 2, json!({}))).unwrap();
+    s.apply(&spent(0, 3, &[2, 3])).unwrap();
+    assert_eq!(s.spend.keys.len(), 3);
+    assert_eq!(s.spend.resets, 1);
+    let current: u64 = s.spend.current().map(|r| r.tokens_in).sum();
+    assert_eq!(current, 30, "only key 3 is new after the reset");
+}
+
+#[test]
+fn spent_ops_refuse_bad_amounts_naming_the_field() {
+    let bad = |amount: serde_json::Value| {
+        StreamOp::parse(&op("spent", 1, json!({"amounts": [amount]}))).unwrap_err().to_string()
+    };
+    let base = json!({"key": "k", "source": "manual", "tokens_in": 1, "tokens_out": 1});
+    let with = |k: &str, v: serde_json::Value| {
+        let mut a = base.clone();
+        a[k] = v;
+        a
+    };
+    assert_eq!(bad(with("tokens_in", json!(-5))), "spent op: data.tokens_in: must be a whole number, not negative");
+    assert_eq!(
+        bad(with("tokens_out", json!(MAX_TOKENS + 1))),
+        format!("spent op: data.tokens_out: must be a whole number of tokens up to {MAX_TOKENS}")
+    );
+    assert!(bad(with("usd", json!(-0.5))).contains("data.usd"));
+    assert!(bad(with("usd", json!(1e9))).contains("data.usd"));
+    assert!(bad(with("key", json!(""))).contains("data.key"));
+    assert!(bad(with("key", json!("x".repeat(MAX_KEY + 1)))).contains("data.key"));
+    assert!(bad(with("seconds", json!(MAX_SECONDS + 1))).contains("data.seconds"));
+    assert!(bad(with("extra", json!(1))).contains("unknown field"));
+    assert!(StreamOp::parse(&op("spent", 1, json!({"amounts": []}))).unwrap_err().to_string().contains("1 to"));
+    assert!(StreamOp::parse(&op("spent", 1, json!({}))).unwrap_err().to_string().contains("data.amounts is missing"));
 }

@@ -1,0 +1,119 @@
+//! Budgets: whether a stream, or the whole plan, has spent what the plan allows it.
+//!
+//! A stream's `budget:` counts what it spent since its last `spend reset`; the plan's
+//! `settings.budget` counts the same for every stream whose state this machine holds (pulled
+//! ones included, streams gone from the plan too: what was spent was spent). A budget is spent
+//! once a figure reaches its limit. A cost that is partly unknown counts what is known of it.
+
+use serde::Serialize;
+
+use super::ledger::{Figures, Ledger};
+use crate::plan::{Budget, Plan};
+
+/// Whether a stream may spend more.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum Verdict {
+    /// No budget it falls under is spent.
+    Within,
+    /// A budget is spent: `what` names it (`stream auth's budget`, `the plan's budget`),
+    /// `figures` says by how much (`usd $10.20 of $10.00`).
+    Spent { what: String, figures: String, why: Why },
+}
+
+/// Which budget is spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Why {
+    Stream,
+    Plan,
+}
+
+impl Verdict {
+    /// Whether a budget is spent.
+    pub fn is_spent(&self) -> bool {
+        matches!(self, Verdict::Spent { .. })
+    }
+
+    /// One line for people: `stream auth's budget is spent: usd $10.20 of $10.00`.
+    pub fn line(&self) -> Option<String> {
+        match self {
+            Verdict::Within => None,
+            Verdict::Spent { what, figures, .. } => Some(format!("{what} is spent: {figures}")),
+        }
+    }
+}
+
+impl Ledger {
+    /// The verdict for `stream` under its own budget (in `plan`) and the plan's.
+    pub fn verdict(&self, plan: &Plan, stream: &str) -> Verdict {
+        if let Some(b) = plan.stream(stream).map(|s| s.budget) {
+            if let Some(figures) = over(&b, &self.current(stream)) {
+                return Verdict::Spent { what: format!("stream {stream}'s budget"), figures, why: Why::Stream };
+            }
+        }
+        self.plan_verdict(plan)
+    }
+
+    /// The verdict of the plan's own budget.
+    pub fn plan_verdict(&self, plan: &Plan) -> Verdict {
+        match over(&plan.settings.budget, &self.plan_current()) {
+            Some(figures) => Verdict::Spent { what: "the plan's budget".into(), figures, why: Why::Plan },
+            None => Verdict::Within,
+        }
+    }
+}
+
+/// What of `budget` the figures `f` have reached, said for people; `None` while within it.
+pub fn over(budget: &Budget, f: &Figures) -> Option<String> {
+    let mut spent = Vec::new();
+    if let Some(limit) = budget.usd {
+        let known = f.usd_micros as f64 / 1e6;
+        if known >= limit {
+            spent.push(format!("usd {} of {}", usd(known), usd(limit)));
+        }
+    }
+    if let Some(limit) = budget.tokens {
+        if f.tokens() >= limit {
+            spent.push(format!("tokens {} of {}", count(f.tokens()), count(limit)));
+        }
+    }
+    if let Some(limit) = budget.time {
+        if f.seconds >= limit.as_secs() {
+            spent.push(format!("time {} of {}", duration(f.seconds), duration(limit.as_secs())));
+        }
+    }
+    (!spent.is_empty()).then(|| spent.join(", "))
+}
+
+/// Dollars as people read them: `$12.40`, `$0.0031` below a cent.
+pub fn usd(v: f64) -> String {
+    if v != 0.0 && v.abs() < 0.01 {
+        format!("${v:.4}")
+    } else {
+        format!("${v:.2}")
+    }
+}
+
+/// A whole number with thousands separated: `1,234,567`.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Seconds as `1h05m`, `12m30s`, `45s`.
+pub fn duration(secs: u64) -> String {
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m{s:02}s"),
+        _ => format!("{h}h{m:02}m"),
+    }
+}
