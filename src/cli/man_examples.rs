@@ -121,6 +121,18 @@ pub fn examples(page: &str) -> &'static [(&'static str, &'static str)] {
             &[("git boulder remote setup origin", "Fetch and push git-boulder's refs with origin.")]
         }
         "git-boulder-doctor" => &[("git boulder doctor", "Find what is out of step and how to fix each.")],
+        "git-boulder-spend" => &[
+            ("git boulder spend", "Tokens, cost, agent time and runs per stream, against each budget."),
+            ("git boulder spend --by model --since 7d", "What each model cost this past week."),
+            ("git boulder pull origin && git boulder spend --json", "Every machine's figures, as JSON."),
+        ],
+        "git-boulder-spend-add" => &[(
+            "git boulder spend add --stream auth --tokens-in 12000 --tokens-out 3400 --model gpt-5 --id run-42",
+            "Record what another agent spent, once.",
+        )],
+        "git-boulder-spend-reset" => {
+            &[("git boulder spend reset auth", "Start auth's budget again from nothing (a spent stream resumes).")]
+        }
         "git-boulder-gc" => &[
             ("git boulder gc", "Pack every loose object of the state refs into one pack."),
             ("git boulder gc --auto", "The same, only past the loose-object threshold (as pull and push do)."),

@@ -16,6 +16,7 @@ pub mod output;
 pub mod prd;
 pub mod record;
 pub mod rollback;
+pub mod spend;
 pub mod status;
 pub mod stream;
 pub mod sync;
@@ -105,6 +106,13 @@ pub enum Command {
     Resume(boulder::ResumeArgs),
     /// Show the op history of a stream or boulder.
     Log(log::LogArgs),
+    /// What the streams spent (tokens, cost, agent time, runs) against their budgets; `spend
+    /// add` records an amount, `spend reset NAME` starts a stream's budget again.
+    ///
+    /// The figures are every machine's, as far as this one has pulled them. Cost is reported by
+    /// the harness where it says, else priced from the plan's settings.prices or git config
+    /// boulder.price.<model>.*; a model without a price shows its tokens and "cost unknown".
+    Spend(spend::SpendArgs),
     /// Pack git-boulder's loose state objects and add the op-logs to git's commit-graph (also
     /// done on a threshold by pull, push and merge).
     Gc(gc::GcArgs),
@@ -245,6 +253,7 @@ pub fn run(cli: Cli) -> Result<u8> {
                 Command::Status(args) => status::run(&ws, ctx, args),
                 Command::Prd(cmd) => prd::run(&ws, cmd),
                 Command::Log(args) => log::run(&ws, args),
+                Command::Spend(args) => spend::run(&ws, args),
                 Command::Gc(args) => gc::run(&ws, args),
                 Command::Record(args) => record::run(&ws, args),
                 Command::Create(args) => boulder::create(&ws, args),

@@ -148,7 +148,7 @@ pub fn status_colour(status: &str) -> Option<&'static str> {
     match status {
         "COMPLETED" | "MERGED" | "completed" => Some("32"),
         "RUNNING" | "in_progress" | "INITIALIZED" => Some("33"),
-        "FAILED" | "STALE" | "SETUP_FAILED" | "NEEDS_ATTENTION" | "blocked" => Some("31"),
+        "FAILED" | "STALE" | "SETUP_FAILED" | "NEEDS_ATTENTION" | "BUDGET_SPENT" | "blocked" => Some("31"),
         "STOPPED" => Some("35"),
         _ => None,
     }

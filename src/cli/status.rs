@@ -53,10 +53,12 @@ pub fn run(ws: &Workspace, ctx: &Context, args: StatusArgs) -> Result<()> {
     }
     // Like `git branch`: a `*` before the stream whose worktree this is, when there is one.
     let gutter = rows.iter().any(|r| r.current);
+    // A SPEND column only once some stream spent something or has a budget.
+    let spending = rows.iter().any(|r| r.spend.is_some());
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
-            vec![
+            let mut row = vec![
                 match (gutter, r.current) {
                     (false, _) => r.name.clone(),
                     (true, true) => format!("* {}", r.name),
@@ -81,36 +83,49 @@ pub fn run(ws: &Workspace, ctx: &Context, args: StatusArgs) -> Result<()> {
                     Some(c) => format!("{}@{}", c.actor, c.host),
                     None => "-".into(),
                 },
-            ]
+            ];
+            if spending {
+                row.push(spend_cell(r.spend.as_ref()));
+            }
+            row
         })
         .collect();
     let notes = hints(ws, &plan, &rows)?;
-    super::output::table(
-        &mut out,
-        &[
-            "STREAM",
-            "STATUS",
-            "PROGRESS",
-            "BRANCH",
-            "AHEAD/BEHIND",
-            "WORKTREE",
-            "LAST ACTIVITY",
-            "COMMITS",
-            "CLAIMED BY",
-        ],
-        &table,
-        |col, cell| match col {
-            1 => super::output::status_colour(cell),
-            5 if cell == "dirty" => Some("33"),
-            _ => None,
-        },
-    )?;
+    let mut header = vec![
+        "STREAM",
+        "STATUS",
+        "PROGRESS",
+        "BRANCH",
+        "AHEAD/BEHIND",
+        "WORKTREE",
+        "LAST ACTIVITY",
+        "COMMITS",
+        "CLAIMED BY",
+    ];
+    if spending {
+        header.push("SPEND");
+    }
+    super::output::table(&mut out, &header, &table, |col, cell| match col {
+        1 => super::output::status_colour(cell),
+        5 if cell == "dirty" => Some("33"),
+        _ => None,
+    })?;
     if !ctx.quiet {
         for line in notes {
             eprintln!("{line}");
         }
     }
     Ok(())
+}
+
+/// The SPEND cell: the cost of all it spent (or `unknown`), then its budget's figures.
+fn spend_cell(v: Option<&crate::spend::StreamView>) -> String {
+    let Some(v) = v else { return "-".into() };
+    let mut text = crate::spend::budget::cost(&v.total);
+    if let Some(b) = &v.budget {
+        text.push_str(&format!(" (budget {})", b.text()));
+    }
+    text
 }
 
 /// What to do next, under the table: resume interrupted runs, merge completed streams, push a
@@ -134,6 +149,14 @@ fn hints(ws: &Workspace, plan: &crate::plan::Plan, rows: &[crate::stream::status
                         out.push(format!("  fix: {}", h.lines().next().unwrap_or_default()));
                     }
                     out.push(format!("  then commit on its branch, or run `{}`", a.command));
+                }
+            }
+            RowStatus::BudgetSpent => {
+                if let Some(why) = r.spend.as_ref().and_then(|v| v.spent.as_ref()) {
+                    out.push(format!(
+                        "{}: {why}; no worker starts another iteration of it until the budget is raised in the plan or `git boulder spend reset {}`",
+                        r.name, r.name
+                    ));
                 }
             }
             RowStatus::SetupFailed => out.push(format!(

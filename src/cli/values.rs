@@ -96,3 +96,38 @@ fn usage_error(message: String, hint: Option<&str>) -> clap::Error {
     }
     clap::Error::raw(ErrorKind::ValueValidation, format!("{text}\n"))
 }
+
+/// A number from 0 to `max` (a whole one when `whole`): token counts and dollars of `spend add`.
+#[derive(Debug, Clone, Copy)]
+pub struct AmountParser {
+    max: f64,
+    whole: bool,
+}
+
+/// The value parser of a count of tokens (`--tokens-in`).
+pub fn tokens() -> AmountParser {
+    AmountParser { max: crate::state::op::MAX_TOKENS as f64, whole: true }
+}
+
+/// The value parser of a cost in US dollars (`--usd`).
+pub fn usd() -> AmountParser {
+    AmountParser { max: crate::state::op::MAX_USD, whole: false }
+}
+
+impl TypedValueParser for AmountParser {
+    type Value = f64;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<f64, clap::Error> {
+        let text = value.to_string_lossy();
+        let what = if self.whole { "a whole number" } else { "a number" };
+        match text.trim().trim_start_matches('$').replace('_', "").parse::<f64>() {
+            Ok(v) if v.is_finite() && (0.0..=self.max).contains(&v) && (!self.whole || v.fract() == 0.0) => Ok(v),
+            _ => Err(usage_error(format!("{}expected {what} from 0 to {}, not {text:?}", flag(arg), self.max), None)),
+        }
+    }
+}

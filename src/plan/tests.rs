@@ -468,7 +468,7 @@ streams:
     let e = err("streams:\n  a:\n    colour: blue\n");
     assert_eq!(
         e.message,
-        r#"line 3: unknown key "colour" in stream "a"; valid keys: branch, stories, paths, creates, depends_on, agent, max_iterations, merge_strategy"#
+        r#"line 3: unknown key "colour" in stream "a"; valid keys: branch, stories, paths, creates, depends_on, agent, max_iterations, merge_strategy, budget"#
     );
 
     // The first key of the document, and flow style.
@@ -1232,4 +1232,37 @@ fn numbers_past_64_bits_are_named_without_serdes_internal_type() {
             assert!(!err.message.contains("128"), "{}", err.message);
         }
     }
+}
+
+// ------------------------------------------------------------------------------------------------
+// budgets and prices
+
+#[test]
+fn budgets_and_prices_parse() {
+    let plan = ok("streams:\n  auth:\n    budget: {usd: 12.5, tokens: 2000000, time: 90m}\n  api: {}\nsettings:\n  budget: {usd: \"$100\", time: 2h}\n  prices:\n    claude-sonnet-4-5: {input: 3, output: 15, cache_write: 3.75, cache_read: 0.3}\n    gpt-5: {input: 1.25, output: 10}\n");
+    let b = plan.streams[0].budget;
+    assert_eq!((b.usd, b.tokens, b.time), (Some(12.5), Some(2_000_000), Some(std::time::Duration::from_secs(5400))));
+    assert!(!plan.streams[1].budget.is_set());
+    assert_eq!(plan.settings.budget.usd, Some(100.0));
+    assert_eq!(plan.settings.budget.time, Some(std::time::Duration::from_secs(7200)));
+    let p = plan.settings.prices["claude-sonnet-4-5"];
+    assert_eq!((p.input, p.output, p.cache_write, p.cache_read), (Some(3.0), Some(15.0), Some(3.75), Some(0.3)));
+    assert_eq!(plan.settings.prices["gpt-5"].cache_read, None);
+}
+
+#[test]
+fn bad_budgets_and_prices_name_the_key_and_the_fix() {
+    let e = err("streams:\n  auth:\n    budget: {usd: -3}\n");
+    assert!(e.message.contains("streams.auth.budget.usd must be a number of US dollars above 0"), "{}", e.message);
+    assert_eq!(e.line, Some(3));
+    let e = err("streams:\n  auth:\n    budget: {tokens: 1.5}\n");
+    assert!(e.message.contains("streams.auth.budget.tokens must be a whole number"), "{}", e.message);
+    let e = err("settings:\n  budget: {time: soon}\n");
+    assert!(e.message.contains("settings.budget.time must be a duration such as 30s"), "{}", e.message);
+    let e = err("settings:\n  budget: {dollars: 3}\n");
+    assert!(e.message.contains("dollars") && e.message.contains("usd"), "{}", e.message);
+    let e = err("settings:\n  prices:\n    m: {input: lots}\n");
+    assert!(e.message.contains("settings.prices.m.input must be US dollars per million tokens"), "{}", e.message);
+    let e = err("settings:\n  prices:\n    m: {inptu: 3}\n");
+    assert!(e.message.contains("input"), "{}", e.message);
 }

@@ -117,3 +117,82 @@ pub fn duration(secs: u64) -> String {
         _ => format!("{h}h{m:02}m"),
     }
 }
+
+/// A stream's figures as the dashboard shows them (`status --json`, the ui's `spend`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StreamView {
+    /// Everything it spent.
+    pub total: Figures,
+    /// The cost of `total` in US dollars; `null` while some tokens have no price.
+    pub usd: Option<f64>,
+    /// Its budget, when it has one: the limits and what they count (since its last reset).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetView>,
+    /// Set when its budget or the plan's is spent: which, and by how much.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spent: Option<String>,
+}
+
+/// A budget's limits and what they count.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BudgetView {
+    pub usd: Option<f64>,
+    pub tokens: Option<u64>,
+    pub time_seconds: Option<u64>,
+    /// What the budget counts (since the last reset).
+    pub counted: Figures,
+}
+
+impl BudgetView {
+    /// The view of `b` counting `counted`, when `b` limits anything.
+    pub fn of(b: &Budget, counted: &Figures) -> Option<BudgetView> {
+        b.is_set().then(|| BudgetView {
+            usd: b.usd,
+            tokens: b.tokens,
+            time_seconds: b.time.map(|t| t.as_secs()),
+            counted: *counted,
+        })
+    }
+
+    /// Each limit against what it counts: `$0.40/$1.00, 1,200/5,000 tokens, 5m00s/2h00m`.
+    pub fn text(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(limit) = self.usd {
+            parts.push(format!("{}/{}", usd(self.counted.usd_micros as f64 / 1e6), usd(limit)));
+        }
+        if let Some(limit) = self.tokens {
+            parts.push(format!("{}/{} tokens", count(self.counted.tokens()), count(limit)));
+        }
+        if let Some(limit) = self.time_seconds {
+            parts.push(format!("{}/{}", duration(self.counted.seconds), duration(limit)));
+        }
+        parts.join(", ")
+    }
+}
+
+/// The cost of `f` for people: dollars, `unknown`, or what is known `+unknown`.
+pub fn cost(f: &Figures) -> String {
+    match f.usd() {
+        Some(v) => usd(v),
+        None if f.usd_micros > 0 => format!("{}+unknown", usd(f.usd_micros as f64 / 1e6)),
+        None => "unknown".into(),
+    }
+}
+
+impl Ledger {
+    /// Whether anything is to be shown: some spend recorded, or some budget in the plan.
+    pub fn shown(&self, plan: &Plan) -> bool {
+        !self.is_empty() || plan.settings.budget.is_set() || plan.streams.iter().any(|s| s.budget.is_set())
+    }
+
+    /// What the dashboard shows of `stream`: `None` when it spent nothing and no budget applies.
+    pub fn view(&self, plan: &Plan, stream: &str) -> Option<StreamView> {
+        let total = self.streams.get(stream).map(|s| s.total).unwrap_or_default();
+        let budget = plan.stream(stream).and_then(|s| BudgetView::of(&s.budget, &self.current(stream)));
+        let spent = self.verdict(plan, stream).line();
+        if total.is_empty() && budget.is_none() && spent.is_none() {
+            return None;
+        }
+        Some(StreamView { usd: total.usd(), total, budget, spent })
+    }
+}

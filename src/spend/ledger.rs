@@ -181,3 +181,46 @@ impl Ledger {
         })
     }
 }
+
+/// What `git boulder spend --by` sums by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum By {
+    #[default]
+    Stream,
+    /// The actor (machine) that recorded it.
+    Machine,
+    Model,
+    /// The UTC day it was recorded.
+    Day,
+}
+
+impl Ledger {
+    /// The figures of `stream` (every stream when `None`) recorded on `since` or later, summed
+    /// by `by`, in the order of their names (days oldest first); what has no model is `-`.
+    pub fn groups(&self, by: By, stream: Option<&str>, since: Option<&str>) -> Vec<(String, Figures)> {
+        let mut out: BTreeMap<String, Figures> = BTreeMap::new();
+        for (name, r, f) in self.rows(since).filter(|(name, _, _)| stream.is_none_or(|s| s == *name)) {
+            let key = match by {
+                By::Stream => name.to_string(),
+                By::Machine => r.actor.clone(),
+                By::Model => r.model.clone().unwrap_or_else(|| "-".into()),
+                By::Day => r.day.clone(),
+            };
+            out.entry(key).or_default().add(&f);
+        }
+        out.into_iter().collect()
+    }
+
+    /// The models whose tokens have no price, among `stream`'s (or every stream's) since `since`.
+    pub fn unpriced_models(&self, stream: Option<&str>, since: Option<&str>) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .rows(since)
+            .filter(|(name, _, f)| f.unpriced_tokens > 0 && stream.is_none_or(|s| s == *name))
+            .map(|(_, r, _)| r.model.clone().unwrap_or_else(|| "(no model named)".into()))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}

@@ -19,7 +19,7 @@ use crate::plan::Plan;
 use crate::state::{self, Store, StreamOp, StreamState};
 use crate::workspace::Workspace;
 
-pub use budget::{Verdict, Why};
+pub use budget::{BudgetView, StreamView, Verdict, Why};
 pub use ledger::{Figures, Ledger};
 pub use price::Prices;
 

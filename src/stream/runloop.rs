@@ -231,6 +231,11 @@ fn run_loop(
                 iterations: iteration,
             });
         }
+        if let Some(why) = budget_spent(ws, plan, stream, share_to.as_ref(), say)? {
+            let reason = format!("budget spent: {why}");
+            record(&store, &stream.name, StreamStatus::Stopped, &reason)?;
+            return Ok(Outcome { status: StreamStatus::Stopped, reason, iterations: iteration });
+        }
         let finishing = uncommitted.as_ref().map(|d| d.describe());
         let next = match &finishing {
             Some(what) => {
@@ -333,6 +338,32 @@ fn run_loop(
             std::thread::sleep(Duration::from_millis(20).min(until - std::time::Instant::now()));
         }
     }
+}
+
+/// Whether the stream's budget or the plan's is spent, checked before each iteration (none is
+/// started then: docs/spend.md). With a budget and a remote to share with, the state is synced
+/// with it first, so the fleet's spend counts: what can still be missed is the iterations other
+/// machines are running, one per running worker at most. A failed sync is said, and what is
+/// here counts.
+fn budget_spent(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    remote: Option<&crate::git::remote::RemoteName>,
+    say: &dyn Fn(&str),
+) -> Result<Option<String>> {
+    if !stream.budget.is_set() && !plan.settings.budget.is_set() {
+        return Ok(None);
+    }
+    if let Some(r) = remote {
+        if let Err(e) = crate::sync::sync(&ws.repo, r) {
+            say(&format!(
+                "  warning: the spend on {} was not synced: {}; the budget counts what is here",
+                r.given, e.message
+            ));
+        }
+    }
+    Ok(crate::spend::verdict(ws, plan, &stream.name)?.line())
 }
 
 /// Why a stream whose stories are done is not complete: its work is not committed.

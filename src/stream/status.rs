@@ -50,6 +50,10 @@ pub struct StreamRow {
     /// file); left out for the plan's streams.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub adhoc: bool,
+    /// What it spent and its budget (docs/spend.md); left out when it spent nothing and no
+    /// budget applies, so the output of users without either is what it always was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::spend::StreamView>,
 }
 
 /// A standing refusal, as the dashboard shows it (the `attention` of `status --json`).
@@ -111,6 +115,9 @@ pub enum RowStatus {
     /// Its last landing was refused (a conflict, ownership, verify, uncommitted changes,
     /// missing work) and its branch has not moved since: a person has to look.
     NeedsAttention,
+    /// Its budget, or the plan's, is spent: no worker starts another iteration of it until the
+    /// budget is raised or `git boulder spend reset` (docs/spend.md).
+    BudgetSpent,
 }
 
 impl RowStatus {
@@ -122,6 +129,7 @@ impl RowStatus {
             RowStatus::SetupFailed => "SETUP_FAILED",
             RowStatus::Stale => "STALE",
             RowStatus::NeedsAttention => "NEEDS_ATTENTION",
+            RowStatus::BudgetSpent => "BUDGET_SPENT",
         }
     }
 }
@@ -223,6 +231,12 @@ fn rows(
     // RUNNING is true only while a `stream run` holds the stream's lock on this machine.
     let held: std::collections::HashSet<String> = crate::lock::holders(&ws.repo).into_iter().map(|(n, _)| n).collect();
     let standing_in = ws.repo.work_dir.as_deref().map(crate::git::absolute);
+    // Spend is shown only where some was recorded or a budget is set; a price in git config that
+    // cannot be read is said, and the dashboard shown without it.
+    let ledger = crate::spend::Ledger::read(ws, plan)
+        .map_err(|e| eprintln!("warning: {}", crate::text::inert_lines(&e.message)))
+        .ok()
+        .filter(|l| l.shown(plan));
     for (stream, planned) in plan.streams.iter().zip(planned) {
         // Invalid state (e.g. garbage pushed by others) shows as INVALID, not as a failed dashboard.
         let mut invalid = false;
@@ -277,7 +291,7 @@ fn rows(
         let expected_here = match status {
             RowStatus::Recorded(s) => s.is_live(),
             RowStatus::SetupFailed | RowStatus::Interrupted => true,
-            RowStatus::Invalid | RowStatus::Stale | RowStatus::NeedsAttention => false,
+            RowStatus::Invalid | RowStatus::Stale | RowStatus::NeedsAttention | RowStatus::BudgetSpent => false,
         };
         if !invalid && wt.is_none() && here && expected_here {
             status = RowStatus::Stale;
@@ -291,6 +305,10 @@ fn rows(
         };
         if attention.is_some() {
             status = RowStatus::NeedsAttention;
+        }
+        let spend = ledger.as_ref().and_then(|l| l.view(plan, &stream.name));
+        if spend.as_ref().is_some_and(|v| v.spent.is_some()) && budget_stops(status) {
+            status = RowStatus::BudgetSpent;
         }
         let (ahead, behind) = match (ws.repo.branch_tip(&stream.branch)?, base_tip) {
             (Some(tip), Some(base)) => {
@@ -317,6 +335,7 @@ fn rows(
             current,
             attention,
             adhoc: stream.adhoc,
+            spend,
             claim: claims.iter().find(|(_, s, _)| *s == stream.name).map(|(remote, _, c)| ClaimView {
                 remote: remote.clone(),
                 actor: c.actor.clone(),
@@ -327,6 +346,18 @@ fn rows(
         });
     }
     Ok(rows)
+}
+
+/// Whether a spent budget is what the dashboard shows for a stream of this status: one that
+/// would run another iteration (a running one ends its current iteration first; a complete one
+/// can still land, which spends nothing).
+fn budget_stops(status: RowStatus) -> bool {
+    matches!(
+        status,
+        RowStatus::Recorded(
+            StreamStatus::Defined | StreamStatus::Initialized | StreamStatus::Stopped | StreamStatus::Failed
+        ) | RowStatus::Interrupted
+    )
 }
 
 /// `main is 2 commit(s) ahead of origin/main: push main to share it (…)` when the base branch
@@ -385,6 +416,7 @@ pub fn queue(plan: &Plan, rows: &[StreamRow]) -> Vec<String> {
         let pos = match row.status {
             RowStatus::Recorded(StreamStatus::Merged) => "merged".to_string(),
             RowStatus::NeedsAttention => "needs attention".to_string(),
+            RowStatus::BudgetSpent => "budget spent".to_string(),
             RowStatus::Recorded(StreamStatus::Failed) => "failed".to_string(),
             RowStatus::Invalid => "invalid".to_string(),
             RowStatus::Recorded(StreamStatus::Running) => "running".to_string(),

@@ -31,8 +31,14 @@ pub struct Built {
 }
 
 /// Statuses beyond the recorded ones, in the order the board shows them after those.
-const FOUND: [RowStatus; 5] =
-    [RowStatus::NeedsAttention, RowStatus::Interrupted, RowStatus::SetupFailed, RowStatus::Stale, RowStatus::Invalid];
+const FOUND: [RowStatus; 6] = [
+    RowStatus::NeedsAttention,
+    RowStatus::BudgetSpent,
+    RowStatus::Interrupted,
+    RowStatus::SetupFailed,
+    RowStatus::Stale,
+    RowStatus::Invalid,
+];
 
 /// Every status a row can have, in board order: the recorded ones, then what the dashboard finds.
 pub fn every_status() -> Vec<&'static str> {
@@ -40,6 +46,7 @@ pub fn every_status() -> Vec<&'static str> {
     let _listed = |s: RowStatus| match s {
         RowStatus::Recorded(_)
         | RowStatus::NeedsAttention
+        | RowStatus::BudgetSpent
         | RowStatus::Interrupted
         | RowStatus::SetupFailed
         | RowStatus::Stale
@@ -83,12 +90,35 @@ pub fn build(ws: &Workspace, extra: Value, cache: &mut Cache) -> Result<Built> {
         "streams": streams,
         "ownership": cached_ownership(ws, &plan, base_tip, cache)?,
         "server": extra,
-        // Not recorded by git-boulder yet: the page shows these only when they are.
-        "spend": null,
+        "spend": spend(ws, &plan),
+        // Not recorded by git-boulder yet: the page shows it only when it is.
         "review": null,
     });
     make_inert(&mut doc);
     Ok(Built { snapshot: to_string(&doc)?, status })
+}
+
+/// The figures of `git boulder spend` (docs/spend.md): by stream, in total, against the plan's
+/// budget; `null` when nothing was spent and no budget is set (or a price cannot be read).
+fn spend(ws: &Workspace, plan: &Plan) -> Value {
+    let Some(ledger) = crate::spend::Ledger::read(ws, plan).ok().filter(|l| l.shown(plan)) else { return Value::Null };
+    let streams: serde_json::Map<String, Value> =
+        plan.streams.iter().filter_map(|s| ledger.view(plan, &s.name).map(|v| (s.name.clone(), json!(v)))).collect();
+    let total = ledger.plan_current();
+    let all = ledger.groups(crate::spend::ledger::By::Stream, None, None).into_iter().fold(
+        crate::spend::Figures::default(),
+        |mut t, (_, f)| {
+            t.add(&f);
+            t
+        },
+    );
+    json!({
+        "streams": streams,
+        "total": all,
+        "usd": all.usd(),
+        "plan_budget": crate::spend::BudgetView::of(&plan.settings.budget, &total),
+        "spent": ledger.plan_verdict(plan).line(),
+    })
 }
 
 /// A snapshot saying only why none could be made (a broken plan, say), for the page to show.

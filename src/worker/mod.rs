@@ -76,6 +76,8 @@ pub enum Outcome {
     /// Its landing was refused and nothing changed since: no worker takes it until its branch
     /// gets a new commit or `stream retry` (the reason, and what resolves it).
     NeedsAttention { reason: String, retry: String },
+    /// Its budget or the plan's is spent: not claimed (which budget, by how much).
+    BudgetSpent { why: String, reset: String },
 }
 
 impl Outcome {
@@ -94,6 +96,9 @@ impl Outcome {
             Outcome::Stopped(why) => format!("stopped: {why} (a rerun resumes it)"),
             Outcome::Blocked(by) => format!("blocked by {}", by.join(", ")),
             Outcome::ClaimedBy(by) => format!("claimed by {by}"),
+            Outcome::BudgetSpent { why, reset } => {
+                format!("budget spent: {why} (raise the budget in the plan, or `{reset}`)")
+            }
             Outcome::NeedsAttention { reason, retry } => {
                 format!("needs attention: {reason} (fixed by a new commit on its branch, or `{retry}`)")
             }
@@ -320,6 +325,9 @@ impl<'a> Worker<'a> {
                     pick::View::Done(o) => o,
                     pick::View::Elsewhere(by) => Outcome::ClaimedBy(by),
                     pick::View::Waiting(deps) => Outcome::Blocked(deps),
+                    pick::View::Spent(why) => {
+                        Outcome::BudgetSpent { why, reset: format!("git boulder spend reset {name}") }
+                    }
                     pick::View::Ready if self.was_interrupted => Outcome::Stopped("interrupted".into()),
                     pick::View::Ready => Outcome::Stopped("not started".into()),
                 },

@@ -20,12 +20,16 @@ pub(super) enum View {
     /// Another machine holds it, or another process here runs it.
     Elsewhere(String),
     Waiting(Vec<String>),
+    /// Its budget or the plan's is spent (which, by how much): not claimed.
+    Spent(String),
 }
 
 /// What a round saw of the others: the claims on the remote, the locks held here.
 pub(super) struct Seen {
     claims: Vec<(String, String, Claim)>,
     locked: BTreeSet<String>,
+    /// Every stream's spend as this round sees it (after its pull), for the budgets.
+    ledger: crate::spend::Ledger,
 }
 
 impl Seen {
@@ -35,7 +39,12 @@ impl Seen {
             None => Vec::new(),
         };
         let locked = crate::lock::holders(&env.ws.repo).into_iter().map(|(n, _)| n).collect();
-        Ok(Seen { claims, locked })
+        let budgets = env.plan.settings.budget.is_set() || env.plan.streams.iter().any(|s| s.budget.is_set());
+        let ledger = match budgets {
+            true => crate::spend::Ledger::read(env.ws, env.plan)?,
+            false => crate::spend::Ledger::default(),
+        };
+        Ok(Seen { claims, locked, ledger })
     }
 
     /// Does the remote hold a claim of this machine on `name`?
@@ -94,6 +103,13 @@ pub(super) fn view(
     if seen.locked.contains(&format!("stream-{}", stream.name)) {
         return Ok(View::Elsewhere("another process on this machine".into()));
     }
+    // A spent budget: no iteration is started, so the stream is not claimed (one complete can
+    // still land: landing spends nothing).
+    if status != StreamStatus::Completed {
+        if let Some(why) = seen.ledger.verdict(env.plan, &stream.name).line() {
+            return Ok(View::Spent(why));
+        }
+    }
     let mut waiting = Vec::new();
     for dep in &stream.depends_on {
         let merged =
@@ -144,7 +160,7 @@ impl Worker<'_> {
                     self.claims.held_elsewhere(&name);
                     picked.waiting_elsewhere = true;
                 }
-                View::Waiting(_) => {}
+                View::Waiting(_) | View::Spent(_) => {}
                 View::Ready => self.try_start(stream, &mut picked),
             }
         }

@@ -4,6 +4,7 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
+use super::budget::BudgetSeed;
 use super::errors::{quote, unknown_key_message};
 use super::reader::{next_key, Ctx, Seen};
 use super::settings::SettingsSeed;
@@ -16,7 +17,7 @@ const MAX_STREAMS: usize = 1000;
 
 pub(crate) const TOP_KEYS: &[&str] = &["version", "prd", "streams", "settings"];
 pub(crate) const STREAM_KEYS: &[&str] =
-    &["branch", "stories", "paths", "creates", "depends_on", "agent", "max_iterations", "merge_strategy"];
+    &["branch", "stories", "paths", "creates", "depends_on", "agent", "max_iterations", "merge_strategy", "budget"];
 
 pub(super) struct PlanSeed<'a> {
     pub(super) ctx: &'a Ctx,
@@ -189,6 +190,10 @@ impl<'de> Visitor<'de> for StreamSeed<'_> {
                 "agent" => s.agent = map.next_value_seed(Str { what: &w })?,
                 "max_iterations" => s.max_iterations = map.next_value_seed(Count { ctx, what: &w, min: 1 })?,
                 "merge_strategy" => s.merge_strategy = map.next_value_seed(strategy(ctx, &w))?,
+                "budget" => {
+                    s.budget =
+                        map.next_value_seed(BudgetSeed { ctx, what: &format!("streams.{}.budget", self.name) })?
+                }
                 other => return Err(ctx.fail(unknown_key_message(other, &place, STREAM_KEYS), key.at())),
             }
         }

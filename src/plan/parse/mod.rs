@@ -26,6 +26,7 @@
 //!   1000 streams and 1 000 000 list entries and keys all told (aliases count every time they are
 //!   expanded). Nothing panics.
 
+mod budget;
 mod document;
 mod errors;
 mod reader;
@@ -66,6 +67,8 @@ pub(crate) const SETTINGS_KEYS: &[&str] = &[
     "inherit_guardrails",
     "inherit_progress",
     "adhoc_streams",
+    "budget",
+    "prices",
 ];
 pub(crate) const BOULDER_KEYS: &[&str] = &[
     "idle_threshold",

@@ -5,6 +5,7 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 
+use super::budget::{BudgetSeed, PricesSeed};
 use super::errors::{quote, unknown_key_message};
 use super::reader::{next_key, Ctx, Seen};
 use super::values::{level, strategy, Bool, Count, Dur, Multiplier, Str, StrList, Word, ADHOC_STREAMS, ON_CONFLICT};
@@ -133,6 +134,8 @@ impl<'de> Visitor<'de> for SettingsSeed<'_> {
                 }
                 "agents" => s.agents = map.next_value_seed(Agents { ctx })?,
                 "boulder" => s.boulder = map.next_value_seed(BoulderSeed { ctx })?,
+                "budget" => s.budget = map.next_value_seed(BudgetSeed { ctx, what: w })?,
+                "prices" => s.prices = map.next_value_seed(PricesSeed { ctx })?,
                 other => return Err(ctx.fail(unknown_key_message(other, "in settings", SETTINGS_KEYS), key.at())),
             }
         }
