@@ -284,6 +284,7 @@ fn run_loop(
         let env = crate::stream::shell::stream_env(ws, plan, &stream.name)?;
         let mut agent = Command::new(&command[0]);
         crate::context::export(&mut agent);
+        let started = std::time::Instant::now();
         let status = agent
             .args(&command[1..])
             .current_dir(&wt)
@@ -298,6 +299,7 @@ fn run_loop(
             .map_err(|e| {
                 Error::usage(format!("cannot run {:?}: {e}", command[0])).hint("check the command and PATH")
             })?;
+        record_run(ws, &stream.name, iteration, started.elapsed(), status, say);
         // Interrupted while the agent ran: the agent's end is not judged (it was stopped, not idle).
         if stopped_by_signal() {
             record(&store, &stream.name, StreamStatus::Stopped, "interrupted")?;
@@ -364,6 +366,30 @@ fn budget_spent(
         }
     }
     Ok(crate::spend::verdict(ws, plan, &stream.name)?.line())
+}
+
+/// Record the agent's run — its wall time and how it exited — as an amount of `source: run`,
+/// keyed by this process, the time it started and the iteration (docs/spend.md). A failure to
+/// record is said and never ends the loop.
+fn record_run(
+    ws: &Workspace,
+    stream: &str,
+    iteration: u32,
+    took: Duration,
+    status: std::process::ExitStatus,
+    say: &dyn Fn(&str),
+) {
+    use std::os::unix::process::ExitStatusExt;
+    let since = std::time::SystemTime::now().checked_sub(took).unwrap_or(std::time::UNIX_EPOCH);
+    let nanos = since.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    let key = format!("run:{nanos:x}-{}-{iteration}", std::process::id());
+    let mut amount = crate::spend::Amount::tokens(key, "run", 0, 0);
+    amount.seconds = Opt::Set(took.as_secs().min(crate::state::op::MAX_SECONDS));
+    let exit = status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(-1);
+    amount.exit = Opt::Set(i64::from(exit));
+    if let Err(e) = crate::spend::record(ws, stream, vec![amount]) {
+        say(&format!("  warning: the agent's run time was not recorded: {}", e.message));
+    }
 }
 
 /// Why a stream whose stories are done is not complete: its work is not committed.
