@@ -12,8 +12,8 @@ use crate::workspace::Workspace;
 /// One problem and its fix.
 #[derive(Debug, Clone, Serialize)]
 pub struct Problem {
-    /// `worktree`, `state`, `plan`, `hooks`, `agent`, `activity`, `work`, `ref`, `lock`, `merge`
-    /// or `claim`.
+    /// `worktree`, `state`, `plan`, `hooks`, `agent`, `activity`, `work`, `ref`, `lock`, `merge`,
+    /// `claim` or `spend`.
     pub area: &'static str,
     pub message: String,
     /// The command (or action) that fixes it.
@@ -50,6 +50,9 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
     for (message, fix) in crate::harness::install::problems(&ws.repo)? {
         problems.push(Problem { area: "agent", message, fix });
     }
+
+    // Usage the agent hooks could not count (a transcript missing, cut, not JSON, absurd).
+    spend_reads(ws, &mut problems);
 
     // Stream commits without a note: made where the hooks did not run.
     if let Some(plan) = &plan {
@@ -100,6 +103,35 @@ pub fn examine(ws: &Workspace) -> Result<Vec<Problem>> {
         });
     }
     Ok(problems)
+}
+
+/// What the agent hooks' last reads of usage skipped, this machine's (see
+/// [`crate::agent::usage::note`]): those entries are not in the ledger.
+fn spend_reads(ws: &Workspace, problems: &mut Vec<Problem>) {
+    let notes = crate::agent::usage::notes(ws);
+    if notes.is_empty() {
+        return;
+    }
+    let file = ws.repo.boulder_dir().join(crate::agent::usage::NOTES);
+    for n in notes {
+        problems.push(Problem {
+            area: "spend",
+            message: match &n.failed {
+                Some(why) => format!("{} at {}: {why} ({})", n.what, n.at, n.from),
+                None => format!(
+                    "{} at {}: {} ({}); what was skipped is not counted",
+                    n.what,
+                    n.at,
+                    n.skipped.describe(),
+                    n.from
+                ),
+            },
+            fix: format!(
+                "record what is missing with `git boulder spend add`; the report goes when a later read of it skips                  nothing, or remove {}",
+                file.display()
+            ),
+        });
+    }
 }
 
 /// The plan cannot be read: one that does not parse is a problem; a missing one is, when the

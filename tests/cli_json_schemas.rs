@@ -294,7 +294,9 @@ fn the_schemas_match_the_codes_fixed_sets() {
     let status = Schema::status();
     let mut expected: BTreeSet<String> =
         git_boulder::state::op::STREAM_STATUSES.iter().map(|s| s.to_string()).collect();
-    expected.extend(["STALE", "INVALID", "INTERRUPTED", "SETUP_FAILED", "NEEDS_ATTENTION"].map(String::from));
+    expected.extend(
+        ["STALE", "INVALID", "INTERRUPTED", "SETUP_FAILED", "NEEDS_ATTENTION", "BUDGET_SPENT"].map(String::from),
+    );
     let listed: BTreeSet<String> = status.root["$defs"]["stream"]["properties"]["status"]["enum"]
         .as_array()
         .unwrap()
@@ -303,7 +305,7 @@ fn the_schemas_match_the_codes_fixed_sets() {
         .collect();
     assert_eq!(
         listed, expected,
-        "status enum = the op-log's statuses + STALE + INVALID + INTERRUPTED + SETUP_FAILED + NEEDS_ATTENTION (src/stream/status.rs)"
+        "status enum = the op-log's statuses + STALE + INVALID + INTERRUPTED + SETUP_FAILED + NEEDS_ATTENTION + BUDGET_SPENT (src/stream/status.rs)"
     );
 
     // The gate enum is the union of the oneOf branches' gates.
@@ -322,6 +324,23 @@ fn the_schemas_match_the_codes_fixed_sets() {
         }
     }
     assert_eq!(gates, branches);
+}
+
+#[test]
+fn status_json_with_spend_and_budgets() {
+    let schema = Schema::status();
+    let repo = sample_with("  budget: {usd: 100}\n  prices:\n    m: {input: 3, output: 15}\n");
+    let plan = repo.read(".boulder/streams.yaml").replace("  docs:\n", "  docs:\n    budget: {tokens: 10, time: 1h}\n");
+    repo.write(".boulder/streams.yaml", &plan);
+    repo.commit_all("budgets");
+    repo.boulder(&["spend", "add", "--stream", "auth", "--tokens-in", "5", "--tokens-out", "5", "--model", "m"]).ok();
+    repo.boulder(&["spend", "add", "--stream", "docs", "--tokens-in", "50", "--tokens-out", "5"]).ok();
+    let rows = status(&repo, &schema);
+    assert!(row(&rows, "auth")["spend"]["usd"].is_number());
+    assert!(row(&rows, "api").get("spend").is_none());
+    let docs = row(&rows, "docs");
+    assert_eq!((&docs["status"], &docs["spend"]["spent_budget"]), (&json!("BUDGET_SPENT"), &json!("stream")));
+    assert!(docs["spend"]["usd"].is_null() && docs["spend"]["budget"]["time_seconds"] == 3600, "{docs}");
 }
 
 #[test]

@@ -58,6 +58,8 @@ mod run_uncommitted_work;
 mod security_hostile_input;
 mod security_repo_and_remote;
 mod security_trust;
+mod spend_budgets;
+mod spend_ledger;
 mod state_compat;
 mod state_oplog;
 mod state_oplog_scale;

@@ -4,7 +4,10 @@
 //
 // Before a tool writes a file (`tool.execute.before`), ask `git boulder agent hook opencode`
 // whether this stream may change it, and throw git-boulder's reason when not: OpenCode then
-// refuses the tool with that message. When a main session goes idle, ask `git boulder check
+// refuses the tool with that message. When any session goes idle (under `opencode run` too),
+// hand its assistant messages' tokens and cost to `git boulder agent hook opencode` (a `Stop`),
+// which records what is new on the stream; when it answers that the budget is spent, show why
+// and push nothing. When a main session goes idle, ask `git boulder check
 // --json` (the boulder gates: idle time, cooldown, max failures, completion detection); when it
 // says enforce, show a toast and send the enforcement message to that session, with the agent and
 // model of the session's last prompt. The plugin keeps no state: the gates, cooldowns and counters
@@ -20,6 +23,8 @@ const EDIT_TOOLS = ["edit", "write", "multiedit", "patch", "apply_patch"];
 const ENFORCEMENT_HEAD = /^Boulder (\[|[^\n]* \(iteration \d+\)\n)/;
 // The end of the agent's last message is enough for completion detection.
 const MESSAGE_LIMIT = 8_000;
+// The most messages whose spend one idle hands over (the newest): git-boulder records each once.
+const SPEND_LIMIT = 2_000;
 
 // The session id of an idle event: `session.status` with status idle, or the older `session.idle`
 // from an OpenCode that sends no `session.status`. A current OpenCode announces every idle twice,
@@ -75,16 +80,38 @@ function textOf(entry) {
     .trim();
 }
 
+// The session's messages, oldest first; [] when they cannot be read.
+async function messagesOf(client, id) {
+  try {
+    if (typeof client.session.messages !== "function") return [];
+    const list = dataOf(await client.session.messages({ path: { id } }));
+    return Array.isArray(list) ? list : [];
+  } catch {
+    return [];
+  }
+}
+
+// What the assistant's messages spent, as OpenCode reports it (no text: ids, model, tokens, cost,
+// and whether each is completed).
+function spendOf(list) {
+  const out = [];
+  for (const entry of list) {
+    const info = (entry && entry.info) || entry;
+    if (!info || info.role !== "assistant") continue;
+    const { id, modelID, providerID, tokens, cost, time } = info;
+    out.push({ id, role: "assistant", modelID, providerID, tokens, cost, time });
+  }
+  return out.slice(-SPEND_LIMIT);
+}
+
 // What the session's messages say about its last turn: the text of the last message when the
 // assistant wrote it (for completion detection), whether that turn was aborted by the user (a
 // `MessageAbortedError`), and the last prompt — its agent and model, and whether it was the
 // plugin's own push (the agent is then already going on because of an enforcement).
-async function lastTurn(client, id) {
+function lastTurn(list) {
   const turn = { text: null, aborted: false, agent: null, model: null, continued: false };
   try {
-    if (typeof client.session.messages !== "function") return turn;
-    const list = dataOf(await client.session.messages({ path: { id } }));
-    if (!Array.isArray(list) || list.length === 0) return turn;
+    if (list.length === 0) return turn;
     const last = list[list.length - 1] || {};
     const info = last.info || last;
     if (info.role === "assistant") {
@@ -177,12 +204,26 @@ function check(cwd, message, continued) {
 }
 
 async function onIdle(client, fallbackDir, id) {
-  if (underRun()) return;
   const info = await sessionInfo(client, id);
-  // A child session (a subagent) is never held; a session we cannot read is left alone too.
-  if (!info || info.parentID) return;
+  // A session we cannot read is left alone.
+  if (!info) return;
   const cwd = typeof info.directory === "string" && info.directory ? info.directory : fallbackDir;
-  const turn = await lastTurn(client, id);
+  const list = await messagesOf(client, id);
+  // What the session spent, recorded at every idle (a child session's, and under `opencode run`,
+  // too). A spent budget: the session is let be, and told why.
+  const spend = JSON.stringify({ hook_event_name: "Stop", cwd, session_id: id, messages: spendOf(list) });
+  const spent = await boulder(cwd, ["agent", "hook", "opencode"], spend);
+  if (spent && spent.stop === true && typeof spent.reason === "string" && spent.reason) {
+    try {
+      await client.tui.showToast({ body: { title: "git-boulder", message: spent.reason, variant: "warning" } });
+    } catch {
+      // No TUI: nothing else to do, nothing is pushed.
+    }
+    return;
+  }
+  // A child session (a subagent) is never held; nor is anything under `opencode run`.
+  if (underRun() || info.parentID) return;
+  const turn = lastTurn(list);
   // The user stopped the turn (Esc): never pushed back to work.
   if (turn.aborted) return;
   const answer = await check(cwd, turn.text, turn.continued);

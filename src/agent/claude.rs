@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use super::hook::{self, deny, Payload};
+use super::usage;
 use crate::error::Result;
 
 /// Claude Code's tools that write a file, and the `tool_input` field naming it.
@@ -42,17 +43,25 @@ pub fn answer(p: &Payload) -> Result<Option<Value>> {
         // The main agent stops. A subagent's stop (a payload carrying agent_id) is let through.
         "Stop" => {
             if p.has("agent_id") {
-                return Ok(None);
+                return subagent_stop(p);
             }
             // Already going on because of a stop hook: held again only on new work.
             let continued = p.flag("stop_hook_active").then(block_cap);
             let session = project_dir().map_or_else(|| p.cwd(), Ok)?;
             let Some(ws) = hook::open(&session) else { return Ok(None) };
+            // What the session spent is recorded first; a spent budget lets the agent stop.
+            let transcript = p.str("transcript_path").filter(|t| !t.is_empty());
+            let spent = hook::spent(&ws, usage::claude::SOURCE, || {
+                transcript.map(|t| usage::claude::read_session(Path::new(t))).unwrap_or_default()
+            });
+            if let Some(why) = spent {
+                return Ok(Some(json!({"systemMessage": why})));
+            }
             let reason = hook::stop(&ws, p.str("last_assistant_message"), continued)?;
             Ok(reason.map(|r| json!({"decision": "block", "reason": r})))
         }
         // The subagent gate: a subagent is never held.
-        "SubagentStop" => Ok(None),
+        "SubagentStop" => subagent_stop(p),
         "SessionStart" => {
             let session = project_dir().map_or_else(|| p.cwd(), Ok)?;
             let Some(ws) = hook::open(&session) else { return Ok(None) };
@@ -80,4 +89,14 @@ pub fn answer(p: &Payload) -> Result<Option<Value>> {
         }
         _ => Ok(None),
     }
+}
+
+/// A subagent stops: what it spent (its own transcript, `agent_transcript_path`) is recorded on
+/// the session's stream; it is never held.
+fn subagent_stop(p: &Payload) -> Result<Option<Value>> {
+    let Some(transcript) = p.str("agent_transcript_path").filter(|t| !t.is_empty()) else { return Ok(None) };
+    let session = project_dir().map_or_else(|| p.cwd(), Ok)?;
+    let Some(ws) = hook::open(&session) else { return Ok(None) };
+    hook::spent(&ws, usage::claude::SOURCE, || usage::claude::read(Path::new(transcript)));
+    Ok(None)
 }

@@ -15,6 +15,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::hook::{self, Payload};
+use super::usage;
 use crate::error::Result;
 
 /// The tools a `PreToolUse` payload of Codex names for a file edit.
@@ -27,6 +28,14 @@ pub fn answer(p: &Payload) -> Result<Value> {
             // Already going on because of a stop hook: held again only on new work.
             let continued = p.flag("stop_hook_active").then_some(crate::boulder::enforce::DEFAULT_BLOCK_CAP);
             let Some(ws) = hook::open(&p.cwd()?) else { return Ok(json!({})) };
+            // What the session spent is recorded first; a spent budget lets the agent stop.
+            let rollout = p.str("transcript_path").filter(|t| !t.is_empty());
+            let spent = hook::spent(&ws, usage::codex::SOURCE, || {
+                rollout.map(|t| usage::codex::read(Path::new(t))).unwrap_or_default()
+            });
+            if let Some(why) = spent {
+                return Ok(json!({"systemMessage": why}));
+            }
             Ok(match hook::stop(&ws, p.str("last_assistant_message"), continued)? {
                 Some(reason) => json!({"decision": "block", "reason": reason}),
                 None => json!({}),

@@ -223,6 +223,45 @@ pub fn stop(ws: &Workspace, message: Option<&str>, continued: Option<u32>) -> Re
     Ok(c.decision.enforce.then(|| crate::text::inert_lines(&c.message).into_owned()))
 }
 
+/// What the harness says it spent (`read`, called only in a stream's worktree) recorded on this
+/// worktree's stream, then the stream's budget verdict: `Some(why)` when its budget, or the
+/// plan's, is spent — the agent is then let stop, told why. Never an error: the hook's answer
+/// does not depend on whether the amounts could be read or recorded (what could not is kept for
+/// `doctor` and said under `-v`, see [`super::usage::note`]).
+pub fn spent(ws: &Workspace, source: &str, read: impl FnOnce() -> super::usage::Usage) -> Option<String> {
+    let plan = ws.plan_if_any().ok()??;
+    let stream = ws.here_stream(&plan)?.name.clone();
+    let usage = {
+        let _t = crate::trace::span(format!("agent hook: read {source} usage"));
+        read()
+    };
+    let what = format!("{source} usage of stream {stream}");
+    let mut failed = None;
+    if !usage.amounts.is_empty() {
+        let _t = crate::trace::span(format!("agent hook: record {} amount(s)", usage.amounts.len()));
+        match crate::spend::record(ws, &stream, usage.amounts.clone()) {
+            Ok(n) => crate::trace::line(&format!("agent hook: {n} new amount(s) recorded on stream {stream}")),
+            Err(e) => failed = Some(format!("not recorded: {}", e.message)),
+        }
+    }
+    super::usage::note(ws, &what, &usage, failed);
+    let verdict = crate::spend::verdict(ws, &plan, &stream).ok()?;
+    let line = verdict.line()?;
+    let fix = match &verdict {
+        crate::spend::Verdict::Spent { why: crate::spend::Why::Plan, .. } => {
+            "raise settings.budget in the plan, or `git boulder spend reset STREAM` for the streams it counts"
+                .to_string()
+        }
+        _ => format!("raise stream {stream}'s budget in the plan, or run `git boulder spend reset {stream}`"),
+    };
+    Some(
+        crate::text::inert_lines(&format!(
+            "git-boulder: {line}. Stream {stream} is not held at this stop: the agent may stop. To go on, {fix}."
+        ))
+        .into_owned(),
+    )
+}
+
 /// What an agent starting (or resuming) a session here is told: its stream, the next story with
 /// its text, where it may write and what it may only read, the last checkpoint and open todos;
 /// in the main worktree or without a plan, the project boulder's view (the PRD, its waves, the

@@ -13,4 +13,5 @@ pub mod claude;
 pub mod codex;
 pub mod hook;
 pub mod opencode;
+pub mod usage;
 pub mod worktrees;

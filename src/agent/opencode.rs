@@ -11,6 +11,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use super::hook::{self, Payload};
+use super::usage;
 use crate::error::Result;
 
 /// OpenCode's tools that write files: `edit`, `write`, `multiedit` (`filePath`), `patch` and
@@ -23,8 +24,10 @@ fn block(reason: String) -> Value {
 
 /// The answer to one payload.
 pub fn answer(p: &Payload) -> Result<Value> {
-    if p.event()? != "PreToolUse" {
-        return Ok(json!({}));
+    match p.event()? {
+        "PreToolUse" => {}
+        "Stop" => return Ok(stop(p)),
+        _ => return Ok(json!({})),
     }
     let tool = p.str("tool_name").unwrap_or_default();
     if !EDIT_TOOLS.contains(&tool) {
@@ -53,6 +56,18 @@ pub fn answer(p: &Payload) -> Result<Value> {
         }
     }
     Ok(if reasons.is_empty() { json!({}) } else { block(reasons.join("\n")) })
+}
+
+/// A session went idle: the plugin's `{"hook_event_name":"Stop","cwd":DIR,"session_id":ID,
+/// "messages":[…]}` (the session's assistant messages, see [`usage::opencode`]). What they spent
+/// is recorded on the stream of `cwd`; `{"stop":true,"reason":…}` when its budget (or the plan's)
+/// is spent — the plugin then does not push the session on, and shows the reason — else `{}`.
+fn stop(p: &Payload) -> Value {
+    let Some(ws) = p.cwd().ok().and_then(|cwd| hook::open(&cwd)) else { return json!({}) };
+    match hook::spent(&ws, usage::opencode::SOURCE, || usage::opencode::read(p.0.get("messages"))) {
+        Some(why) => json!({"stop": true, "reason": why}),
+        None => json!({}),
+    }
 }
 
 /// A payload that did not parse (`why`): the block when it may be an edit in a stream's worktree

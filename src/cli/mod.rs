@@ -107,9 +107,9 @@ pub enum Command {
     Resume(boulder::ResumeArgs),
     /// Show the op history of a stream or boulder.
     Log(log::LogArgs),
-    /// What the streams spent (tokens, cost, agent time, runs) against their budgets; `spend
-    /// add` records an amount, `spend reset NAME` starts a stream's budget again.
+    /// Tokens, cost and agent time the streams spent, against their budgets (add, reset).
     ///
+    /// `spend add` records an amount by hand; `spend reset NAME` starts a stream's budget again.
     /// The figures are every machine's, as far as this one has pulled them. Cost is reported by
     /// the harness where it says, else priced from the plan's settings.prices or git config
     /// boulder.price.<model>.*; a model without a price shows its tokens and "cost unknown".

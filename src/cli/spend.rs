@@ -93,6 +93,12 @@ fn add(ws: &Workspace, args: AddArgs) -> Result<()> {
         })?,
     };
     let key = match args.id {
+        Some(id) if id.is_empty() || id.len() > crate::state::op::MAX_KEY || id.chars().any(char::is_control) => {
+            return Err(Error::usage(format!(
+                "--id: give 1 to {} bytes without control characters, e.g. the agent's message or run id",
+                crate::state::op::MAX_KEY
+            )))
+        }
         Some(id) => id,
         None => format!("manual-{}-{:016x}", crate::time::now_rfc3339(), fastrand::u64(..)),
     };

@@ -121,7 +121,10 @@ pub fn run(ws: &Workspace, ctx: &Context, args: StatusArgs) -> Result<()> {
 /// The SPEND cell: the cost of all it spent (or `unknown`), then its budget's figures.
 fn spend_cell(v: Option<&crate::spend::StreamView>) -> String {
     let Some(v) = v else { return "-".into() };
-    let mut text = crate::spend::budget::cost(&v.total);
+    let mut text = match v.total.is_empty() {
+        true => "-".to_string(),
+        false => crate::spend::budget::cost(&v.total),
+    };
     if let Some(b) = &v.budget {
         text.push_str(&format!(" (budget {})", b.text()));
     }
@@ -132,6 +135,8 @@ fn spend_cell(v: Option<&crate::spend::StreamView>) -> String {
 /// base that holds merges its upstream lacks.
 fn hints(ws: &Workspace, plan: &crate::plan::Plan, rows: &[crate::stream::status::StreamRow]) -> Result<Vec<String>> {
     let mut out = Vec::new();
+    // The plan's budget is said once, not once per stream.
+    let mut plan_said = false;
     for r in rows {
         match r.status {
             RowStatus::Interrupted => {
@@ -151,14 +156,19 @@ fn hints(ws: &Workspace, plan: &crate::plan::Plan, rows: &[crate::stream::status
                     out.push(format!("  then commit on its branch, or run `{}`", a.command));
                 }
             }
-            RowStatus::BudgetSpent => {
-                if let Some(why) = r.spend.as_ref().and_then(|v| v.spent.as_ref()) {
+            RowStatus::BudgetSpent => match r.spend.as_ref().map(|v| (&v.spent, v.spent_budget)) {
+                Some((Some(why), Some(crate::spend::Why::Stream))) => out.push(format!(
+                    "{}: {why}; no worker starts another iteration of it until its budget is raised in the plan or `git boulder spend reset {}`",
+                    r.name, r.name
+                )),
+                Some((Some(why), _)) if !plan_said => {
+                    plan_said = true;
                     out.push(format!(
-                        "{}: {why}; no worker starts another iteration of it until the budget is raised in the plan or `git boulder spend reset {}`",
-                        r.name, r.name
-                    ));
+                        "{why}; no worker starts another iteration until settings.budget is raised in the plan or the streams' spend is reset (`git boulder spend reset NAME`)"
+                    ))
                 }
-            }
+                _ => {}
+            },
             RowStatus::SetupFailed => out.push(format!(
                 "{}: its setup command failed; fix it and set it up again with `git boulder stream init {}`",
                 r.name, r.name

@@ -160,6 +160,8 @@ pub struct Settings {
     pub budget: Budget,
     /// `settings.prices`: model → US dollars per million tokens.
     pub prices: BTreeMap<String, Price>,
+    /// `settings.review`.
+    pub review: ReviewSettings,
 }
 
 /// A budget (`budget:` of a stream, `settings.budget`): any of a cost, a count of tokens, an
@@ -189,8 +191,6 @@ pub struct Price {
     pub output: Option<f64>,
     pub cache_write: Option<f64>,
     pub cache_read: Option<f64>,
-    /// `settings.review`.
-    pub review: ReviewSettings,
 }
 
 impl Default for Settings {

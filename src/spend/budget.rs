@@ -131,6 +131,9 @@ pub struct StreamView {
     /// Set when its budget or the plan's is spent: which, and by how much.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spent: Option<String>,
+    /// Which budget is spent: `stream` (its own) or `plan` (`settings.budget`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spent_budget: Option<Why>,
 }
 
 /// A budget's limits and what they count.
@@ -189,10 +192,15 @@ impl Ledger {
     pub fn view(&self, plan: &Plan, stream: &str) -> Option<StreamView> {
         let total = self.streams.get(stream).map(|s| s.total).unwrap_or_default();
         let budget = plan.stream(stream).and_then(|s| BudgetView::of(&s.budget, &self.current(stream)));
-        let spent = self.verdict(plan, stream).line();
+        let verdict = self.verdict(plan, stream);
+        let spent = verdict.line();
+        let spent_budget = match verdict {
+            Verdict::Spent { why, .. } => Some(why),
+            Verdict::Within => None,
+        };
         if total.is_empty() && budget.is_none() && spent.is_none() {
             return None;
         }
-        Some(StreamView { usd: total.usd(), total, budget, spent })
+        Some(StreamView { usd: total.usd(), total, budget, spent, spent_budget })
     }
 }

@@ -231,9 +231,7 @@ fn run_loop(
                 iterations: iteration,
             });
         }
-        // A spent budget (the stream's, or the plan's as pulled here) ends the run before
-        // another iteration starts (docs/spend.md).
-        if let Some(why) = crate::spend::verdict(ws, plan, &stream.name)?.line() {
+        if let Some(why) = budget_spent(ws, plan, stream, share_to.as_ref(), say)? {
             let reason = format!("budget spent: {why}");
             record(&store, &stream.name, StreamStatus::Stopped, &reason)?;
             return Ok(Outcome { status: StreamStatus::Stopped, reason, iterations: iteration });
@@ -286,6 +284,7 @@ fn run_loop(
         let env = crate::stream::shell::stream_env(ws, plan, &stream.name)?;
         let mut agent = Command::new(&command[0]);
         crate::context::export(&mut agent);
+        let started = std::time::Instant::now();
         let status = agent
             .args(&command[1..])
             .current_dir(&wt)
@@ -300,6 +299,7 @@ fn run_loop(
             .map_err(|e| {
                 Error::usage(format!("cannot run {:?}: {e}", command[0])).hint("check the command and PATH")
             })?;
+        record_run(ws, &stream.name, iteration, started.elapsed(), status, say);
         // Interrupted while the agent ran: the agent's end is not judged (it was stopped, not idle).
         if stopped_by_signal() {
             record(&store, &stream.name, StreamStatus::Stopped, "interrupted")?;
@@ -339,6 +339,56 @@ fn run_loop(
         while std::time::Instant::now() < until && !stopped_by_signal() {
             std::thread::sleep(Duration::from_millis(20).min(until - std::time::Instant::now()));
         }
+    }
+}
+
+/// Whether the stream's budget or the plan's is spent, checked before each iteration (none is
+/// started then: docs/spend.md). With a budget and a remote to share with, the state is synced
+/// with it first, so the fleet's spend counts: what can still be missed is the iterations other
+/// machines are running, one per running worker at most. A failed sync is said, and what is
+/// here counts.
+fn budget_spent(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    remote: Option<&crate::git::remote::RemoteName>,
+    say: &dyn Fn(&str),
+) -> Result<Option<String>> {
+    if !stream.budget.is_set() && !plan.settings.budget.is_set() {
+        return Ok(None);
+    }
+    if let Some(r) = remote {
+        if let Err(e) = crate::sync::sync(&ws.repo, r) {
+            say(&format!(
+                "  warning: the spend on {} was not synced: {}; the budget counts what is here",
+                r.given, e.message
+            ));
+        }
+    }
+    Ok(crate::spend::verdict(ws, plan, &stream.name)?.line())
+}
+
+/// Record the agent's run — its wall time and how it exited — as an amount of `source: run`,
+/// keyed by this process, the time it started and the iteration (docs/spend.md). A failure to
+/// record is said and never ends the loop.
+fn record_run(
+    ws: &Workspace,
+    stream: &str,
+    iteration: u32,
+    took: Duration,
+    status: std::process::ExitStatus,
+    say: &dyn Fn(&str),
+) {
+    use std::os::unix::process::ExitStatusExt;
+    let since = std::time::SystemTime::now().checked_sub(took).unwrap_or(std::time::UNIX_EPOCH);
+    let nanos = since.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    let key = format!("run:{nanos:x}-{}-{iteration}", std::process::id());
+    let mut amount = crate::spend::Amount::tokens(key, "run", 0, 0);
+    amount.seconds = Opt::Set(took.as_secs().min(crate::state::op::MAX_SECONDS));
+    let exit = status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(-1);
+    amount.exit = Opt::Set(i64::from(exit));
+    if let Err(e) = crate::spend::record(ws, stream, vec![amount]) {
+        say(&format!("  warning: the agent's run time was not recorded: {}", e.message));
     }
 }
 

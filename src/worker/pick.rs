@@ -39,7 +39,11 @@ impl Seen {
             None => Vec::new(),
         };
         let locked = crate::lock::holders(&env.ws.repo).into_iter().map(|(n, _)| n).collect();
-        let ledger = crate::spend::Ledger::read(env.ws, env.plan)?;
+        let budgets = env.plan.settings.budget.is_set() || env.plan.streams.iter().any(|s| s.budget.is_set());
+        let ledger = match budgets {
+            true => crate::spend::Ledger::read(env.ws, env.plan)?,
+            false => crate::spend::Ledger::default(),
+        };
         Ok(Seen { claims, locked, ledger })
     }
 

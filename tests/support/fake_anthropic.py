@@ -22,15 +22,26 @@ A TURN is a dict:
     {"tool_use": [{"name": ..., "input": ...}, ...]}              several tool calls in one answer
     {"tool_use": {"name": "Write", "input_json": "{...}"}}        the input as JSON text, sent as is
     {"text": "...", "tool_use": ...}                              text first, then the tool calls
+    {..., "usage": {"input_tokens": 1000, "output_tokens": 50,    the usage the answer reports (any
+                    "cache_creation_input_tokens": 200,           field left out is the default)
+                    "cache_read_input_tokens": 3000}}
 
-Each tool call gets a fresh id (toolu_fake_N). The answer is streamed as server-sent events, as
-the API sends them (message_start, per block content_block_start, text_delta or input_json_delta
-chunks, content_block_stop, then message_delta with stop_reason and message_stop), when the
-request has "stream": true, and is one JSON message otherwise. The model named is the request's.
+Each tool call gets a fresh id (toolu_fake_N); each answer a message id unique to this server
+(msg_fake_PID_N: no two servers of one test give the same id, as the real API never does).
+Usage is reported as the API reports it: by default `input_tokens` is a quarter of the request's
+JSON length, `output_tokens` a quarter of the answer's, and `cache_creation_input_tokens` and
+`cache_read_input_tokens` 0. Streamed, `message_start` carries the input side with
+`output_tokens` 1, and `message_delta` the final figures (input, cache and output: cumulative).
+
+The answer is streamed as server-sent events, as the API sends them (message_start, per block
+content_block_start, text_delta or input_json_delta chunks, content_block_stop, then
+message_delta with stop_reason and message_stop), when the request has "stream": true, and is one
+JSON message otherwise. The model named is the request's.
 """
 import hashlib
 import itertools
 import json
+import os
 import threading
 
 from fake_model import send_json, send_sse
@@ -72,16 +83,20 @@ def _chunks(text, size=40):
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
-def _answer(req, body, blocks, stop_reason):
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def _answer(req, body, blocks, stop_reason, scripted=None):
     model = body.get("model") or "claude-fake"
-    msg_id = f"msg_fake_{next(_ids)}"
-    output_tokens = max(1, sum(len(json.dumps(b)) for b in blocks) // 4)
+    msg_id = f"msg_fake_{os.getpid()}_{next(_ids)}"
     usage = {
         "input_tokens": max(1, len(json.dumps(body)) // 4),
-        "output_tokens": output_tokens,
+        "output_tokens": max(1, sum(len(json.dumps(b)) for b in blocks) // 4),
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 0,
     }
+    if isinstance(scripted, dict):
+        usage.update({k: v for k, v in scripted.items() if k in USAGE_FIELDS})
     if not body.get("stream"):
         blocks = [{k: v for k, v in b.items() if k != "raw"} for b in blocks]
         send_json(
@@ -137,7 +152,7 @@ def _answer(req, body, blocks, stop_reason):
         {
             "type": "message_delta",
             "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-            "usage": {"output_tokens": output_tokens},
+            "usage": dict(usage),
         }
     )
     events.append({"type": "message_stop"})
@@ -168,4 +183,4 @@ def handle(req, body, script):
             _answered[key] = script.take()
         turn = _answered[key]
     blocks, stop_reason = _blocks(turn)
-    _answer(req, body, blocks, stop_reason)
+    _answer(req, body, blocks, stop_reason, turn.get("usage") if isinstance(turn, dict) else None)

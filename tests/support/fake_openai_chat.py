@@ -4,7 +4,11 @@ OpenCode's bundled `@ai-sdk/openai-compatible` provider calls.
 A TURN is {"text": "..."} and/or {"tool_calls": [{"name": TOOL, "arguments": {...}}, ...]}: the
 text is streamed as content deltas, then each tool call as one `tool_calls` delta, and the
 stream ends with finish_reason `tool_calls` (when there are any) or `stop`, a usage chunk and
-`data: [DONE]`. A request without `tools` (OpenCode's session title) is answered with a short
+`data: [DONE]`. The usage chunk reports what the turn's "usage" says ({"prompt_tokens": N,
+"cached_tokens": N, "completion_tokens": N, "reasoning_tokens": N}; any field left out is the
+default: 10 prompt of which 0 cached, 5 completion of which 0 reasoning), as OpenAI reports it:
+`prompt_tokens_details.cached_tokens` and `completion_tokens_details.reasoning_tokens` count parts
+of `prompt_tokens` and `completion_tokens`. A request without `tools` (OpenCode's session title) is answered with a short
 text without taking a turn, so scripted turns go to the agent's own requests only.
 """
 import json
@@ -47,7 +51,16 @@ def handle(req, body, script):
     events.append((None, chunk(ident, {}, "tool_calls" if calls else "stop")))
     usage = chunk(ident, {})
     usage["choices"] = []
-    usage["usage"] = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+    want = dict(prompt_tokens=10, cached_tokens=0, completion_tokens=5, reasoning_tokens=0)
+    if isinstance(turn.get("usage"), dict):
+        want.update({k: v for k, v in turn["usage"].items() if k in want})
+    usage["usage"] = {
+        "prompt_tokens": want["prompt_tokens"],
+        "prompt_tokens_details": {"cached_tokens": want["cached_tokens"]},
+        "completion_tokens": want["completion_tokens"],
+        "completion_tokens_details": {"reasoning_tokens": want["reasoning_tokens"]},
+        "total_tokens": want["prompt_tokens"] + want["completion_tokens"],
+    }
     events.append((None, usage))
     events.append((None, "[DONE]"))
     send_sse(req, events)

@@ -8,7 +8,12 @@ A TURN of the script is one of:
     {"apply_patch": "*** Begin Patch\n...*** End Patch\n"}
                                        a call of Codex's apply_patch tool with that patch
     {"shell": ["git", "commit", ...]}  a shell command (argv, joined with shell quoting)
-A turn may also carry "text" beside a tool call (sent first, as a message).
+A turn may also carry "text" beside a tool call (sent first, as a message), and "usage":
+{"input_tokens": N, "cached_tokens": N, "output_tokens": N, "reasoning_tokens": N}, the usage
+`response.completed` reports (any field left out is the default: 100 input of which 0 cached, 10
+output of which 0 reasoning). As the API does, `input_tokens` counts the cached tokens too
+(`input_tokens_details.cached_tokens` says how many of them were), and `output_tokens` the
+reasoning ones. Response ids are unique to this server (resp_PID_N), as the API's are.
 
 Tool calls take the form the request's own `tools` declare: apply_patch is a freeform
 `custom` tool for the models Codex 0.171 knows (`custom_tool_call` with `input`; a `function`
@@ -21,6 +26,7 @@ and leaves the script alone.
 """
 import itertools
 import json
+import os
 import shlex
 
 from fake_model import send_sse
@@ -129,19 +135,22 @@ def handle(req, body, script):
         items.append(_apply_patch(turn["apply_patch"], tools))
     if "shell" in turn:
         items.append(_shell(turn["shell"], tools))
-    rid = _id("resp")
+    rid = f"resp_{os.getpid()}_{next(_ids)}"
     events = [("response.created", {"type": "response.created", "response": {"id": rid, "status": "in_progress"}})]
     for index, (added, deltas, done) in enumerate(items):
         events.append(("response.output_item.added", {"type": "response.output_item.added", "output_index": index, "item": added}))
         for name, data in deltas:
             events.append((name, dict(data, output_index=index)))
         events.append(("response.output_item.done", {"type": "response.output_item.done", "output_index": index, "item": done}))
+    want = dict(input_tokens=100, cached_tokens=0, output_tokens=10, reasoning_tokens=0)
+    if isinstance(turn.get("usage"), dict):
+        want.update({k: v for k, v in turn["usage"].items() if k in want})
     usage = {
-        "input_tokens": 100,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": 10,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": 110,
+        "input_tokens": want["input_tokens"],
+        "input_tokens_details": {"cached_tokens": want["cached_tokens"]},
+        "output_tokens": want["output_tokens"],
+        "output_tokens_details": {"reasoning_tokens": want["reasoning_tokens"]},
+        "total_tokens": want["input_tokens"] + want["output_tokens"],
     }
     events.append(
         (
