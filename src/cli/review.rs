@@ -143,6 +143,13 @@ fn show(out: &mut impl Write, v: &View) -> Result<()> {
     };
     writeln!(out, "review: {status}")?;
 
+    stories_and_commits(out, v)?;
+    changes(out, v)?;
+    landing_check(out, v)?;
+    decisions(out, v)
+}
+
+fn stories_and_commits(out: &mut impl Write, v: &View) -> Result<()> {
     writeln!(out, "\nstories")?;
     if v.stories.is_empty() {
         writeln!(out, "  (none)")?;
@@ -161,7 +168,10 @@ fn show(out: &mut impl Write, v: &View) -> Result<()> {
     if v.commits_total > v.commits.len() {
         writeln!(out, "  …and {} more", v.commits_total - v.commits.len())?;
     }
+    Ok(())
+}
 
+fn changes(out: &mut impl Write, v: &View) -> Result<()> {
     let files: usize = v.changes.iter().map(|g| g.files.len()).sum();
     let (added, deleted): (u64, u64) = v.changes.iter().fold((0, 0), |(a, d), g| (a + g.added, d + g.deleted));
     writeln!(out, "\nchanges ({files} file(s), +{added} -{deleted}, since it forked from {})", v.base)?;
@@ -185,6 +195,10 @@ fn show(out: &mut impl Write, v: &View) -> Result<()> {
         table(out, &rows)?;
     }
 
+    Ok(())
+}
+
+fn landing_check(out: &mut impl Write, v: &View) -> Result<()> {
     writeln!(out, "\nlanding check")?;
     match &v.check {
         None => writeln!(out, "  not made: the stream or its base has no branch here")?,
@@ -223,6 +237,10 @@ fn show(out: &mut impl Write, v: &View) -> Result<()> {
         }
     }
 
+    Ok(())
+}
+
+fn decisions(out: &mut impl Write, v: &View) -> Result<()> {
     match &v.verify {
         Some(r) => writeln!(
             out,
@@ -239,6 +257,7 @@ fn show(out: &mut impl Write, v: &View) -> Result<()> {
         None => writeln!(out, "spend: none recorded")?,
     }
 
+    let r = &v.review;
     writeln!(out, "\ndecisions")?;
     if r.decisions.is_empty() {
         writeln!(out, "  (none)")?;
