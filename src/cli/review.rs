@@ -9,15 +9,7 @@ use crate::inspect::View;
 use crate::review::{Decision, Recorded, Verdict};
 use crate::workspace::Workspace;
 
-/// Show what a reviewer needs to judge a stream, or record a decision on its tip.
-///
-/// Without a decision: the stream's stories and their status, its commits, what it changes
-/// grouped by owner (its own paths, shared_read, undeclared, other streams'), the landing check
-/// against the base's tip (conflicts and ownership, as `stream merge --dry-run` checks them),
-/// the last recorded verify result, spend, and the review decisions. --approve,
-/// --request-changes and --withdraw record a decision naming you (git's user.name and
-/// user.email) and the exact tip of the stream's branch here, in the stream's op-log: `push`,
-/// `pull` and `sync` share it. An approval counts only for that tip (docs/review.md).
+/// The arguments of `git boulder review` (its help text is the `Review` command's, in `cli/mod.rs`).
 #[derive(Debug, clap::Args)]
 pub struct ReviewArgs {
     /// The stream.
