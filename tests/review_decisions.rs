@@ -120,39 +120,60 @@ fn bad_decisions_are_refused_with_the_fix_and_record_nothing() {
     assert_eq!(after, tips, "nothing was recorded");
 }
 
-#[test]
-fn decisions_travel_with_push_and_pull_and_count_only_for_their_tip() {
+/// A remote holding the sample with review required, served by `git daemon`.
+fn served() -> (Remote, GitDaemon, String) {
     let remote = Remote::new(&[
         (".agents/tasks/prd.md", SAMPLE_PRD),
         (".boulder/streams.yaml", &SAMPLE_PLAN.replace("settings:\n", "settings:\n  review: {required: 1}\n")),
         ("src/auth/mod.rs", "// auth\n"),
     ]);
-    let laptop = remote.machine("laptop");
+    let daemon = GitDaemon::serve(&remote.root);
+    let url = daemon.url("remote.git");
+    (remote, daemon, url)
+}
+
+#[test]
+fn decisions_travel_between_three_clones_over_git_daemon_and_count_only_for_their_tip() {
+    let (remote, _daemon, url) = served();
+    let laptop = remote.machine_from("laptop", &url);
     laptop.boulder(&["stream", "init", "auth"]).ok();
     commit_in(&laptop, &laptop.worktree("auth"), "src/auth/login.rs", "fn login() {}\n", "feat(auth): login");
     laptop.git(&["push", "-q", "origin", "boulder/auth"]).ok();
     laptop.boulder(&["push"]).ok();
 
-    let desk = remote.machine("desk");
+    // desk reviews with push; ci only syncs.
+    let desk = remote.machine_from("desk", &url);
     desk.boulder(&["pull"]).ok();
     desk.git(&["fetch", "-q", "origin", "boulder/auth:boulder/auth"]).ok();
     review(&desk, &ALICE, &["--approve"]).ok();
     assert_eq!(status(&desk), "APPROVED", "desk did not run the agent: its approval counts");
     desk.boulder(&["push"]).ok();
 
-    laptop.boulder(&["pull"]).ok();
+    let ci = remote.machine_from("ci", &url);
+    ci.boulder(&["sync"]).ok();
+    ci.git(&["fetch", "-q", "origin", "boulder/auth:boulder/auth"]).ok();
+    assert_eq!(status(&ci), "APPROVED");
+
+    laptop.boulder(&["sync"]).ok();
     let v = laptop.boulder(&["review", "auth", "--json"]).ok().json();
     assert_eq!(v["review"]["status"], "APPROVED");
     assert_eq!(v["review"]["decisions"][0]["actor"], "desk");
     assert_eq!(v["review"]["decisions"][0]["reviewer"], "Alice <alice@example.com>");
 
-    // A commit after the approval, on the machine that ran the agent: back to review.
+    // A commit after the approval, on the machine that ran the agent: back to review, there and
+    // on every machine the new tip reaches.
     commit_in(&laptop, &laptop.worktree("auth"), "src/auth/login.rs", "fn login() { 1 }\n", "auth: after review");
     assert_eq!(status(&laptop), "REVIEW");
     laptop.git(&["push", "-q", "origin", "boulder/auth"]).ok();
-    // And on the reviewer's machine once the branch arrives there.
-    desk.git(&["fetch", "-q", "origin", "+boulder/auth:boulder/auth"]).ok();
-    assert_eq!(status(&desk), "REVIEW");
+    for m in [&desk, &ci] {
+        m.git(&["fetch", "-q", "origin", "+boulder/auth:boulder/auth"]).ok();
+        assert_eq!(status(m), "REVIEW");
+    }
+    // ci's own approval of the new tip counts everywhere once shared.
+    review(&ci, &BOB, &["--approve"]).ok();
+    ci.boulder(&["sync"]).ok();
+    laptop.boulder(&["sync"]).ok();
+    assert_eq!(status(&laptop), "APPROVED");
 }
 
 #[test]

@@ -122,3 +122,32 @@ fn the_dashboard_snapshot_says_where_each_stream_stands_with_review() {
     assert_eq!(review["streams"]["docs"]["status"], "REVIEW");
     assert_eq!(review["streams"]["docs"]["required"], 1);
 }
+
+#[test]
+fn diff_goes_through_git_s_pager_on_a_terminal() {
+    // `script` (util-linux) gives the command a terminal; without it there is nothing to show.
+    let Ok(script) = which("script") else { return };
+    let repo = reviewed_sample();
+    let marker = repo.home.join("pager-ran");
+    let pager = format!("cat > '{}'", marker.display());
+    let line = format!("'{}' review auth --diff", bin());
+    let out = repo
+        .command(script)
+        .args(["-qec", &line, "/dev/null"])
+        .current_dir(&repo.dir)
+        .env("GIT_PAGER", &pager)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let paged = std::fs::read_to_string(&marker).expect("git ran the pager");
+    assert!(paged.contains("+fn form() {}"), "{paged}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("landing check"), "the screen is on the terminal");
+}
+
+/// The path of `program` on PATH.
+fn which(program: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .ok_or(())
+}

@@ -9,15 +9,7 @@ use crate::inspect::View;
 use crate::review::{Decision, Recorded, Verdict};
 use crate::workspace::Workspace;
 
-/// Show what a reviewer needs to judge a stream, or record a decision on its tip.
-///
-/// Without a decision: the stream's stories and their status, its commits, what it changes
-/// grouped by owner (its own paths, shared_read, undeclared, other streams'), the landing check
-/// against the base's tip (conflicts and ownership, as `stream merge --dry-run` checks them),
-/// the last recorded verify result, spend, and the review decisions. --approve,
-/// --request-changes and --withdraw record a decision naming you (git's user.name and
-/// user.email) and the exact tip of the stream's branch here, in the stream's op-log: `push`,
-/// `pull` and `sync` share it. An approval counts only for that tip (docs/review.md).
+/// The arguments of `git boulder review` (its help text is the `Review` command's, in `cli/mod.rs`).
 #[derive(Debug, clap::Args)]
 pub struct ReviewArgs {
     /// The stream.
@@ -143,6 +135,13 @@ fn show(out: &mut impl Write, v: &View) -> Result<()> {
     };
     writeln!(out, "review: {status}")?;
 
+    stories_and_commits(out, v)?;
+    changes(out, v)?;
+    landing_check(out, v)?;
+    decisions(out, v)
+}
+
+fn stories_and_commits(out: &mut impl Write, v: &View) -> Result<()> {
     writeln!(out, "\nstories")?;
     if v.stories.is_empty() {
         writeln!(out, "  (none)")?;
@@ -161,7 +160,10 @@ fn show(out: &mut impl Write, v: &View) -> Result<()> {
     if v.commits_total > v.commits.len() {
         writeln!(out, "  …and {} more", v.commits_total - v.commits.len())?;
     }
+    Ok(())
+}
 
+fn changes(out: &mut impl Write, v: &View) -> Result<()> {
     let files: usize = v.changes.iter().map(|g| g.files.len()).sum();
     let (added, deleted): (u64, u64) = v.changes.iter().fold((0, 0), |(a, d), g| (a + g.added, d + g.deleted));
     writeln!(out, "\nchanges ({files} file(s), +{added} -{deleted}, since it forked from {})", v.base)?;
@@ -185,6 +187,10 @@ fn show(out: &mut impl Write, v: &View) -> Result<()> {
         table(out, &rows)?;
     }
 
+    Ok(())
+}
+
+fn landing_check(out: &mut impl Write, v: &View) -> Result<()> {
     writeln!(out, "\nlanding check")?;
     match &v.check {
         None => writeln!(out, "  not made: the stream or its base has no branch here")?,
@@ -223,6 +229,10 @@ fn show(out: &mut impl Write, v: &View) -> Result<()> {
         }
     }
 
+    Ok(())
+}
+
+fn decisions(out: &mut impl Write, v: &View) -> Result<()> {
     match &v.verify {
         Some(r) => writeln!(
             out,
@@ -239,6 +249,7 @@ fn show(out: &mut impl Write, v: &View) -> Result<()> {
         None => writeln!(out, "spend: none recorded")?,
     }
 
+    let r = &v.review;
     writeln!(out, "\ndecisions")?;
     if r.decisions.is_empty() {
         writeln!(out, "  (none)")?;

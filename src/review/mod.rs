@@ -163,6 +163,19 @@ pub fn verdict(
     }
 }
 
+/// Where `stream` stands here: [`verdict`] at the tip of its local branch with the decisions of
+/// its local op-log (a stream without a branch waits for its first approval).
+pub fn verdict_here(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<Verdict> {
+    let need = required(plan, &stream.name);
+    if need == 0 {
+        return Ok(Verdict::NotRequired);
+    }
+    let Some(tip) = ws.repo.branch_tip(&stream.branch)? else { return Ok(Verdict::Waiting { have: 0, need }) };
+    let store = Store::new(&ws.repo)?;
+    let st = store.read::<StreamState>(&state::stream_ref(&stream.name))?.map(|e| e.state).unwrap_or_default();
+    Ok(verdict(plan, &stream.name, &st, tip, author_actor(&st)))
+}
+
 /// The person recording a decision, as git names them when they commit: `user.name
 /// <user.email>` (or `GIT_COMMITTER_NAME` and `GIT_COMMITTER_EMAIL`). A usage error with the fix
 /// when there is none.

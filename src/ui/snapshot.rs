@@ -91,7 +91,7 @@ pub fn build(ws: &Workspace, extra: Value, cache: &mut Cache) -> Result<Built> {
         "ownership": cached_ownership(ws, &plan, base_tip, cache)?,
         "server": extra,
         "spend": spend(ws, &plan),
-        "review": reviews(ws, &store, &plan)?,
+        "review": reviews(ws, &plan),
     });
     make_inert(&mut doc);
     Ok(Built { snapshot: to_string(&doc)?, status })
@@ -123,7 +123,7 @@ fn spend(ws: &Workspace, plan: &Plan) -> Value {
 /// Where each stream that needs review stands (`null` when the plan asks for none): `{streams:
 /// {NAME: {required, status, approvals, by, changes_requested}}}`, as `review::verdict` says at
 /// the tip of the stream's branch here.
-fn reviews(ws: &Workspace, store: &Store, plan: &Plan) -> Result<Value> {
+fn reviews(ws: &Workspace, plan: &Plan) -> Value {
     let mut out = serde_json::Map::new();
     for def in &plan.streams {
         let need = crate::review::required(plan, &def.name);
@@ -131,12 +131,8 @@ fn reviews(ws: &Workspace, store: &Store, plan: &Plan) -> Result<Value> {
             continue;
         }
         // A state that cannot be read shows as holding no decisions (the row says INVALID).
-        let st = store.read::<state::StreamState>(&state::stream_ref(&def.name)).ok().flatten().map(|e| e.state);
-        let st = st.unwrap_or_default();
-        let verdict = match ws.repo.branch_tip(&def.branch)? {
-            Some(tip) => crate::review::verdict(plan, &def.name, &st, tip, crate::review::author_actor(&st)),
-            None => crate::review::Verdict::Waiting { have: 0, need },
-        };
+        let verdict =
+            crate::review::verdict_here(ws, plan, def).unwrap_or(crate::review::Verdict::Waiting { have: 0, need });
         let (by, changes) = match &verdict {
             crate::review::Verdict::Approved { by } => (by.clone(), Value::Null),
             crate::review::Verdict::ChangesRequested { reviewer, message } => {
@@ -153,7 +149,11 @@ fn reviews(ws: &Workspace, store: &Store, plan: &Plan) -> Result<Value> {
             json!({ "required": need, "status": verdict.status(), "approvals": approvals, "by": by, "changes_requested": changes }),
         );
     }
-    Ok(if out.is_empty() { Value::Null } else { json!({ "streams": out }) })
+    if out.is_empty() {
+        Value::Null
+    } else {
+        json!({ "streams": out })
+    }
 }
 
 /// A snapshot saying only why none could be made (a broken plan, say), for the page to show.

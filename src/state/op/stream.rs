@@ -616,6 +616,24 @@ impl Default for StreamState {
     }
 }
 
+impl StreamState {
+    /// A reviewer's decision becomes the one that stands for them (`withdraw` removes theirs),
+    /// keeping at most [`MAX_REVIEWERS`].
+    fn set_review(&mut self, reviewer: &str, review: Review) {
+        if review.decision == "withdraw" {
+            self.reviews.remove(reviewer);
+            return;
+        }
+        self.reviews.insert(reviewer.to_string(), review);
+        while self.reviews.len() > MAX_REVIEWERS {
+            // The oldest decision goes (ties: the first reviewer by name), the same on every
+            // machine since ops are applied in one order.
+            let oldest = self.reviews.iter().min_by(|a, b| a.1.at.cmp(&b.1.at)).map(|(k, _)| k.clone());
+            oldest.map(|k| self.reviews.remove(&k));
+        }
+    }
+}
+
 impl State for StreamState {
     const WHAT: &'static str = "stream";
     type Op = StreamOp;
@@ -726,26 +744,14 @@ impl State for StreamState {
             StreamOp::Spent { amounts } => self.spend.add(amounts, at, actor),
             StreamOp::SpendReset {} => self.spend.reset(at, actor),
             StreamOp::Reviewed { decision, message, reviewer, tip } => {
-                if decision == "withdraw" {
-                    self.reviews.remove(reviewer);
-                } else {
-                    self.reviews.insert(
-                        reviewer.clone(),
-                        Review {
-                            decision: decision.clone(),
-                            message: message.get().cloned(),
-                            tip: tip.to_lowercase(),
-                            at: at.to_string(),
-                            actor: actor.to_string(),
-                        },
-                    );
-                    while self.reviews.len() > MAX_REVIEWERS {
-                        // The oldest decision goes (ties: the first reviewer by name), the same
-                        // on every machine since ops are applied in one order.
-                        let oldest = self.reviews.iter().min_by(|a, b| a.1.at.cmp(&b.1.at)).map(|(k, _)| k.clone());
-                        oldest.map(|k| self.reviews.remove(&k));
-                    }
-                }
+                let review = Review {
+                    decision: decision.clone(),
+                    message: message.get().cloned(),
+                    tip: tip.to_lowercase(),
+                    at: at.to_string(),
+                    actor: actor.to_string(),
+                };
+                self.set_review(reviewer, review);
             }
         }
         self.updated_at = Some(at.to_string());
