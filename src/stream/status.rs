@@ -111,6 +111,12 @@ pub enum RowStatus {
     /// Its last landing was refused (a conflict, ownership, verify, uncommitted changes,
     /// missing work) and its branch has not moved since: a person has to look.
     NeedsAttention,
+    /// Complete, and its review is required: its tip lacks approvals (docs/review.md).
+    Review,
+    /// Complete, and a reviewer asked for changes on its tip: its agent gets them next.
+    ChangesRequested,
+    /// Complete, with the approvals its tip needs: ready to land.
+    Approved,
 }
 
 impl RowStatus {
@@ -122,6 +128,9 @@ impl RowStatus {
             RowStatus::SetupFailed => "SETUP_FAILED",
             RowStatus::Stale => "STALE",
             RowStatus::NeedsAttention => "NEEDS_ATTENTION",
+            RowStatus::Review => "REVIEW",
+            RowStatus::ChangesRequested => "CHANGES_REQUESTED",
+            RowStatus::Approved => "APPROVED",
         }
     }
 }
@@ -277,6 +286,7 @@ fn rows(
         let expected_here = match status {
             RowStatus::Recorded(s) => s.is_live(),
             RowStatus::SetupFailed | RowStatus::Interrupted => true,
+            RowStatus::Review | RowStatus::ChangesRequested | RowStatus::Approved => true,
             RowStatus::Invalid | RowStatus::Stale | RowStatus::NeedsAttention => false,
         };
         if !invalid && wt.is_none() && here && expected_here {
@@ -292,7 +302,12 @@ fn rows(
         if attention.is_some() {
             status = RowStatus::NeedsAttention;
         }
-        let (ahead, behind) = match (ws.repo.branch_tip(&stream.branch)?, base_tip) {
+        let tip = ws.repo.branch_tip(&stream.branch)?;
+        // COMPLETED, waiting to land, says where its review stands when one is required.
+        if let (RowStatus::Recorded(StreamStatus::Completed), Some(e)) = (status, st.as_ref()) {
+            status = review_status(plan, &stream.name, &e.state, tip).unwrap_or(status);
+        }
+        let (ahead, behind) = match (tip, base_tip) {
             (Some(tip), Some(base)) => {
                 let (a, b) = crate::worktree::ahead_behind(&ws.repo, tip, base)?;
                 (Some(a), Some(b))
@@ -327,6 +342,19 @@ fn rows(
         });
     }
     Ok(rows)
+}
+
+/// The review status of a COMPLETED stream at `tip`, the tip of its branch here (`None`: no
+/// review required). Without the branch here, no approval can be checked: REVIEW.
+fn review_status(plan: &Plan, name: &str, st: &StreamState, tip: Option<crate::git::ObjectId>) -> Option<RowStatus> {
+    use crate::review::Verdict;
+    let Some(tip) = tip else { return crate::stream::gate::required(plan, name).then_some(RowStatus::Review) };
+    match crate::review::verdict(plan, name, st, tip, crate::review::author_actor(st)) {
+        Verdict::NotRequired => None,
+        Verdict::Waiting { .. } => Some(RowStatus::Review),
+        Verdict::ChangesRequested { .. } => Some(RowStatus::ChangesRequested),
+        Verdict::Approved { .. } => Some(RowStatus::Approved),
+    }
 }
 
 /// `main is 2 commit(s) ahead of origin/main: push main to share it (…)` when the base branch
@@ -367,8 +395,9 @@ pub fn ago(at: Option<&str>) -> String {
 /// worker ([`crate::worker`]) decides: `merged`; `needs attention` (a refused landing: no
 /// worker takes it), `failed` (no running worker takes it again; a new `work` retries it),
 /// `invalid` (its state cannot be read); `running`; `claimed` (another machine holds it);
-/// `after a, b` (its depends_on not merged yet); `merge #k` (complete, k-th to land in
-/// dependency order) or `ready #k` (k-th to be picked in dependency order).
+/// `after a, b` (its depends_on not merged yet); `review` (complete, its approvals missing);
+/// `merge #k` (complete, or APPROVED, k-th to land in dependency order) or `ready #k` (k-th to be
+/// picked in dependency order; CHANGES_REQUESTED goes back to its agent).
 pub fn queue(plan: &Plan, rows: &[StreamRow]) -> Vec<String> {
     let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
     let order = crate::plan::topo_order(plan, &names).unwrap_or(names);
@@ -390,7 +419,8 @@ pub fn queue(plan: &Plan, rows: &[StreamRow]) -> Vec<String> {
             RowStatus::Recorded(StreamStatus::Running) => "running".to_string(),
             _ if row.claim.as_ref().is_some_and(|c| !c.mine) => "claimed".to_string(),
             _ if !deps.is_empty() => format!("after {}", deps.join(", ")),
-            RowStatus::Recorded(StreamStatus::Completed) => {
+            RowStatus::Review => "review".to_string(),
+            RowStatus::Recorded(StreamStatus::Completed) | RowStatus::Approved => {
                 merging += 1;
                 format!("merge #{merging}")
             }

@@ -31,14 +31,25 @@ pub struct Built {
 }
 
 /// Statuses beyond the recorded ones, in the order the board shows them after those.
-const FOUND: [RowStatus; 5] =
-    [RowStatus::NeedsAttention, RowStatus::Interrupted, RowStatus::SetupFailed, RowStatus::Stale, RowStatus::Invalid];
+const FOUND: [RowStatus; 8] = [
+    RowStatus::Review,
+    RowStatus::ChangesRequested,
+    RowStatus::Approved,
+    RowStatus::NeedsAttention,
+    RowStatus::Interrupted,
+    RowStatus::SetupFailed,
+    RowStatus::Stale,
+    RowStatus::Invalid,
+];
 
 /// Every status a row can have, in board order: the recorded ones, then what the dashboard finds.
 pub fn every_status() -> Vec<&'static str> {
     // A status added to RowStatus stops this match from compiling until FOUND lists it.
     let _listed = |s: RowStatus| match s {
         RowStatus::Recorded(_)
+        | RowStatus::Review
+        | RowStatus::ChangesRequested
+        | RowStatus::Approved
         | RowStatus::NeedsAttention
         | RowStatus::Interrupted
         | RowStatus::SetupFailed

@@ -4,7 +4,10 @@
 //! claimed by another machine, not run by another process here —
 //! claims it on the remote, runs its loop (`git-boulder stream run NAME`, a child process in a
 //! process group of its own), merges it when it completes (`git-boulder stream merge NAME`, through
-//! the remote when one is given), releases the claim, pushes the state, and picks the next. Up to
+//! the remote when one is given), releases the claim, pushes the state, and picks the next. A
+//! stream whose review is required ([`crate::stream::gate`]) waits once complete: its claim is
+//! let go, the worker looks at it again each time it pulls, lands it as soon as an approval of its
+//! tip is there (from any machine), and gives it back to its agent when changes are requested. Up to
 //! `parallel` streams at once, each in its own worktree with its own lock; every line the children
 //! print is prefixed by `[stream] `.
 //!
@@ -76,6 +79,8 @@ pub enum Outcome {
     /// Its landing was refused and nothing changed since: no worker takes it until its branch
     /// gets a new commit or `stream retry` (the reason, and what resolves it).
     NeedsAttention { reason: String, retry: String },
+    /// Complete, waiting for the approvals its review requires (what is missing).
+    Review(String),
 }
 
 impl Outcome {
@@ -97,6 +102,7 @@ impl Outcome {
             Outcome::NeedsAttention { reason, retry } => {
                 format!("needs attention: {reason} (fixed by a new commit on its branch, or `{retry}`)")
             }
+            Outcome::Review(what) => format!("waiting for review: {what}"),
         }
     }
 }
@@ -217,6 +223,8 @@ pub(crate) struct Worker<'a> {
     ended: Vec<String>,
     /// Streams that ended here whose work could not be shared yet: their claims are kept.
     unshared: Vec<String>,
+    /// What was last said of each stream waiting for review (said again only when it changes).
+    review_said: HashMap<String, String>,
     last_share: Instant,
 }
 
@@ -240,6 +248,7 @@ impl<'a> Worker<'a> {
             last_pull: Instant::now(),
             ended: Vec::new(),
             unshared: Vec::new(),
+            review_said: HashMap::new(),
             last_share: Instant::now(),
         })
     }
@@ -320,6 +329,9 @@ impl<'a> Worker<'a> {
                     pick::View::Done(o) => o,
                     pick::View::Elsewhere(by) => Outcome::ClaimedBy(by),
                     pick::View::Waiting(deps) => Outcome::Blocked(deps),
+                    pick::View::Review(what) => Outcome::Review(what),
+                    pick::View::Land if self.was_interrupted => Outcome::Stopped("interrupted (approved)".into()),
+                    pick::View::Land => Outcome::Stopped("approved, not landed".into()),
                     pick::View::Ready if self.was_interrupted => Outcome::Stopped("interrupted".into()),
                     pick::View::Ready => Outcome::Stopped("not started".into()),
                 },
