@@ -1,7 +1,8 @@
 //! `git boulder work` and the review gate on three clones of one repository served by `git daemon`
 //! on 127.0.0.1: a worker waits for a complete stream's approval (no refusal recorded, its claim
 //! let go), lands it as soon as another machine's approval reaches the remote, and gives changes
-//! a reviewer requests to the stream's agent, after whose commit the stream is back in review.
+//! a reviewer requests to the stream's agent, after whose commit the stream is back in review;
+//! and the same on one machine, with `status --watch --json` showing the stream waiting.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -24,16 +25,25 @@ fn daemon(remote: &Remote) -> Daemon {
 /// gathered as they come.
 fn work(m: &TestRepo) -> (Child, Arc<Mutex<Vec<String>>>) {
     let (agent, _) = agent(m);
+    start(m, &["work", "--remote", "origin", "--poll", "200ms", "--", "sh", agent.to_str().unwrap()], false)
+}
+
+/// Start `git-boulder ARGS` in `m`; the lines of its stderr (`out`: stdout) are gathered as they
+/// come.
+fn start(m: &TestRepo, args: &[&str], out: bool) -> (Child, Arc<Mutex<Vec<String>>>) {
     let mut c = Command::new(bin());
     fixed_env(&mut c, &m.home);
-    c.args(["work", "--remote", "origin", "--poll", "200ms", "--", "sh", agent.to_str().unwrap()]);
-    let mut child = c.current_dir(&m.dir).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("work");
+    c.args(args);
+    let mut child = c.current_dir(&m.dir).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start");
     let lines = Arc::new(Mutex::new(Vec::new()));
     let into = lines.clone();
-    let err = child.stderr.take().unwrap();
+    let read: Box<dyn std::io::Read + Send> = match out {
+        true => Box::new(child.stdout.take().unwrap()),
+        false => Box::new(child.stderr.take().unwrap()),
+    };
     std::thread::spawn(move || {
         use std::io::BufRead;
-        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(read).lines().map_while(Result::ok) {
             into.lock().unwrap().push(line);
         }
     });
@@ -64,7 +74,7 @@ fn an_approval_on_one_machine_lands_the_stream_from_another() {
     let [alpha, beta, gamma] = ["alpha", "beta", "gamma"].map(|n| remote.machine_from(n, &d.url));
     let (child, lines) = work(&alpha);
     wait_for("alpha's worker waiting for the review of a", || {
-        said(&lines, "[a] waiting for review: git boulder review a") > 0
+        said(&lines, "[a] REVIEW: waiting for review: git boulder review a") > 0
     });
     // Its work is on the remote, the stream COMPLETED and waiting, not refused, not claimed.
     wait_for("the claim on a let go", || gamma.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]).is_empty());
@@ -83,8 +93,8 @@ fn an_approval_on_one_machine_lands_the_stream_from_another() {
     let err = lines.lock().unwrap().join("\n");
     assert_eq!(r.code, 0, "{}\n{err}", r.stdout);
     assert!(r.stdout.lines().any(|l| l.starts_with("a ") && l.ends_with("merged here")), "{}", r.stdout);
-    assert_eq!(said(&lines, "[a] waiting for review"), 1, "said once while it waited:\n{err}");
-    assert!(err.contains("[a] approved; landing"), "{err}");
+    assert_eq!(said(&lines, "[a] REVIEW: waiting for review"), 1, "said once while it waited:\n{err}");
+    assert!(err.contains("[a] APPROVED: landing"), "{err}");
     gamma.git(&["fetch", "-q", "origin"]).ok();
     let log = gamma.git_out(&["log", "--format=%s", "origin/main"]);
     assert!(log.lines().any(|l| l == "a: US-101") && log.lines().any(|l| l == "b: US-201"), "{log}");
@@ -102,7 +112,7 @@ fn changes_requested_go_to_the_agent_and_the_stream_is_back_in_review() {
     let [alpha, beta, gamma] = ["alpha", "beta", "gamma"].map(|n| remote.machine_from(n, &d.url));
     let (_, log) = agent(&alpha);
     let (child, lines) = work(&alpha);
-    wait_for("the review of a", || said(&lines, "[a] waiting for review") > 0);
+    wait_for("the review of a", || said(&lines, "[a] REVIEW: waiting for review") > 0);
     wait_for("the claim on a let go", || gamma.git_out(&["ls-remote", "origin", "refs/boulder/claims/*"]).is_empty());
     let first = remote_tip(&gamma, "boulder/a");
 
@@ -114,7 +124,7 @@ fn changes_requested_go_to_the_agent_and_the_stream_is_back_in_review() {
 
     // The worker gives the changes to the agent; its commit is shared, and the stream waits again.
     wait_for("the agent's commit on the remote", || remote_tip(&gamma, "boulder/a") != first);
-    wait_for("the review of the new tip", || said(&lines, "[a] waiting for review") > 1);
+    wait_for("the review of the new tip", || said(&lines, "[a] REVIEW: waiting for review") > 1);
     let given = prompts(&log);
     assert_eq!(
         given.last().unwrap(),
@@ -133,9 +143,47 @@ fn changes_requested_go_to_the_agent_and_the_stream_is_back_in_review() {
     let r = Run::from(child.wait_with_output().unwrap());
     let err = lines.lock().unwrap().join("\n");
     assert_eq!(r.code, 0, "{}\n{err}", r.stdout);
+    assert!(err.contains("[a] CHANGES_REQUESTED: its agent gets the reviewer's text"), "{err}");
     assert!(err.contains("[a] iteration 1: changes requested by Bea <bea@example.com>"), "{err}");
     gamma.git(&["fetch", "-q", "origin"]).ok();
     let landed = gamma.git_out(&["log", "--format=%s", "origin/main"]);
     assert!(landed.lines().any(|l| l == "a: review changes"), "{landed}");
     assert_eq!(shared_status(&gamma), "MERGED");
+}
+
+#[test]
+fn work_on_one_machine_waits_for_review_and_the_watch_shows_it() {
+    // A person working alone: approvals from the machine that ran the agent count.
+    let files = files("{required: 1, allow_self: true}", "");
+    let refs: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
+    let repo = TestRepo::with_files(&refs);
+    let (agent, _) = agent(&repo);
+    let (mut watch, shown) = start(&repo, &["status", "--watch", "--json"], true);
+    // Each line a document (`{"streams":[…]}`): has one shown stream a with status `s`?
+    let status_seen = |s: &str| {
+        shown.lock().unwrap().iter().any(|l| {
+            let doc: serde_json::Value = serde_json::from_str(l).unwrap_or_default();
+            doc["streams"].as_array().is_some_and(|rows| rows.iter().any(|r| r["name"] == "a" && r["status"] == s))
+        })
+    };
+    let (child, lines) =
+        start(&repo, &["work", "--no-remote", "--poll", "100ms", "--", "sh", agent.to_str().unwrap()], false);
+    wait_for("the worker waiting for the review of a", || said(&lines, "[a] REVIEW: waiting for review") > 0);
+    wait_for("the watch showing REVIEW", || status_seen("REVIEW"));
+    assert_eq!(status_of(&repo, "a"), "REVIEW");
+    review(&repo, "Rita", &["a", "--request-changes", "-m", "One more test."]).ok();
+    wait_for("the agent's commit", || {
+        repo.git_out(&["log", "-1", "--format=%s", "boulder/a"]).trim() == "a: review changes"
+    });
+    wait_for("the review of the new tip", || said(&lines, "[a] REVIEW: waiting for review") > 1);
+    review(&repo, "Rita", &["a", "--approve"]).ok();
+    let r = Run::from(child.wait_with_output().unwrap());
+    let err = lines.lock().unwrap().join("\n");
+    assert_eq!(r.code, 0, "{}\n{err}", r.stdout);
+    assert!(err.contains("[a] CHANGES_REQUESTED: its agent gets the reviewer's text"), "{err}");
+    assert!(err.contains("[a] APPROVED: landing"), "{err}");
+    assert_eq!(repo.stream_state("a")["status"], "MERGED");
+    wait_for("the watch showing MERGED", || status_seen("MERGED"));
+    let _ = watch.kill();
+    let _ = watch.wait();
 }

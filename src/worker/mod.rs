@@ -79,7 +79,8 @@ pub enum Outcome {
     /// Its landing was refused and nothing changed since: no worker takes it until its branch
     /// gets a new commit or `stream retry` (the reason, and what resolves it).
     NeedsAttention { reason: String, retry: String },
-    /// Complete, waiting for the approvals its review requires (what is missing).
+    /// Complete, its review required and not landed: REVIEW (what is missing), APPROVED or
+    /// CHANGES_REQUESTED, as the summary says it.
     Review(String),
 }
 
@@ -102,7 +103,7 @@ impl Outcome {
             Outcome::NeedsAttention { reason, retry } => {
                 format!("needs attention: {reason} (fixed by a new commit on its branch, or `{retry}`)")
             }
-            Outcome::Review(what) => format!("waiting for review: {what}"),
+            Outcome::Review(what) => what.clone(),
         }
     }
 }
@@ -329,9 +330,13 @@ impl<'a> Worker<'a> {
                     pick::View::Done(o) => o,
                     pick::View::Elsewhere(by) => Outcome::ClaimedBy(by),
                     pick::View::Waiting(deps) => Outcome::Blocked(deps),
-                    pick::View::Review(what) => Outcome::Review(what),
-                    pick::View::Land if self.was_interrupted => Outcome::Stopped("interrupted (approved)".into()),
-                    pick::View::Land => Outcome::Stopped("approved, not landed".into()),
+                    pick::View::Review(what) => {
+                        Outcome::Review(format!("REVIEW: waiting for review (`git boulder review {name}`): {what}"))
+                    }
+                    pick::View::Land => Outcome::Review("APPROVED: not landed yet (a rerun lands it)".into()),
+                    pick::View::Changes => {
+                        Outcome::Review("CHANGES_REQUESTED: its agent has not made them yet (a rerun runs it)".into())
+                    }
                     pick::View::Ready if self.was_interrupted => Outcome::Stopped("interrupted".into()),
                     pick::View::Ready => Outcome::Stopped("not started".into()),
                 },

@@ -26,6 +26,8 @@ pub(super) enum View {
     Review(String),
     /// Complete and approved: to be landed, without running its agent again.
     Land,
+    /// Complete, and a reviewer asked for changes on its tip: its agent is run with them.
+    Changes,
 }
 
 /// What a round saw of the others: the claims on the remote, the locks held here.
@@ -127,7 +129,8 @@ fn review_view(env: &Env, stream: &StreamDef, status: StreamStatus) -> Result<Vi
     let Some(tip) = remote::landing_tip(env, stream)? else { return Ok(View::Ready) };
     Ok(match gate::verdict_at(ws, plan, &stream.name, tip)? {
         Verdict::Approved { .. } => View::Land,
-        Verdict::ChangesRequested { .. } | Verdict::NotRequired => View::Ready,
+        Verdict::ChangesRequested { .. } => View::Changes,
+        Verdict::NotRequired => View::Ready,
         v @ Verdict::Waiting { .. } => View::Review(gate::describe(&stream.name, tip, &v).unwrap_or_default()),
     })
 }
@@ -177,9 +180,14 @@ impl Worker<'_> {
                     picked.waiting_elsewhere = true;
                 }
                 View::Land => {
-                    self.env.say(Some(&name), "approved; landing");
+                    self.env.say(Some(&name), "APPROVED: landing");
                     self.review_said.remove(&name);
                     self.try_land(stream, &mut picked);
+                }
+                View::Changes => {
+                    self.review_said.remove(&name);
+                    self.env.say(Some(&name), "CHANGES_REQUESTED: its agent gets the reviewer's text");
+                    self.try_start(stream, &mut picked)
                 }
                 View::Ready => {
                     self.review_said.remove(&name);
@@ -211,7 +219,7 @@ impl Worker<'_> {
     /// Say that `name` waits for review, once for each thing it waits for.
     pub(super) fn waiting_for_review(&mut self, name: &str, what: String) {
         if self.review_said.get(name) != Some(&what) {
-            self.env.say(Some(name), &format!("waiting for review: git boulder review {name} ({what})"));
+            self.env.say(Some(name), &format!("REVIEW: waiting for review: git boulder review {name} ({what})"));
             self.review_said.insert(name.to_string(), what);
         }
     }
