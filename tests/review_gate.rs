@@ -252,3 +252,35 @@ fn status_shows_where_the_review_of_a_complete_stream_stands() {
     repo.boulder(&["stream", "merge", "a"]).ok();
     assert_eq!(status_of(&repo, "a"), "MERGED");
 }
+
+#[test]
+fn a_round_lost_to_another_landing_keeps_the_approval_of_the_tip_before_its_rebase() {
+    let remote = remote_of(&files("{required: 1}", ""));
+    let alpha = remote.machine("alpha");
+    let (agent, _) = agent(&alpha);
+    alpha.boulder(&["stream", "init", "a"]).ok();
+    alpha.boulder(&["stream", "run", "a", "--", "sh", agent.to_str().unwrap()]).ok();
+    share_stream(&alpha, "a");
+    let beta = remote.machine("beta");
+    fetch_stream(&beta, "a");
+    review(&beta, "Bea", &["a", "--approve"]).ok();
+    beta.boulder(&["push"]).ok();
+    // Beta lands something first (the merge rebases the stream), and more while alpha's merge
+    // runs: alpha's first round is lost, and the branch here is left rebased.
+    beta.write("NOTES.md", "beta\n");
+    beta.commit_all("beta: notes");
+    beta.git(&["push", "-q", "origin", "main"]).ok();
+    beta.write("NOTES.md", "beta again\n");
+    beta.commit_all("beta: more notes");
+    let land = format!("git -C {} push -q origin main", beta.dir.display());
+    let r = alpha.boulder_env(
+        &alpha.dir,
+        &["stream", "merge", "a", "--remote", "origin"],
+        &[("BOULDER_FAILPOINT_RUN", "merge-verify"), ("BOULDER_FAILPOINT_CMD", &land)],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("after 1 lost round(s)"), "{}", r.stdout);
+    alpha.git(&["fetch", "-q", "origin"]).ok();
+    let log = alpha.git_out(&["log", "--format=%s", "origin/main"]);
+    assert!(log.contains("a: US-101") && log.contains("beta: more notes"), "{log}");
+}
