@@ -295,7 +295,18 @@ fn the_schemas_match_the_codes_fixed_sets() {
     let mut expected: BTreeSet<String> =
         git_boulder::state::op::STREAM_STATUSES.iter().map(|s| s.to_string()).collect();
     expected.extend(
-        ["STALE", "INVALID", "INTERRUPTED", "SETUP_FAILED", "NEEDS_ATTENTION", "BUDGET_SPENT"].map(String::from),
+        [
+            "STALE",
+            "INVALID",
+            "INTERRUPTED",
+            "SETUP_FAILED",
+            "NEEDS_ATTENTION",
+            "REVIEW",
+            "CHANGES_REQUESTED",
+            "APPROVED",
+            "BUDGET_SPENT",
+        ]
+        .map(String::from),
     );
     let listed: BTreeSet<String> = status.root["$defs"]["stream"]["properties"]["status"]["enum"]
         .as_array()
@@ -305,7 +316,7 @@ fn the_schemas_match_the_codes_fixed_sets() {
         .collect();
     assert_eq!(
         listed, expected,
-        "status enum = the op-log's statuses + STALE + INVALID + INTERRUPTED + SETUP_FAILED + NEEDS_ATTENTION + BUDGET_SPENT (src/stream/status.rs)"
+        "status enum = the op-log's statuses + STALE + INVALID + INTERRUPTED + SETUP_FAILED + NEEDS_ATTENTION + REVIEW + CHANGES_REQUESTED + APPROVED + BUDGET_SPENT (src/stream/status.rs)"
     );
 
     // The gate enum is the union of the oneOf branches' gates.

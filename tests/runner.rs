@@ -52,6 +52,8 @@ mod plan_suggest_public_prds;
 mod prd_forms;
 mod prd_scale;
 mod review_decisions;
+mod review_gate;
+mod review_gate_fleet;
 mod review_screen;
 mod run_loop;
 mod run_uncommitted_work;

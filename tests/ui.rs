@@ -208,8 +208,8 @@ fn the_board_lists_every_stream_with_its_status() {
     let counts = page.eval("[...document.querySelectorAll('.summary .chip')].map(c => c.textContent).join(',')");
     assert_eq!(
         counts,
-        "DEFINED 2,INITIALIZED 1,RUNNING 0,STOPPED 0,COMPLETED 0,FAILED 0,MERGED 0,CLEANED 0,NEEDS_ATTENTION 0,\
-         BUDGET_SPENT 0,INTERRUPTED 0,SETUP_FAILED 0,STALE 0,INVALID 0"
+        "DEFINED 2,INITIALIZED 1,RUNNING 0,STOPPED 0,COMPLETED 0,FAILED 0,MERGED 0,CLEANED 0,REVIEW 0,\
+         CHANGES_REQUESTED 0,APPROVED 0,NEEDS_ATTENTION 0,BUDGET_SPENT 0,INTERRUPTED 0,SETUP_FAILED 0,STALE 0,INVALID 0"
     );
     // The JSON endpoint is `status --json`'s document.
     let (code, answer) = ui.get("/api/status", &ui.host());

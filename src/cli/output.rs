@@ -146,9 +146,9 @@ impl<F: serde_json::ser::Formatter> serde_json::ser::Formatter for Inert<F> {
 /// The colour of a stream or story status.
 pub fn status_colour(status: &str) -> Option<&'static str> {
     match status {
-        "COMPLETED" | "MERGED" | "completed" => Some("32"),
-        "RUNNING" | "in_progress" | "INITIALIZED" => Some("33"),
-        "FAILED" | "STALE" | "SETUP_FAILED" | "NEEDS_ATTENTION" | "BUDGET_SPENT" | "blocked" => Some("31"),
+        "COMPLETED" | "MERGED" | "APPROVED" | "completed" => Some("32"),
+        "RUNNING" | "in_progress" | "INITIALIZED" | "REVIEW" => Some("33"),
+        "FAILED" | "STALE" | "SETUP_FAILED" | "NEEDS_ATTENTION" | "CHANGES_REQUESTED" | "BUDGET_SPENT" | "blocked" => Some("31"),
         "STOPPED" => Some("35"),
         _ => None,
     }

@@ -183,6 +183,17 @@ fn hints(ws: &Workspace, plan: &crate::plan::Plan, rows: &[crate::stream::status
             RowStatus::Recorded(StreamStatus::Completed) => {
                 out.push(format!("{}: all stories done, ready to merge: `git boulder stream merge {}`", r.name, r.name))
             }
+            RowStatus::Review => out.push(format!(
+                "{}: all stories done, waiting for review: `git boulder review {}` (approve with --approve)",
+                r.name, r.name
+            )),
+            RowStatus::ChangesRequested => out.push(format!(
+                "{}: changes requested (`git boulder review {}`); `git boulder stream run {}` or `git boulder work` gives them to its agent",
+                r.name, r.name, r.name
+            )),
+            RowStatus::Approved => {
+                out.push(format!("{}: approved, ready to merge: `git boulder stream merge {}`", r.name, r.name))
+            }
             _ => {}
         }
     }

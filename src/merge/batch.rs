@@ -1,5 +1,7 @@
 //! `stream merge NAME…|--all` and settings.auto_merge: which streams to merge and in what order,
-//! under the merge lock, each with [`super::merge`], stopping at the first that cannot merge.
+//! under the merge lock, each with [`super::merge`], stopping at the first that cannot merge —
+//! but for `--all`, a stream waiting for review ([`crate::stream::gate`]) and the streams that
+//! depend on it are passed over, the others land, and the run ends refused, naming it.
 
 use super::{already_merged, merge, order, Options, Report};
 use crate::error::{Error, Landing, Result};
@@ -44,9 +46,17 @@ pub fn run(
         batch.names.clone()
     };
     let mut merged = Vec::new();
+    // `--all`: streams held back for review (the first refusal kept), and what waits for them.
+    let mut held: Vec<String> = Vec::new();
+    let mut review: Option<Error> = None;
     for name in &names {
         let stream = ws.stream(plan, name)?;
         if batch.all {
+            if let Some(dep) = stream.depends_on.iter().find(|d| held.contains(d)) {
+                say(&format!("skipping {name}: it depends on {dep}, which waits for review"));
+                held.push(name.clone());
+                continue;
+            }
             if ws.repo.branch_tip(&stream.branch)?.is_none() {
                 say(&format!("skipping {name}: no branch {} (not initialized)", stream.branch));
                 continue;
@@ -62,6 +72,12 @@ pub fn run(
         let before = ws.repo.branch_tip(&stream.branch)?;
         let report = match merge(ws, plan, stream, opts, say) {
             Ok(r) => r,
+            Err(e) if batch.all && crate::stream::gate::is_refusal(&e) => {
+                say(&format!("skipping {name}: it needs review (`git boulder review {name}`)"));
+                held.push(name.clone());
+                review.get_or_insert(e);
+                continue;
+            }
             Err(e) => return Err(stopped(refused(ws, stream, before, opts, e, say), &merged, batch.all)),
         };
         shown(&report)?;
@@ -90,6 +106,10 @@ pub fn run(
     if let (true, true, false, Some(remote)) = (batch.all, merged.is_empty(), opts.dry_run, &opts.remote) {
         // Nothing landed this time; a landing before may have left the local base behind.
         super::queue::follow(ws, plan, remote, say)?;
+    }
+    if let Some(e) = review {
+        let done = if merged.is_empty() { "none".to_string() } else { merged.join(", ") };
+        return Err(e.hint(format!("merged: {done}; waiting for review: {}", held.join(", "))));
     }
     Ok(merged)
 }

@@ -514,6 +514,11 @@ pub fn merge(ws: &Workspace, plan: &Plan, stream: &StreamDef, opts: &Options, sa
 
     let base_tip = base_tip(ws, &base)?;
     let c = check(ws, plan, stream, opts, base_tip)?;
+    if c.report.conflicts.is_empty() {
+        // Last of the refusals (a conflict is the agent's to resolve first, and moves the tip):
+        // approvals of the tip that lands. A dry run refuses as the real run would.
+        crate::stream::gate::require(ws, plan, &stream.name, c.stream_tip)?;
+    }
     if !c.report.conflicts.is_empty() || opts.dry_run {
         return Ok(c.report);
     }

@@ -74,10 +74,13 @@ pub fn merge(
     let remote = RemoteName::new(repo, given)?;
     let base = plan.settings.base_branch.clone();
     let mut rounds = 0usize;
+    // A lost round leaves the branch rebased here: (the tip its approvals name, the rebased tip).
+    let mut rewritten: Option<(ObjectId, ObjectId)> = None;
 
     if let Some(j) = pending(ws, plan, stream, opts, given, say)? {
         say(&format!("finishing the interrupted merge of stream {} into {base} on {given}", stream.name));
         let resumed = super::Resumed::of(&j);
+        let (old, new) = (j.stream_old, j.stream_new);
         match land(ws, plan, stream, j, &remote, true, say)? {
             Landed::Done { merged, prd_commit } => {
                 let done = super::Done { merged, prd_commit };
@@ -85,6 +88,7 @@ pub fn merge(
             }
             Landed::LostRace => {
                 rounds += 1;
+                rewritten = Some((old, new));
                 lost(say, &base, given, rounds);
             }
         }
@@ -93,7 +97,7 @@ pub fn merge(
     // The stream's tip before any round rewrote it: a lost round leaves the branch rebased.
     let tip_before = repo.branch_tip(&stream.branch)?;
     while rounds < ROUNDS {
-        if let Some(report) = round(ws, plan, stream, opts, &remote, tip_before, rounds, say)? {
+        if let Some(report) = round(ws, plan, stream, opts, &remote, tip_before, &mut rewritten, rounds, say)? {
             return Ok(report);
         }
         rounds += 1;
@@ -156,6 +160,7 @@ fn pending(
 }
 
 /// One round: fetch, check, plan, land. `None`: the race for the remote's base was lost.
+/// `rewritten`: the branch rebased by a round lost before (the tip approved, the rebased tip).
 #[allow(clippy::too_many_arguments)]
 fn round(
     ws: &Workspace,
@@ -164,6 +169,7 @@ fn round(
     opts: &Options,
     remote: &RemoteName,
     tip_before: Option<ObjectId>,
+    rewritten: &mut Option<(ObjectId, ObjectId)>,
     rounds: usize,
     say: &dyn Fn(&str),
 ) -> Result<Option<Report>> {
@@ -173,8 +179,18 @@ fn round(
         crate::sync::pull(repo, remote)?;
     }
     let seen = fetch_tips(ws, remote, base, &stream.branch)?;
+    review_newer_there(ws, plan, stream, &seen)?;
     refuse_commits_unknown_here(ws, stream, &seen, tip_before, given)?;
     let c = check(ws, plan, stream, opts, seen.base)?;
+    // Approvals as the remote's state (pulled above) has them, of the tip that lands: the one
+    // before this command rebased it in a lost round, else the branch's.
+    let approved = match *rewritten {
+        Some((before, to)) if to == c.stream_tip => before,
+        _ => c.stream_tip,
+    };
+    if c.report.conflicts.is_empty() {
+        crate::stream::gate::require(ws, plan, &stream.name, approved)?;
+    }
     // A dry run stops here, after every refusal the real run makes before it changes anything.
     if !c.report.conflicts.is_empty() || opts.dry_run {
         let mut report = c.report;
@@ -210,8 +226,25 @@ fn round(
             report.rounds = rounds;
             Ok(Some(report))
         }
-        Landed::LostRace => Ok(None),
+        Landed::LostRace => {
+            *rewritten = Some((approved, stream_new));
+            Ok(None)
+        }
     }
+}
+
+/// A tip of the stream's branch on the remote that this machine lacks is what other machines
+/// would see landed: it needs its own approvals first (a commit pushed after an approval puts the
+/// stream back to review), before this machine is told to bring it in.
+fn review_newer_there(ws: &Workspace, plan: &Plan, stream: &StreamDef, seen: &Seen) -> Result<()> {
+    let Some(theirs) = seen.stream.filter(|_| crate::stream::gate::required(plan, &stream.name)) else {
+        return Ok(());
+    };
+    let ours = ws.repo.branch_tip(&stream.branch)?;
+    if ours == Some(theirs) || ours.map(|o| ws.repo.objects().is_ancestor(theirs, o)).transpose()?.unwrap_or(false) {
+        return Ok(());
+    }
+    crate::stream::gate::require(ws, plan, &stream.name, theirs)
 }
 
 /// Commits of the remote's stream branch come here first: refused before the check, whose

@@ -211,7 +211,12 @@ fn run_loop(
             0 => Some(crate::worktree::tracked_dirt_for_merge(&wt, 10)?).filter(|d| !d.is_clean()),
             _ => None,
         };
-        if open == 0 && uncommitted.is_none() {
+        // Changes a reviewer requested on the branch's tip go back to the agent as its task.
+        let changes = match (open, &uncommitted) {
+            (0, None) => crate::stream::gate::changes(ws, plan, stream)?,
+            _ => None,
+        };
+        if open == 0 && uncommitted.is_none() && changes.is_none() {
             record(&store, &stream.name, StreamStatus::Completed, "all stories done")?;
             store.append::<crate::state::BoulderState>(
                 &state::boulder_ref(&stream.name),
@@ -248,6 +253,7 @@ fn run_loop(
                 }
                 last
             }
+            None if changes.is_some() => stories.iter().rev().find(|s| s.status.is_done()).cloned(),
             None => crate::prd::next_open(&stories).cloned(),
         };
         let Some(story) = next else {
@@ -278,7 +284,11 @@ fn run_loop(
                 read_only_paths: crate::stream::prompt::read_only_paths(plan),
             },
         );
-        say(&format!("iteration {iteration}: {} {}", story.id, story.title));
+        let prompt = changes.as_ref().map_or(prompt, |(_, task)| task.clone());
+        match &changes {
+            Some((by, _)) => say(&format!("iteration {iteration}: changes requested by {by}")),
+            None => say(&format!("iteration {iteration}: {} {}", story.id, story.title)),
+        }
         let tip_before = ws.repo.branch_tip(&stream.branch)?;
         let done_before = stories.len() - open;
         let env = crate::stream::shell::stream_env(ws, plan, &stream.name)?;

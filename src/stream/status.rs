@@ -118,6 +118,12 @@ pub enum RowStatus {
     /// Its budget, or the plan's, is spent: no worker starts another iteration of it until the
     /// budget is raised or `git boulder spend reset` (docs/spend.md).
     BudgetSpent,
+    /// Complete, and its review is required: its tip lacks approvals (docs/review.md).
+    Review,
+    /// Complete, and a reviewer asked for changes on its tip: its agent gets them next.
+    ChangesRequested,
+    /// Complete, with the approvals its tip needs: ready to land.
+    Approved,
 }
 
 impl RowStatus {
@@ -130,6 +136,9 @@ impl RowStatus {
             RowStatus::Stale => "STALE",
             RowStatus::NeedsAttention => "NEEDS_ATTENTION",
             RowStatus::BudgetSpent => "BUDGET_SPENT",
+            RowStatus::Review => "REVIEW",
+            RowStatus::ChangesRequested => "CHANGES_REQUESTED",
+            RowStatus::Approved => "APPROVED",
         }
     }
 }
@@ -291,6 +300,7 @@ fn rows(
         let expected_here = match status {
             RowStatus::Recorded(s) => s.is_live(),
             RowStatus::SetupFailed | RowStatus::Interrupted => true,
+            RowStatus::Review | RowStatus::ChangesRequested | RowStatus::Approved => true,
             RowStatus::Invalid | RowStatus::Stale | RowStatus::NeedsAttention | RowStatus::BudgetSpent => false,
         };
         if !invalid && wt.is_none() && here && expected_here {
@@ -306,11 +316,16 @@ fn rows(
         if attention.is_some() {
             status = RowStatus::NeedsAttention;
         }
+        let tip = ws.repo.branch_tip(&stream.branch)?;
+        // COMPLETED, waiting to land, says where its review stands when one is required.
+        if let (RowStatus::Recorded(StreamStatus::Completed), Some(e)) = (status, st.as_ref()) {
+            status = review_status(plan, &stream.name, &e.state, tip).unwrap_or(status);
+        }
         let spend = ledger.as_ref().and_then(|l| l.view(plan, &stream.name));
         if spend.as_ref().is_some_and(|v| v.spent.is_some()) && budget_stops(status) {
             status = RowStatus::BudgetSpent;
         }
-        let (ahead, behind) = match (ws.repo.branch_tip(&stream.branch)?, base_tip) {
+        let (ahead, behind) = match (tip, base_tip) {
             (Some(tip), Some(base)) => {
                 let (a, b) = crate::worktree::ahead_behind(&ws.repo, tip, base)?;
                 (Some(a), Some(b))
@@ -360,6 +375,19 @@ fn budget_stops(status: RowStatus) -> bool {
     )
 }
 
+/// The review status of a COMPLETED stream at `tip`, the tip of its branch here (`None`: no
+/// review required). Without the branch here, no approval can be checked: REVIEW.
+fn review_status(plan: &Plan, name: &str, st: &StreamState, tip: Option<crate::git::ObjectId>) -> Option<RowStatus> {
+    use crate::review::Verdict;
+    let Some(tip) = tip else { return crate::stream::gate::required(plan, name).then_some(RowStatus::Review) };
+    match crate::review::verdict(plan, name, st, tip, crate::review::author_actor(st)) {
+        Verdict::NotRequired => None,
+        Verdict::Waiting { .. } => Some(RowStatus::Review),
+        Verdict::ChangesRequested { .. } => Some(RowStatus::ChangesRequested),
+        Verdict::Approved { .. } => Some(RowStatus::Approved),
+    }
+}
+
 /// `main is 2 commit(s) ahead of origin/main: push main to share it (…)` when the base branch
 /// holds commits its upstream (`branch.<base>.remote`/`.merge`) lacks — after a local merge, the
 /// work is not shared until the base is pushed.
@@ -398,8 +426,9 @@ pub fn ago(at: Option<&str>) -> String {
 /// worker ([`crate::worker`]) decides: `merged`; `needs attention` (a refused landing: no
 /// worker takes it), `failed` (no running worker takes it again; a new `work` retries it),
 /// `invalid` (its state cannot be read); `running`; `claimed` (another machine holds it);
-/// `after a, b` (its depends_on not merged yet); `merge #k` (complete, k-th to land in
-/// dependency order) or `ready #k` (k-th to be picked in dependency order).
+/// `after a, b` (its depends_on not merged yet); `review` (complete, its approvals missing);
+/// `merge #k` (complete, or APPROVED, k-th to land in dependency order) or `ready #k` (k-th to be
+/// picked in dependency order; CHANGES_REQUESTED goes back to its agent).
 pub fn queue(plan: &Plan, rows: &[StreamRow]) -> Vec<String> {
     let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
     let order = crate::plan::topo_order(plan, &names).unwrap_or(names);
@@ -422,7 +451,8 @@ pub fn queue(plan: &Plan, rows: &[StreamRow]) -> Vec<String> {
             RowStatus::Recorded(StreamStatus::Running) => "running".to_string(),
             _ if row.claim.as_ref().is_some_and(|c| !c.mine) => "claimed".to_string(),
             _ if !deps.is_empty() => format!("after {}", deps.join(", ")),
-            RowStatus::Recorded(StreamStatus::Completed) => {
+            RowStatus::Review => "review".to_string(),
+            RowStatus::Recorded(StreamStatus::Completed) | RowStatus::Approved => {
                 merging += 1;
                 format!("merge #{merging}")
             }

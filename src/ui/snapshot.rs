@@ -31,7 +31,10 @@ pub struct Built {
 }
 
 /// Statuses beyond the recorded ones, in the order the board shows them after those.
-const FOUND: [RowStatus; 6] = [
+const FOUND: [RowStatus; 9] = [
+    RowStatus::Review,
+    RowStatus::ChangesRequested,
+    RowStatus::Approved,
     RowStatus::NeedsAttention,
     RowStatus::BudgetSpent,
     RowStatus::Interrupted,
@@ -45,6 +48,9 @@ pub fn every_status() -> Vec<&'static str> {
     // A status added to RowStatus stops this match from compiling until FOUND lists it.
     let _listed = |s: RowStatus| match s {
         RowStatus::Recorded(_)
+        | RowStatus::Review
+        | RowStatus::ChangesRequested
+        | RowStatus::Approved
         | RowStatus::NeedsAttention
         | RowStatus::BudgetSpent
         | RowStatus::Interrupted

@@ -36,6 +36,9 @@ impl Worker<'_> {
         let reason = |default: &str| st.as_ref().and_then(|s| s.reason.clone()).unwrap_or(default.into());
         Ok(Some(match st.as_ref().map(|s| s.status) {
             Some(StreamStatus::Completed) => {
+                if self.waits_for_review(name)? {
+                    return Ok(None);
+                }
                 self.env.say(Some(name), "run completed; merging");
                 return Ok(self.merge(name));
             }
@@ -50,6 +53,10 @@ impl Worker<'_> {
         let stream = self.env.stream(name);
         if status.success() && merged {
             return Ok(Some(Outcome::MergedHere));
+        }
+        // Not approved (any more) at the tip it would land: it waits, not refused.
+        if !merged && self.waits_for_review(name)? {
+            return Ok(None);
         }
         if let Some(job) = self.hand_back(stream) {
             // A conflict, handed back to the agent (on_conflict: agent): the refusal recorded
@@ -80,8 +87,39 @@ impl Worker<'_> {
         ))))
     }
 
+    /// A stream that needs review and whose tip lacks its approvals (this clone's, or the remote's
+    /// when this one is behind it) waits: said, its work shared and its claim let go (as for an
+    /// ended stream), no outcome — each round looks at it again.
+    fn waits_for_review(&mut self, name: &str) -> Result<bool> {
+        let stream = self.env.stream(name);
+        if !crate::stream::gate::required(self.env.plan, name) {
+            return Ok(false);
+        }
+        let Some(tip) = super::remote::landing_tip(&self.env, stream)? else { return Ok(false) };
+        let v = crate::stream::gate::verdict_at(self.env.ws, self.env.plan, name, tip)?;
+        if v.may_land() {
+            return Ok(false);
+        }
+        let what = crate::stream::gate::describe(name, tip, &v).unwrap_or_default();
+        self.waiting_for_review(name, what);
+        self.ended.push(name.to_string());
+        Ok(true)
+    }
+
     /// Start the merge of `name` (`None`), or the outcome when it cannot start.
     fn merge(&mut self, name: &str) -> Option<Outcome> {
+        match self.merge_job(name) {
+            Ok(job) => {
+                self.pool.push(job);
+                None
+            }
+            Err(e) => Some(Outcome::Failed(format!("merge: {}", e.message))),
+        }
+    }
+
+    /// The child that merges `name`: `stream merge NAME --wait`, through the remote when one is
+    /// given.
+    pub(super) fn merge_job(&self, name: &str) -> Result<Job> {
         let env = &self.env;
         let mut args: Vec<String> = env.opts.child_flags.clone();
         args.extend(["stream".into(), "merge".into(), name.to_string(), "--wait".into()]);
@@ -90,13 +128,7 @@ impl Worker<'_> {
             // Local merges, whatever settings.merge_remote says.
             None => args.push("--no-remote".into()),
         }
-        match pool::spawn(env.opts, name, Phase::Merge, &args, &env.sink) {
-            Ok(job) => {
-                self.pool.push(job);
-                None
-            }
-            Err(e) => Some(Outcome::Failed(format!("merge: {}", e.message))),
-        }
+        pool::spawn(env.opts, name, Phase::Merge, &args, &env.sink)
     }
 
     /// Under `settings.on_conflict: agent`, a landing refused for a conflict with what landed

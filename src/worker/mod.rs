@@ -4,7 +4,10 @@
 //! claimed by another machine, not run by another process here —
 //! claims it on the remote, runs its loop (`git-boulder stream run NAME`, a child process in a
 //! process group of its own), merges it when it completes (`git-boulder stream merge NAME`, through
-//! the remote when one is given), releases the claim, pushes the state, and picks the next. Up to
+//! the remote when one is given), releases the claim, pushes the state, and picks the next. A
+//! stream whose review is required ([`crate::stream::gate`]) waits once complete: its claim is
+//! let go, the worker looks at it again each time it pulls, lands it as soon as an approval of its
+//! tip is there (from any machine), and gives it back to its agent when changes are requested. Up to
 //! `parallel` streams at once, each in its own worktree with its own lock; every line the children
 //! print is prefixed by `[stream] `.
 //!
@@ -78,6 +81,9 @@ pub enum Outcome {
     NeedsAttention { reason: String, retry: String },
     /// Its budget or the plan's is spent: not claimed (which budget, by how much).
     BudgetSpent { why: String, reset: String },
+    /// Complete, its review required and not landed: REVIEW (what is missing), APPROVED or
+    /// CHANGES_REQUESTED, as the summary says it.
+    Review(String),
 }
 
 impl Outcome {
@@ -102,6 +108,7 @@ impl Outcome {
             Outcome::NeedsAttention { reason, retry } => {
                 format!("needs attention: {reason} (fixed by a new commit on its branch, or `{retry}`)")
             }
+            Outcome::Review(what) => what.clone(),
         }
     }
 }
@@ -222,6 +229,8 @@ pub(crate) struct Worker<'a> {
     ended: Vec<String>,
     /// Streams that ended here whose work could not be shared yet: their claims are kept.
     unshared: Vec<String>,
+    /// What was last said of each stream waiting for review (said again only when it changes).
+    review_said: HashMap<String, String>,
     last_share: Instant,
 }
 
@@ -245,6 +254,7 @@ impl<'a> Worker<'a> {
             last_pull: Instant::now(),
             ended: Vec::new(),
             unshared: Vec::new(),
+            review_said: HashMap::new(),
             last_share: Instant::now(),
         })
     }
@@ -327,6 +337,13 @@ impl<'a> Worker<'a> {
                     pick::View::Waiting(deps) => Outcome::Blocked(deps),
                     pick::View::Spent(why) => {
                         Outcome::BudgetSpent { why, reset: format!("git boulder spend reset {name}") }
+}
+                    pick::View::Review(what) => {
+                        Outcome::Review(format!("REVIEW: waiting for review (`git boulder review {name}`): {what}"))
+                    }
+                    pick::View::Land => Outcome::Review("APPROVED: not landed yet (a rerun lands it)".into()),
+                    pick::View::Changes => {
+                        Outcome::Review("CHANGES_REQUESTED: its agent has not made them yet (a rerun runs it)".into())
                     }
                     pick::View::Ready if self.was_interrupted => Outcome::Stopped("interrupted".into()),
                     pick::View::Ready => Outcome::Stopped("not started".into()),

@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::plan::StreamDef;
+use crate::review::Verdict;
 use crate::state::{self, Store, StreamState, StreamStatus};
+use crate::stream::gate;
 use crate::sync::claim::Claim;
 
 use super::ended::{attention_outcome, needs_attention};
@@ -22,6 +24,12 @@ pub(super) enum View {
     Waiting(Vec<String>),
     /// Its budget or the plan's is spent (which, by how much): not claimed.
     Spent(String),
+    /// Complete, its review required and its tip short of approvals (what is missing).
+    Review(String),
+    /// Complete and approved: to be landed, without running its agent again.
+    Land,
+    /// Complete, and a reviewer asked for changes on its tip: its agent is run with them.
+    Changes,
 }
 
 /// What a round saw of the others: the claims on the remote, the locks held here.
@@ -118,7 +126,29 @@ pub(super) fn view(
             waiting.push(dep.clone());
         }
     }
-    Ok(if waiting.is_empty() { View::Ready } else { View::Waiting(waiting) })
+    if !waiting.is_empty() {
+        return Ok(View::Waiting(waiting));
+    }
+    review_view(env, stream, status)
+}
+
+/// A complete stream whose review is required waits for approvals of its tip (the remote's, when
+/// this clone's branch is behind it), lands once they are there, and goes back to its agent when
+/// changes are requested; any other stream is ready.
+fn review_view(env: &Env, stream: &StreamDef, status: StreamStatus) -> Result<View> {
+    let (ws, plan) = (env.ws, env.plan);
+    if !gate::required(plan, &stream.name)
+        || !(status == StreamStatus::Completed || crate::stream::lifecycle::complete(ws, plan, stream)?)
+    {
+        return Ok(View::Ready);
+    }
+    let Some(tip) = remote::landing_tip(env, stream)? else { return Ok(View::Ready) };
+    Ok(match gate::verdict_at(ws, plan, &stream.name, tip)? {
+        Verdict::Approved { .. } => View::Land,
+        Verdict::ChangesRequested { .. } => View::Changes,
+        Verdict::NotRequired => View::Ready,
+        v @ Verdict::Waiting { .. } => View::Review(gate::describe(&stream.name, tip, &v).unwrap_or_default()),
+    })
 }
 
 /// Why a ready stream was not started.
@@ -161,7 +191,24 @@ impl Worker<'_> {
                     picked.waiting_elsewhere = true;
                 }
                 View::Waiting(_) | View::Spent(_) => {}
-                View::Ready => self.try_start(stream, &mut picked),
+                View::Review(what) => {
+                    self.waiting_for_review(&name, what);
+                    picked.waiting_elsewhere = true;
+                }
+                View::Land => {
+                    self.env.say(Some(&name), "APPROVED: landing");
+                    self.review_said.remove(&name);
+                    self.try_land(stream, &mut picked);
+                }
+                View::Changes => {
+                    self.review_said.remove(&name);
+                    self.env.say(Some(&name), "CHANGES_REQUESTED: its agent gets the reviewer's text");
+                    self.try_start(stream, &mut picked)
+                }
+                View::Ready => {
+                    self.review_said.remove(&name);
+                    self.try_start(stream, &mut picked)
+                }
             }
         }
         Ok(picked)
@@ -183,6 +230,51 @@ impl Worker<'_> {
             }
         }
         self.outcomes.insert(name.to_string(), o);
+    }
+
+    /// Say that `name` waits for review, once for each thing it waits for.
+    pub(super) fn waiting_for_review(&mut self, name: &str, what: String) {
+        if self.review_said.get(name) != Some(&what) {
+            self.env.say(Some(name), &format!("REVIEW: waiting for review: git boulder review {name} ({what})"));
+            self.review_said.insert(name.to_string(), what);
+        }
+    }
+
+    /// Claim an approved stream, bring its branch up to the remote's, and land it when its tip
+    /// (now this clone's) is still approved; else it waits again.
+    fn try_land(&mut self, stream: &StreamDef, picked: &mut Picked) {
+        let name = &stream.name;
+        if let Some(r) = &self.env.remote {
+            if let Err(e) = self.claims.take(&self.env, r, name) {
+                self.env.say(Some(name), &format!("not landed yet: {}", e.message));
+                picked.waiting_elsewhere = true;
+                return;
+            }
+        }
+        let approved = self.prepare(stream).and_then(|()| {
+            gate::verdict(self.env.ws, self.env.plan, stream).map_err(NotStarted::Failed).map(|v| match v {
+                Some((_, v)) => v.may_land(),
+                None => false,
+            })
+        });
+        match approved {
+            Ok(true) => match self.merge_job(name) {
+                Ok(job) => {
+                    self.pool.push(job);
+                    picked.started = true;
+                    return;
+                }
+                Err(e) => {
+                    self.outcomes.insert(name.clone(), Outcome::Failed(format!("merge: {}", e.message)));
+                }
+            },
+            Ok(false) | Err(NotStarted::Merged) | Err(NotStarted::Claim(_)) => picked.waiting_elsewhere = true,
+            Err(NotStarted::Failed(e)) => {
+                self.env.say(Some(name), &format!("not landed: {}", e.message));
+                self.outcomes.insert(name.clone(), Outcome::Failed(e.message));
+            }
+        }
+        self.claims.release(&self.env, name);
     }
 
     fn try_start(&mut self, stream: &StreamDef, picked: &mut Picked) {

@@ -99,8 +99,23 @@ pub(super) fn adopt_branch(env: &Env, stream: &StreamDef, remote: &RemoteName) -
     )))
 }
 
+/// The tip a landing from here takes for `stream`: the remote's branch as last fetched when this
+/// clone's is missing or behind it, else this clone's (`None`: neither).
+pub(super) fn landing_tip(env: &Env, stream: &StreamDef) -> Result<Option<crate::git::ObjectId>> {
+    let repo = &env.ws.repo;
+    let ours = repo.branch_tip(&stream.branch)?;
+    let Some(r) = &env.remote else { return Ok(ours) };
+    let theirs = repo.ref_id(&refs::queue_ref(&r.key, &stream.branch))?;
+    Ok(match (ours, theirs) {
+        (Some(o), Some(t)) if o != t && repo.objects().is_ancestor(o, t)? => Some(t),
+        (None, t) => t,
+        (o, _) => o,
+    })
+}
+
 /// Pull the remote's state, and the branches of the streams a refusal was recorded for (a new
-/// commit pushed there lets them be taken again).
+/// commit pushed there lets them be taken again) or that wait for review (an approval names the
+/// tip the remote has).
 pub(super) fn pull(env: &Env, remote: &RemoteName) {
     let (ws, plan) = (env.ws, env.plan);
     if let Err(e) = crate::sync::pull(&ws.repo, remote) {
@@ -109,7 +124,13 @@ pub(super) fn pull(env: &Env, remote: &RemoteName) {
     let refused: Vec<&StreamDef> = plan
         .streams
         .iter()
-        .filter(|s| ws_state(ws, &s.name).ok().flatten().is_some_and(|st| st.refused.is_some()))
+        .filter(|s| {
+            ws_state(ws, &s.name).ok().flatten().is_some_and(|st| {
+                st.refused.is_some()
+                    || (st.status == crate::state::StreamStatus::Completed
+                        && crate::stream::gate::required(plan, &s.name))
+            })
+        })
         .collect();
     if let Err(e) = crate::stream::attention::refresh(&ws.repo, remote, &refused) {
         env.say(
