@@ -58,6 +58,7 @@ mod security_repo_and_remote;
 mod security_trust;
 mod spend_budgets;
 mod spend_harness_bad;
+mod spend_harness_budget;
 mod spend_harness_real;
 mod spend_harness_runs;
 mod spend_ledger;
