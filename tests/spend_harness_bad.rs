@@ -88,3 +88,23 @@ fn bad_transcripts_never_fail_the_hook_are_bounded_and_doctor_reports_them() {
     assert_eq!(spend.len(), 6, "{doc}");
     assert!(!doc.to_string().contains("negative.jsonl"), "{doc}");
 }
+
+#[test]
+fn doctor_keeps_the_newest_sixteen_reports() {
+    let repo = sample();
+    repo.boulder(&["stream", "init", "auth"]).ok();
+    let wt = repo.worktree("auth");
+    for n in 0..20 {
+        claude_stop(&repo, &wt, &repo.tmp.path().join(format!("gone-{n:02}.jsonl")));
+    }
+    let doc = repo.boulder(&["doctor", "--json"]).code(1).json();
+    let shown: Vec<String> = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["area"] == "spend")
+        .map(|p| p["message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(shown.len(), 16, "{doc}");
+    assert!(shown[0].contains("gone-04.jsonl") && shown[15].contains("gone-19.jsonl"), "{shown:?}");
+}
