@@ -202,3 +202,48 @@ fn bad_budgets_and_prices_name_the_key_and_the_fix() {
         .ok();
     assert_shown!("config_price_refused", repo.boulder(&["spend"]).code(2));
 }
+
+/// The ui's snapshot (`GET /api/snapshot` of `git boulder ui`) as JSON.
+fn ui_snapshot(repo: &TestRepo) -> serde_json::Value {
+    use std::io::{BufRead, Read, Write};
+    let mut child = repo
+        .command(bin())
+        .arg("ui")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("git boulder ui starts");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port: u16 = line.trim().rsplit_once(':').unwrap().1.split('/').next().unwrap().parse().unwrap();
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(format!("GET /api/snapshot HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").as_bytes()).unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let body = answer.split_once("\r\n\r\n").unwrap().1;
+    serde_json::from_str(body).unwrap()
+}
+
+#[test]
+fn the_ui_snapshot_carries_the_same_figures() {
+    let repo = priced();
+    let empty = sample();
+    assert!(ui_snapshot(&empty)["spend"].is_null());
+    add(
+        &repo,
+        &["--stream", "auth", "--tokens-in", "20000", "--tokens-out", "4000", "--model", "sonnet", "--id", "m1"],
+    )
+    .ok();
+    let snap = ui_snapshot(&repo);
+    let spend = &snap["spend"];
+    assert_eq!(spend["usd"], 0.12, "{spend}");
+    assert_eq!(spend["total"]["tokens_in"], 20000);
+    assert_eq!(spend["plan_budget"]["usd"], 5.0);
+    assert_eq!(spend["streams"]["auth"]["budget"]["usd"], 1.0);
+    assert!(spend["spent"].is_null());
+    // The same as `status --json` says of the stream.
+    let status = repo.boulder(&["status", "--json"]).ok().json();
+    assert_eq!(spend["streams"]["auth"], status["streams"][0]["spend"]);
+}

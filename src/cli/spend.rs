@@ -197,17 +197,12 @@ struct Report {
 
 fn show(ws: &Workspace, args: SpendArgs) -> Result<()> {
     let plan = ws.plan()?;
-    if let Some(name) = &args.name {
-        if plan.stream(name).is_none()
-            && crate::state::Store::new(&ws.repo)?
-                .read::<crate::state::StreamState>(&crate::state::stream_ref(name))?
-                .is_none()
-        {
-            ws.stream(&plan, name)?;
-        }
-    }
     let since = args.since.as_deref().map(since_day).transpose()?;
     let ledger = Ledger::read(ws, &plan)?;
+    // A stream the plan does not name may still have spent (it was in an older plan).
+    if let Some(name) = args.name.as_deref().filter(|n| plan.stream(n).is_none() && !ledger.streams.contains_key(*n)) {
+        ws.stream(&plan, name)?;
+    }
     let report = report(&plan, &ledger, &args, since);
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -253,7 +248,7 @@ fn report(plan: &Plan, ledger: &Ledger, args: &SpendArgs, since: Option<String>)
 }
 
 fn print(out: &mut impl Write, r: &Report, ledger: &Ledger, plan: &Plan, args: &SpendArgs) -> Result<()> {
-    if ledger.is_empty() && !plan.settings.budget.is_set() && plan.streams.iter().all(|s| !s.budget.is_set()) {
+    if !ledger.shown(plan) {
         writeln!(out, "nothing spent yet: no stream has recorded tokens, cost or agent time")?;
         return Ok(());
     }

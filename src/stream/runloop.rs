@@ -232,7 +232,7 @@ fn run_loop(
             });
         }
         if let Some(why) = budget_spent(ws, plan, stream, share_to.as_ref(), say)? {
-            let reason = format!("budget spent: {why}");
+            let reason = format!("{BUDGET_SPENT}{why}");
             record(&store, &stream.name, StreamStatus::Stopped, &reason)?;
             return Ok(Outcome { status: StreamStatus::Stopped, reason, iterations: iteration });
         }
@@ -341,6 +341,9 @@ fn run_loop(
         }
     }
 }
+
+/// How the reason of a run a spent budget ended starts (`work` tells it from other stops).
+pub const BUDGET_SPENT: &str = "budget spent: ";
 
 /// Whether the stream's budget or the plan's is spent, checked before each iteration (none is
 /// started then: docs/spend.md). With a budget and a remote to share with, the state is synced

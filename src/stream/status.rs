@@ -231,12 +231,9 @@ fn rows(
     // RUNNING is true only while a `stream run` holds the stream's lock on this machine.
     let held: std::collections::HashSet<String> = crate::lock::holders(&ws.repo).into_iter().map(|(n, _)| n).collect();
     let standing_in = ws.repo.work_dir.as_deref().map(crate::git::absolute);
-    // Spend is shown only where some was recorded or a budget is set; a price in git config that
-    // cannot be read is said, and the dashboard shown without it.
-    let ledger = crate::spend::Ledger::read(ws, plan)
-        .map_err(|e| eprintln!("warning: {}", crate::text::inert_lines(&e.message)))
-        .ok()
-        .filter(|l| l.shown(plan));
+    // What each stream spent, from the states read below (every stream's when a budget of the
+    // plan's counts them all).
+    let mut spends = Vec::new();
     for (stream, planned) in plan.streams.iter().zip(planned) {
         // Invalid state (e.g. garbage pushed by others) shows as INVALID, not as a failed dashboard.
         let mut invalid = false;
@@ -306,9 +303,8 @@ fn rows(
         if attention.is_some() {
             status = RowStatus::NeedsAttention;
         }
-        let spend = ledger.as_ref().and_then(|l| l.view(plan, &stream.name));
-        if spend.as_ref().is_some_and(|v| v.spent.is_some()) && budget_stops(status) {
-            status = RowStatus::BudgetSpent;
+        if let Some(e) = st.as_ref().filter(|e| !e.state.spend.is_empty()) {
+            spends.push((stream.name.clone(), e.state.spend.clone()));
         }
         let (ahead, behind) = match (ws.repo.branch_tip(&stream.branch)?, base_tip) {
             (Some(tip), Some(base)) => {
@@ -335,7 +331,7 @@ fn rows(
             current,
             attention,
             adhoc: stream.adhoc,
-            spend,
+            spend: None,
             claim: claims.iter().find(|(_, s, _)| *s == stream.name).map(|(remote, _, c)| ClaimView {
                 remote: remote.clone(),
                 actor: c.actor.clone(),
@@ -345,7 +341,30 @@ fn rows(
             }),
         });
     }
+    add_spend(ws, plan, spends, &mut rows);
     Ok(rows)
+}
+
+/// Each row's spend and budget, and BUDGET_SPENT where a spent budget stops the stream; nothing
+/// when no stream spent anything and no budget is set. A price in git config that cannot be read
+/// is said, and the dashboard shown without spend.
+fn add_spend(ws: &Workspace, plan: &Plan, spends: Vec<(String, crate::state::Spend)>, rows: &mut [StreamRow]) {
+    let ledger = match plan.settings.budget.is_set() {
+        // The plan's budget counts streams gone from the plan too.
+        true => crate::spend::Ledger::read(ws, plan),
+        false => crate::spend::Ledger::of(ws, plan, spends),
+    };
+    let ledger = match ledger {
+        Ok(l) if l.shown(plan) => l,
+        Ok(_) => return,
+        Err(e) => return eprintln!("warning: {}", crate::text::inert_lines(&e.message)),
+    };
+    for row in rows {
+        row.spend = ledger.view(plan, &row.name);
+        if row.spend.as_ref().is_some_and(|v| v.spent.is_some()) && budget_stops(row.status) {
+            row.status = RowStatus::BudgetSpent;
+        }
+    }
 }
 
 /// Whether a spent budget is what the dashboard shows for a stream of this status: one that

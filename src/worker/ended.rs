@@ -39,7 +39,13 @@ impl Worker<'_> {
                 self.env.say(Some(name), "run completed; merging");
                 return Ok(self.merge(name));
             }
-            Some(StreamStatus::Stopped) => Outcome::Stopped(reason("stopped")),
+            Some(StreamStatus::Stopped) => match reason("stopped").strip_prefix(crate::stream::runloop::BUDGET_SPENT) {
+                // Ended by a spent budget: a rerun alone does not resume it.
+                Some(why) => {
+                    Outcome::BudgetSpent { why: why.to_string(), reset: format!("git boulder spend reset {name}") }
+                }
+                None => Outcome::Stopped(reason("stopped")),
+            },
             Some(StreamStatus::Failed) => Outcome::Failed(reason("failed")),
             _ => Outcome::Failed(format!("stream run exited with {}", exit_text(status))),
         }))
