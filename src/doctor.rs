@@ -127,7 +127,7 @@ fn spend_reads(ws: &Workspace, problems: &mut Vec<Problem>) {
                 ),
             },
             fix: format!(
-                "record what is missing with `git boulder spend add`; the report goes when a later read of it skips                  nothing, or remove {}",
+                "record what is missing with `git boulder spend add`; the report goes when a later read of it skips nothing, or remove {}",
                 file.display()
             ),
         });

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::common::*;
 
-fn node() -> bool {
+pub fn node() -> bool {
     let ok = std::process::Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
     if !ok {
         assert!(std::env::var_os("CI").is_none(), "node is missing; .ci/run installs it (apt-get install nodejs)");
@@ -27,7 +27,7 @@ fn driver() -> PathBuf {
 
 /// Run the installed plugin of worktree `dir` with `config`; `env` is added to the environment
 /// the plugin (and so `git boulder check`) runs with.
-fn drive(repo: &TestRepo, dir: &Path, config: Value, env: &[(&str, &str)]) -> Value {
+pub fn drive(repo: &TestRepo, dir: &Path, config: Value, env: &[(&str, &str)]) -> Value {
     let plugin = dir.join(".opencode/plugins/git-boulder.js");
     assert!(plugin.is_file(), "no plugin installed in {}", dir.display());
     let mut cmd = repo.command("node");
@@ -41,7 +41,7 @@ fn drive(repo: &TestRepo, dir: &Path, config: Value, env: &[(&str, &str)]) -> Va
     run.json()
 }
 
-fn idle_status(id: &str) -> Value {
+pub fn idle_status(id: &str) -> Value {
     json!({"type": "session.status", "properties": {"sessionID": id, "status": {"type": "idle"}}})
 }
 

@@ -17,7 +17,7 @@ const HOOK: &str = "git boulder agent hook codex";
 const CONTEXT: &str = "git-boulder: you are working on stream auth";
 
 /// The sample repository with streams auth and api, Codex's hooks installed; `None` without Codex.
-fn setup() -> Option<(TestRepo, PathBuf)> {
+pub fn setup() -> Option<(TestRepo, PathBuf)> {
     let codex = harness("codex")?;
     let repo = sample();
     repo.boulder(&["stream", "init", "auth"]).ok();
@@ -26,12 +26,12 @@ fn setup() -> Option<(TestRepo, PathBuf)> {
     Some((repo, codex))
 }
 
-fn codex_home(repo: &TestRepo) -> PathBuf {
+pub fn codex_home(repo: &TestRepo) -> PathBuf {
     repo.home.join(".codex")
 }
 
 /// Point Codex at `model` (written before each run: each test starts its own server).
-fn configure(repo: &TestRepo, model: &FakeModel) {
+pub fn configure(repo: &TestRepo, model: &FakeModel) {
     let home = codex_home(repo);
     std::fs::create_dir_all(&home).unwrap();
     let path = home.join("config.toml");
@@ -63,7 +63,7 @@ fn codex_env(repo: &TestRepo, cmd: &mut Command, codex: &Path) {
 }
 
 /// `codex exec PROMPT` in `dir`.
-fn exec(repo: &TestRepo, codex: &Path, dir: &Path, prompt: &str) -> Run {
+pub fn exec(repo: &TestRepo, codex: &Path, dir: &Path, prompt: &str) -> Run {
     let mut cmd = repo.command(codex);
     codex_env(repo, &mut cmd, codex);
     cmd.current_dir(dir).args(["exec", "--sandbox", "danger-full-access", prompt]);
@@ -80,7 +80,7 @@ fn hooks(repo: &TestRepo, codex: &Path, args: &[&str]) -> Run {
 }
 
 /// Trust the project and git-boulder's hooks, as a user does in Codex's TUI.
-fn trust(repo: &TestRepo, codex: &Path) {
+pub fn trust(repo: &TestRepo, codex: &Path) {
     hooks(repo, codex, &["trust-project", repo.dir.to_str().unwrap()]).ok();
     hooks(repo, codex, &["trust", repo.dir.to_str().unwrap(), HOOK]).ok();
 }

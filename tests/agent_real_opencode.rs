@@ -35,7 +35,7 @@ fn config(model: &FakeModel) -> String {
 
 /// `opencode ARGS` in `dir`, with the repository's fixed environment (git-boulder first on PATH,
 /// the test's clock) and OpenCode kept at home.
-fn opencode(repo: &TestRepo, bin: &Path, model: &FakeModel, dir: &Path) -> Command {
+pub fn opencode(repo: &TestRepo, bin: &Path, model: &FakeModel, dir: &Path) -> Command {
     let mut cmd = repo.command(bin);
     let home = &repo.home;
     cmd.current_dir(dir)
@@ -57,7 +57,7 @@ fn opencode(repo: &TestRepo, bin: &Path, model: &FakeModel, dir: &Path) -> Comma
 /// A sample repository (`ownership: error`, the default) with streams auth and api, the
 /// OpenCode plugin installed in every worktree, and a cooldown of 0 (every test's commands share
 /// one instant of the test clock).
-fn installed() -> (TestRepo, PathBuf) {
+pub fn installed() -> (TestRepo, PathBuf) {
     let repo = sample_with("  boulder:\n    cooldown: 0s\n");
     repo.boulder(&["stream", "init", "auth"]).ok();
     repo.boulder(&["stream", "init", "api"]).ok();
@@ -94,7 +94,7 @@ impl Drop for Guard {
 }
 
 /// `opencode run MESSAGE ARGS` to its end: (exit code, stdout, stderr).
-fn run(repo: &TestRepo, bin: &Path, model: &FakeModel, dir: &Path, args: &[&str]) -> (i32, String, String) {
+pub fn run(repo: &TestRepo, bin: &Path, model: &FakeModel, dir: &Path, args: &[&str]) -> (i32, String, String) {
     let out = tempfile::tempdir().unwrap();
     let (o, e) = (out.path().join("out"), out.path().join("err"));
     let child = opencode(repo, bin, model, dir)

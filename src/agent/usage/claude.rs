@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{contains, key, model, parse_line, some, tail_lines, tokens, Bad, Skipped, Usage};
+use super::{contains, key, model, some, tail, tokens, Bad, Skipped, Usage};
 use crate::spend::Amount;
 
 /// The source of the amounts read here.
@@ -24,23 +24,27 @@ pub const MAX_SUBAGENTS: usize = 64;
 /// [`super::MAX_READ`]).
 pub fn read(path: &Path) -> Usage {
     let mut skipped = Skipped::default();
-    let lines = tail_lines(path, &mut skipped);
+    let tail = tail(path, &mut skipped);
     let mut by_id: BTreeMap<String, (usize, Amount)> = BTreeMap::new();
-    for (n, line) in lines.iter().enumerate() {
+    for (n, line) in tail.lines().enumerate() {
         // Only lines that may be an assistant's message are parsed; any other line that is not
         // even shaped as a JSON object is counted.
-        if !contains(line, b"\"assistant\"") || !contains(line, b"\"usage\"") {
+        if !contains(line, b"\"usage\"") || !contains(line, b"\"assistant\"") {
             if !line.trim_ascii().starts_with(b"{") || !line.trim_ascii().ends_with(b"}") {
                 skipped.not_json += 1;
             }
             continue;
         }
-        let Some(v) = parse_line(line, &mut skipped) else { continue };
-        if v.get("type").and_then(Value::as_str) != Some("assistant") {
+        // Only the fields read are kept: the content (text, tool input) is skipped unparsed.
+        let Ok(entry) = serde_json::from_slice::<Line>(line) else {
+            skipped.not_json += 1;
+            continue;
+        };
+        if entry.kind.as_deref() != Some("assistant") {
             continue;
         }
-        let Some(message) = v.get("message") else { continue };
-        match amount(message) {
+        let Some(message) = entry.message else { continue };
+        match amount(&message) {
             Ok(Some(a)) => {
                 let entry = by_id.entry(a.key.clone()).or_insert((n, a.clone()));
                 entry.1 = larger(&entry.1, &a);
@@ -52,10 +56,25 @@ pub fn read(path: &Path) -> Usage {
     // In the order the transcript has them.
     let mut amounts: Vec<(usize, Amount)> = by_id.into_values().collect();
     amounts.sort_by_key(|(n, _)| *n);
-    let mut usage =
-        Usage { amounts: amounts.into_iter().map(|(_, a)| a).collect(), skipped, from: path.display().to_string() };
+    let amounts = amounts.into_iter().map(|(_, a)| a).collect();
+    let mut usage = Usage { amounts, skipped, from: path.display().to_string() };
     usage.bound();
     usage
+}
+
+/// The fields of a transcript line that are read.
+#[derive(serde::Deserialize)]
+struct Line {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    message: Option<Message>,
+}
+
+#[derive(serde::Deserialize)]
+struct Message {
+    id: Option<Value>,
+    model: Option<Value>,
+    usage: Option<Value>,
 }
 
 /// A main agent's Stop: its transcript, and those of its subagents (`<transcript without
@@ -82,10 +101,10 @@ pub fn read_session(transcript: &Path) -> Usage {
 
 /// The amount of one assistant `message`; `None` for one that spent nothing (Claude Code's own
 /// `<synthetic>` messages, an error shown as a message).
-fn amount(message: &Value) -> Result<Option<Amount>, Bad> {
-    let Some(id) = message.get("id").and_then(Value::as_str) else { return Ok(None) };
-    let Some(usage) = message.get("usage").filter(|u| u.is_object()) else { return Ok(None) };
-    let name = message.get("model").and_then(Value::as_str);
+fn amount(message: &Message) -> Result<Option<Amount>, Bad> {
+    let Some(id) = message.id.as_ref().and_then(Value::as_str) else { return Ok(None) };
+    let Some(usage) = message.usage.as_ref().filter(|u| u.is_object()) else { return Ok(None) };
+    let name = message.model.as_ref().and_then(Value::as_str);
     if name == Some("<synthetic>") {
         return Ok(None);
     }

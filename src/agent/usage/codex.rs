@@ -16,7 +16,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{contains, key, model, parse_line, some, tail_lines, tokens, Bad, Skipped, Usage};
+use super::{contains, key, model, parse_line, some, tail, tokens, Bad, Skipped, Usage};
 use crate::spend::Amount;
 
 /// The source of the amounts read here.
@@ -26,13 +26,13 @@ pub const SOURCE: &str = "codex";
 /// [`super::MAX_READ`]).
 pub fn read(path: &Path) -> Usage {
     let mut skipped = Skipped::default();
-    let lines = tail_lines(path, &mut skipped);
+    let tail = tail(path, &mut skipped);
     let mut models: BTreeMap<String, String> = BTreeMap::new();
     let mut last_model: Option<String> = None;
     let mut session: Option<String> = None;
     let mut records = Vec::new();
     let mut counts = Vec::new();
-    for line in &lines {
+    for line in tail.lines() {
         let wanted = [&b"token_usage_record"[..], b"token_count", b"turn_context", b"session_meta"];
         if !wanted.iter().any(|w| contains(line, w)) {
             if !line.trim_ascii().starts_with(b"{") || !line.trim_ascii().ends_with(b"}") {

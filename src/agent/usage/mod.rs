@@ -191,32 +191,43 @@ pub fn notes(ws: &crate::workspace::Workspace) -> Vec<Note> {
     notes
 }
 
-/// The last [`MAX_READ`] bytes of `path`, split in lines (a cut first line dropped). A missing
-/// file gives no lines and `skipped.missing`.
-pub fn tail_lines(path: &Path, skipped: &mut Skipped) -> Vec<Vec<u8>> {
+/// The last [`MAX_READ`] bytes of a file, to be read line by line ([`Tail::lines`]).
+#[derive(Debug, Default)]
+pub struct Tail {
+    bytes: Vec<u8>,
+    /// Where the first whole line starts (past a line the tail cut).
+    from: usize,
+}
+
+impl Tail {
+    /// The lines that are not blank, without their newline.
+    pub fn lines(&self) -> impl Iterator<Item = &[u8]> {
+        self.bytes[self.from..].split(|b| *b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+    }
+}
+
+/// The last [`MAX_READ`] bytes of `path` (a cut first line left out, counted in
+/// `skipped.unread_bytes`). A missing file gives no lines and `skipped.missing`.
+pub fn tail(path: &Path, skipped: &mut Skipped) -> Tail {
     let Ok(mut file) = std::fs::File::open(path) else {
         skipped.missing = true;
-        return Vec::new();
+        return Tail::default();
     };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let start = len.saturating_sub(MAX_READ);
-    if start > 0 && file.seek(SeekFrom::Start(start)).is_err() {
-        skipped.missing = true;
-        return Vec::new();
-    }
     let mut bytes = Vec::new();
-    if file.take(MAX_READ).read_to_end(&mut bytes).is_err() {
+    if (start > 0 && file.seek(SeekFrom::Start(start)).is_err()) || file.take(MAX_READ).read_to_end(&mut bytes).is_err()
+    {
         skipped.missing = true;
-        return Vec::new();
+        return Tail::default();
     }
-    let mut lines: Vec<Vec<u8>> = bytes.split(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
+    let mut from = 0;
     if start > 0 {
         // The first line was cut: what it held was read at an earlier Stop, or is lost to it.
-        let cut = lines.remove(0);
-        skipped.unread_bytes = start + cut.len() as u64;
+        from = bytes.iter().position(|b| *b == b'\n').map_or(bytes.len(), |n| n + 1);
+        skipped.unread_bytes = start + from as u64;
     }
-    lines.retain(|l| !l.iter().all(u8::is_ascii_whitespace));
-    lines
+    Tail { bytes, from }
 }
 
 /// Whether `line` contains `needle` (a cheap test before parsing a line as JSON).
@@ -326,12 +337,13 @@ mod tests {
         text.push_str("{\"last\":1}\n");
         std::fs::write(&path, &text).unwrap();
         let mut skipped = Skipped::default();
-        let lines = tail_lines(&path, &mut skipped);
+        let t = tail(&path, &mut skipped);
+        let lines: Vec<&[u8]> = t.lines().collect();
         assert!(skipped.unread_bytes > 0 && skipped.unread_bytes < text.len() as u64);
-        assert!(lines.iter().map(Vec::len).sum::<usize>() as u64 <= MAX_READ);
-        assert_eq!(lines.last().unwrap(), b"{\"last\":1}");
+        assert!(lines.iter().map(|l| l.len()).sum::<usize>() as u64 <= MAX_READ);
+        assert_eq!(*lines.last().unwrap(), b"{\"last\":1}");
         let mut skipped = Skipped::default();
-        assert!(tail_lines(&tmp.path().join("gone"), &mut skipped).is_empty());
+        assert_eq!(tail(&tmp.path().join("gone"), &mut skipped).lines().count(), 0);
         assert!(skipped.missing);
     }
 }
