@@ -148,7 +148,9 @@ pub fn status_colour(status: &str) -> Option<&'static str> {
     match status {
         "COMPLETED" | "MERGED" | "APPROVED" | "completed" => Some("32"),
         "RUNNING" | "in_progress" | "INITIALIZED" | "REVIEW" => Some("33"),
-        "FAILED" | "STALE" | "SETUP_FAILED" | "NEEDS_ATTENTION" | "CHANGES_REQUESTED" | "BUDGET_SPENT" | "blocked" => Some("31"),
+        "FAILED" | "STALE" | "SETUP_FAILED" | "NEEDS_ATTENTION" | "CHANGES_REQUESTED" | "BUDGET_SPENT" | "blocked" => {
+            Some("31")
+        }
         "STOPPED" => Some("35"),
         _ => None,
     }

@@ -185,7 +185,9 @@ pub fn cost(f: &Figures) -> String {
 impl Ledger {
     /// Whether anything is to be shown: some spend recorded, or some budget in the plan.
     pub fn shown(&self, plan: &Plan) -> bool {
-        !self.is_empty() || plan.settings.budget.is_set() || plan.streams.iter().any(|s| s.budget.is_set())
+        // The wall time every `stream run` records is not reason enough: a plan that uses no
+        // spend features keeps the dashboard it always had.
+        self.has_usage() || plan.settings.budget.is_set() || plan.streams.iter().any(|s| s.budget.is_set())
     }
 
     /// What the dashboard shows of `stream`: `None` when it spent nothing and no budget applies.

@@ -91,6 +91,13 @@ impl Figures {
     pub fn is_empty(&self) -> bool {
         self.amounts == 0
     }
+
+    /// Whether tokens or a cost were recorded: an agent's spend, not only the wall time `stream
+    /// run` records of every run.
+    pub fn has_usage(&self) -> bool {
+        self.tokens_in + self.tokens_out + self.cache_write + self.cache_read + self.unpriced_tokens > 0
+            || self.usd_micros > 0
+    }
 }
 
 /// One stream's ledger as read.
@@ -168,6 +175,11 @@ impl Ledger {
     /// Whether anything was recorded at all.
     pub fn is_empty(&self) -> bool {
         self.streams.values().all(|s| s.total.is_empty())
+    }
+
+    /// Whether some stream recorded tokens or a cost.
+    pub fn has_usage(&self) -> bool {
+        self.streams.values().any(|s| s.total.has_usage())
     }
 
     /// Every row with its stream, priced, recorded on `since` (a `YYYY-MM-DD` day) or later.

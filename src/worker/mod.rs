@@ -337,7 +337,7 @@ impl<'a> Worker<'a> {
                     pick::View::Waiting(deps) => Outcome::Blocked(deps),
                     pick::View::Spent(why) => {
                         Outcome::BudgetSpent { why, reset: format!("git boulder spend reset {name}") }
-}
+                    }
                     pick::View::Review(what) => {
                         Outcome::Review(format!("REVIEW: waiting for review (`git boulder review {name}`): {what}"))
                     }

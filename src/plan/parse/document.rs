@@ -16,8 +16,18 @@ use crate::plan::{Plan, Settings, StreamDef, DEFAULT_PRD, MAX_REVIEW};
 const MAX_STREAMS: usize = 1000;
 
 pub(crate) const TOP_KEYS: &[&str] = &["version", "prd", "streams", "settings"];
-pub(crate) const STREAM_KEYS: &[&str] =
-    &["branch", "stories", "paths", "creates", "depends_on", "agent", "max_iterations", "merge_strategy", "budget", "review"];
+pub(crate) const STREAM_KEYS: &[&str] = &[
+    "branch",
+    "stories",
+    "paths",
+    "creates",
+    "depends_on",
+    "agent",
+    "max_iterations",
+    "merge_strategy",
+    "budget",
+    "review",
+];
 
 pub(super) struct PlanSeed<'a> {
     pub(super) ctx: &'a Ctx,
