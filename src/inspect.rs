@@ -37,8 +37,9 @@ pub struct View {
     pub changes: Vec<Group>,
     pub check: Option<LandingCheck>,
     pub verify: Option<VerifyResult>,
-    /// Spend recorded for the stream: not recorded yet by this version (always `null`).
-    pub spend: Option<serde_json::Value>,
+    /// What the stream spent and its budget, as `status --json` gives them (`null`: nothing
+    /// recorded and no budget).
+    pub spend: Option<crate::spend::StreamView>,
     pub review: ReviewRow,
     /// Every decision recorded, newest first (at most [`MAX_LISTED`]).
     pub history: Vec<Decided>,
@@ -190,11 +191,21 @@ pub fn view(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> Result<View> {
         changes,
         check,
         verify,
-        // Spend is recorded by its own op kind; until this screen reads it, it says nothing.
-        spend: None,
+        spend: spend(ws, plan, &stream.name, &st),
         review,
         history,
     })
+}
+
+/// The stream's spend as the dashboard shows it; a price in git config that cannot be read leaves
+/// it out, as the dashboard does (`git boulder spend` names the problem).
+fn spend(ws: &Workspace, plan: &Plan, name: &str, st: &StreamState) -> Option<crate::spend::StreamView> {
+    let ledger = match plan.settings.budget.is_set() {
+        // The plan's budget counts every stream.
+        true => crate::spend::Ledger::read(ws, plan),
+        false => crate::spend::Ledger::of(ws, plan, vec![(name.to_string(), st.spend.clone())]),
+    };
+    ledger.ok()?.view(plan, name)
 }
 
 fn stories(ws: &Workspace, plan: &Plan, stream: &StreamDef) -> (Vec<StoryRow>, Option<String>) {

@@ -391,7 +391,7 @@ fn serve_holds_on_new_work_only_below_the_cap_of_eight_blocks_in_a_row() {
     serve.prompt(&id, "Build the login form.", "build");
     // The first push, then one per round of new work while the blocks in a row stay below 8:
     // seven pushes; the seventh round's stop is let go although it brought new work.
-    wait_for("seven pushes", || serve.pushes(&id).len() == 7);
+    wait_for_within("seven pushes", std::time::Duration::from_secs(300), || serve.pushes(&id).len() == 7);
     wait_for("the seventh round", || count() == base + 7);
     serve.wait_done(&id, "the last stop");
     // Another session's stop, checked after that last one (one check at a time, in order).

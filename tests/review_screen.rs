@@ -46,6 +46,18 @@ fn the_screen_shows_stories_commits_changes_by_owner_the_check_and_decisions() {
 }
 
 #[test]
+fn recorded_spend_is_on_the_screen() {
+    let repo = reviewed_sample();
+    let add = ["spend", "add", "--stream", "auth", "--tokens-in", "1000", "--tokens-out", "200", "--usd", "0.25"];
+    repo.boulder(&add).ok();
+    let v = repo.boulder(&["review", "auth", "--json"]).ok().json();
+    assert_eq!(v["spend"]["total"]["tokens_in"], 1000, "{v}");
+    assert_eq!(v["spend"]["usd"], 0.25, "{v}");
+    let r = repo.boulder(&["review", "auth"]).ok();
+    assert!(r.stdout.lines().any(|l| l == "spend: $0.25"), "{}", r.stdout);
+}
+
+#[test]
 fn decisions_and_earlier_reviews_are_on_the_screen() {
     let repo = reviewed_sample();
     let alice = [("GIT_COMMITTER_NAME", "Alice"), ("GIT_COMMITTER_EMAIL", "alice@example.com")];

@@ -243,9 +243,8 @@ fn decisions(out: &mut impl Write, v: &View) -> Result<()> {
         )?,
         None => writeln!(out, "\nverify: no result recorded (it runs when the stream lands)")?,
     }
-    // Spend: recorded spend is shown here once the screen reads it.
     match &v.spend {
-        Some(s) => writeln!(out, "spend: {s}")?,
+        Some(s) => writeln!(out, "spend: {}", super::status::spend_cell(Some(s)))?,
         None => writeln!(out, "spend: none recorded")?,
     }
 

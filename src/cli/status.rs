@@ -119,7 +119,7 @@ pub fn run(ws: &Workspace, ctx: &Context, args: StatusArgs) -> Result<()> {
 }
 
 /// The SPEND cell: the cost of all it spent (or `unknown`), then its budget's figures.
-fn spend_cell(v: Option<&crate::spend::StreamView>) -> String {
+pub(crate) fn spend_cell(v: Option<&crate::spend::StreamView>) -> String {
     let Some(v) = v else { return "-".into() };
     let mut text = match v.total.is_empty() {
         true => "-".to_string(),

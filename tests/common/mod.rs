@@ -615,10 +615,16 @@ impl TestRepo {
 
 /// Wait until `cond` holds, looking every 50 ms; fails the test after 90 s (a worker or daemon that
 /// never gets there).
-pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+pub fn wait_for(what: &str, cond: impl FnMut() -> bool) {
+    wait_for_within(what, std::time::Duration::from_secs(90), cond)
+}
+
+/// [`wait_for`] with a longer bound, for a condition that needs many rounds of a real harness
+/// (each round a model turn and a hook): on a loaded machine they add up.
+pub fn wait_for_within(what: &str, bound: std::time::Duration, mut cond: impl FnMut() -> bool) {
     let start = std::time::Instant::now();
     while !cond() {
-        assert!(start.elapsed() < std::time::Duration::from_secs(90), "timed out waiting for {what}");
+        assert!(start.elapsed() < bound, "timed out waiting for {what}");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
