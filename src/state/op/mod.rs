@@ -43,6 +43,7 @@ use crate::git::ObjectId;
 
 mod boulder;
 mod prd;
+mod review;
 mod spend;
 mod stream;
 #[cfg(test)]
@@ -52,13 +53,11 @@ pub use boulder::{
     BoulderOp, BoulderState, BoulderStatus, Checkpoint, Todo, BOULDER_STATUSES, MAX_DEPTH, RECENT_COMMITS,
 };
 pub use prd::{PrdOp, PrdState};
+pub use review::{Review, MAX_REVIEWER, MAX_REVIEWERS, REVIEW_DECISIONS};
 pub use spend::{
     micros, Spend, SpendAmount, SpendRow, MAX_AMOUNTS, MAX_KEY, MAX_MODEL, MAX_SECONDS, MAX_TOKENS, MAX_USD, SOURCES,
 };
-pub use stream::{
-    Refusal, Review, Rollback, RunInfo, StreamOp, StreamState, StreamStatus, MAX_INDEX, MAX_REVIEWER, MAX_REVIEWERS,
-    REVIEW_DECISIONS, STREAM_STATUSES,
-};
+pub use stream::{Refusal, Rollback, RunInfo, StreamOp, StreamState, StreamStatus, MAX_INDEX, STREAM_STATUSES};
 
 /// The op kind of a deterministic merge commit (accepted everywhere, changes nothing).
 pub const MERGE_KIND: &str = "merge";

@@ -5,6 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::review::{
+    check_decision, check_full_commit, check_reviewer, decision, full_commit, reviewer, Review, MAX_REVIEWERS,
+};
 use super::spend::{self, Spend, SpendAmount};
 use super::{
     boolean, check_commit, check_index, check_opt_text, check_required, check_time, check_word, commit_id, index, opt,
@@ -236,14 +239,6 @@ pub enum StreamOp {
     },
 }
 
-/// The decisions a `reviewed` op takes.
-pub const REVIEW_DECISIONS: &[&str] = &["approve", "request_changes", "withdraw"];
-/// The longest reviewer (`Name <email>`) a `reviewed` op takes, in bytes.
-pub const MAX_REVIEWER: usize = 512;
-/// The most reviewers whose decisions a stream's state keeps: past it, the oldest decision is
-/// dropped (a log from anywhere cannot grow the state without bound).
-pub const MAX_REVIEWERS: usize = 100;
-
 impl Payload for StreamOp {
     fn kind(&self) -> &'static str {
         match self {
@@ -378,68 +373,6 @@ impl Payload for StreamOp {
             }
         }
     }
-}
-
-/// A `reviewed` op's decision: one of [`REVIEW_DECISIONS`].
-fn check_decision(d: &str) -> Result<(), OpError> {
-    check_required("reviewed", "decision", d)?;
-    if !REVIEW_DECISIONS.contains(&d) {
-        return Err(OpError::BadDecision { value: d.chars().take(80).collect() });
-    }
-    Ok(())
-}
-
-fn decision(op: &Op) -> Result<String, OpError> {
-    let d = required(op, "decision")?;
-    check_decision(&d).map(|()| d)
-}
-
-/// A `reviewed` op's reviewer: not empty, at most [`MAX_REVIEWER`] bytes, no control characters.
-fn check_reviewer(r: &str) -> Result<(), OpError> {
-    check_required("reviewed", "reviewer", r)?;
-    if r.len() > MAX_REVIEWER || r.chars().any(char::is_control) || r.trim().is_empty() {
-        return Err(OpError::BadReviewer);
-    }
-    Ok(())
-}
-
-fn reviewer(op: &Op) -> Result<String, OpError> {
-    let r = required(op, "reviewer")?;
-    check_reviewer(&r).map(|()| r)
-}
-
-/// A full commit id in lowercase, as git-boulder writes one (a decision names exactly one
-/// commit: an abbreviation could name another one tomorrow).
-fn check_full_commit(kind: &str, key: &'static str, c: &CommitId) -> Result<(), OpError> {
-    match c.id() {
-        Some(_) => Ok(()),
-        None => {
-            let text = c.to_string();
-            check_required(kind, key, &text)?;
-            Err(OpError::NotAFullCommitId { kind: kind.to_string(), key, value: text.chars().take(80).collect() })
-        }
-    }
-}
-
-fn full_commit(op: &Op, key: &'static str) -> Result<CommitId, OpError> {
-    let c = CommitId::read(required(op, key)?);
-    check_full_commit(&op.kind, key, &c).map(|()| c)
-}
-
-/// One reviewer's standing decision on a stream (`reviewed` op): the last one they recorded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Review {
-    /// `approve` or `request_changes` (a `withdraw` removes the entry).
-    pub decision: String,
-    /// The reviewer's text (required with `request_changes`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// The stream tip the decision is about (40 lowercase hex digits).
-    pub tip: String,
-    /// When, and on which machine (actor) it was recorded.
-    pub at: String,
-    pub actor: String,
 }
 
 /// A stream's last rollback (`rolled_back` op).
