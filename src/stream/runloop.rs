@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::plan::{Plan, StreamDef};
+use crate::prd::Story;
 use crate::state::{self, Opt, Store, StreamOp, StreamState, StreamStatus};
 use crate::sync::claim::CLAIM_TTL;
 use crate::workspace::{load_prd_settled, Workspace};
@@ -129,13 +130,177 @@ fn run_loop(
     held: Option<&Held>,
 ) -> Result<Outcome> {
     let wt = ws.worktree_path(plan, &stream.name)?;
+    finish_worktree(ws, plan, stream, &wt, say)?;
+    let command = crate::stream::shell::agent_command(plan, stream, &opts.command, "stream run")?;
+    let interrupted = on_interrupt();
+    let stopped_by_signal = || interrupted.load(std::sync::atomic::Ordering::SeqCst);
+    if opts.claim_held {
+        stop_with_the_worker();
+    }
+    // Uncommitted changes an earlier run left (its agent killed before it committed) are work to
+    // continue: the agent is run on them as they are, never on a cleaned worktree.
+    let left = crate::worktree::tracked_dirt_for_merge(&wt, 10)?;
+    if !left.is_clean() {
+        let what = left.describe();
+        say(&format!(
+            "the worktree has uncommitted changes an earlier run left ({what}); the agent continues with them"
+        ));
+    }
+    let share_to = match &opts.push_to {
+        Some(r) => Some(crate::git::remote::RemoteName::new(&ws.repo, r)?),
+        None => None,
+    };
+    let store = Store::new(&ws.repo)?;
+    record(&store, &stream.name, StreamStatus::Running, "stream run started")?;
+    let prd_path = ws.prd_path(Some(plan), None)?;
+    let mut failures = 0u32;
+    let mut iteration = 0u32;
+    let story_file = tempfile::NamedTempFile::new()?;
+    loop {
+        renew_if_due(ws, &stream.name, held)?;
+        if stopped_by_signal() {
+            return end(&store, stream, StreamStatus::Stopped, "interrupted", "interrupted", iteration);
+        }
+        if store.read::<StreamState>(&state::stream_ref(&stream.name))?.is_some_and(|e| e.state.stop_requested) {
+            let by = "stopped by git boulder stream stop";
+            return end(&store, stream, StreamStatus::Stopped, by, "stop requested", iteration);
+        }
+        let (_, prd) = load_prd_settled(&prd_path)?;
+        let done = ws.recorded_done()?;
+        let stories = ws.stream_stories(plan, stream, &prd, &done)?;
+        let open = stories.iter().filter(|s| !s.status.is_done()).count();
+        let (uncommitted, changes) = left_when_done(ws, plan, stream, &wt, open)?;
+        if open == 0 && uncommitted.is_none() && changes.is_none() {
+            let why = "all stories done";
+            record(&store, &stream.name, StreamStatus::Completed, why)?;
+            store.append::<crate::state::BoulderState>(
+                &state::boulder_ref(&stream.name),
+                crate::state::BoulderOp::Status { status: crate::state::BoulderStatus::Completed },
+            )?;
+            return Ok(Outcome { status: StreamStatus::Completed, reason: why.into(), iterations: iteration });
+        }
+        if opts.max_iterations.is_some_and(|m| iteration >= m) {
+            let why = "max_iterations reached";
+            return end(&store, stream, StreamStatus::Stopped, why, why, iteration);
+        }
+        if let Some(why) = budget_spent(ws, plan, stream, share_to.as_ref(), say)? {
+            let reason = format!("{BUDGET_SPENT}{why}");
+            record(&store, &stream.name, StreamStatus::Stopped, &reason)?;
+            return Ok(Outcome { status: StreamStatus::Stopped, reason, iterations: iteration });
+        }
+        let finishing = uncommitted.as_ref().map(|d| d.describe());
+        let story = match next_story(&wt, &stories, finishing.as_deref(), changes.is_some(), say) {
+            Ok(story) => story,
+            Err((status, recorded, reason)) => return end(&store, stream, status, &recorded, &reason, iteration),
+        };
+        iteration += 1;
+        std::fs::write(story_file.path(), &story.text)?;
+        let prompt = match &changes {
+            Some((_, task)) => task.clone(),
+            None => task(plan, stream, &story, story_file.path(), iteration),
+        };
+        match &changes {
+            Some((by, _)) => say(&format!("iteration {iteration}: changes requested by {by}")),
+            None => say(&format!("iteration {iteration}: {} {}", story.id, story.title)),
+        }
+        let tip_before = ws.repo.branch_tip(&stream.branch)?;
+        let done_before = stories.len() - open;
+        let started = std::time::Instant::now();
+        let status = run_agent(ws, plan, stream, &command, &wt, &story, story_file.path(), iteration, &prompt)?;
+        record_run(ws, &stream.name, iteration, started.elapsed(), status, say);
+        // Interrupted while the agent ran: the agent's end is not judged (it was stopped, not idle).
+        if stopped_by_signal() {
+            return end(&store, stream, StreamStatus::Stopped, "interrupted", "interrupted", iteration);
+        }
+        if progressed(ws, plan, stream, &prd_path, tip_before, done_before)? {
+            failures = 0;
+            say(&format!("  progress (agent exited {})", status.code().unwrap_or(-1)));
+            share_progress(ws, stream, share_to.as_ref(), say);
+            continue;
+        }
+        failures += 1;
+        if let (Some(what), true) = (&finishing, failures >= opts.max_failures) {
+            let reason = uncommitted_reason(&wt, what);
+            return end(&store, stream, StreamStatus::Failed, &reason, &reason, iteration);
+        }
+        if failures >= opts.max_failures {
+            let why = format!("{failures} iterations without progress");
+            return end(&store, stream, StreamStatus::Failed, &why, &why, iteration);
+        }
+        if opts.max_iterations.is_some_and(|m| iteration >= m) {
+            continue; // No wait before an ending the loop is about to record.
+        }
+        cool_down(opts, failures, &stopped_by_signal, say);
+    }
+}
+
+/// What is left when no story is open: work its stories' agent did not commit, or changes a
+/// reviewer requested. Stories done but their work not committed (an agent killed after `prd
+/// done` or after ticking the PRD, before its commit) are not complete — the merge would refuse
+/// it: the agent is run once more on the worktree as it was left, on the last story done, to
+/// commit it; nothing is ever discarded here. Changes a reviewer requested on the branch's tip
+/// go back to the agent as its task.
+#[allow(clippy::type_complexity)] // the two answers, each used once by the loop
+fn left_when_done(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    wt: &std::path::Path,
+    open: usize,
+) -> Result<(Option<crate::worktree::Dirt>, Option<(String, String)>)> {
+    if open > 0 {
+        return Ok((None, None));
+    }
+    let uncommitted = Some(crate::worktree::tracked_dirt_for_merge(wt, 10)?).filter(|d| !d.is_clean());
+    let changes = match &uncommitted {
+        None => crate::stream::gate::changes(ws, plan, stream)?,
+        Some(_) => None,
+    };
+    Ok((uncommitted, changes))
+}
+
+/// Whether the agent's run made progress: a new commit on the branch, or more stories done.
+fn progressed(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    prd_path: &std::path::Path,
+    tip_before: Option<crate::git::ObjectId>,
+    done_before: usize,
+) -> Result<bool> {
+    let tip_after = ws.repo.branch_tip(&stream.branch)?;
+    let (_, prd) = load_prd_settled(prd_path)?;
+    let done = ws.recorded_done()?;
+    let after = ws.stream_stories(plan, stream, &prd, &done)?;
+    let done_after = after.iter().filter(|s| s.status.is_done()).count();
+    Ok(tip_after != tip_before || done_after > done_before)
+}
+
+/// The wait after a run without progress, longer after each (`cooldown`, times `multiplier`
+/// per failure); an interrupt cuts it short.
+fn cool_down(opts: &Options, failures: u32, stopped_by_signal: &dyn Fn() -> bool, say: &dyn Fn(&str)) {
+    let wait = opts.cooldown.mul_f64(opts.multiplier.powi(failures as i32 - 1));
+    say(&format!("  no progress ({failures}/{}); waiting {:.1}s", opts.max_failures, wait.as_secs_f64()));
+    let until = std::time::Instant::now() + wait;
+    while std::time::Instant::now() < until && !stopped_by_signal() {
+        std::thread::sleep(Duration::from_millis(20).min(until - std::time::Instant::now()));
+    }
+}
+
+/// Only a whole worktree reaches the agent: one whose making was interrupted (a killed `stream
+/// init`: no index, files missing) is finished first, as a rerun of `stream init` does.
+fn finish_worktree(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    wt: &std::path::Path,
+    say: &dyn Fn(&str),
+) -> Result<()> {
     if !wt.join(".git").exists() {
         return Err(Error::usage(format!("stream {} has no worktree at {}", stream.name, wt.display()))
             .hint(format!("create it with `git boulder stream init {}`", stream.name)));
     }
-    // Only a whole worktree reaches the agent: one whose making was interrupted (a killed
-    // `stream init`: no index, files missing) is finished first, as a rerun of `stream init` does.
-    if let Some(why) = crate::worktree::not_whole(&ws.repo, &wt)? {
+    if let Some(why) = crate::worktree::not_whole(&ws.repo, wt)? {
         say(&format!("the worktree {} is not whole ({why}); finishing it first", wt.display()));
         let report = crate::stream::lifecycle::init_with(ws, plan, stream, true)?;
         if let Some(e) = report.setup_failed {
@@ -154,202 +319,115 @@ fn run_loop(
             .hint(format!("run `git boulder stream init {}`", stream.name)));
         }
     }
-    let command = crate::stream::shell::agent_command(plan, stream, &opts.command, "stream run")?;
-    // Ctrl-C (or SIGTERM) reaches the agent too; the loop then records STOPPED and returns, and
-    // the lock is released with the process.
-    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    {
-        let flag = interrupted.clone();
-        let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
-    }
-    let stopped_by_signal = || interrupted.load(std::sync::atomic::Ordering::SeqCst);
-    if opts.claim_held {
-        stop_with_the_worker();
-    }
-    // Uncommitted changes an earlier run left (its agent killed before it committed) are work to
-    // continue: the agent is run on them as they are, never on a cleaned worktree.
-    let left = crate::worktree::tracked_dirt_for_merge(&wt, 10)?;
-    if !left.is_clean() {
-        say(&format!(
-            "the worktree has uncommitted changes an earlier run left ({}); the agent continues with them",
-            left.describe()
-        ));
-    }
-    let share_to = match &opts.push_to {
-        Some(r) => Some(crate::git::remote::RemoteName::new(&ws.repo, r)?),
-        None => None,
+    Ok(())
+}
+
+/// The story the agent works on next: the last one done when it finishes uncommitted work or
+/// makes requested changes, else the next open one. `Err`: how the run ends instead (the
+/// status, what is recorded, what is said).
+fn next_story(
+    wt: &std::path::Path,
+    stories: &[Story],
+    finishing: Option<&str>,
+    changes: bool,
+    say: &dyn Fn(&str),
+) -> std::result::Result<Story, (StreamStatus, String, String)> {
+    let last_done = || stories.iter().rev().find(|s| s.status.is_done()).cloned();
+    let next = match finishing {
+        Some(what) => {
+            let last = last_done();
+            if let Some(last) = &last {
+                say(&format!(
+                    "all stories are done, but the worktree has uncommitted changes ({what}); the agent goes on with {} to commit them",
+                    last.id
+                ));
+            }
+            last
+        }
+        None if changes => last_done(),
+        None => crate::prd::next_open(stories).cloned(),
     };
-    let store = Store::new(&ws.repo)?;
-    record(&store, &stream.name, StreamStatus::Running, "stream run started")?;
-    let prd_path = ws.prd_path(Some(plan), None)?;
-    let mut failures = 0u32;
-    let mut iteration = 0u32;
-    let story_file = tempfile::NamedTempFile::new()?;
-    loop {
-        renew_if_due(ws, &stream.name, held)?;
-        if stopped_by_signal() {
-            record(&store, &stream.name, StreamStatus::Stopped, "interrupted")?;
-            return Ok(Outcome { status: StreamStatus::Stopped, reason: "interrupted".into(), iterations: iteration });
+    match (next, finishing) {
+        (Some(story), _) => Ok(story),
+        (None, Some(what)) => {
+            let reason = uncommitted_reason(wt, what);
+            Err((StreamStatus::Failed, reason.clone(), reason))
         }
-        if store.read::<StreamState>(&state::stream_ref(&stream.name))?.is_some_and(|e| e.state.stop_requested) {
-            record(&store, &stream.name, StreamStatus::Stopped, "stopped by git boulder stream stop")?;
-            return Ok(Outcome {
-                status: StreamStatus::Stopped,
-                reason: "stop requested".into(),
-                iterations: iteration,
-            });
-        }
-        let (_, prd) = load_prd_settled(&prd_path)?;
-        let done = ws.recorded_done()?;
-        let stories = ws.stream_stories(plan, stream, &prd, &done)?;
-        let open = stories.iter().filter(|s| !s.status.is_done()).count();
-        // Stories done but their work not committed (an agent killed after `prd done` or after
-        // ticking the PRD, before its commit): not complete — the merge would refuse it. The
-        // agent is run once more on the worktree as it was left, on the last story done, to
-        // commit it; nothing is ever discarded here.
-        let uncommitted = match open {
-            0 => Some(crate::worktree::tracked_dirt_for_merge(&wt, 10)?).filter(|d| !d.is_clean()),
-            _ => None,
-        };
-        // Changes a reviewer requested on the branch's tip go back to the agent as its task.
-        let changes = match (open, &uncommitted) {
-            (0, None) => crate::stream::gate::changes(ws, plan, stream)?,
-            _ => None,
-        };
-        if open == 0 && uncommitted.is_none() && changes.is_none() {
-            record(&store, &stream.name, StreamStatus::Completed, "all stories done")?;
-            store.append::<crate::state::BoulderState>(
-                &state::boulder_ref(&stream.name),
-                crate::state::BoulderOp::Status { status: crate::state::BoulderStatus::Completed },
-            )?;
-            return Ok(Outcome {
-                status: StreamStatus::Completed,
-                reason: "all stories done".into(),
-                iterations: iteration,
-            });
-        }
-        if opts.max_iterations.is_some_and(|m| iteration >= m) {
-            record(&store, &stream.name, StreamStatus::Stopped, "max_iterations reached")?;
-            return Ok(Outcome {
-                status: StreamStatus::Stopped,
-                reason: "max_iterations reached".into(),
-                iterations: iteration,
-            });
-        }
-        if let Some(why) = budget_spent(ws, plan, stream, share_to.as_ref(), say)? {
-            let reason = format!("{BUDGET_SPENT}{why}");
-            record(&store, &stream.name, StreamStatus::Stopped, &reason)?;
-            return Ok(Outcome { status: StreamStatus::Stopped, reason, iterations: iteration });
-        }
-        let finishing = uncommitted.as_ref().map(|d| d.describe());
-        let next = match &finishing {
-            Some(what) => {
-                let last = stories.iter().rev().find(|s| s.status.is_done()).cloned();
-                if let Some(last) = &last {
-                    say(&format!(
-                        "all stories are done, but the worktree has uncommitted changes ({what}); the agent goes on with {} to commit them",
-                        last.id
-                    ));
-                }
-                last
-            }
-            None if changes.is_some() => stories.iter().rev().find(|s| s.status.is_done()).cloned(),
-            None => crate::prd::next_open(&stories).cloned(),
-        };
-        let Some(story) = next else {
-            if let Some(what) = &finishing {
-                let reason = uncommitted_reason(&wt, what);
-                record(&store, &stream.name, StreamStatus::Failed, &reason)?;
-                return Ok(Outcome { status: StreamStatus::Failed, reason, iterations: iteration });
-            }
-            record(&store, &stream.name, StreamStatus::Failed, "no story is ready: the rest are blocked")?;
-            return Ok(Outcome {
-                status: StreamStatus::Failed,
-                reason: "the open stories are blocked".into(),
-                iterations: iteration,
-            });
-        };
-        iteration += 1;
-        std::fs::write(story_file.path(), &story.text)?;
-        let prompt = crate::stream::prompt::render(
-            plan,
-            &crate::stream::prompt::Vars {
-                stream: &stream.name,
-                story_id: &story.id,
-                story_title: &story.title,
-                story_file: &story_file.path().to_string_lossy(),
-                prd: &plan.prd,
-                iteration,
-                owned_paths: crate::stream::prompt::owned_paths(plan, &stream.name),
-                read_only_paths: crate::stream::prompt::read_only_paths(plan),
-            },
-        );
-        let prompt = changes.as_ref().map_or(prompt, |(_, task)| task.clone());
-        match &changes {
-            Some((by, _)) => say(&format!("iteration {iteration}: changes requested by {by}")),
-            None => say(&format!("iteration {iteration}: {} {}", story.id, story.title)),
-        }
-        let tip_before = ws.repo.branch_tip(&stream.branch)?;
-        let done_before = stories.len() - open;
-        let env = crate::stream::shell::stream_env(ws, plan, &stream.name)?;
-        let mut agent = Command::new(&command[0]);
-        crate::context::export(&mut agent);
-        let started = std::time::Instant::now();
-        let status = agent
-            .args(&command[1..])
-            .current_dir(&wt)
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .env("BOULDER_STORY", &story.id)
-            .env("BOULDER_STORY_TITLE", &story.title)
-            .env("BOULDER_STORY_FILE", story_file.path())
-            .env("BOULDER_PRD", wt.join(&plan.prd))
-            .env("BOULDER_ITERATION", iteration.to_string())
-            .env("BOULDER_PROMPT", &prompt)
-            .status()
-            .map_err(|e| {
-                Error::usage(format!("cannot run {:?}: {e}", command[0])).hint("check the command and PATH")
-            })?;
-        record_run(ws, &stream.name, iteration, started.elapsed(), status, say);
-        // Interrupted while the agent ran: the agent's end is not judged (it was stopped, not idle).
-        if stopped_by_signal() {
-            record(&store, &stream.name, StreamStatus::Stopped, "interrupted")?;
-            return Ok(Outcome { status: StreamStatus::Stopped, reason: "interrupted".into(), iterations: iteration });
-        }
-        let tip_after = ws.repo.branch_tip(&stream.branch)?;
-        let (_, prd) = load_prd_settled(&prd_path)?;
-        let done = ws.recorded_done()?;
-        let after = ws.stream_stories(plan, stream, &prd, &done)?;
-        let done_after = after.iter().filter(|s| s.status.is_done()).count();
-        if tip_after != tip_before || done_after > done_before {
-            failures = 0;
-            say(&format!("  progress (agent exited {})", status.code().unwrap_or(-1)));
-            share_progress(ws, stream, share_to.as_ref(), say);
-            continue;
-        }
-        failures += 1;
-        if let (Some(what), true) = (&finishing, failures >= opts.max_failures) {
-            let reason = uncommitted_reason(&wt, what);
-            record(&store, &stream.name, StreamStatus::Failed, &reason)?;
-            return Ok(Outcome { status: StreamStatus::Failed, reason, iterations: iteration });
-        }
-        if failures >= opts.max_failures {
-            record(&store, &stream.name, StreamStatus::Failed, &format!("{failures} iterations without progress"))?;
-            return Ok(Outcome {
-                status: StreamStatus::Failed,
-                reason: format!("{failures} iterations without progress"),
-                iterations: iteration,
-            });
-        }
-        if opts.max_iterations.is_some_and(|m| iteration >= m) {
-            continue; // No wait before an ending the loop is about to record.
-        }
-        let wait = opts.cooldown.mul_f64(opts.multiplier.powi(failures as i32 - 1));
-        say(&format!("  no progress ({failures}/{}); waiting {:.1}s", opts.max_failures, wait.as_secs_f64()));
-        let until = std::time::Instant::now() + wait;
-        while std::time::Instant::now() < until && !stopped_by_signal() {
-            std::thread::sleep(Duration::from_millis(20).min(until - std::time::Instant::now()));
-        }
+        (None, None) => Err((
+            StreamStatus::Failed,
+            "no story is ready: the rest are blocked".into(),
+            "the open stories are blocked".into(),
+        )),
     }
+}
+
+/// Ctrl-C (or SIGTERM) reaches the agent too; the loop then records STOPPED and returns, and
+/// the lock is released with the process.
+fn on_interrupt() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = interrupted.clone();
+    let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
+    interrupted
+}
+
+/// The task the agent gets for `story` (the plan's prompt template, rendered).
+fn task(plan: &Plan, stream: &StreamDef, story: &Story, story_file: &std::path::Path, iteration: u32) -> String {
+    crate::stream::prompt::render(
+        plan,
+        &crate::stream::prompt::Vars {
+            stream: &stream.name,
+            story_id: &story.id,
+            story_title: &story.title,
+            story_file: &story_file.to_string_lossy(),
+            prd: &plan.prd,
+            iteration,
+            owned_paths: crate::stream::prompt::owned_paths(plan, &stream.name),
+            read_only_paths: crate::stream::prompt::read_only_paths(plan),
+        },
+    )
+}
+
+/// Record how the run ends (`recorded`, in the op-log) and say it (`reason`).
+fn end(
+    store: &Store,
+    stream: &StreamDef,
+    status: StreamStatus,
+    recorded: &str,
+    reason: &str,
+    iterations: u32,
+) -> Result<Outcome> {
+    record(store, &stream.name, status, recorded)?;
+    Ok(Outcome { status, reason: reason.into(), iterations })
+}
+
+/// Run the agent once in the worktree, with the story and the task in its environment.
+#[allow(clippy::too_many_arguments)] // each is one thing the agent is told; a struct would only rename them
+fn run_agent(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &StreamDef,
+    command: &[String],
+    wt: &std::path::Path,
+    story: &Story,
+    story_file: &std::path::Path,
+    iteration: u32,
+    prompt: &str,
+) -> Result<std::process::ExitStatus> {
+    let env = crate::stream::shell::stream_env(ws, plan, &stream.name)?;
+    let mut agent = Command::new(&command[0]);
+    crate::context::export(&mut agent);
+    agent
+        .args(&command[1..])
+        .current_dir(wt)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("BOULDER_STORY", &story.id)
+        .env("BOULDER_STORY_TITLE", &story.title)
+        .env("BOULDER_STORY_FILE", story_file)
+        .env("BOULDER_PRD", wt.join(&plan.prd))
+        .env("BOULDER_ITERATION", iteration.to_string())
+        .env("BOULDER_PROMPT", prompt)
+        .status()
+        .map_err(|e| Error::usage(format!("cannot run {:?}: {e}", command[0])).hint("check the command and PATH"))
 }
 
 /// How the reason of a run a spent budget ended starts (`work` tells it from other stops).
