@@ -255,13 +255,7 @@ fn rows(
             eprintln!("warning: {}", e.message);
             None
         });
-        let progress = match prd {
-            Some(prd) => Progress { done: ws.stream_done(plan, stream, prd, &done)?, total: stream.stories.len() },
-            None => Progress {
-                done: stream.stories.iter().filter(|id| done.contains(*id)).count(),
-                total: stream.stories.len(),
-            },
-        };
+        let progress = progress_of(ws, plan, stream, prd, &done)?;
         // Where the plan puts the worktree, else where git has the branch checked out (a worktree
         // moved with `git worktree move`, or moved by hand and repaired, is not stale).
         let wt = planned.clone().or_else(|| {
@@ -271,18 +265,9 @@ fn rows(
         });
         // A worktree is expected only on the machine that initialized the stream.
         let here = st.as_ref().is_none_or(|e| e.state.initialized_by.as_ref().is_none_or(|a| *a == me));
-        let setup_failed = st.as_ref().is_some_and(|e| e.state.setup_failed.is_some());
+        let lock_held = held.contains(&format!("stream-{}", stream.name));
         let recorded = st.as_ref().map(|e| e.state.status).unwrap_or_default();
-        let mut status = RowStatus::Recorded(recorded);
-        if invalid {
-            status = RowStatus::Invalid;
-        } else if recorded == StreamStatus::Running && here && !held.contains(&format!("stream-{}", stream.name)) {
-            // Recorded RUNNING by a run on this machine that no longer holds the lock: killed.
-            status = RowStatus::Interrupted;
-        } else if recorded == StreamStatus::Initialized && setup_failed {
-            // Initialized, but its setup command failed: the worktree is kept, not ready.
-            status = RowStatus::SetupFailed;
-        }
+        let mut status = first_status(st.as_ref().map(|e| &e.state), invalid, here, lock_held);
         // All stories done is COMPLETED (ready to merge), whoever finished them.
         if progress.total > 0
             && progress.done == progress.total
@@ -358,6 +343,38 @@ fn rows(
     }
     add_spend(ws, plan, spends, &mut rows);
     Ok(rows)
+}
+
+/// Stories done and assigned: by the PRD when it could be read, else by `prd done` records.
+fn progress_of(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &crate::plan::StreamDef,
+    prd: Option<&Prd>,
+    done: &std::collections::BTreeSet<String>,
+) -> Result<Progress> {
+    let total = stream.stories.len();
+    Ok(match prd {
+        Some(prd) => Progress { done: ws.stream_done(plan, stream, prd, done)?, total },
+        None => Progress { done: stream.stories.iter().filter(|id| done.contains(*id)).count(), total },
+    })
+}
+
+/// The status its state gives a row before the stories, the review and the budget are looked
+/// at: what it recorded, or INVALID, INTERRUPTED, SETUP_FAILED.
+fn first_status(st: Option<&StreamState>, invalid: bool, here: bool, lock_held: bool) -> RowStatus {
+    let recorded = st.map(|s| s.status).unwrap_or_default();
+    if invalid {
+        RowStatus::Invalid
+    } else if recorded == StreamStatus::Running && here && !lock_held {
+        // Recorded RUNNING by a run on this machine that no longer holds the lock: killed.
+        RowStatus::Interrupted
+    } else if recorded == StreamStatus::Initialized && st.is_some_and(|s| s.setup_failed.is_some()) {
+        // Initialized, but its setup command failed: the worktree is kept, not ready.
+        RowStatus::SetupFailed
+    } else {
+        RowStatus::Recorded(recorded)
+    }
 }
 
 /// Each row's spend and budget, and BUDGET_SPENT where a spent budget stops the stream; nothing
