@@ -13,7 +13,6 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
 use crate::error::{Error, Result};
 use crate::git::cli::{self, RebaseStep};
@@ -385,18 +384,8 @@ fn run_agent(
     prompt: &str,
     files: &[String],
 ) -> Result<()> {
-    let env = crate::stream::shell::stream_env(ws, plan, &stream.name)?;
-    let mut agent = Command::new(&command[0]);
-    crate::context::export(&mut agent);
-    agent
-        .args(&command[1..])
-        .current_dir(wt)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env("BOULDER_PRD", wt.join(&plan.prd))
-        .env("BOULDER_PROMPT", prompt)
-        .env("BOULDER_CONFLICTS", files.join("\n"))
-        .status()
-        .map_err(|e| Error::usage(format!("cannot run {:?}: {e}", command[0])).hint("check the command and PATH"))?;
+    let conflicts = std::ffi::OsString::from(files.join("\n"));
+    crate::stream::shell::run_agent(ws, plan, &stream.name, command, wt, prompt, &[("BOULDER_CONFLICTS", &conflicts)])?;
     Ok(())
 }
 

@@ -3,7 +3,6 @@
 //! variables, and judge: a new commit or a finished story is progress; none is a failure, followed
 //! by a wait of cooldown × multiplier^(failures − 1).
 
-use std::process::Command;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -413,21 +412,14 @@ fn run_agent(
     iteration: u32,
     prompt: &str,
 ) -> Result<std::process::ExitStatus> {
-    let env = crate::stream::shell::stream_env(ws, plan, &stream.name)?;
-    let mut agent = Command::new(&command[0]);
-    crate::context::export(&mut agent);
-    agent
-        .args(&command[1..])
-        .current_dir(wt)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .env("BOULDER_STORY", &story.id)
-        .env("BOULDER_STORY_TITLE", &story.title)
-        .env("BOULDER_STORY_FILE", story_file)
-        .env("BOULDER_PRD", wt.join(&plan.prd))
-        .env("BOULDER_ITERATION", iteration.to_string())
-        .env("BOULDER_PROMPT", prompt)
-        .status()
-        .map_err(|e| Error::usage(format!("cannot run {:?}: {e}", command[0])).hint("check the command and PATH"))
+    let iteration = std::ffi::OsString::from(iteration.to_string());
+    let extra: [(&str, &std::ffi::OsStr); 4] = [
+        ("BOULDER_STORY", story.id.as_ref()),
+        ("BOULDER_STORY_TITLE", story.title.as_ref()),
+        ("BOULDER_STORY_FILE", story_file.as_os_str()),
+        ("BOULDER_ITERATION", &iteration),
+    ];
+    crate::stream::shell::run_agent(ws, plan, &stream.name, command, wt, prompt, &extra)
 }
 
 /// How the reason of a run a spent budget ended starts (`work` tells it from other stops).

@@ -38,6 +38,35 @@ pub fn env_for(plan: &Plan, name: &str, index: Option<u64>) -> Vec<(String, Stri
     env
 }
 
+/// Run the plan's agent `command` once in the stream's worktree `wt` and wait for it: with the
+/// run context, the stream's environment, `BOULDER_PRD`, `BOULDER_PROMPT`, and `extra` — what
+/// only this caller tells the agent (the story of a `stream run` iteration, the conflicted files
+/// of `stream resolve`).
+pub fn run_agent(
+    ws: &Workspace,
+    plan: &Plan,
+    stream: &str,
+    command: &[String],
+    wt: &Path,
+    prompt: &str,
+    extra: &[(&str, &std::ffi::OsStr)],
+) -> Result<std::process::ExitStatus> {
+    let env = stream_env(ws, plan, stream)?;
+    let mut agent = std::process::Command::new(&command[0]);
+    crate::context::export(&mut agent);
+    agent
+        .args(&command[1..])
+        .current_dir(wt)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("BOULDER_PRD", wt.join(&plan.prd))
+        .env("BOULDER_PROMPT", prompt)
+        .envs(extra.iter().copied())
+        .status()
+        .map_err(|e| {
+            crate::error::Error::usage(format!("cannot run {:?}: {e}", command[0])).hint("check the command and PATH")
+        })
+}
+
 /// [`env_for`] with the index recorded in the stream's state (none when it has none).
 pub fn stream_env(ws: &Workspace, plan: &Plan, name: &str) -> Result<Vec<(String, String)>> {
     let store = Store::new(&ws.repo)?;
